@@ -1,0 +1,29 @@
+# Thin wrapper over CMake. `make` installs missing packages, configures and builds;
+# `make test` runs every test CTest knows; `make run` is the main job.
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+CTEST_ARGS ?=
+
+.PHONY: all deps configure build test run bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+run: build
+	@bash scripts/main-job.sh $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,100 @@
+// Graph-level subcommands: models, graph, info, dot, validate.
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "graph/analysis.hpp"
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+#include "graph/validate.hpp"
+#include "models/models.hpp"
+
+namespace hios::cli {
+
+namespace {
+
+struct GraphOptions {
+  std::string model;
+  int64_t batch = 1, height = 0, width = 0;
+  std::string output;
+};
+
+struct FileOptions {
+  std::string file;
+  std::string output;
+  bool as_json = false;
+};
+
+}  // namespace
+
+void add_graph_commands(CLI::App& app) {
+  // models
+  CLI::App* models = app.add_subcommand("models", "List the built-in models");
+  models->footer("Example:\n  hios models\n");
+  models->callback([] {
+    for (const ModelInfo& m : model_registry()) {
+      std::printf("%-18s %4lld  %s\n", m.name.c_str(), (long long)m.default_size, m.description.c_str());
+    }
+  });
+
+  // graph
+  auto gopt = std::make_shared<GraphOptions>();
+  CLI::App* graph = app.add_subcommand("graph", "Build a model and write its graph JSON");
+  graph->add_option("--model,-m", gopt->model, "Model name (see 'hios models')")->required();
+  graph->add_option("--batch,-b", gopt->batch, "Batch size")->capture_default_str();
+  graph->add_option("--height", gopt->height, "Input height (default: the model's standard size)");
+  graph->add_option("--width", gopt->width, "Input width (default: the model's standard size)");
+  graph->add_option("--output,-o", gopt->output, "Output file (default: stdout)");
+  graph->footer("Example:\n  hios graph --model inception_v3 --batch 1 --height 1024 --width 1024 -o inception.json\n");
+  graph->callback([gopt] {
+    Graph g = build_model(gopt->model, ModelParams{gopt->batch, gopt->height, gopt->width});
+    write_output(gopt->output, graph_to_text(g));
+    if (!gopt->output.empty() && gopt->output != "-") {
+      std::fprintf(stderr, "wrote %s: %d nodes in %zu blocks\n", gopt->output.c_str(), g.size(), g.blocks.size());
+    }
+  });
+
+  // info
+  auto iopt = std::make_shared<FileOptions>();
+  CLI::App* info = app.add_subcommand("info", "Summarise a graph: counts, FLOPs, parameters, width, longest path");
+  info->add_option("file", iopt->file, "Graph JSON")->required();
+  info->add_flag("--json", iopt->as_json, "Print one JSON object instead of text");
+  info->footer("Example:\n  hios info inception.json --json\n");
+  info->callback([iopt] {
+    Graph g = load_graph(iopt->file);
+    GraphSummary s = summarize(g);
+    if (iopt->as_json) {
+      std::printf("%s\n", summary_to_json(g, s).dump(2).c_str());
+    } else {
+      std::printf("%s", summary_to_text(g, s).c_str());
+    }
+  });
+
+  // dot
+  auto dopt = std::make_shared<FileOptions>();
+  CLI::App* dot = app.add_subcommand("dot", "Write Graphviz DOT with one cluster per block");
+  dot->add_option("file", dopt->file, "Graph JSON")->required();
+  dot->add_option("--output,-o", dopt->output, "Output file (default: stdout)");
+  dot->footer("Example:\n  hios dot inception.json -o inception.dot && dot -Tsvg inception.dot -o inception.svg\n");
+  dot->callback([dopt] { write_output(dopt->output, graph_to_dot(load_graph(dopt->file))); });
+
+  // validate
+  auto vopt = std::make_shared<FileOptions>();
+  CLI::App* validate = app.add_subcommand("validate", "Check a graph file and explain every problem found");
+  validate->add_option("file", vopt->file, "Graph JSON")->required();
+  validate->footer("Example:\n  hios validate my_model.json\n");
+  validate->callback([vopt] {
+    std::vector<std::string> problems = validate_graph_file(vopt->file);
+    if (problems.empty()) {
+      Graph g = load_graph(vopt->file);
+      std::printf("%s: ok (%d nodes, %zu blocks)\n", vopt->file.c_str(), g.size(), g.blocks.size());
+      return;
+    }
+    for (size_t i = 1; i < problems.size(); ++i) std::fprintf(stderr, "hios: problem: %s\n", problems[i].c_str());
+    // The first problem travels as the error so the last stderr line and the exit code follow
+    // the usual convention.
+    throw Error(strprintf("%s (%zu problem%s in all)", problems[0].c_str(), problems.size(),
+                          problems.size() == 1 ? "" : "s"));
+  });
+}
+
+}  // namespace hios::cli

@@ -1,0 +1,457 @@
+#include "graph/graph.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <set>
+
+#include "graph/error.hpp"
+
+namespace hios {
+
+int Graph::find(std::string_view node_name) const {
+  auto it = index_.find(std::string(node_name));
+  return it == index_.end() ? -1 : it->second;
+}
+
+Shape Graph::value_shape(const Value& v) const {
+  Shape s = nodes[v.node].shape;
+  s.c = value_end(v) - v.begin;
+  return s;
+}
+
+std::vector<int> Graph::predecessors(int i) const {
+  std::vector<int> out;
+  for (const Term& t : nodes[i].inputs) {
+    for (const Value& v : t) {
+      if (std::find(out.begin(), out.end(), v.node) == out.end()) out.push_back(v.node);
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> Graph::successors() const {
+  std::vector<std::vector<int>> succ(nodes.size());
+  for (int i = 0; i < size(); ++i) {
+    for (int p : predecessors(i)) succ[p].push_back(i);
+  }
+  return succ;
+}
+
+OpCost Graph::total_cost() const {
+  OpCost total;
+  for (const Node& n : nodes) total += n.cost;
+  return total;
+}
+
+int64_t Graph::edge_count() const {
+  int64_t e = 0;
+  for (int i = 0; i < size(); ++i) e += static_cast<int64_t>(predecessors(i).size());
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// finalize
+
+namespace {
+
+// Finds one cycle among nodes that Kahn's algorithm could not order, for the error message.
+std::string describe_cycle(const Graph& g, const std::vector<char>& unsorted) {
+  std::vector<int> state(g.nodes.size(), 0);  // 0 new, 1 on stack, 2 done
+  std::vector<int> stack;
+  std::string found;
+  std::function<bool(int)> dfs = [&](int u) -> bool {
+    state[u] = 1;
+    stack.push_back(u);
+    for (int p : g.predecessors(u)) {
+      if (!unsorted[p]) continue;
+      if (state[p] == 1) {
+        auto it = std::find(stack.begin(), stack.end(), p);
+        std::string s;
+        // The stack walks consumer -> producer; print in data-flow order.
+        std::vector<int> cyc(it, stack.end());
+        std::reverse(cyc.begin(), cyc.end());
+        for (int v : cyc) s += "'" + g.nodes[v].name + "' -> ";
+        s += "'" + g.nodes[cyc.front()].name + "'";
+        found = s;
+        return true;
+      }
+      if (state[p] == 0 && dfs(p)) return true;
+    }
+    stack.pop_back();
+    state[u] = 2;
+    return false;
+  };
+  for (int i = 0; i < g.size(); ++i) {
+    if (unsorted[i] && state[i] == 0 && dfs(i)) break;
+  }
+  return found;
+}
+
+}  // namespace
+
+void Graph::finalize() {
+  HIOS_CHECK(!nodes.empty(), "graph '%s': has no nodes", name.c_str());
+  HIOS_CHECK(batch > 0 && height > 0 && width > 0,
+             "graph '%s': batch, height and width must be positive (got %lld, %lld, %lld)", name.c_str(),
+             (long long)batch, (long long)height, (long long)width);
+  HIOS_CHECK(!blocks.empty(), "graph '%s': has no blocks", name.c_str());
+
+  // Names.
+  index_.clear();
+  for (int i = 0; i < size(); ++i) {
+    const std::string& nm = nodes[i].name;
+    HIOS_CHECK(!nm.empty(), "graph '%s': node #%d has an empty name", name.c_str(), i);
+    HIOS_CHECK(index_.emplace(nm, i).second, "duplicate node name '%s'", nm.c_str());
+  }
+
+  // Exactly one input placeholder, outside every block; every other node inside one.
+  int inputs = 0;
+  for (const Node& n : nodes) {
+    if (n.op.kind == OpKind::Input) {
+      ++inputs;
+      HIOS_CHECK(n.block < 0, "node '%s': the input placeholder cannot be inside a block", n.name.c_str());
+      HIOS_CHECK(n.inputs.empty(), "node '%s': the input placeholder takes no inputs", n.name.c_str());
+    } else {
+      HIOS_CHECK(n.block >= 0 && n.block < static_cast<int>(blocks.size()), "node '%s': belongs to no block",
+                 n.name.c_str());
+      HIOS_CHECK(!n.inputs.empty(), "node '%s': has no inputs", n.name.c_str());
+    }
+    for (const Term& t : n.inputs) {
+      HIOS_CHECK(!t.empty(), "node '%s': has an empty input term", n.name.c_str());
+      for (const Value& v : t) {
+        HIOS_CHECK(v.node >= 0 && v.node < size(), "node '%s': refers to a node that does not exist",
+                   n.name.c_str());
+      }
+    }
+  }
+  HIOS_CHECK(inputs == 1, "graph '%s': needs exactly one input placeholder, found %d", name.c_str(), inputs);
+
+  // Topological order, stable with respect to the current order (Kahn with a min-heap).
+  const int n = size();
+  std::vector<int> indeg(n, 0);
+  std::vector<std::vector<int>> succ = successors();
+  for (int i = 0; i < n; ++i) indeg[i] = static_cast<int>(predecessors(i).size());
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < n; ++i) {
+    if (indeg[i] == 0) ready.push(i);
+  }
+  std::vector<int> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    int u = ready.top();
+    ready.pop();
+    order.push_back(u);
+    for (int s : succ[u]) {
+      if (--indeg[s] == 0) ready.push(s);
+    }
+  }
+  if (static_cast<int>(order.size()) != n) {
+    std::vector<char> unsorted(n, 1);
+    for (int u : order) unsorted[u] = 0;
+    throw_error("graph '%s': cycle through %s", name.c_str(), describe_cycle(*this, unsorted).c_str());
+  }
+
+  // Apply the permutation.
+  std::vector<int> new_index(n);
+  for (int i = 0; i < n; ++i) new_index[order[i]] = i;
+  std::vector<Node> sorted;
+  sorted.reserve(n);
+  for (int old : order) sorted.push_back(std::move(nodes[old]));
+  nodes = std::move(sorted);
+  for (Node& nd : nodes) {
+    for (Term& t : nd.inputs) {
+      for (Value& v : t) v.node = new_index[v.node];
+    }
+  }
+  for (int i = 0; i < n; ++i) index_[nodes[i].name] = i;
+  HIOS_CHECK(nodes[0].op.kind == OpKind::Input, "graph '%s': node '%s' has no inputs but is not the input",
+             name.c_str(), nodes[0].name.c_str());
+
+  // Blocks: membership comes from Node::block; rebuild the lists in topological order.
+  std::vector<int> old_exit;
+  for (Block& b : blocks) old_exit.push_back(b.exit);
+  for (Block& b : blocks) b.nodes.clear();
+  for (int i = 0; i < n; ++i) {
+    if (nodes[i].block >= 0) blocks[nodes[i].block].nodes.push_back(i);
+  }
+  for (size_t bi = 0; bi < blocks.size(); ++bi) {
+    Block& b = blocks[bi];
+    HIOS_CHECK(!b.nodes.empty(), "block '%s': has no nodes", b.name.c_str());
+    HIOS_CHECK(old_exit[bi] >= 0 && old_exit[bi] < n, "block '%s': has no exit node", b.name.c_str());
+    b.exit = new_index[old_exit[bi]];
+    HIOS_CHECK(nodes[b.exit].block == static_cast<int>(bi), "block '%s': exit '%s' is not a node of the block",
+               b.name.c_str(), nodes[b.exit].name.c_str());
+    b.enter = bi == 0 ? 0 : blocks[bi - 1].exit;
+    for (int i : b.nodes) {
+      for (int p : predecessors(i)) {
+        HIOS_CHECK(nodes[p].block <= static_cast<int>(bi), "node '%s' (block '%s'): reads '%s' of a later block '%s'",
+                   nodes[i].name.c_str(), b.name.c_str(), nodes[p].name.c_str(),
+                   blocks[nodes[p].block].name.c_str());
+      }
+    }
+    // Every node of the block must lead to the exit.
+    std::set<int> reached{b.exit};
+    std::vector<int> work{b.exit};
+    while (!work.empty()) {
+      int u = work.back();
+      work.pop_back();
+      for (int p : predecessors(u)) {
+        if (nodes[p].block == static_cast<int>(bi) && reached.insert(p).second) work.push_back(p);
+      }
+    }
+    for (int i : b.nodes) {
+      HIOS_CHECK(reached.count(i), "node '%s' (block '%s'): does not lead to the block's exit '%s'",
+                 nodes[i].name.c_str(), b.name.c_str(), nodes[b.exit].name.c_str());
+    }
+  }
+
+  // Shape inference and counting, in topological order.
+  for (Node& nd : nodes) {
+    InferContext ctx{nd.name, batch, height, width};
+    std::vector<Shape> terms;
+    double value_bytes = 0, sum_flops = 0;
+    for (size_t ti = 0; ti < nd.inputs.size(); ++ti) {
+      const Term& t = nd.inputs[ti];
+      Shape ts;
+      for (size_t vi = 0; vi < t.size(); ++vi) {
+        const Value& v = t[vi];
+        const Node& src = nodes[v.node];
+        int64_t end = value_end(v);
+        HIOS_CHECK(v.begin >= 0 && v.begin < end && end <= src.shape.c,
+                   "node '%s': input slice [%lld, %lld) of '%s' is outside its %lld channels", nd.name.c_str(),
+                   (long long)v.begin, (long long)end, src.name.c_str(), (long long)src.shape.c);
+        Shape vs = value_shape(v);
+        value_bytes += double(vs.numel()) * dtype_size(dtype);
+        if (vi == 0) {
+          ts = vs;
+          continue;
+        }
+        const Node& first = nodes[t[0].node];
+        HIOS_CHECK(vs.c == ts.c, "node '%s': channel mismatch inside a sum: '%s' gives %lld channels but '%s' gives %lld",
+                   nd.name.c_str(), first.name.c_str(), (long long)ts.c, src.name.c_str(), (long long)vs.c);
+        HIOS_CHECK(vs == ts, "node '%s': shape mismatch inside a sum: '%s' is %s but '%s' is %s", nd.name.c_str(),
+                   first.name.c_str(), ts.str().c_str(), src.name.c_str(), vs.str().c_str());
+      }
+      if (!t.empty()) sum_flops += double(t.size() - 1) * double(ts.numel());
+      terms.push_back(ts);
+    }
+    std::vector<Shape> in;
+    const OpDef& def = op_def(nd.op.kind);
+    if (def.terms_are_operands || terms.empty()) {
+      in = terms;
+    } else {
+      Shape cat = terms[0];
+      for (size_t ti = 1; ti < terms.size(); ++ti) {
+        const Shape& s = terms[ti];
+        HIOS_CHECK(s.n == cat.n && s.h == cat.h && s.w == cat.w,
+                   "node '%s': spatial mismatch in a concat: term 0 ('%s') is %s but term %zu ('%s') is %s",
+                   nd.name.c_str(), nodes[nd.inputs[0][0].node].name.c_str(), terms[0].str().c_str(), ti,
+                   nodes[nd.inputs[ti][0].node].name.c_str(), s.str().c_str());
+        cat.c += s.c;
+      }
+      in = {cat};
+    }
+    for (const Shape& s : in) {
+      HIOS_CHECK(s.numel() > 0, "node '%s': input has a non-positive size %s", nd.name.c_str(), s.str().c_str());
+    }
+    nd.shape = infer_op(nd.op, in, ctx);
+    HIOS_CHECK(nd.shape.numel() > 0, "node '%s': output has a non-positive size %s", nd.name.c_str(),
+               nd.shape.str().c_str());
+    nd.cost = count_op(nd.op, in, nd.shape, dtype);
+    // Assembling the input reads every value once; summing within a term costs one FLOP per
+    // extra addend element.
+    double assembled = 0;
+    for (const Shape& s : in) assembled += double(s.numel()) * dtype_size(dtype);
+    nd.cost.bytes_read += value_bytes - assembled;
+    nd.cost.flops += sum_flops;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GraphBuilder
+
+GraphBuilder::GraphBuilder(std::string name, int64_t batch, int64_t height, int64_t width) {
+  g_.name = std::move(name);
+  g_.batch = batch;
+  g_.height = height;
+  g_.width = width;
+}
+
+Value GraphBuilder::input(int64_t channels, const std::string& name) {
+  HIOS_CHECK(g_.nodes.empty(), "graph '%s': input() must come first", g_.name.c_str());
+  Op op = make_op(OpKind::Input);
+  op.attrs = InputAttrs{channels};
+  Node nd;
+  nd.name = name;
+  nd.op = op;
+  std::string nm = name;
+  InferContext ctx{nm, g_.batch, g_.height, g_.width};
+  nd.shape = infer_op(op, {}, ctx);
+  g_.nodes.push_back(std::move(nd));
+  g_.index_[name] = 0;
+  return Value{0, 0, -1};
+}
+
+void GraphBuilder::begin_block(const std::string& name) {
+  HIOS_CHECK(open_block_ < 0, "graph '%s': begin_block('%s') while block '%s' is open", g_.name.c_str(), name.c_str(),
+             g_.blocks[open_block_].name.c_str());
+  Block b;
+  b.name = name;
+  b.enter = g_.blocks.empty() ? 0 : g_.blocks.back().exit;
+  g_.blocks.push_back(b);
+  open_block_ = static_cast<int>(g_.blocks.size()) - 1;
+}
+
+void GraphBuilder::end_block(Value exit) {
+  HIOS_CHECK(open_block_ >= 0, "graph '%s': end_block without begin_block", g_.name.c_str());
+  HIOS_CHECK(g_.nodes[exit.node].block == open_block_ && exit.begin == 0 && exit.end < 0,
+             "block '%s': exit must be a whole node of the block", g_.blocks[open_block_].name.c_str());
+  g_.blocks[open_block_].exit = exit.node;
+  open_block_ = -1;
+}
+
+Value GraphBuilder::node(const std::string& name, Op op, std::vector<Term> inputs) {
+  HIOS_CHECK(open_block_ >= 0, "node '%s': created outside a block", name.c_str());
+  HIOS_CHECK(!g_.index_.count(name), "duplicate node name '%s'", name.c_str());
+  // Infer now so model code can ask for shapes; finish() re-checks everything.
+  std::vector<Shape> terms;
+  for (const Term& t : inputs) {
+    HIOS_CHECK(!t.empty(), "node '%s': empty input term", name.c_str());
+    Shape ts = g_.value_shape(t[0]);
+    for (const Value& v : t) {
+      Shape vs = g_.value_shape(v);
+      HIOS_CHECK(vs == ts, "node '%s': mismatch inside a sum: '%s' is %s but '%s' is %s", name.c_str(),
+                 g_.nodes[t[0].node].name.c_str(), ts.str().c_str(), g_.nodes[v.node].name.c_str(), vs.str().c_str());
+    }
+    terms.push_back(ts);
+  }
+  std::vector<Shape> in = terms;
+  if (!op_def(op.kind).terms_are_operands && !terms.empty()) {
+    Shape cat = terms[0];
+    for (size_t i = 1; i < terms.size(); ++i) {
+      HIOS_CHECK(terms[i].h == cat.h && terms[i].w == cat.w, "node '%s': spatial mismatch in a concat (%s vs %s)",
+                 name.c_str(), cat.str().c_str(), terms[i].str().c_str());
+      cat.c += terms[i].c;
+    }
+    in = {cat};
+  }
+  InferContext ctx{name, g_.batch, g_.height, g_.width};
+  Node nd;
+  nd.name = name;
+  nd.shape = infer_op(op, in, ctx);
+  nd.op = std::move(op);
+  nd.inputs = std::move(inputs);
+  nd.block = open_block_;
+  int id = static_cast<int>(g_.nodes.size());
+  g_.nodes.push_back(std::move(nd));
+  g_.index_[name] = id;
+  return Value{id, 0, -1};
+}
+
+Op conv_op(int64_t out_channels, std::array<int, 2> kernel, std::array<int, 2> stride, std::array<int, 2> padding,
+           Activation act, int64_t groups, bool bias, std::array<int, 2> dilation) {
+  Op op = make_op(OpKind::Conv);
+  ConvAttrs a;
+  a.out_channels = out_channels;
+  a.kernel = kernel;
+  a.stride = stride;
+  a.padding = padding;
+  a.dilation = dilation;
+  a.groups = groups;
+  a.bias = bias;
+  a.activation = act;
+  op.attrs = a;
+  return op;
+}
+
+Op pool_op(PoolKind kind, int kernel, int stride, int padding, bool ceil_mode, bool count_include_pad) {
+  Op op = make_op(OpKind::Pool);
+  PoolAttrs a;
+  a.kind = kind;
+  a.kernel = {kernel, kernel};
+  a.stride = {stride, stride};
+  a.padding = {padding, padding};
+  a.ceil_mode = ceil_mode;
+  a.count_include_pad = count_include_pad;
+  op.attrs = a;
+  return op;
+}
+
+Op activation_op(Activation act) {
+  Op op = make_op(OpKind::Activation);
+  op.attrs = ActivationAttrs{act};
+  return op;
+}
+
+static std::vector<Term> one_term_each(const std::vector<Value>& vs) {
+  std::vector<Term> terms;
+  for (const Value& v : vs) terms.push_back(Term{v});
+  return terms;
+}
+
+Value GraphBuilder::conv(const std::string& name, const Term& in, int64_t out_channels, int kernel, int stride,
+                         int padding, Activation act, int64_t groups, bool bias, int dilation) {
+  return node(name,
+              conv_op(out_channels, {kernel, kernel}, {stride, stride}, {padding, padding}, act, groups, bias,
+                      {dilation, dilation}),
+              one_term_each(in));
+}
+
+Value GraphBuilder::conv(const std::string& name, const Term& in, int64_t out_channels, std::array<int, 2> kernel,
+                         std::array<int, 2> stride, std::array<int, 2> padding, Activation act, int64_t groups,
+                         bool bias) {
+  return node(name, conv_op(out_channels, kernel, stride, padding, act, groups, bias), one_term_each(in));
+}
+
+Value GraphBuilder::pool(const std::string& name, Value in, PoolKind kind, int kernel, int stride, int padding,
+                         bool ceil_mode, bool count_include_pad) {
+  return node(name, pool_op(kind, kernel, stride, padding, ceil_mode, count_include_pad), {Term{in}});
+}
+
+Value GraphBuilder::activation(const std::string& name, Value in, Activation act) {
+  return node(name, activation_op(act), {Term{in}});
+}
+
+Value GraphBuilder::add(const std::string& name, const std::vector<Value>& operands) {
+  return node(name, make_op(OpKind::Add), one_term_each(operands));
+}
+
+Value GraphBuilder::mul(const std::string& name, const std::vector<Value>& operands) {
+  return node(name, make_op(OpKind::Mul), one_term_each(operands));
+}
+
+Value GraphBuilder::sum(const std::string& name, const std::vector<Value>& values) {
+  return node(name, make_op(OpKind::Identity), {Term(values.begin(), values.end())});
+}
+
+Value GraphBuilder::concat(const std::string& name, const std::vector<Value>& values) {
+  return node(name, make_op(OpKind::Identity), one_term_each(values));
+}
+
+Value GraphBuilder::sequential(const std::string& name, const Term& in, std::vector<Op> steps) {
+  Op op = make_op(OpKind::Sequential);
+  op.attrs = SequentialAttrs{std::move(steps)};
+  return node(name, std::move(op), one_term_each(in));
+}
+
+Value GraphBuilder::linear(const std::string& name, Value in, int64_t out_features, bool bias) {
+  Op op = make_op(OpKind::Linear);
+  op.attrs = LinearAttrs{out_features, bias};
+  return node(name, std::move(op), {Term{in}});
+}
+
+Value GraphBuilder::softmax(const std::string& name, Value in) {
+  return node(name, make_op(OpKind::Softmax), {Term{in}});
+}
+
+Graph GraphBuilder::finish() {
+  HIOS_CHECK(open_block_ < 0, "graph '%s': block '%s' was never ended", g_.name.c_str(),
+             g_.blocks[open_block_].name.c_str());
+  Graph g = std::move(g_);
+  g_ = Graph{};
+  g.finalize();
+  return g;
+}
+
+}  // namespace hios

@@ -1,0 +1,135 @@
+// The operator-graph IR.
+//
+// A Graph is an input placeholder followed by ordered Blocks. A Block has an enter node (the
+// previous block's exit, or the graph input for the first block), inner nodes forming a DAG,
+// and an exit node. Nodes read their input as a list of terms: the values inside a term are
+// summed and the terms are concatenated along channels, so [[a, b], [c]] is concat(a + b, c).
+// A value may be a channel slice of a node's output. Add and mul are the exception: each of
+// their terms is one operand.
+//
+// A node may read any node of its own block, the block's enter, or any node of an earlier
+// block (NASNet cells read the two previous cells). Every node of a block must lead to the
+// block's exit, so a block finishes when its exit does.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/ops.hpp"
+
+namespace hios {
+
+// A node's output, or the channel slice [begin, end) of it. end < 0 means "to the last channel".
+struct Value {
+  int node = -1;
+  int64_t begin = 0;
+  int64_t end = -1;
+  bool operator==(const Value& o) const { return node == o.node && begin == o.begin && end == o.end; }
+};
+using Term = std::vector<Value>;
+
+struct Node {
+  std::string name;
+  Op op;
+  std::vector<Term> inputs;
+  int block = -1;    // index into Graph::blocks; -1 for the graph input
+  Shape shape;       // output shape, filled by shape inference
+  OpCost cost;       // counts, filled by shape inference (term assembly included)
+};
+
+struct Block {
+  std::string name;
+  int enter = -1;          // node index: graph input or the previous block's exit
+  int exit = -1;           // node index, a member of `nodes`
+  std::vector<int> nodes;  // inner nodes and the exit, in topological order
+};
+
+class Graph {
+ public:
+  std::string name;
+  int64_t batch = 1, height = 0, width = 0;
+  DType dtype = DType::F32;
+  std::vector<Node> nodes;  // topologically ordered; nodes[0] is the input placeholder
+  std::vector<Block> blocks;
+
+  int input() const { return 0; }
+  int output() const { return blocks.empty() ? 0 : blocks.back().exit; }
+  int size() const { return static_cast<int>(nodes.size()); }
+  int find(std::string_view node_name) const;  // -1 when absent
+  int64_t value_begin(const Value& v) const { return v.begin; }
+  int64_t value_end(const Value& v) const { return v.end < 0 ? nodes[v.node].shape.c : v.end; }
+  Shape value_shape(const Value& v) const;
+  // Distinct producers of node i, in first-use order.
+  std::vector<int> predecessors(int i) const;
+  // Consumers of every node (built on demand; O(edges)).
+  std::vector<std::vector<int>> successors() const;
+  OpCost total_cost() const;
+  int64_t edge_count() const;  // distinct producer -> consumer pairs
+
+  // Rebuilds the name index, orders nodes topologically, checks the block structure and runs
+  // shape inference and counting. Throws hios::Error naming the culprit on: an empty or
+  // duplicate name, a dangling reference, a cycle, a reference into a later block, a node
+  // that does not lead to its block's exit, a channel or spatial mismatch in a term, a
+  // non-positive size, or an invalid op attribute.
+  void finalize();
+
+ private:
+  std::unordered_map<std::string, int> index_;
+  friend class GraphBuilder;
+};
+
+// Builds a Graph node by node, inferring shapes as it goes so that model code can ask for the
+// channels of what it has built so far.
+class GraphBuilder {
+ public:
+  GraphBuilder(std::string name, int64_t batch, int64_t height, int64_t width);
+
+  Value input(int64_t channels, const std::string& name = "input");
+  void begin_block(const std::string& name);
+  // Ends the current block with `exit` (a whole node of the block) as its exit.
+  void end_block(Value exit);
+
+  // The general form: an op reading `inputs` under term semantics.
+  Value node(const std::string& name, Op op, std::vector<Term> inputs);
+
+  // Conveniences for model code; each reads one term per element of `in` unless noted.
+  Value conv(const std::string& name, const Term& in, int64_t out_channels, int kernel, int stride, int padding,
+             Activation act = Activation::Relu, int64_t groups = 1, bool bias = true, int dilation = 1);
+  Value conv(const std::string& name, const Term& in, int64_t out_channels, std::array<int, 2> kernel,
+             std::array<int, 2> stride, std::array<int, 2> padding, Activation act = Activation::Relu,
+             int64_t groups = 1, bool bias = true);
+  Value pool(const std::string& name, Value in, PoolKind kind, int kernel = 1, int stride = 1, int padding = 0,
+             bool ceil_mode = false, bool count_include_pad = true);
+  Value activation(const std::string& name, Value in, Activation act);
+  Value add(const std::string& name, const std::vector<Value>& operands);  // element-wise, one term each
+  Value mul(const std::string& name, const std::vector<Value>& operands);
+  Value sum(const std::string& name, const std::vector<Value>& values);     // identity over one term
+  Value concat(const std::string& name, const std::vector<Value>& values);  // identity, one term each
+  Value sequential(const std::string& name, const Term& in, std::vector<Op> steps);
+  Value linear(const std::string& name, Value in, int64_t out_features, bool bias = true);
+  Value softmax(const std::string& name, Value in);
+
+  static Value slice(Value v, int64_t begin, int64_t end) { return Value{v.node, begin, end}; }
+  const Shape& shape(Value v) const { return g_.nodes[v.node].shape; }
+  int64_t channels(Value v) const { return v.end < 0 ? g_.nodes[v.node].shape.c - v.begin : v.end - v.begin; }
+  bool in_block() const { return open_block_ >= 0; }
+
+  // Finalizes and returns the graph; the builder is left empty.
+  Graph finish();
+
+ private:
+  Graph g_;
+  int open_block_ = -1;
+};
+
+// Op constructors usable for sequential steps.
+Op conv_op(int64_t out_channels, std::array<int, 2> kernel, std::array<int, 2> stride, std::array<int, 2> padding,
+           Activation act = Activation::None, int64_t groups = 1, bool bias = true,
+           std::array<int, 2> dilation = {1, 1});
+Op pool_op(PoolKind kind, int kernel = 1, int stride = 1, int padding = 0, bool ceil_mode = false,
+           bool count_include_pad = true);
+Op activation_op(Activation act);
+
+}  // namespace hios

@@ -1,0 +1,247 @@
+#include "graph/json_codec.hpp"
+
+#include <cstdio>
+#include <unordered_map>
+
+#include "graph/error.hpp"
+
+namespace hios {
+
+static constexpr const char* kFormat = "hios-graph";
+static constexpr int kVersion = 1;
+
+static json shape_json(const Shape& s) { return json::array({s.n, s.c, s.h, s.w}); }
+
+static json value_json(const Graph& g, const Value& v) {
+  const Node& src = g.nodes[v.node];
+  if (v.begin == 0 && g.value_end(v) == src.shape.c) return src.name;
+  json o;
+  o["node"] = src.name;
+  o["begin"] = v.begin;
+  o["end"] = g.value_end(v);
+  return o;
+}
+
+static json node_json(const Graph& g, const Node& n) {
+  json j;
+  j["name"] = n.name;
+  write_op(n.op, j);
+  if (n.op.kind != OpKind::Input) {
+    json inputs = json::array();
+    for (const Term& t : n.inputs) {
+      json term = json::array();
+      for (const Value& v : t) term.push_back(value_json(g, v));
+      inputs.push_back(std::move(term));
+    }
+    j["inputs"] = std::move(inputs);
+  }
+  j["shape"] = shape_json(n.shape);
+  return j;
+}
+
+json graph_to_json(const Graph& g) {
+  json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["name"] = g.name;
+  j["batch"] = g.batch;
+  j["height"] = g.height;
+  j["width"] = g.width;
+  j["dtype"] = dtype_name(g.dtype);
+  j["input"] = node_json(g, g.nodes[g.input()]);
+  json blocks = json::array();
+  for (const Block& b : g.blocks) {
+    json bj;
+    bj["name"] = b.name;
+    bj["exit"] = g.nodes[b.exit].name;
+    json nodes = json::array();
+    for (int i : b.nodes) nodes.push_back(node_json(g, g.nodes[i]));
+    bj["nodes"] = std::move(nodes);
+    blocks.push_back(std::move(bj));
+  }
+  j["blocks"] = std::move(blocks);
+  return j;
+}
+
+std::string graph_to_text(const Graph& g) {
+  // Hand-laid-out so a node stays on one line: graphs have thousands of nodes and a diff
+  // should show one line per changed node.
+  json j = graph_to_json(g);
+  std::string out = "{\n";
+  bool first = true;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!first) out += ",\n";
+    first = false;
+    out += "  " + json(it.key()).dump() + ": ";
+    if (it.key() != "blocks") {
+      out += it.value().dump();
+      continue;
+    }
+    out += "[\n";
+    for (size_t bi = 0; bi < it.value().size(); ++bi) {
+      const json& b = it.value()[bi];
+      out += "    {\"name\": " + b["name"].dump() + ", \"exit\": " + b["exit"].dump() + ", \"nodes\": [\n";
+      const json& nodes = b["nodes"];
+      for (size_t ni = 0; ni < nodes.size(); ++ni) {
+        out += "      " + nodes[ni].dump() + (ni + 1 < nodes.size() ? ",\n" : "\n");
+      }
+      out += std::string("    ]}") + (bi + 1 < it.value().size() ? ",\n" : "\n");
+    }
+    out += "  ]";
+  }
+  out += "\n}\n";
+  return out;
+}
+
+namespace {
+
+struct PendingNode {
+  const json* j;
+  std::string path;
+};
+
+Value read_value(const json& v, const std::string& path, const std::unordered_map<std::string, int>& index) {
+  std::string name;
+  Value out;
+  if (v.is_string()) {
+    name = v.get<std::string>();
+  } else {
+    JsonObject o(v, path);
+    name = o.get_string("node");
+    out.begin = o.get_int("begin");
+    out.end = o.get_int("end");
+    o.finish();
+    HIOS_CHECK(out.begin >= 0 && out.end > out.begin, "%s: slice [%lld, %lld) is empty or negative", path.c_str(),
+               (long long)out.begin, (long long)out.end);
+  }
+  auto it = index.find(name);
+  HIOS_CHECK(it != index.end(), "%s: refers to unknown node '%s'", path.c_str(), name.c_str());
+  out.node = it->second;
+  return out;
+}
+
+}  // namespace
+
+Graph graph_from_json(const json& j, const std::string& source) {
+  JsonObject root(j, source);
+  std::string format = root.get_string("format");
+  HIOS_CHECK(format == kFormat, "%s: expected \"%s\", got \"%s\"", root.child_path("format").c_str(), kFormat,
+             format.c_str());
+  int64_t version = root.get_int("version");
+  HIOS_CHECK(version == kVersion, "%s: unsupported version %lld (this build reads %d)",
+             root.child_path("version").c_str(), (long long)version, kVersion);
+  Graph g;
+  g.name = root.get_string("name");
+  g.batch = root.get_int("batch");
+  g.height = root.get_int("height");
+  g.width = root.get_int("width");
+  std::string dt = root.get_string("dtype", "float32");
+  HIOS_CHECK(dt == "float32", "%s: unsupported dtype '%s' (only float32 for now)", root.child_path("dtype").c_str(),
+             dt.c_str());
+
+  // Pass 1: collect node names so that inputs may refer forward (a cycle is then reported as
+  // a cycle, not as a dangling name).
+  std::vector<PendingNode> pending;
+  std::unordered_map<std::string, int> index;
+  auto collect = [&](const json& nj, const std::string& path, int block) {
+    JsonObject o(nj, path);
+    std::string name = o.get_string("name");
+    HIOS_CHECK(!name.empty(), "%s: empty node name", o.child_path("name").c_str());
+    HIOS_CHECK(index.emplace(name, static_cast<int>(pending.size())).second, "%s: duplicate node name '%s'",
+               o.child_path("name").c_str(), name.c_str());
+    pending.push_back({&nj, path});
+    Node n;
+    n.name = name;
+    n.block = block;
+    g.nodes.push_back(std::move(n));
+  };
+  collect(root.get_object("input"), root.child_path("input"), -1);
+  const json& blocks = root.get_array("blocks");
+  std::vector<std::string> exits;
+  for (size_t bi = 0; bi < blocks.size(); ++bi) {
+    std::string bpath = root.child_path("blocks") + strprintf("[%zu]", bi);
+    JsonObject bo(blocks[bi], bpath);
+    Block b;
+    b.name = bo.get_string("name");
+    exits.push_back(bo.get_string("exit"));
+    const json& nodes = bo.get_array("nodes");
+    for (size_t ni = 0; ni < nodes.size(); ++ni) {
+      collect(nodes[ni], bo.child_path("nodes") + strprintf("[%zu]", ni), static_cast<int>(bi));
+    }
+    bo.finish();
+    g.blocks.push_back(std::move(b));
+  }
+  root.finish();
+  for (size_t bi = 0; bi < exits.size(); ++bi) {
+    auto it = index.find(exits[bi]);
+    HIOS_CHECK(it != index.end(), "%s.blocks[%zu].exit: refers to unknown node '%s'", source.c_str(), bi,
+               exits[bi].c_str());
+    g.blocks[bi].exit = it->second;
+  }
+
+  // Pass 2: ops and inputs.
+  std::vector<json> declared_shapes(pending.size());
+  for (size_t i = 0; i < pending.size(); ++i) {
+    JsonObject o(*pending[i].j, pending[i].path);
+    o.accept("name");
+    Node& n = g.nodes[i];
+    n.op = read_op(o);
+    HIOS_CHECK((n.op.kind == OpKind::Input) == (n.block < 0), "%s.op: %s", o.path().c_str(),
+               n.block < 0 ? "the graph input must be an input op" : "an input op can only be the graph input");
+    if (n.op.kind != OpKind::Input) {
+      const json& inputs = o.get_array("inputs");
+      for (size_t ti = 0; ti < inputs.size(); ++ti) {
+        std::string tpath = o.child_path("inputs") + strprintf("[%zu]", ti);
+        const json& term = json_array(inputs[ti], tpath);
+        HIOS_CHECK(!term.empty(), "%s: empty term", tpath.c_str());
+        Term t;
+        for (size_t vi = 0; vi < term.size(); ++vi) {
+          t.push_back(read_value(term[vi], tpath + strprintf("[%zu]", vi), index));
+        }
+        n.inputs.push_back(std::move(t));
+      }
+    }
+    if (o.has("shape")) declared_shapes[i] = o.at("shape");
+    o.finish();
+  }
+
+  g.finalize();
+
+  // A shape written in the file is a claim; it must agree with inference.
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (declared_shapes[i].is_null()) continue;
+    const Node& n = g.nodes[g.find(pending[i].j->at("name").get<std::string>())];
+    std::string p = pending[i].path + ".shape";
+    const json& s = declared_shapes[i];
+    HIOS_CHECK(s.is_array() && s.size() == 4, "%s: expected [n, c, h, w]", p.c_str());
+    Shape d{json_int(s[0], p + "[0]"), json_int(s[1], p + "[1]"), json_int(s[2], p + "[2]"), json_int(s[3], p + "[3]")};
+    HIOS_CHECK(d == n.shape, "%s: node '%s' is declared %s but inference gives %s", p.c_str(), n.name.c_str(),
+               d.str().c_str(), n.shape.str().c_str());
+  }
+  return g;
+}
+
+Graph load_graph(const std::string& file) {
+  json j = read_json_file(file);
+  try {
+    return graph_from_json(j, "$");
+  } catch (const Error& e) {
+    throw Error(file + ": " + e.what());
+  }
+}
+
+void save_graph(const Graph& g, const std::string& file) { write_file_atomic(file, graph_to_text(g)); }
+
+std::string graph_digest(const Graph& g) {
+  std::string text = graph_to_json(g).dump();
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", (unsigned long long)h);
+  return buf;
+}
+
+}  // namespace hios

@@ -1,0 +1,78 @@
+// Strict reading of JSON objects.
+//
+// Every loader in hios (graphs, schedules, device presets, profile databases) reads through
+// JsonObject so that the same rules hold everywhere: a missing required key, a value of the
+// wrong type, or a key nobody asked for is an hios::Error naming the JSON path, e.g.
+// "$.blocks[2].nodes[5].kernal: unknown key". This is the TVM graph-executor lesson: a typo in
+// a hand-edited file must never be silently ignored.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hios {
+
+// Ordered, so that written files keep a readable key order and round-trip byte for byte.
+using json = nlohmann::ordered_json;
+
+// Human name of a JSON value's type, for error messages.
+const char* json_type_name(const json& j);
+
+class JsonObject {
+ public:
+  // Throws if j is not an object.
+  JsonObject(const json& j, std::string path);
+
+  const std::string& path() const { return path_; }
+  std::string child_path(const std::string& key) const { return path_ + "." + key; }
+  bool has(const std::string& key) const { return j_.contains(key); }
+
+  // Required accessors throw "<path>.<key>: missing" when the key is absent.
+  const json& at(const std::string& key);
+  int64_t get_int(const std::string& key);
+  double get_number(const std::string& key);
+  bool get_bool(const std::string& key);
+  std::string get_string(const std::string& key);
+  const json& get_array(const std::string& key);
+  const json& get_object(const std::string& key);
+
+  // Optional accessors return the default when the key is absent (but still type-check).
+  int64_t get_int(const std::string& key, int64_t def);
+  double get_number(const std::string& key, double def);
+  bool get_bool(const std::string& key, bool def);
+  std::string get_string(const std::string& key, const std::string& def);
+  // A pair of integers written as [a, b]; a single integer a means [a, a].
+  std::array<int, 2> get_pair(const std::string& key, std::array<int, 2> def);
+
+  // Marks a key as understood without reading it (for keys parsed elsewhere).
+  void accept(const std::string& key) { used_.insert(key); }
+
+  // Throws on the first key that no accessor asked for.
+  void finish() const;
+
+ private:
+  const json& j_;
+  std::string path_;
+  std::set<std::string> used_;
+};
+
+// Free-standing typed checks for array elements and nested values.
+int64_t json_int(const json& j, const std::string& path);
+double json_number(const json& j, const std::string& path);
+std::string json_string(const json& j, const std::string& path);
+const json& json_array(const json& j, const std::string& path);
+
+// Parses text as JSON; a syntax error names the file and the byte offset.
+json parse_json_text(const std::string& text, const std::string& source_name);
+json read_json_file(const std::string& file);
+
+// Writes text to file atomically: a temporary file in the same folder, then rename, so that a
+// crash never leaves a half-written result behind.
+void write_file_atomic(const std::string& file, const std::string& text);
+
+}  // namespace hios

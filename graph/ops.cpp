@@ -1,0 +1,498 @@
+#include "graph/ops.hpp"
+
+#include <cmath>
+
+#include "graph/error.hpp"
+
+namespace hios {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+  }
+  return 4;
+}
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "float32";
+  }
+  return "float32";
+}
+
+std::string Shape::str() const {
+  return strprintf("%lldx%lldx%lldx%lld", (long long)n, (long long)c, (long long)h, (long long)w);
+}
+
+OpCost& OpCost::operator+=(const OpCost& o) {
+  flops += o.flops;
+  macs += o.macs;
+  params += o.params;
+  bytes_read += o.bytes_read;
+  bytes_written += o.bytes_written;
+  return *this;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small enum codecs.
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::None: return "none";
+    case Activation::Relu: return "relu";
+    case Activation::Sigmoid: return "sigmoid";
+    case Activation::Tanh: return "tanh";
+  }
+  return "none";
+}
+
+static Activation parse_activation(const std::string& s, const std::string& path, bool allow_none) {
+  if (s == "relu") return Activation::Relu;
+  if (s == "sigmoid") return Activation::Sigmoid;
+  if (s == "tanh") return Activation::Tanh;
+  if (s == "none" && allow_none) return Activation::None;
+  throw_error("%s: unknown activation '%s' (expected %srelu, sigmoid or tanh)", path.c_str(), s.c_str(),
+              allow_none ? "none, " : "");
+}
+
+const char* pool_kind_name(PoolKind p) {
+  switch (p) {
+    case PoolKind::Max: return "max";
+    case PoolKind::Avg: return "avg";
+    case PoolKind::GlobalMax: return "global_max";
+    case PoolKind::GlobalAvg: return "global_avg";
+  }
+  return "max";
+}
+
+static PoolKind parse_pool_kind(const std::string& s, const std::string& path) {
+  if (s == "max") return PoolKind::Max;
+  if (s == "avg") return PoolKind::Avg;
+  if (s == "global_max") return PoolKind::GlobalMax;
+  if (s == "global_avg") return PoolKind::GlobalAvg;
+  throw_error("%s: unknown pool kind '%s' (expected max, avg, global_max or global_avg)", path.c_str(), s.c_str());
+}
+
+static json pair_json(const std::array<int, 2>& p) { return json::array({p[0], p[1]}); }
+
+static bool is_global(PoolKind k) { return k == PoolKind::GlobalMax || k == PoolKind::GlobalAvg; }
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers for inference and counting.
+
+static double bytes_of(const Shape& s, DType t) { return double(s.numel()) * double(dtype_size(t)); }
+
+static double bytes_of(const std::vector<Shape>& in, DType t) {
+  double b = 0;
+  for (const Shape& s : in) b += bytes_of(s, t);
+  return b;
+}
+
+static void check_positive(const Shape& s, const InferContext& ctx, const char* what) {
+  HIOS_CHECK(s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0, "node '%s': %s shape %s has a non-positive size",
+             ctx.node.c_str(), what, s.str().c_str());
+}
+
+// Output extent of a sliding window, following PyTorch's conv and pool rules.
+static int64_t window_out(int64_t in, int k, int s, int p, int d, bool ceil_mode) {
+  int64_t span = int64_t(d) * (k - 1) + 1;
+  int64_t num = in + 2 * int64_t(p) - span;
+  if (num < 0) return 0;
+  int64_t out = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  // PyTorch drops a last window that would start inside the right padding.
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+static const Shape& single_input(const std::vector<Shape>& in, const InferContext& ctx) {
+  HIOS_CHECK(in.size() == 1, "node '%s': expected one input tensor, got %zu", ctx.node.c_str(), in.size());
+  return in[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// input
+
+static Shape infer_input(const Op& op, const std::vector<Shape>& in, const InferContext& ctx) {
+  HIOS_CHECK(in.empty(), "node '%s': the input placeholder takes no inputs", ctx.node.c_str());
+  Shape s{ctx.batch, op.input().channels, ctx.height, ctx.width};
+  check_positive(s, ctx, "input");
+  return s;
+}
+static OpCost count_input(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
+  OpCost c;
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+static void write_input(const Op& op, json& j) { j["channels"] = op.input().channels; }
+static void read_input(Op& op, JsonObject& o) {
+  InputAttrs a;
+  a.channels = o.get_int("channels");
+  op.attrs = a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// conv
+
+static Shape infer_conv(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const ConvAttrs& a = op.conv();
+  const Shape& in = single_input(ins, ctx);
+  HIOS_CHECK(a.groups > 0 && a.out_channels > 0, "node '%s': conv needs positive groups and out_channels",
+             ctx.node.c_str());
+  for (int i = 0; i < 2; ++i) {
+    HIOS_CHECK(a.kernel[i] > 0 && a.stride[i] > 0 && a.dilation[i] > 0 && a.padding[i] >= 0,
+               "node '%s': conv kernel, stride and dilation must be positive and padding non-negative",
+               ctx.node.c_str());
+  }
+  HIOS_CHECK(in.c % a.groups == 0, "node '%s': conv input has %lld channels, not divisible by groups=%lld",
+             ctx.node.c_str(), (long long)in.c, (long long)a.groups);
+  HIOS_CHECK(a.out_channels % a.groups == 0, "node '%s': out_channels=%lld not divisible by groups=%lld",
+             ctx.node.c_str(), (long long)a.out_channels, (long long)a.groups);
+  Shape out{in.n, a.out_channels, window_out(in.h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false),
+            window_out(in.w, a.kernel[1], a.stride[1], a.padding[1], a.dilation[1], false)};
+  check_positive(out, ctx, "conv output");
+  return out;
+}
+static OpCost count_conv(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
+  const ConvAttrs& a = op.conv();
+  OpCost c;
+  double weights = double(a.out_channels) * double(in[0].c / a.groups) * a.kernel[0] * a.kernel[1];
+  c.params = weights + (a.bias ? a.out_channels : 0);
+  c.macs = double(out.numel()) * double(in[0].c / a.groups) * a.kernel[0] * a.kernel[1];
+  c.flops = 2 * c.macs + (a.bias ? out.numel() : 0) + (a.activation != Activation::None ? out.numel() : 0);
+  c.bytes_read = bytes_of(in, t) + c.params * dtype_size(t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+static void write_conv(const Op& op, json& j) {
+  const ConvAttrs& a = op.conv();
+  j["out_channels"] = a.out_channels;
+  j["kernel"] = pair_json(a.kernel);
+  j["stride"] = pair_json(a.stride);
+  j["padding"] = pair_json(a.padding);
+  j["dilation"] = pair_json(a.dilation);
+  j["groups"] = a.groups;
+  j["bias"] = a.bias;
+  j["activation"] = activation_name(a.activation);
+}
+static void read_conv(Op& op, JsonObject& o) {
+  ConvAttrs a;
+  a.out_channels = o.get_int("out_channels");
+  a.kernel = o.get_pair("kernel", a.kernel);
+  a.stride = o.get_pair("stride", a.stride);
+  a.padding = o.get_pair("padding", a.padding);
+  a.dilation = o.get_pair("dilation", a.dilation);
+  a.groups = o.get_int("groups", 1);
+  a.bias = o.get_bool("bias", true);
+  a.activation = parse_activation(o.get_string("activation", "none"), o.child_path("activation"), true);
+  op.attrs = a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// pool
+
+static Shape infer_pool(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const PoolAttrs& a = op.pool();
+  const Shape& in = single_input(ins, ctx);
+  if (is_global(a.kind)) return Shape{in.n, in.c, 1, 1};
+  for (int i = 0; i < 2; ++i) {
+    HIOS_CHECK(a.kernel[i] > 0 && a.stride[i] > 0 && a.padding[i] >= 0,
+               "node '%s': pool kernel and stride must be positive and padding non-negative", ctx.node.c_str());
+    HIOS_CHECK(2 * a.padding[i] <= a.kernel[i], "node '%s': pool padding %d exceeds half the kernel %d",
+               ctx.node.c_str(), a.padding[i], a.kernel[i]);
+  }
+  Shape out{in.n, in.c, window_out(in.h, a.kernel[0], a.stride[0], a.padding[0], 1, a.ceil_mode),
+            window_out(in.w, a.kernel[1], a.stride[1], a.padding[1], 1, a.ceil_mode)};
+  check_positive(out, ctx, "pool output");
+  return out;
+}
+static OpCost count_pool(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
+  const PoolAttrs& a = op.pool();
+  OpCost c;
+  double window = is_global(a.kind) ? double(in[0].h) * in[0].w : double(a.kernel[0]) * a.kernel[1];
+  c.flops = double(out.numel()) * window;
+  c.bytes_read = bytes_of(in, t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+static void write_pool(const Op& op, json& j) {
+  const PoolAttrs& a = op.pool();
+  j["pool"] = pool_kind_name(a.kind);
+  if (is_global(a.kind)) return;
+  j["kernel"] = pair_json(a.kernel);
+  j["stride"] = pair_json(a.stride);
+  j["padding"] = pair_json(a.padding);
+  j["ceil_mode"] = a.ceil_mode;
+  if (a.kind == PoolKind::Avg) j["count_include_pad"] = a.count_include_pad;
+}
+static void read_pool(Op& op, JsonObject& o) {
+  PoolAttrs a;
+  a.kind = parse_pool_kind(o.get_string("pool"), o.child_path("pool"));
+  if (!is_global(a.kind)) {
+    a.kernel = o.get_pair("kernel", a.kernel);
+    a.stride = o.get_pair("stride", a.kernel);  // PyTorch: stride defaults to the kernel
+    a.padding = o.get_pair("padding", a.padding);
+    a.ceil_mode = o.get_bool("ceil_mode", false);
+    if (a.kind == PoolKind::Avg) a.count_include_pad = o.get_bool("count_include_pad", true);
+  }
+  op.attrs = a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// activation
+
+static Shape infer_same(const Op&, const std::vector<Shape>& ins, const InferContext& ctx) {
+  return single_input(ins, ctx);
+}
+static OpCost count_pointwise(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
+  OpCost c;
+  c.flops = double(out.numel()) * double(in.size());
+  c.bytes_read = bytes_of(in, t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+static void write_activation(const Op& op, json& j) { j["activation"] = activation_name(op.act().activation); }
+static void read_activation(Op& op, JsonObject& o) {
+  ActivationAttrs a;
+  a.activation = parse_activation(o.get_string("activation"), o.child_path("activation"), false);
+  op.attrs = a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// add / mul: each term is an operand; all operands must have one shape.
+
+static Shape infer_elementwise(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  HIOS_CHECK(ins.size() >= 2, "node '%s': %s needs at least two operands (input terms), got %zu", ctx.node.c_str(),
+             op_def(op.kind).name, ins.size());
+  for (size_t i = 1; i < ins.size(); ++i) {
+    HIOS_CHECK(ins[i] == ins[0], "node '%s': %s operand %zu has shape %s but operand 0 has %s", ctx.node.c_str(),
+               op_def(op.kind).name, i, ins[i].str().c_str(), ins[0].str().c_str());
+  }
+  return ins[0];
+}
+static OpCost count_elementwise(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
+  OpCost c;
+  c.flops = double(out.numel()) * double(in.size() - 1);
+  c.bytes_read = bytes_of(in, t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+static void write_none(const Op&, json&) {}
+static void read_none(Op& op, JsonObject&) { op.attrs = std::monostate{}; }
+
+// ---------------------------------------------------------------------------------------------
+// identity: the node's value is its assembled input (sum within terms, concat across terms).
+
+static OpCost count_identity(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
+  OpCost c;
+  c.bytes_read = bytes_of(in, t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// linear
+
+static Shape infer_linear(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const Shape& in = single_input(ins, ctx);
+  HIOS_CHECK(op.linear().out_features > 0, "node '%s': linear needs positive out_features", ctx.node.c_str());
+  return Shape{in.n, op.linear().out_features, 1, 1};
+}
+static OpCost count_linear(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
+  const LinearAttrs& a = op.linear();
+  OpCost c;
+  double in_features = double(in[0].c) * in[0].h * in[0].w;
+  c.params = in_features * a.out_features + (a.bias ? a.out_features : 0);
+  c.macs = double(in[0].n) * in_features * a.out_features;
+  c.flops = 2 * c.macs + (a.bias ? out.numel() : 0);
+  c.bytes_read = bytes_of(in, t) + c.params * dtype_size(t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+static void write_linear(const Op& op, json& j) {
+  j["out_features"] = op.linear().out_features;
+  j["bias"] = op.linear().bias;
+}
+static void read_linear(Op& op, JsonObject& o) {
+  LinearAttrs a;
+  a.out_features = o.get_int("out_features");
+  a.bias = o.get_bool("bias", true);
+  op.attrs = a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax over channels
+
+static OpCost count_softmax(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
+  OpCost c;
+  c.flops = 5.0 * double(out.numel());  // max, subtract, exp, sum, divide
+  c.bytes_read = bytes_of(in, t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sequential
+
+static Shape infer_sequential(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const auto& steps = op.sequential().steps;
+  HIOS_CHECK(!steps.empty(), "node '%s': a sequential needs at least one step", ctx.node.c_str());
+  Shape cur = single_input(ins, ctx);
+  for (const Op& step : steps) cur = infer_op(step, {cur}, ctx);
+  return cur;
+}
+static OpCost count_sequential(const Op& op, const std::vector<Shape>& ins, const Shape&, DType t) {
+  // Each step runs as its own kernel, so intermediates are written and read back: the bytes
+  // are the sum over steps.
+  OpCost total;
+  Shape cur = ins[0];
+  std::string name = "(step)";
+  InferContext ctx{name, cur.n, cur.h, cur.w};
+  for (const Op& step : op.sequential().steps) {
+    Shape next = infer_op(step, {cur}, ctx);
+    total += count_op(step, {cur}, next, t);
+    cur = next;
+  }
+  return total;
+}
+static void write_sequential(const Op& op, json& j) {
+  json steps = json::array();
+  for (const Op& step : op.sequential().steps) {
+    json s;
+    write_op(step, s);
+    steps.push_back(std::move(s));
+  }
+  j["steps"] = std::move(steps);
+}
+static void read_sequential(Op& op, JsonObject& o) {
+  SequentialAttrs a;
+  const json& steps = o.get_array("steps");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    JsonObject so(steps[i], o.child_path("steps") + strprintf("[%zu]", i));
+    Op step = read_op(so);
+    HIOS_CHECK(op_def(step.kind).step_allowed, "%s.op: '%s' cannot be a step of a sequential", so.path().c_str(),
+               op_def(step.kind).name);
+    so.finish();
+    a.steps.push_back(std::move(step));
+  }
+  op.attrs = std::move(a);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Short labels.
+
+static std::string describe_plain(const Op& op) { return op_def(op.kind).name; }
+static std::string describe_conv(const Op& op) {
+  const ConvAttrs& a = op.conv();
+  std::string s = strprintf("conv %dx%d/%d %lld", a.kernel[0], a.kernel[1], a.stride[0], (long long)a.out_channels);
+  if (a.groups > 1) s += strprintf(" g%lld", (long long)a.groups);
+  if (a.activation != Activation::None) s += std::string(" ") + activation_name(a.activation);
+  return s;
+}
+static std::string describe_pool(const Op& op) {
+  const PoolAttrs& a = op.pool();
+  if (is_global(a.kind)) return std::string("pool ") + pool_kind_name(a.kind);
+  return strprintf("pool %s %dx%d/%d", pool_kind_name(a.kind), a.kernel[0], a.kernel[1], a.stride[0]);
+}
+static std::string describe_activation(const Op& op) { return activation_name(op.act().activation); }
+static std::string describe_linear(const Op& op) {
+  return strprintf("linear %lld", (long long)op.linear().out_features);
+}
+static std::string describe_sequential(const Op& op) {
+  std::string s = "seq(";
+  bool first = true;
+  for (const Op& step : op.sequential().steps) {
+    s += (first ? "" : ", ") + describe_op(step);
+    first = false;
+  }
+  return s + ")";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table. Order matches OpKind.
+
+static const std::vector<OpDef>& table() {
+  static const std::vector<OpDef> t = {
+      {OpKind::Input, "input", "network input placeholder (N x channels x H x W)", false, false, infer_input,
+       count_input, write_input, read_input, describe_plain},
+      {OpKind::Conv, "conv", "2-D convolution with optional bias, groups, dilation and fused activation", true,
+       false, infer_conv, count_conv, write_conv, read_conv, describe_conv},
+      {OpKind::Pool, "pool", "max / avg / global max / global avg pooling", true, false, infer_pool, count_pool,
+       write_pool, read_pool, describe_pool},
+      {OpKind::Activation, "activation", "relu, sigmoid or tanh", true, false, infer_same, count_pointwise,
+       write_activation, read_activation, describe_activation},
+      {OpKind::Add, "add", "element-wise sum of its operands (one per input term)", false, true,
+       infer_elementwise, count_elementwise, write_none, read_none, describe_plain},
+      {OpKind::Mul, "mul", "element-wise product of its operands (one per input term)", false, true,
+       infer_elementwise, count_elementwise, write_none, read_none, describe_plain},
+      {OpKind::Identity, "identity", "its assembled input: sum within terms, concat across terms", true, false,
+       infer_same, count_identity, write_none, read_none, describe_plain},
+      {OpKind::Sequential, "sequential", "a chain of single-input ops scheduled as one unit", false, false,
+       infer_sequential, count_sequential, write_sequential, read_sequential, describe_sequential},
+      {OpKind::Linear, "linear", "fully connected layer over the flattened input", true, false, infer_linear,
+       count_linear, write_linear, read_linear, describe_linear},
+      {OpKind::Softmax, "softmax", "softmax over channels", true, false, infer_same, count_softmax, write_none,
+       read_none, describe_plain},
+  };
+  return t;
+}
+
+const std::vector<OpDef>& op_table() { return table(); }
+
+const OpDef& op_def(OpKind kind) {
+  const OpDef& d = table()[static_cast<size_t>(kind)];
+  return d;
+}
+
+const OpDef* find_op(std::string_view name) {
+  for (const OpDef& d : table()) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+Op make_op(OpKind kind) {
+  // Reading an empty object installs the op's attribute struct with its defaults. Required
+  // attributes (such as a conv's out_channels) are left at zero for the builder to fill in.
+  Op op;
+  op.kind = kind;
+  switch (kind) {
+    case OpKind::Input: op.attrs = InputAttrs{}; break;
+    case OpKind::Conv: op.attrs = ConvAttrs{}; break;
+    case OpKind::Pool: op.attrs = PoolAttrs{}; break;
+    case OpKind::Activation: op.attrs = ActivationAttrs{}; break;
+    case OpKind::Linear: op.attrs = LinearAttrs{}; break;
+    case OpKind::Sequential: op.attrs = SequentialAttrs{}; break;
+    default: op.attrs = std::monostate{}; break;
+  }
+  return op;
+}
+
+Shape infer_op(const Op& op, const std::vector<Shape>& in, const InferContext& ctx) {
+  return op_def(op.kind).infer(op, in, ctx);
+}
+
+OpCost count_op(const Op& op, const std::vector<Shape>& in, const Shape& out, DType dtype) {
+  return op_def(op.kind).count(op, in, out, dtype);
+}
+
+void write_op(const Op& op, json& out) {
+  const OpDef& d = op_def(op.kind);
+  out["op"] = d.name;
+  d.write_attrs(op, out);
+}
+
+Op read_op(JsonObject& obj) {
+  std::string name = obj.get_string("op");
+  const OpDef* d = find_op(name);
+  if (!d) {
+    std::string known;
+    for (const OpDef& e : table()) known += (known.empty() ? "" : ", ") + std::string(e.name);
+    throw_error("%s: unknown op '%s' (known: %s)", obj.child_path("op").c_str(), name.c_str(), known.c_str());
+  }
+  Op op = make_op(d->kind);
+  d->read_attrs(op, obj);
+  return op;
+}
+
+std::string describe_op(const Op& op) { return op_def(op.kind).describe(op); }
+
+}  // namespace hios

@@ -1,0 +1,152 @@
+// The operator table: the one place that says what every op is.
+//
+// Each OpKind has exactly one OpDef entry holding its JSON name, a one-line summary, its
+// attribute codec, its shape inference and its cost counts. Layers that need per-op behaviour
+// (backends, cost models) index their own tables by OpKind and check completeness against
+// kNumOpKinds, instead of growing a second switch over the enum (the ggml pitfall).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "graph/json_reader.hpp"
+
+namespace hios {
+
+enum class DType { F32 };
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+
+// An NCHW tensor shape. Batch is part of the shape: the models take it as a parameter.
+struct Shape {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t numel() const { return n * c * h * w; }
+  bool operator==(const Shape& o) const { return n == o.n && c == o.c && h == o.h && w == o.w; }
+  bool operator!=(const Shape& o) const { return !(*this == o); }
+  std::string str() const;  // "1x64x147x147"
+};
+
+enum class OpKind { Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax };
+constexpr int kNumOpKinds = 10;
+
+enum class Activation { None, Relu, Sigmoid, Tanh };
+const char* activation_name(Activation a);
+
+enum class PoolKind { Max, Avg, GlobalMax, GlobalAvg };
+const char* pool_kind_name(PoolKind p);
+
+// Placeholder for the network input; its spatial size and batch come from the Graph.
+struct InputAttrs {
+  int64_t channels = 3;
+};
+
+// 2-D convolution. Batch norm is folded into the weights and bias when a model is built, so
+// convs that were followed by BN carry bias = true.
+struct ConvAttrs {
+  int64_t out_channels = 0;
+  std::array<int, 2> kernel{1, 1};
+  std::array<int, 2> stride{1, 1};
+  std::array<int, 2> padding{0, 0};
+  std::array<int, 2> dilation{1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+  Activation activation = Activation::None;  // fused into the conv
+};
+
+struct PoolAttrs {
+  PoolKind kind = PoolKind::Max;
+  std::array<int, 2> kernel{1, 1};  // ignored by the global kinds
+  std::array<int, 2> stride{1, 1};
+  std::array<int, 2> padding{0, 0};
+  bool ceil_mode = false;           // PyTorch's ceil_mode (SqueezeNet uses it)
+  bool count_include_pad = true;    // avg only: divide by the full window, padding included
+};
+
+struct ActivationAttrs {
+  Activation activation = Activation::Relu;
+};
+
+// Fully connected layer over the flattened C*H*W input; the output is N x out x 1 x 1.
+struct LinearAttrs {
+  int64_t out_features = 0;
+  bool bias = true;
+};
+
+struct Op;
+// A chain of single-input ops scheduled as one unit (e.g. a separable conv: depthwise then
+// pointwise). The first step consumes the node's assembled input.
+struct SequentialAttrs {
+  std::vector<Op> steps;
+};
+
+// Add, Mul, Identity and Softmax carry no attributes (std::monostate).
+using Attrs = std::variant<std::monostate, InputAttrs, ConvAttrs, PoolAttrs, ActivationAttrs, LinearAttrs,
+                           SequentialAttrs>;
+
+struct Op {
+  OpKind kind = OpKind::Identity;
+  Attrs attrs;
+
+  const ConvAttrs& conv() const { return std::get<ConvAttrs>(attrs); }
+  const PoolAttrs& pool() const { return std::get<PoolAttrs>(attrs); }
+  const ActivationAttrs& act() const { return std::get<ActivationAttrs>(attrs); }
+  const LinearAttrs& linear() const { return std::get<LinearAttrs>(attrs); }
+  const InputAttrs& input() const { return std::get<InputAttrs>(attrs); }
+  const SequentialAttrs& sequential() const { return std::get<SequentialAttrs>(attrs); }
+};
+
+// Work and traffic of one op. FLOPs count a multiply-add as 2 (MACs counts it once); bias,
+// activation and pooling work add one FLOP per element touched. Bytes assume each input,
+// weight and output is moved through device memory exactly once.
+struct OpCost {
+  double flops = 0;
+  double macs = 0;
+  double params = 0;         // weight and bias elements
+  double bytes_read = 0;     // inputs plus weights
+  double bytes_written = 0;  // output
+  OpCost& operator+=(const OpCost& o);
+};
+
+// What shape inference needs to know beyond the op itself.
+struct InferContext {
+  const std::string& node;  // for error messages
+  int64_t batch, height, width;
+};
+
+struct OpDef {
+  OpKind kind;
+  const char* name;     // as written in JSON ("conv", "pool", ...)
+  const char* summary;  // one line, for `hios ops` and docs
+  bool step_allowed;    // may appear inside a sequential
+  bool terms_are_operands;  // add/mul: each input term is one operand; otherwise terms are concatenated
+  // Output shape from the input. For ordinary ops `in` holds one shape (the concatenation of
+  // the terms); for add/mul it holds one shape per operand. Errors name ctx.node.
+  Shape (*infer)(const Op& op, const std::vector<Shape>& in, const InferContext& ctx);
+  OpCost (*count)(const Op& op, const std::vector<Shape>& in, const Shape& out, DType dtype);
+  void (*write_attrs)(const Op& op, json& out);
+  void (*read_attrs)(Op& op, JsonObject& obj);  // also installs the attribute struct
+  std::string (*describe)(const Op& op);        // short label for DOT and listings
+};
+
+const OpDef& op_def(OpKind kind);
+const OpDef* find_op(std::string_view name);  // nullptr when unknown
+const std::vector<OpDef>& op_table();
+
+Op make_op(OpKind kind);  // an op with default attributes
+
+// Shape and cost of an op given its input shapes; for a sequential these walk the steps.
+Shape infer_op(const Op& op, const std::vector<Shape>& in, const InferContext& ctx);
+OpCost count_op(const Op& op, const std::vector<Shape>& in, const Shape& out, DType dtype);
+
+// JSON for the op part of a node: {"op": name, ...attributes}. read_op consumes "op" and the
+// attribute keys from obj; the caller calls obj.finish().
+void write_op(const Op& op, json& out);
+Op read_op(JsonObject& obj);
+
+// A short human description, e.g. "conv 3x3/2 64 relu".
+std::string describe_op(const Op& op);
+
+}  // namespace hios

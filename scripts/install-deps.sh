@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages hios builds and tests against. Idempotent: each
+# dependency is checked by what the build actually uses (a header, a CMake package, a
+# command), so nothing is installed twice and a machine that already has everything -- the GPU
+# machine, which has no network -- never calls apt. Works as root or through sudo.
+set -euo pipefail
+
+missing=()
+need() {  # need PACKAGE TEST...
+  local pkg=$1
+  shift
+  if ! "$@" >/dev/null 2>&1; then missing+=("$pkg"); fi
+}
+have_file() { for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
+
+need cmake          command -v cmake
+need g++            command -v g++
+need make           command -v make
+need pkg-config     command -v pkg-config
+need openmpi-bin    command -v mpirun
+need libopenmpi-dev have_file /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h /usr/include/mpi.h /usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
+need nlohmann-json3-dev have_file /usr/include/nlohmann/json.hpp
+need libcli11-dev   have_file /usr/include/CLI/CLI.hpp
+need catch2         have_file /usr/lib/cmake/Catch2/Catch2Config.cmake /usr/lib/x86_64-linux-gnu/cmake/Catch2/Catch2Config.cmake /usr/share/cmake/Catch2/Catch2Config.cmake
+need python3        command -v python3
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all dependencies present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"
