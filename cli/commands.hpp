@@ -9,7 +9,8 @@
 namespace hios::cli {
 
 void add_graph_commands(CLI::App& app);      // models, graph, info, dot, validate
-void add_scheduler_commands(CLI::App& app);  // schedule, check, show, trace, simulate-random
+void add_scheduler_commands(CLI::App& app);  // check, show, trace (cli/cmd_scheduler.cpp)
+void add_algorithm_commands(CLI::App& app);  // schedule, simulate-random (cli/cmd_algorithms.cpp)
 void add_executor_commands(CLI::App& app);   // lower, run
 void add_profiler_commands(CLI::App& app);   // profile
 

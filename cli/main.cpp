@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   hios::cli::add_graph_commands(app);
 #ifdef HIOS_WITH_SCHEDULER
   hios::cli::add_scheduler_commands(app);
+  hios::cli::add_algorithm_commands(app);
 #endif
 #ifdef HIOS_WITH_EXECUTOR
   hios::cli::add_executor_commands(app);

@@ -1,0 +1,54 @@
+// Discrete-event simulation of a schedule under a cost model.
+//
+// Each GPU walks its stages in order. A stage starts when the previous stage on that GPU has
+// ended and every tensor it reads from another GPU has arrived. Its duration is
+// CostModel::stage_ms; within it, each group's nodes are laid out back to back, stretched so
+// that the slowest group ends with the stage. A transfer starts when its producer ends (and
+// its link is free: transfers on one directed link are serialised in start order) and lasts
+// CostModel::transfer_ms. The latency is when the graph output is available on GPU 0.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "scheduler/cost_model.hpp"
+#include "scheduler/schedule.hpp"
+
+namespace hios {
+
+struct SimNode {
+  int node = -1;
+  int gpu = 0, stream = 0;  // stream = group index within its stage
+  int block = 0, stage = 0;
+  double start_ms = 0, end_ms = 0;
+};
+
+struct SimTransfer {
+  int node = -1;
+  int src = 0, dst = 0;
+  double bytes = 0;
+  double start_ms = 0, end_ms = 0;
+};
+
+struct SimStage {
+  int gpu = 0, block = 0, stage = 0;
+  double start_ms = 0, end_ms = 0;
+};
+
+struct SimResult {
+  double latency_ms = 0;
+  std::vector<SimNode> nodes;  // one per scheduled node
+  std::vector<SimTransfer> transfers;
+  std::vector<SimStage> stages;
+};
+
+// Throws hios::Error if the schedule deadlocks (a stage waits on a transfer that can never
+// arrive); run check_schedule first for a full diagnosis.
+SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost);
+
+// Chrome trace JSON (opens in Perfetto / chrome://tracing): one process per GPU, one thread per
+// stream, plus one process "links" with a thread per directed GPU pair.
+std::string sim_to_chrome_trace(const Graph& g, const Schedule& s, const SimResult& r);
+
+}  // namespace hios
