@@ -89,11 +89,10 @@ void add_graph_commands(CLI::App& app) {
       std::printf("%s: ok (%d nodes, %zu blocks)\n", vopt->file.c_str(), g.size(), g.blocks.size());
       return;
     }
-    for (size_t i = 1; i < problems.size(); ++i) std::fprintf(stderr, "hios: problem: %s\n", problems[i].c_str());
-    // The first problem travels as the error so the last stderr line and the exit code follow
-    // the usual convention.
-    throw Error(strprintf("%s (%zu problem%s in all)", problems[0].c_str(), problems.size(),
-                          problems.size() == 1 ? "" : "s"));
+    if (problems.size() == 1) throw Error(problems[0]);
+    // Several independent problems: list them all, then fail with a count.
+    for (const std::string& p : problems) std::fprintf(stderr, "hios: problem: %s\n", p.c_str());
+    throw Error(strprintf("%s: %zu problems (listed above)", vopt->file.c_str(), problems.size()));
   });
 }
 

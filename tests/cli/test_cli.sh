@@ -1,1 +1,83 @@
-echo todo
+#!/usr/bin/env bash
+# Command-line contract: bad usage or bad input prints exactly one line on stderr naming the
+# problem and exits with code 2; good input works. Usage: test_cli.sh HIOS DATA_DIR
+set -u
+HIOS=$1
+DATA=$2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+pass=0
+
+# expect_error NAME PATTERN CMD...: exit code 2, one stderr line, matching PATTERN.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$? lines
+  lines=$(wc -l <"$TMP/err")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qiE "$pattern" "$TMP/err"; then
+    echo "FAIL $name: rc=$rc, $lines stderr lines, wanted /$pattern/:"
+    sed 's/^/    /' "$TMP/err"
+    fails=$((fails + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
+
+expect_ok() {
+  local name=$1
+  shift
+  if ! "$@" >"$TMP/out" 2>"$TMP/err"; then
+    echo "FAIL $name: exit $?"
+    sed 's/^/    /' "$TMP/err"
+    fails=$((fails + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
+
+G=$DATA/graphs
+expect_error "malformed JSON"      "malformed JSON at byte"          "$HIOS" info "$G/malformed.json"
+expect_error "cycle"               "cycle through"                   "$HIOS" info "$G/cycle.json"
+expect_error "unknown op"          "unknown op 'convolution'"        "$HIOS" info "$G/unknown_op.json"
+expect_error "channel mismatch"    "channel mismatch inside a sum"   "$HIOS" info "$G/channel_mismatch.json"
+expect_error "spatial mismatch"    "spatial mismatch in a concat"    "$HIOS" info "$G/spatial_mismatch.json"
+expect_error "dangling reference"  "unknown node 'c9'"               "$HIOS" info "$G/dangling.json"
+expect_error "duplicate name"      "duplicate node name 'c1'"        "$HIOS" info "$G/duplicate.json"
+expect_error "non-positive size"   "node 'c1'.*non-positive"         "$HIOS" info "$G/nonpositive.json"
+expect_error "unknown key"         "nodes\[0\]\.kernal: unknown key" "$HIOS" info "$G/unknown_key.json"
+expect_error "wrong type"          "out_channels: expected an integer" "$HIOS" info "$G/wrong_type.json"
+expect_error "missing file"        "cannot open"                     "$HIOS" info "$TMP/nope.json"
+expect_error "unknown model"       "unknown model 'nope'"            "$HIOS" graph --model nope
+expect_error "bad size"            "must be positive"                "$HIOS" graph --model demo --height -3
+expect_error "unknown subcommand"  "hios"                            "$HIOS" frobnicate
+expect_error "missing option"      "model"                           "$HIOS" graph
+expect_error "validate one"        "cycle through"                   "$HIOS" validate "$G/cycle.json"
+
+# validate lists every independent problem, then fails with the count.
+"$HIOS" validate "$G/many_problems.json" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "kernal: unknown key" "$TMP/err" || ! grep -q "unknown node 'c9'" "$TMP/err" \
+   || ! grep -q "unknown op 'convolution'" "$TMP/err" || ! grep -q "3 problems" "$TMP/err"; then
+  echo "FAIL validate many problems (rc=$rc)"; sed 's/^/    /' "$TMP/err"; fails=$((fails + 1))
+else
+  pass=$((pass + 1))
+fi
+
+expect_ok "validate good"  "$HIOS" validate "$G/tiny.json"
+expect_ok "models"         "$HIOS" models
+expect_ok "graph demo"     "$HIOS" graph --model demo -o "$TMP/demo.json"
+expect_ok "info demo"      "$HIOS" info "$TMP/demo.json" --json
+expect_ok "dot demo"       "$HIOS" dot "$TMP/demo.json" -o "$TMP/demo.dot"
+grep -q "subgraph \"cluster_1\"" "$TMP/demo.dot" || { echo "FAIL dot has no block clusters"; fails=$((fails + 1)); }
+for cmd in models graph info dot validate; do
+  "$HIOS" $cmd --help >"$TMP/help" 2>&1 && grep -q "Example" "$TMP/help" \
+    || { echo "FAIL $cmd --help has no example"; fails=$((fails + 1)); }
+done
+# No half-written files: a failing write leaves nothing behind.
+"$HIOS" graph --model demo -o "$TMP/no/such/dir/x.json" 2>/dev/null
+[ -z "$(ls "$TMP" | grep '\.tmp\.')" ] || { echo "FAIL temporary file left behind"; fails=$((fails + 1)); }
+
+echo "$pass passed, $fails failed"
+[ "$fails" -eq 0 ]
