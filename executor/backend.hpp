@@ -1,0 +1,93 @@
+// Backend: runs one rank's program on one device. Small on purpose (the ggml lesson): the host
+// loop in executor/runner.cpp turns each instruction of a RankProgram into one call here, so a
+// backend never sees a schedule, a peer or MPI.
+//
+// Contract:
+//  * prepare() is called once, before any pass. It allocates every tensor the program Allocs
+//    exactly once (no allocation ever happens during a pass), builds the weights of every node
+//    the program launches through executor/weights.hpp (so every backend and rank holds the
+//    same values), and creates program.streams.size() streams and program.num_events events.
+//    Out of memory is an hios::Error naming the tensor and its size.
+//  * launch/record/wait only enqueue (asynchronous backends) or run immediately (the CPU
+//    backend, whose "streams" are the host thread in program order). They throw hios::Error.
+//  * set_input / read_output / read_tensor are synchronous and happen outside timed regions.
+//  * Stream and event ids are the program's; tensor ids are node indices.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/init.hpp"
+#include "executor/program.hpp"
+#include "graph/graph.hpp"
+
+namespace hios::exec {
+
+enum class MemoryKind : uint8_t { Host, Device };
+
+// A resident tensor as a transport sees it: where its bytes are. Device pointers are opaque
+// here; only code built against the same backend may dereference them.
+struct TensorView {
+  void* data = nullptr;
+  size_t bytes = 0;
+  MemoryKind memory = MemoryKind::Host;
+};
+
+// Host memory owned by the backend (page-locked for GPU backends so copies are asynchronous).
+using HostBuffer = std::shared_ptr<void>;
+
+struct BackendConfig {
+  int device = -1;      // device index on this host chosen by the runner; -1 for the CPU backend
+  std::string math = "fp32";  // "fp32" or "tf32"; a backend rejects modes it does not support
+  uint64_t seed = init::kDefaultSeed;
+  int threads = 0;      // CPU backend: OpenMP threads (0 = the OpenMP default)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;         // "cpu", "cuda"
+  virtual std::string device_name() const = 0;  // "cpu (2 threads)", "NVIDIA H200 (bus 0000:19:00.0)"
+  virtual std::string versions() const = 0;     // e.g. "CUDA 13.0, cuDNN 9.10" for the report preamble
+  virtual std::string math() const = 0;         // the math mode actually in effect
+
+  virtual void prepare(const Graph& g, const RankProgram& p) = 0;
+
+  virtual void launch(int node, int stream) = 0;
+  virtual void record(int event, int stream) = 0;
+  virtual void wait(int event, int stream) = 0;
+  virtual void sync_stream(int stream) = 0;  // the host waits until `stream` is idle
+  virtual void synchronize() = 0;            // the host waits until every stream is idle
+
+  // Resident tensors, for transports.
+  virtual TensorView tensor(int node) = 0;
+  virtual HostBuffer alloc_host(size_t bytes) = 0;
+  // Enqueue a copy between a resident tensor and host memory on `stream`; the host must
+  // sync_stream(stream) before reading dst (to_host) or reusing src (from_host).
+  virtual void copy_to_host(int node, void* dst, int stream) = 0;
+  virtual void copy_from_host(int node, const void* src, int stream) = 0;
+  // The native stream handle (cudaStream_t for the CUDA backend, nullptr for the CPU one), for
+  // transports built alongside the backend (NCCL). Never dereferenced outside such code.
+  virtual void* native_stream(int /*stream*/) { return nullptr; }
+
+  // Synchronous host access, outside timed regions: the graph input (rank 0), and any
+  // resident tensor as N*C*H*W floats in NCHW order (for --verify and --verify-nodes).
+  virtual void set_input(const std::vector<float>& values) = 0;
+  virtual std::vector<float> read_tensor(int node) = 0;
+
+  // Device memory in use at its highest point since prepare (tensors, weights, workspaces).
+  virtual size_t peak_memory_bytes() const = 0;
+
+  // Whole-pass capture (CUDA Graphs). The runner calls begin_capture(), issues one pass, calls
+  // end_capture(), and from then on replay() issues the pass. The default: not supported.
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture();
+  virtual void end_capture();
+  virtual void replay();
+};
+
+}  // namespace hios::exec

@@ -1,0 +1,57 @@
+// Factories for backends and transports, by name. The CPU backend and the MPI transports are
+// always registered (the latter when MPI is built); the CUDA backend and the NCCL transport
+// register themselves only in CUDA builds, from executor/cuda/, through
+// register_cuda_components(), so no CUDA type ever appears outside executor/cuda/.
+//
+// Plugging in (executor/cuda/CMakeLists.txt): add the sources to the hios_executor target,
+// link what they need, and define HIOS_EXECUTOR_WITH_CUDA=1 on hios_executor (PRIVATE); then
+// implement hios::exec::register_cuda_components() calling register_backend / register_transport.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/backend.hpp"
+#include "executor/comm.hpp"
+#include "executor/transport.hpp"
+
+namespace hios::exec {
+
+struct BackendEntry {
+  std::string name;
+  std::string description;  // one line, for --help and errors
+  std::function<std::unique_ptr<Backend>(const BackendConfig&)> make;
+  // Devices visible to this process (GPU backends); empty for backends that need no device.
+  // The runner uses it to map ranks to devices and to fail clearly when there are too few.
+  std::function<int()> device_count;
+};
+
+struct TransportEntry {
+  std::string name;
+  std::string description;
+  // Throws hios::Error when the transport cannot work with this backend or library (e.g.
+  // mpi-cuda-aware when MPIX_Query_cuda_support() is not 1), naming the reason.
+  std::function<std::unique_ptr<Transport>(Comm&, Backend&)> make;
+};
+
+// Registration replaces an entry of the same name (so tests may register fakes).
+void register_backend(BackendEntry e);
+void register_transport(TransportEntry e);
+
+// Built-in entries are registered on first use of any of the functions below.
+std::vector<std::string> backend_names();
+std::vector<std::string> transport_names();
+const BackendEntry& find_backend(const std::string& name);      // throws listing the known ones
+const TransportEntry& find_transport(const std::string& name);  // throws listing the known ones
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& cfg);
+std::unique_ptr<Transport> make_transport(const std::string& name, Comm& comm, Backend& backend);
+
+// Defined in executor/cpu/ and executor/mpi/ (the latter only when MPI is built).
+void register_cpu_backend();
+void register_mpi_transports();
+// Defined in executor/cuda/ when HIOS_EXECUTOR_WITH_CUDA is set.
+void register_cuda_components();
+
+}  // namespace hios::exec

@@ -1,0 +1,96 @@
+// The host side of `hios run`: lowers this rank's program, prepares a backend and a transport,
+// runs warm-up and timed passes, verifies, and reports (nccl-tests-style table + JSON).
+//
+// Timing (as HIOS measures): before every timed pass all ranks meet at a barrier; rank 0
+// measures from input-ready (the barrier returned, the input is resident) to output-ready (the
+// output is complete on rank 0 and the host knows it). A repeat is the mean of `number` such
+// passes; the report gives mean, median, min, max and standard deviation over the repeats.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "executor/comm.hpp"
+#include "executor/init.hpp"
+#include "graph/graph.hpp"
+#include "graph/json_reader.hpp"
+#include "scheduler/schedule.hpp"
+
+namespace hios::exec {
+
+struct RunOptions {
+  std::string backend = "cpu";
+  std::string transport;         // empty: "nccl" for cuda, "mpi-host" otherwise
+  std::string cuda_graph = "auto";  // on | off | auto (on when backend and transport can capture)
+  std::string math;              // empty: the backend's default ("tf32" on cuda, "fp32" on cpu)
+  int warmup = 2, number = 6, repeat = 6;
+  bool verify = false;
+  bool verify_nodes = false;     // also compare every node's output (implies verify)
+  std::vector<int> devices;      // device per node-local rank; empty: the local rank
+  double timeout_s = 0;          // watchdog over the whole run; 0: none
+  uint64_t seed = init::kDefaultSeed;
+  int threads = 0;               // CPU backend OpenMP threads; 0: default
+  // Testing only: "RANK:PHASE" makes that rank fail (throw) or, for PHASE "hang", block
+  // forever, at PHASE in {prepare, warmup, run, verify, hang}. Also read from the environment
+  // variable HIOS_INJECT_FAILURE when empty.
+  std::string inject_failure;
+};
+
+// How far a result is from a reference: max |a - r| and that divided by max |r| (the error
+// relative to the tensor's scale; per-element relative errors explode near zero).
+struct Diff {
+  double max_abs = 0;
+  double max_rel = 0;
+  double ref_max = 0;
+  int64_t count = 0;    // elements compared
+  std::string where;    // worst node (per-node verification)
+};
+Diff compare(const std::vector<float>& got, const std::vector<float>& ref);
+
+// Documented tolerance on Diff::max_rel for a math mode ("fp32", "tf32") when comparing a GPU
+// result with another result; the CPU backend against itself must match exactly (0).
+double tolerance(const std::string& math);
+
+struct VerifyResult {
+  std::string against;   // "sequential (cpu)", "cpu reference", ...
+  Diff diff;
+  double tolerance = 0;  // on diff.max_rel
+  bool ok = false;
+};
+
+struct RankInfo {
+  int rank = 0;
+  std::string host, device;
+  int device_index = -1;
+  int launched = 0;     // nodes
+  int sends = 0, recvs = 0;
+  double memory_mb = 0;  // peak
+};
+
+struct RunReport {
+  std::string graph_name, graph_digest, algorithm;
+  int64_t batch = 1, height = 0, width = 0;
+  int num_ranks = 1;
+  std::string backend, transport, math, cuda_graph;  // cuda_graph: "on" or "off" as run
+  std::string versions;  // backend, transport and MPI library versions
+  int warmup = 0, number = 0, repeat = 0;
+  double predicted_ms = 0;          // the schedule's simulated latency
+  std::vector<double> repeats_ms;   // rank 0, one per repeat
+  double mean_ms = 0, median_ms = 0, min_ms = 0, max_ms = 0, std_ms = 0;
+  std::vector<RankInfo> ranks;
+  std::vector<VerifyResult> verify;  // empty without --verify
+  bool ok = true;                    // every verification passed
+};
+
+// Runs on every rank of comm; the report is complete on rank 0 (other ranks get theirs with
+// only their own details). Throws hios::Error prefixed with comm.where() on failure; the CLI
+// then aborts the job. Verification failures do not throw: report.ok is false.
+RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt, Comm& comm);
+
+// nccl-tests-style: '#' preamble (configuration, versions, one line per rank with host and
+// device), a header with units, one row per repeat plus summary rows, a correctness column.
+std::string report_to_table(const RunReport& r);
+json report_to_json(const RunReport& r);
+
+}  // namespace hios::exec

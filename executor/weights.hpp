@@ -1,0 +1,39 @@
+// The values every backend loads: graph input, conv and linear weights and biases, built from
+// executor/init.hpp on the host. All backends and ranks call these functions, so a node's
+// parameters are the same wherever it runs and results can be compared element by element.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "executor/init.hpp"
+#include "graph/graph.hpp"
+
+namespace hios::exec {
+
+// The parameters of one conv or linear op (a node's op or one step of a sequential).
+struct OpParams {
+  std::vector<float> weight;  // conv: [out][in/groups][kh][kw]; linear: [out][in] over C*H*W
+  std::vector<float> bias;    // empty when the op has no bias
+};
+
+// The graph input "<input>.value": N*C*H*W floats, uniform in [-kInputBound, kInputBound).
+std::vector<float> make_input(const Graph& g, uint64_t seed = init::kDefaultSeed);
+
+// Parameters of `op` reading `in` (the op's assembled input shape), named `prefix` ("<node>"
+// or "<node>.steps[i]"). Ops without parameters give empty vectors. Weights are
+// uniform(-b, b) with b = init::weight_bound(fan_in), fan_in = in/groups*kh*kw (conv) or
+// C*H*W (linear); biases are uniform(-kBiasBound, kBiasBound).
+OpParams make_op_params(const Op& op, const Shape& in, const std::string& prefix,
+                        uint64_t seed = init::kDefaultSeed);
+
+// The assembled input shape of node v: one shape per operand for add/mul, otherwise the
+// concatenation of its terms (channels summed).
+Shape assembled_input_shape(const Graph& g, int v);
+
+// The parameters of every parameterised op of node v: one entry for a conv or linear node,
+// one per step for a sequential (empty entries for steps without parameters), none otherwise.
+std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed = init::kDefaultSeed);
+
+}  // namespace hios::exec
