@@ -184,7 +184,8 @@ Graph build_nasnet_large(const ModelParams& p) {
       const std::string name = "cell_" + std::to_string(cell_index);
       const std::string pre = name + ".";
       b.begin_block(name);
-      Value left = i == 0 ? nb.factorized_reduction(pre, prev_prev, c) : nb.squeeze(pre + "conv_prev_1x1", prev_prev, c);
+      Value left = i == 0 ? nb.factorized_reduction(pre, prev_prev, c)
+                          : nb.squeeze(pre + "conv_prev_1x1", prev_prev, c);
       Value right = nb.squeeze(pre + "conv_1x1", prev, c);
       Value out = nb.normal_cell(pre, left, right);
       b.end_block(out);

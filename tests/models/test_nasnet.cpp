@@ -98,7 +98,7 @@ TEST_CASE("nasnet_large structure and spatial sizes at 331", "[nasnet]") {
   CHECK(g.predecessors(g.find("cell_stem_1.relu")) == std::vector<int>{g.find("conv0")});
 
   // A separable branch is one sequential node: relu, dw, pw, relu, dw, pw.
-  const Node& sep = node_named(g, "cell_3.comb_iter_0_left");
+  const Node sep = node_named(g, "cell_3.comb_iter_0_left");
   REQUIRE(sep.op.kind == OpKind::Sequential);
   const auto& steps = sep.op.sequential().steps;
   REQUIRE(steps.size() == 6);
