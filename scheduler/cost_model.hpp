@@ -38,14 +38,96 @@ struct DevicePreset {
   double link_bandwidth_gbs = 0;  // GPU-to-GPU, one direction
   double stage_overhead_us = 0;   // event record/wait per stage boundary
   double alpha = 0;               // stage-model mixing weight (docs/cost-model.md)
+  // Added with the analytic model: how close each kind of kernel gets to the peaks above.
+  std::string description;
+  double conv_efficiency = 0.55;       // dense/grouped conv (implicit GEMM), share of peak_tflops
+  double depthwise_efficiency = 0.25;  // depthwise conv (one input channel per group)
+  double gemm_efficiency = 0.6;        // linear layers
+  double memory_efficiency = 0.8;      // share of mem_bandwidth_gbs a streaming kernel reaches
 };
 
-// Presets shipped in schedules/devices.json (h200, h100, a100, v100). `file` overrides the
-// search: empty means the installed copy next to the source tree.
+// Presets shipped in schedules/devices.json (h200, h100, a100, v100), compiled into the binary
+// at configure time so that it works from any folder. A non-empty `file` reads that file
+// instead (same format), e.g. a calibrated copy passed with --devices.
 std::vector<DevicePreset> load_device_presets(const std::string& file = "");
 DevicePreset find_device_preset(const std::string& name, const std::string& file = "");
+// The devices file format: {"format": "hios-devices", "version": 1, "devices": [...]}.
+std::vector<DevicePreset> device_presets_from_json(const json& j, const std::string& source = "$");
+
+// What the analytic model knows about one node running alone: the roofline terms summed over
+// its kernels (a sequential node runs one kernel per step) and how much of the GPU it holds.
+struct NodeEstimate {
+  double ms = 0;           // alone on the GPU: sum over kernels of max(compute, memory) + launch
+  double compute_ms = 0;   // FLOPs at the reachable rate for the kernel's parallelism
+  double memory_ms = 0;    // bytes at the reachable bandwidth
+  double launch_ms = 0;    // launch overhead, one per kernel
+  double sm_ms = 0;        // busy time weighted by the share of SMs occupied (SM-milliseconds / SMs)
+  int kernels = 0;
+};
+NodeEstimate analytic_node_estimate(const DevicePreset& p, const Graph& g, int node);
+
+// One node's demand on a shared GPU, as the stage model sees it. `ms` may be measured (profile
+// model) while the other terms are analytic shares of it.
+struct StageItem {
+  double ms = 0;         // the node alone
+  double sm_ms = 0;      // SM-capacity demand, in full-GPU milliseconds
+  double memory_ms = 0;  // bandwidth demand, in full-bandwidth milliseconds
+  double launch_ms = 0;  // host-side launch time (one launching thread serialises all streams)
+};
+// The stage model of docs/cost-model.md: one group is the sum of its nodes; several groups
+// take max(longest group, total SM demand, total bandwidth demand, total launch time) blended
+// with the plain sum by p.alpha, plus p.stage_overhead_us for the cross-stream events.
+double combine_stage_ms(const DevicePreset& p, const std::vector<std::vector<StageItem>>& groups);
 
 std::unique_ptr<CostModel> make_analytic_cost_model(const DevicePreset& preset);
+
+// ---------------------------------------------------------------------------------------------
+// Profile database (format in docs/cost-model.md). The profiler writes it; ProfileCostModel
+// reads it. Keys are node_signature / stage_key, never node names, so one entry serves every
+// node with the same op, attributes, input assembly and shapes.
+
+// The op with every attribute as compact JSON, the input assembly (values summed with '+',
+// terms listed in order), the output shape and the dtype, e.g.
+//   {"op":"conv","out_channels":48,...,"activation":"relu"} in=[1x375x15x15] out=1x48x15x15 float32
+// Everything that changes the kernels a node launches is in it; its name is not.
+std::string node_signature(const Graph& g, int node);
+// The key of a stage: per group the list of node signatures in run order, groups sorted, so
+// that the same concurrent work is found whatever stream order a scheduler picked.
+json stage_key(const Graph& g, const Stage& stage);
+
+struct ProfileEntry {
+  std::string key;  // node_signature
+  double ms = 0;    // median over samples
+  int64_t samples = 0;
+  double stddev_ms = 0;
+  std::string example;  // a node name it was measured on (informational)
+};
+struct ProfileLink {
+  int src = 0, dst = 0;
+  double latency_us = 0, bandwidth_gbs = 0;
+};
+struct ProfileStage {
+  json key;  // stage_key
+  double ms = 0;
+  int64_t samples = 0;
+};
+struct ProfileDb {
+  std::string device;  // e.g. "h200"; also names the preset used for stages not measured
+  json meta = json::object();  // free-form provenance (GPU, driver, cuDNN, date); kept as is
+  std::vector<ProfileEntry> entries;
+  std::vector<ProfileLink> links;
+  std::vector<ProfileStage> stages;
+};
+ProfileDb profile_db_from_json(const json& j, const std::string& source = "$");
+ProfileDb load_profile_db(const std::string& file);
+std::string profile_db_to_text(const ProfileDb& db);  // canonical, one entry per line
+void save_profile_db(const ProfileDb& db, const std::string& file);  // atomic
+
+// `name` is what errors and CostModel::name() call the database (normally its path). Stages
+// not in the database combine measured node times with combine_stage_ms, taking the SM and
+// bandwidth shares from the analytic model of `preset` (by default the preset named db.device).
+std::unique_ptr<CostModel> make_profile_cost_model(ProfileDb db, const std::string& name,
+                                                   const DevicePreset& preset);
 // The profile database format is documented in docs/cost-model.md.
 std::unique_ptr<CostModel> load_profile_cost_model(const std::string& file);
 

@@ -62,7 +62,7 @@ struct Schedule {
   // Fills `transfers` from placement: one per (producer, destination GPU) pair where a
   // consumer sits on another GPU, plus the output gather to GPU 0. Deterministic order.
   void derive_transfers(const Graph& g);
-  int num_stages() const;
+  int num_stages() const;  // over every block and GPU
 };
 
 // An empty schedule (no stages) with metadata copied from the graph.
@@ -79,7 +79,11 @@ void save_schedule(const Graph& g, const Schedule& s, const std::string& file); 
 // Every violation found, each one line naming its culprit: a node missing or scheduled twice,
 // an order on a GPU that breaks a dependency, a cross-GPU deadlock (the stage-level graph
 // across GPUs must be acyclic), a GPU id out of range, more streams than allowed, a missing or
-// superfluous transfer. Empty when the schedule is valid.
+// superfluous transfer. Empty when the schedule is valid. Each message starts with its kind
+// ("missing node:", "duplicate node:", "dependency order:", "deadlock:", "gpu out of range:",
+// "too many streams:", "wrong block:", "missing transfer:", "superfluous transfer:",
+// "wrong transfer source:", "duplicate transfer:", "output not on GPU 0:", ...) so tools and
+// tests can tell them apart.
 std::vector<std::string> check_schedule(const Graph& g, const Schedule& s);
 // Throws hios::Error with the first violation (and the count) when check_schedule finds any.
 void require_valid_schedule(const Graph& g, const Schedule& s);

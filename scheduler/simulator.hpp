@@ -44,8 +44,16 @@ struct SimResult {
 };
 
 // Throws hios::Error if the schedule deadlocks (a stage waits on a transfer that can never
-// arrive); run check_schedule first for a full diagnosis.
+// arrive); run check_schedule first for a full diagnosis. Also throws, naming the node, when a
+// node reads a tensor from another GPU that no transfer sends, or one on its own GPU that does
+// not run before it. A partial schedule (the graph output not placed yet, every placed node's
+// producers placed) is allowed: its latency is then the makespan, the last end of any stage
+// or transfer, so that a scheduler can weigh a prefix.
 SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost);
+
+// schedule_to_pretty plus the simulated start and end of every stage and transfer (`hios show
+// --cost`).
+std::string schedule_to_pretty(const Graph& g, const Schedule& s, const SimResult& r);
 
 // Chrome trace JSON (opens in Perfetto / chrome://tracing): one process per GPU, one thread per
 // stream, plus one process "links" with a thread per directed GPU pair.

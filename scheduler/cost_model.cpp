@@ -1,0 +1,274 @@
+// Device presets, the analytic (roofline) cost model, the stage model shared with the profile
+// model, and the CLI's choice between them. The reasoning behind every formula is in
+// docs/cost-model.md.
+#include "scheduler/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/error.hpp"
+#include "scheduler/devices_json.hpp"
+
+namespace hios {
+
+// ---------------------------------------------------------------------------------------------
+// Presets
+
+std::vector<DevicePreset> device_presets_from_json(const json& j, const std::string& source) {
+  JsonObject root(j, source);
+  std::string format = root.get_string("format");
+  HIOS_CHECK(format == "hios-devices", "%s: expected \"hios-devices\", got \"%s\"", root.child_path("format").c_str(),
+             format.c_str());
+  int64_t version = root.get_int("version");
+  HIOS_CHECK(version == 1, "%s: unsupported version %lld (this build reads 1)", root.child_path("version").c_str(),
+             (long long)version);
+  const json& devices = root.get_array("devices");
+  std::vector<DevicePreset> out;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    JsonObject o(devices[i], root.child_path("devices") + strprintf("[%zu]", i));
+    DevicePreset p;
+    p.name = o.get_string("name");
+    p.description = o.get_string("description", "");
+    auto positive = [&](const char* key) {
+      double v = o.get_number(key);
+      HIOS_CHECK(v > 0 && std::isfinite(v), "%s: must be positive (got %g)", o.child_path(key).c_str(), v);
+      return v;
+    };
+    auto fraction = [&](const char* key, double def) {
+      double v = o.get_number(key, def);
+      HIOS_CHECK(v > 0 && v <= 1, "%s: must be in (0, 1] (got %g)", o.child_path(key).c_str(), v);
+      return v;
+    };
+    p.peak_tflops = positive("peak_tflops");
+    p.mem_bandwidth_gbs = positive("mem_bandwidth_gbs");
+    p.launch_overhead_us = o.get_number("launch_overhead_us");
+    p.sm_count = static_cast<int>(positive("sm_count"));
+    p.link_latency_us = o.get_number("link_latency_us");
+    p.link_bandwidth_gbs = positive("link_bandwidth_gbs");
+    p.stage_overhead_us = o.get_number("stage_overhead_us");
+    p.alpha = o.get_number("alpha");
+    for (auto [key, v] : {std::pair<const char*, double>{"launch_overhead_us", p.launch_overhead_us},
+                          {"link_latency_us", p.link_latency_us},
+                          {"stage_overhead_us", p.stage_overhead_us}}) {
+      HIOS_CHECK(v >= 0 && std::isfinite(v), "%s: must be non-negative (got %g)", o.child_path(key).c_str(), v);
+    }
+    HIOS_CHECK(p.alpha >= 0 && p.alpha <= 1, "%s: must be in [0, 1] (got %g)", o.child_path("alpha").c_str(), p.alpha);
+    p.conv_efficiency = fraction("conv_efficiency", p.conv_efficiency);
+    p.depthwise_efficiency = fraction("depthwise_efficiency", p.depthwise_efficiency);
+    p.gemm_efficiency = fraction("gemm_efficiency", p.gemm_efficiency);
+    p.memory_efficiency = fraction("memory_efficiency", p.memory_efficiency);
+    o.finish();
+    for (const DevicePreset& q : out) {
+      HIOS_CHECK(q.name != p.name, "%s: duplicate device '%s'", o.child_path("name").c_str(), p.name.c_str());
+    }
+    out.push_back(std::move(p));
+  }
+  root.finish();
+  return out;
+}
+
+std::vector<DevicePreset> load_device_presets(const std::string& file) {
+  if (file.empty()) return device_presets_from_json(parse_json_text(kEmbeddedDevicesJson, "devices.json (built in)"));
+  json j = read_json_file(file);
+  try {
+    return device_presets_from_json(j);
+  } catch (const Error& e) {
+    throw Error(file + ": " + e.what());
+  }
+}
+
+DevicePreset find_device_preset(const std::string& name, const std::string& file) {
+  std::vector<DevicePreset> all = load_device_presets(file);
+  std::string known;
+  for (const DevicePreset& p : all) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw_error("unknown device '%s' in %s (known: %s)", name.c_str(),
+              file.empty() ? "the built-in presets" : file.c_str(), known.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Analytic node model
+
+namespace {
+
+// A thread block of an implicit-GEMM conv computes a 64x64 output tile; cuDNN picks tiles this
+// small when the problem is small, so fewer tiles than SMs means idle SMs.
+constexpr double kTile = 64;
+// Streaming kernels need about 2048 resident threads per SM (one element each) to fill it.
+constexpr double kThreadsPerSm = 2048;
+
+struct Kernel {
+  double flops = 0, bytes = 0;
+  double efficiency = 1;  // share of peak FLOP/s the kernel's arithmetic reaches
+  double parallel = 0;    // share of the SMs it can occupy, (0, 1]
+};
+
+Kernel kernel_for(const DevicePreset& p, const Op& op, const Shape& in, const Shape& out, const OpCost& c) {
+  Kernel k;
+  k.flops = c.flops;
+  k.bytes = c.bytes_read + c.bytes_written;
+  const double sms = p.sm_count;
+  double threads = double(out.numel());
+  switch (op.kind) {
+    case OpKind::Conv: {
+      const ConvAttrs& a = op.conv();
+      bool depthwise = a.groups > 1 && in.c == a.groups;
+      if (depthwise) {
+        k.efficiency = p.depthwise_efficiency;
+        k.parallel = threads / (sms * kThreadsPerSm);
+      } else {
+        double m = double(out.n) * out.h * out.w;
+        double per_group = double(a.out_channels / a.groups);
+        double tiles = double(a.groups) * std::ceil(m / kTile) * std::ceil(per_group / kTile);
+        k.efficiency = p.conv_efficiency;
+        k.parallel = tiles / sms;
+      }
+      break;
+    }
+    case OpKind::Linear: {
+      double tiles = std::ceil(double(out.n) / kTile) * std::ceil(double(op.linear().out_features) / kTile);
+      k.efficiency = p.gemm_efficiency;
+      k.parallel = tiles / sms;
+      break;
+    }
+    default:
+      // Pooling, activations, element-wise ops, copies, softmax: one thread per output element
+      // and bound by memory; the FLOP rate of plain CUDA cores at full occupancy.
+      k.parallel = threads / (sms * kThreadsPerSm);
+      break;
+  }
+  k.parallel = std::clamp(k.parallel, 1.0 / sms, 1.0);
+  return k;
+}
+
+void add_kernel(const DevicePreset& p, const Kernel& k, NodeEstimate& e) {
+  double compute = k.flops / (p.peak_tflops * 1e9 * k.efficiency * k.parallel);  // ms
+  double memory = k.bytes / (p.mem_bandwidth_gbs * 1e6 * p.memory_efficiency);   // ms
+  double busy = std::max(compute, memory);
+  double launch = p.launch_overhead_us * 1e-3;
+  e.compute_ms += compute;
+  e.memory_ms += memory;
+  e.launch_ms += launch;
+  e.sm_ms += busy * k.parallel;
+  e.ms += busy + launch;
+  e.kernels += 1;
+}
+
+}  // namespace
+
+NodeEstimate analytic_node_estimate(const DevicePreset& p, const Graph& g, int node) {
+  HIOS_CHECK(node >= 0 && node < g.size(), "cost model: node #%d is not in graph '%s'", node, g.name.c_str());
+  const Node& nd = g.nodes[node];
+  NodeEstimate e;
+  if (nd.op.kind == OpKind::Input) return e;  // resident before anything runs
+  // The assembled input (terms concatenated along channels); add/mul read operands instead,
+  // for which the first operand's shape is what the kernel iterates over.
+  Shape in = g.value_shape(nd.inputs[0][0]);
+  if (!op_def(nd.op.kind).terms_are_operands) {
+    for (size_t t = 1; t < nd.inputs.size(); ++t) in.c += g.value_shape(nd.inputs[t][0]).c;
+  }
+  if (nd.op.kind != OpKind::Sequential) {
+    add_kernel(p, kernel_for(p, nd.op, in, nd.shape, nd.cost), e);
+    return e;
+  }
+  // One kernel per step; the input assembly (node.cost minus the steps) rides on the first.
+  std::vector<Kernel> kernels;
+  OpCost steps_total;
+  Shape cur = in;
+  InferContext ctx{nd.name, g.batch, g.height, g.width};
+  for (const Op& step : nd.op.sequential().steps) {
+    Shape next = infer_op(step, {cur}, ctx);
+    OpCost c = count_op(step, {cur}, next, g.dtype);
+    steps_total += c;
+    kernels.push_back(kernel_for(p, step, cur, next, c));
+    cur = next;
+  }
+  kernels.front().bytes += std::max(0.0, nd.cost.bytes_read + nd.cost.bytes_written - steps_total.bytes_read -
+                                              steps_total.bytes_written);
+  kernels.front().flops += std::max(0.0, nd.cost.flops - steps_total.flops);
+  for (const Kernel& k : kernels) add_kernel(p, k, e);
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage model
+
+double combine_stage_ms(const DevicePreset& p, const std::vector<std::vector<StageItem>>& groups) {
+  double longest = 0, sum = 0, sm = 0, memory = 0, launch = 0;
+  int busy_groups = 0;
+  for (const auto& gr : groups) {
+    double t = 0;
+    for (const StageItem& it : gr) {
+      t += it.ms;
+      sm += it.sm_ms;
+      memory += it.memory_ms;
+      launch += it.launch_ms;
+    }
+    longest = std::max(longest, t);
+    sum += t;
+    if (!gr.empty()) ++busy_groups;
+  }
+  // One stream needs no cross-stream events and shares the GPU with nobody.
+  if (busy_groups <= 1) return sum;
+  double contended = std::max({longest, sm, memory, launch});
+  return p.alpha * sum + (1 - p.alpha) * contended + p.stage_overhead_us * 1e-3;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The analytic cost model
+
+namespace {
+
+class AnalyticCostModel : public CostModel {
+ public:
+  explicit AnalyticCostModel(DevicePreset p) : p_(std::move(p)) {}
+  std::string name() const override { return "analytic"; }
+  std::string device() const override { return p_.name; }
+  double node_ms(const Graph& g, int node, int) const override { return analytic_node_estimate(p_, g, node).ms; }
+  double transfer_ms(double bytes, int src, int dst) const override {
+    if (src == dst) return 0;
+    // Every pair is assumed one NVLink/NVSwitch hop apart (the DGX/HGX topology).
+    return p_.link_latency_us * 1e-3 + bytes / (p_.link_bandwidth_gbs * 1e6);
+  }
+  double stage_ms(const Graph& g, const Stage& stage, int) const override {
+    std::vector<std::vector<StageItem>> groups;
+    for (const Group& gr : stage.groups) {
+      std::vector<StageItem> items;
+      for (int v : gr.nodes) {
+        NodeEstimate e = analytic_node_estimate(p_, g, v);
+        items.push_back({e.ms, e.sm_ms, e.memory_ms, e.launch_ms});
+      }
+      groups.push_back(std::move(items));
+    }
+    return combine_stage_ms(p_, groups);
+  }
+
+ private:
+  DevicePreset p_;
+};
+
+}  // namespace
+
+std::unique_ptr<CostModel> make_analytic_cost_model(const DevicePreset& preset) {
+  HIOS_CHECK(preset.peak_tflops > 0 && preset.mem_bandwidth_gbs > 0 && preset.sm_count > 0 &&
+                 preset.link_bandwidth_gbs > 0,
+             "device preset '%s': peak_tflops, mem_bandwidth_gbs, sm_count and link_bandwidth_gbs must be positive",
+             preset.name.c_str());
+  return std::make_unique<AnalyticCostModel>(preset);
+}
+
+std::unique_ptr<CostModel> make_cost_model(const std::string& cost, const std::string& device,
+                                           const std::string& devices_file) {
+  if (cost.empty() || cost == "analytic") {
+    return make_analytic_cost_model(find_device_preset(device.empty() ? "h200" : device, devices_file));
+  }
+  ProfileDb db = load_profile_db(cost);
+  HIOS_CHECK(device.empty() || device == db.device, "--device %s, but profile %s was measured on '%s'",
+             device.c_str(), cost.c_str(), db.device.c_str());
+  DevicePreset preset = find_device_preset(db.device, devices_file);
+  return make_profile_cost_model(std::move(db), cost, preset);
+}
+
+}  // namespace hios

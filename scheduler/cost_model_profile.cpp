@@ -1,0 +1,245 @@
+// Node signatures, the profile database and the cost model that reads it.
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "graph/error.hpp"
+#include "scheduler/cost_model.hpp"
+
+namespace hios {
+
+std::string node_signature(const Graph& g, int node) {
+  HIOS_CHECK(node >= 0 && node < g.size(), "node_signature: node #%d is not in graph '%s'", node, g.name.c_str());
+  const Node& nd = g.nodes[node];
+  json op;
+  write_op(nd.op, op);
+  std::string s = op.dump() + " in=[";
+  for (size_t t = 0; t < nd.inputs.size(); ++t) {
+    if (t) s += ", ";
+    for (size_t v = 0; v < nd.inputs[t].size(); ++v) {
+      if (v) s += "+";
+      s += g.value_shape(nd.inputs[t][v]).str();
+    }
+  }
+  s += "] out=" + nd.shape.str() + " " + dtype_name(g.dtype);
+  return s;
+}
+
+json stage_key(const Graph& g, const Stage& stage) {
+  std::vector<json> groups;
+  for (const Group& gr : stage.groups) {
+    json sigs = json::array();
+    for (int v : gr.nodes) sigs.push_back(node_signature(g, v));
+    groups.push_back(std::move(sigs));
+  }
+  std::sort(groups.begin(), groups.end(), [](const json& a, const json& b) { return a.dump() < b.dump(); });
+  json out = json::array();
+  for (json& gj : groups) out.push_back(std::move(gj));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Database I/O
+
+static double non_negative(JsonObject& o, const char* key) {
+  double v = o.get_number(key);
+  HIOS_CHECK(v >= 0 && std::isfinite(v), "%s: must be a non-negative number (got %g)", o.child_path(key).c_str(), v);
+  return v;
+}
+
+ProfileDb profile_db_from_json(const json& j, const std::string& source) {
+  JsonObject root(j, source);
+  std::string format = root.get_string("format");
+  HIOS_CHECK(format == "hios-profile", "%s: expected \"hios-profile\", got \"%s\"", root.child_path("format").c_str(),
+             format.c_str());
+  int64_t version = root.get_int("version");
+  HIOS_CHECK(version == 1, "%s: unsupported version %lld (this build reads 1)", root.child_path("version").c_str(),
+             (long long)version);
+  ProfileDb db;
+  db.device = root.get_string("device");
+  if (root.has("meta")) db.meta = root.get_object("meta");
+
+  std::map<std::string, size_t> seen;
+  const json& entries = root.get_array("entries");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    JsonObject o(entries[i], root.child_path("entries") + strprintf("[%zu]", i));
+    ProfileEntry e;
+    e.key = o.get_string("key");
+    e.ms = non_negative(o, "ms");
+    e.samples = o.get_int("samples", 0);
+    e.stddev_ms = o.has("stddev_ms") ? non_negative(o, "stddev_ms") : 0.0;
+    e.example = o.get_string("example", "");
+    o.finish();
+    auto [it, fresh] = seen.emplace(e.key, i);
+    HIOS_CHECK(fresh, "%s: duplicate key (also entries[%zu])", o.child_path("key").c_str(), it->second);
+    db.entries.push_back(std::move(e));
+  }
+  if (root.has("links")) {
+    const json& links = root.get_array("links");
+    for (size_t i = 0; i < links.size(); ++i) {
+      JsonObject o(links[i], root.child_path("links") + strprintf("[%zu]", i));
+      ProfileLink l;
+      l.src = static_cast<int>(o.get_int("src"));
+      l.dst = static_cast<int>(o.get_int("dst"));
+      l.latency_us = non_negative(o, "latency_us");
+      l.bandwidth_gbs = o.get_number("bandwidth_gbs");
+      HIOS_CHECK(l.bandwidth_gbs > 0 && std::isfinite(l.bandwidth_gbs), "%s: must be positive (got %g)",
+                 o.child_path("bandwidth_gbs").c_str(), l.bandwidth_gbs);
+      HIOS_CHECK(l.src >= 0 && l.dst >= 0 && l.src != l.dst, "%s: a link joins two different GPUs (got %d -> %d)",
+                 o.path().c_str(), l.src, l.dst);
+      o.finish();
+      for (const ProfileLink& q : db.links) {
+        HIOS_CHECK(q.src != l.src || q.dst != l.dst, "%s: duplicate link %d -> %d", o.path().c_str(), l.src, l.dst);
+      }
+      db.links.push_back(l);
+    }
+  }
+  if (root.has("stages")) {
+    const json& stages = root.get_array("stages");
+    std::map<std::string, size_t> seen_stage;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      JsonObject o(stages[i], root.child_path("stages") + strprintf("[%zu]", i));
+      ProfileStage st;
+      st.key = o.get_array("key");
+      std::string kp = o.child_path("key");
+      for (size_t q = 0; q < st.key.size(); ++q) {
+        const json& gr = json_array(st.key[q], kp + strprintf("[%zu]", q));
+        for (size_t v = 0; v < gr.size(); ++v) json_string(gr[v], kp + strprintf("[%zu][%zu]", q, v));
+      }
+      st.ms = non_negative(o, "ms");
+      st.samples = o.get_int("samples", 0);
+      o.finish();
+      auto [it, fresh] = seen_stage.emplace(st.key.dump(), i);
+      HIOS_CHECK(fresh, "%s: duplicate stage key (also stages[%zu])", kp.c_str(), it->second);
+      db.stages.push_back(std::move(st));
+    }
+  }
+  root.finish();
+  return db;
+}
+
+ProfileDb load_profile_db(const std::string& file) {
+  json j = read_json_file(file);
+  try {
+    return profile_db_from_json(j);
+  } catch (const Error& e) {
+    throw Error(file + ": " + e.what());
+  }
+}
+
+std::string profile_db_to_text(const ProfileDb& db) {
+  // One entry per line: databases hold thousands of entries and get diffed between runs.
+  std::string out = "{\n  \"format\": \"hios-profile\",\n  \"version\": 1,\n";
+  out += "  \"device\": " + json(db.device).dump() + ",\n";
+  out += "  \"meta\": " + (db.meta.is_null() ? json::object() : db.meta).dump() + ",\n";
+  auto list = [&](const char* name, const std::vector<json>& items, bool last) {
+    out += std::string("  \"") + name + "\": [";
+    for (size_t i = 0; i < items.size(); ++i) out += (i ? ",\n    " : "\n    ") + items[i].dump();
+    out += items.empty() ? "]" : "\n  ]";
+    out += last ? "\n" : ",\n";
+  };
+  std::vector<json> entries, links, stages;
+  for (const ProfileEntry& e : db.entries) {
+    json j;
+    j["key"] = e.key;
+    j["ms"] = e.ms;
+    j["samples"] = e.samples;
+    j["stddev_ms"] = e.stddev_ms;
+    if (!e.example.empty()) j["example"] = e.example;
+    entries.push_back(std::move(j));
+  }
+  for (const ProfileLink& l : db.links) {
+    links.push_back(json{{"src", l.src}, {"dst", l.dst}, {"latency_us", l.latency_us}, {"bandwidth_gbs", l.bandwidth_gbs}});
+  }
+  for (const ProfileStage& s : db.stages) stages.push_back(json{{"key", s.key}, {"ms", s.ms}, {"samples", s.samples}});
+  list("entries", entries, false);
+  list("links", links, false);
+  list("stages", stages, true);
+  out += "}\n";
+  return out;
+}
+
+void save_profile_db(const ProfileDb& db, const std::string& file) { write_file_atomic(file, profile_db_to_text(db)); }
+
+// ---------------------------------------------------------------------------------------------
+// The profile cost model
+
+namespace {
+
+class ProfileCostModel : public CostModel {
+ public:
+  ProfileCostModel(ProfileDb db, std::string name, DevicePreset preset)
+      : db_(std::move(db)), name_(std::move(name)), preset_(std::move(preset)) {
+    for (const ProfileEntry& e : db_.entries) nodes_.emplace(e.key, e.ms);
+    for (const ProfileStage& s : db_.stages) stages_.emplace(s.key.dump(), s.ms);
+  }
+  std::string name() const override { return name_; }
+  std::string device() const override { return db_.device; }
+
+  double node_ms(const Graph& g, int node, int) const override {
+    HIOS_CHECK(node >= 0 && node < g.size(), "cost model: node #%d is not in graph '%s'", node, g.name.c_str());
+    const Node& nd = g.nodes[node];
+    if (nd.op.kind == OpKind::Input) return 0;
+    std::string key = node_signature(g, node);
+    auto it = nodes_.find(key);
+    if (it != nodes_.end()) return it->second;
+    std::string in;
+    for (int p : g.predecessors(node)) in += (in.empty() ? "" : " + ") + g.nodes[p].shape.str();
+    throw_error("profile %s has no entry for node '%s' (%s, in %s, out %s, %s, device %s); missing key: %s",
+                name_.c_str(), nd.name.c_str(), describe_op(nd.op).c_str(), in.c_str(), nd.shape.str().c_str(),
+                dtype_name(g.dtype), db_.device.c_str(), key.c_str());
+  }
+
+  double transfer_ms(double bytes, int src, int dst) const override {
+    if (src == dst) return 0;
+    for (const ProfileLink& l : db_.links) {
+      if (l.src == src && l.dst == dst) return l.latency_us * 1e-3 + bytes / (l.bandwidth_gbs * 1e6);
+    }
+    throw_error("profile %s has no link entry for GPU %d -> GPU %d (device %s)", name_.c_str(), src, dst,
+                db_.device.c_str());
+  }
+
+  double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
+    int busy = 0;
+    for (const Group& gr : stage.groups) busy += gr.nodes.empty() ? 0 : 1;
+    if (busy > 1 && !stages_.empty()) {
+      auto it = stages_.find(stage_key(g, stage).dump());
+      if (it != stages_.end()) return it->second;
+    }
+    // Measured node times, with the SM, bandwidth and launch shares the analytic model gives
+    // for the same node scaled to the measured time (docs/cost-model.md, "stages not measured").
+    std::vector<std::vector<StageItem>> groups;
+    for (const Group& gr : stage.groups) {
+      std::vector<StageItem> items;
+      for (int v : gr.nodes) {
+        double ms = node_ms(g, v, gpu);
+        NodeEstimate e = analytic_node_estimate(preset_, g, v);
+        double scale = e.ms > 0 ? ms / e.ms : 0;
+        items.push_back({ms, e.sm_ms * scale, e.memory_ms * scale, std::min(e.launch_ms, ms)});
+      }
+      groups.push_back(std::move(items));
+    }
+    return combine_stage_ms(preset_, groups);
+  }
+
+ private:
+  ProfileDb db_;
+  std::string name_;
+  DevicePreset preset_;
+  std::unordered_map<std::string, double> nodes_;
+  std::unordered_map<std::string, double> stages_;
+};
+
+}  // namespace
+
+std::unique_ptr<CostModel> make_profile_cost_model(ProfileDb db, const std::string& name, const DevicePreset& preset) {
+  return std::make_unique<ProfileCostModel>(std::move(db), name, preset);
+}
+
+std::unique_ptr<CostModel> load_profile_cost_model(const std::string& file) {
+  ProfileDb db = load_profile_db(file);
+  DevicePreset preset = find_device_preset(db.device);
+  return make_profile_cost_model(std::move(db), file, preset);
+}
+
+}  // namespace hios
