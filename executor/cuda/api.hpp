@@ -1,0 +1,74 @@
+// The CUDA backend's public face. CUDA-free: nothing here names a CUDA, cuDNN or NCCL type, so
+// the CLI, the executor and the tests include it without the toolkit's headers.
+//
+// Everything behind it lives in executor/cuda and is built only when HIOS_HAVE_CUDA is on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/init.hpp"
+#include "graph/graph.hpp"
+
+namespace hios::cuda {
+
+// Convolution arithmetic. Tf32 is PyTorch's default for cuDNN convolutions
+// (torch.backends.cudnn.allow_tf32 = True); Fp32 forbids tensor-core TF32. Linear layers always
+// run in full FP32, as PyTorch's default matmul does (torch.backends.cuda.matmul.allow_tf32 =
+// False), so the two stacks compute the same function.
+enum class MathMode { Tf32, Fp32 };
+const char* math_mode_name(MathMode m);
+MathMode parse_math_mode(const std::string& s);  // "tf32" or "fp32"; otherwise hios::Error
+
+// Number of usable CUDA devices; 0 when there is no driver or no GPU. Never throws, so tests
+// can decide to skip.
+int device_count() noexcept;
+// One line: name, multiprocessors, memory, compute capability, driver/runtime/cuDNN versions.
+std::string device_description(int device);
+
+struct SingleGpuOptions {
+  int device = 0;
+  MathMode math = MathMode::Tf32;
+  bool cuda_graph = true;          // capture the forward pass once and replay it
+  uint64_t seed = init::kDefaultSeed;
+  bool reuse_memory = true;        // share activation buffers between values whose lives do not overlap
+};
+
+struct TimingResult {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  std::vector<double> samples_ms;
+};
+
+// Runs a whole graph on one GPU, one node after another on one stream, in the graph's
+// topological order: the sequential executor. All memory is allocated in the constructor,
+// before anything is timed.
+class SingleGpuRunner {
+ public:
+  SingleGpuRunner(const Graph& g, const SingleGpuOptions& opts);
+  ~SingleGpuRunner();
+  SingleGpuRunner(const SingleGpuRunner&) = delete;
+  SingleGpuRunner& operator=(const SingleGpuRunner&) = delete;
+
+  void run();  // one forward pass, waited for
+  // Forward passes timed with device events, after `warmup` untimed ones.
+  TimingResult time(int warmup, int iters);
+  std::vector<float> output() const;        // the graph output, copied to the host
+  std::vector<float> value(int node) const; // any node's output (only valid without reuse_memory)
+  size_t peak_bytes() const;                // device memory this runner holds at its peak
+  std::string summary() const;              // algorithms chosen, memory, launch counts
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs node `node` of g alone: its producers' values are given on the host (indexed by node;
+// only the producers' entries are read), its output comes back. Weights are the deterministic
+// ones of init.hpp. Used by the per-op tests.
+std::vector<float> run_single_node(const Graph& g, int node, const std::vector<std::vector<float>>& values,
+                                   const SingleGpuOptions& opts);
+
+}  // namespace hios::cuda

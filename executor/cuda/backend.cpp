@@ -1,0 +1,225 @@
+// exec::Backend on one GPU: the engine's plans driven by a rank program's instructions, with
+// whole-pass CUDA Graph capture.
+#include <cstdlib>
+
+#include "executor/cuda/check.hpp"
+#include "executor/cuda/cuda_backend.hpp"
+#include "executor/registry.hpp"
+
+namespace hios::cuda {
+
+CudaBackend::CudaBackend(const exec::BackendConfig& cfg) : cfg_(cfg) {
+  const int n = device_count();
+  HIOS_CHECK(n > 0, "the cuda backend needs a GPU, and this process sees none");
+  device_ = cfg.device < 0 ? 0 : cfg.device;
+  HIOS_CHECK(device_ < n, "the cuda backend was given GPU %d, but this process sees %d GPU%s", device_, n,
+             n == 1 ? "" : "s");
+  math_ = parse_math_mode(cfg.math);
+  HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  set_memory_limit(device_, cfg.memory_limit);
+}
+
+CudaBackend::~CudaBackend() {
+  (void)cudaSetDevice(device_);
+  (void)cudaDeviceSynchronize();
+  if (exec_) (void)cudaGraphExecDestroy(exec_);
+  if (graph_) (void)cudaGraphDestroy(graph_);
+  for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+  // The engine and the tensors go after the events; their own destructors free them.
+}
+
+std::string CudaBackend::device_name() const {
+  cudaDeviceProp p{};
+  HIOS_CUDA_CHECK(cudaGetDeviceProperties(&p, device_));
+  char bus[32] = {0};
+  HIOS_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));
+  return strprintf("%s (bus %s)", p.name, bus);
+}
+
+std::string CudaBackend::versions() const {
+  int driver = 0, runtime = 0;
+  HIOS_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  HIOS_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  const size_t v = cudnnGetVersion();
+  return strprintf("CUDA runtime %d.%d, driver %d.%d, cuDNN %zu.%zu.%zu", runtime / 1000, (runtime % 1000) / 10,
+                   driver / 1000, (driver % 1000) / 10, v / 10000, (v % 10000) / 100, v % 100);
+}
+
+void CudaBackend::require_prepared(const char* what) const {
+  HIOS_CHECK(eng_ != nullptr, "cuda backend: %s before prepare()", what);
+}
+
+float* CudaBackend::resident(int node, const char* what) {
+  require_prepared(what);
+  HIOS_CHECK(node >= 0 && node < g_->size() && tensors_[size_t(node)],
+             "cuda backend: %s of node %d, which is not resident on this rank", what, node);
+  return tensors_[size_t(node)].f32();
+}
+
+cudaStream_t CudaBackend::stream_handle(int stream) {
+  require_prepared("stream access");
+  HIOS_CHECK(stream >= 0 && stream < eng_->num_streams(), "cuda backend: stream %d out of range (%d streams)", stream,
+             eng_->num_streams());
+  return eng_->stream(stream).stream();
+}
+
+void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
+  HIOS_CHECK(eng_ == nullptr, "cuda backend: prepare() called twice");
+  HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  g_ = &g;
+  eng_ = std::make_unique<Engine>(g, Engine::Options{device_, math_, cfg_.seed});
+  eng_->ensure_streams(int(p.streams.size()));
+  tensors_.resize(size_t(g.size()));
+  launch_stream_.assign(size_t(g.size()), -1);
+  std::vector<std::pair<int, int>> plan;
+  for (const exec::Instr& in : p.instrs) {
+    if (in.kind == exec::InstrKind::Alloc) {
+      const Node& nd = g.nodes.at(size_t(in.node));
+      HIOS_CHECK(in.bytes == nd.shape.numel() * int64_t(sizeof(float)),
+                 "cuda backend: Alloc of '%s' asks for %lld bytes, its shape %s holds %lld", nd.name.c_str(),
+                 (long long)in.bytes, nd.shape.str().c_str(), (long long)(nd.shape.numel() * 4));
+      tensors_[size_t(in.node)] =
+          DeviceBuffer(device_, size_t(in.bytes), "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
+      eng_->bind_output(in.node, tensors_[size_t(in.node)].f32());
+    } else if (in.kind == exec::InstrKind::Launch) {
+      launch_stream_[size_t(in.node)] = in.stream;
+      plan.emplace_back(in.node, in.stream);
+    }
+  }
+  eng_->plan(plan);
+  events_.resize(size_t(p.num_events), nullptr);
+  for (cudaEvent_t& e : events_) HIOS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  // The peak that counts is the one of a pass: cudnnFind's trial workspace is gone by now.
+  reset_peak_memory(device_);
+}
+
+void CudaBackend::launch(int node, int stream) {
+  require_prepared("launch");
+  HIOS_CHECK(node >= 0 && node < g_->size() && launch_stream_[size_t(node)] == stream,
+             "cuda backend: node %d launched on stream %d, but the program placed it on stream %d", node, stream,
+             node >= 0 && node < g_->size() ? launch_stream_[size_t(node)] : -1);
+  eng_->launch(node);
+}
+
+void CudaBackend::record(int event, int stream) {
+  require_prepared("record");
+  HIOS_CHECK(event >= 0 && event < int(events_.size()), "cuda backend: event %d out of range", event);
+  HIOS_CUDA_CHECK(cudaEventRecord(events_[size_t(event)], stream_handle(stream)));
+}
+
+void CudaBackend::wait(int event, int stream) {
+  require_prepared("wait");
+  HIOS_CHECK(event >= 0 && event < int(events_.size()), "cuda backend: event %d out of range", event);
+  HIOS_CUDA_CHECK(cudaStreamWaitEvent(stream_handle(stream), events_[size_t(event)], 0));
+}
+
+void CudaBackend::sync_stream(int stream) { HIOS_CUDA_CHECK(cudaStreamSynchronize(stream_handle(stream))); }
+
+void CudaBackend::synchronize() {
+  require_prepared("synchronize");
+  for (int s = 0; s < eng_->num_streams(); ++s) HIOS_CUDA_CHECK(cudaStreamSynchronize(eng_->stream(s).stream()));
+}
+
+exec::TensorView CudaBackend::tensor(int node) {
+  float* p = resident(node, "tensor access");
+  return exec::TensorView{p, tensors_[size_t(node)].bytes(), exec::MemoryKind::Device};
+}
+
+exec::HostBuffer CudaBackend::alloc_host(size_t bytes) {
+  void* p = nullptr;
+  HIOS_CUDA_CHECK(cudaMallocHost(&p, bytes == 0 ? 1 : bytes));
+  return exec::HostBuffer(p, [](void* q) { (void)cudaFreeHost(q); });
+}
+
+void CudaBackend::copy_to_host(int node, void* dst, int stream) {
+  float* p = resident(node, "copy to host");
+  HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, p, tensors_[size_t(node)].bytes(), cudaMemcpyDeviceToHost, stream_handle(stream)));
+}
+
+void CudaBackend::copy_from_host(int node, const void* src, int stream) {
+  float* p = resident(node, "copy from host");
+  HIOS_CUDA_CHECK(cudaMemcpyAsync(p, src, tensors_[size_t(node)].bytes(), cudaMemcpyHostToDevice, stream_handle(stream)));
+}
+
+void* CudaBackend::native_stream(int stream) { return static_cast<void*>(stream_handle(stream)); }
+
+void CudaBackend::set_input(const std::vector<float>& values) {
+  const int in = g_ ? g_->input() : 0;
+  float* p = resident(in, "set_input");
+  HIOS_CHECK(values.size() * sizeof(float) == tensors_[size_t(in)].bytes(),
+             "cuda backend: set_input got %zu values, the input holds %zu", values.size(),
+             tensors_[size_t(in)].bytes() / sizeof(float));
+  synchronize();
+  HIOS_CUDA_CHECK(cudaMemcpy(p, values.data(), tensors_[size_t(in)].bytes(), cudaMemcpyHostToDevice));
+}
+
+std::vector<float> CudaBackend::read_tensor(int node) {
+  float* p = resident(node, "read_tensor");
+  synchronize();
+  std::vector<float> out(tensors_[size_t(node)].bytes() / sizeof(float));
+  HIOS_CUDA_CHECK(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+size_t CudaBackend::peak_memory_bytes() const { return memory_stats(device_).peak; }
+
+// The pass starts and ends on stream 0 (program.hpp): every other stream forks from it and
+// joins it through events, so capturing stream 0 captures the whole pass, NCCL calls included.
+// Thread-local mode: NCCL's proxy thread keeps making CUDA calls that a global-mode capture
+// would reject.
+void CudaBackend::begin_capture() {
+  require_prepared("begin_capture");
+  HIOS_CHECK(!capturing_, "cuda backend: begin_capture() while already capturing");
+  if (exec_) {
+    (void)cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+  }
+  if (graph_) {
+    (void)cudaGraphDestroy(graph_);
+    graph_ = nullptr;
+  }
+  HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  HIOS_CUDA_CHECK(cudaStreamBeginCapture(stream_handle(0), cudaStreamCaptureModeThreadLocal));
+  capturing_ = true;
+}
+
+void CudaBackend::end_capture() {
+  HIOS_CHECK(capturing_, "cuda backend: end_capture() without begin_capture()");
+  capturing_ = false;
+  HIOS_CUDA_CHECK(cudaStreamEndCapture(stream_handle(0), &graph_));
+  HIOS_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  HIOS_CUDA_CHECK(cudaGraphUpload(exec_, stream_handle(0)));
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(stream_handle(0)));
+}
+
+void CudaBackend::replay() {
+  HIOS_CHECK(exec_ != nullptr, "cuda backend: replay() before a pass was captured");
+  HIOS_CUDA_CHECK(cudaGraphLaunch(exec_, stream_handle(0)));
+}
+
+}  // namespace hios::cuda
+
+namespace hios::exec {
+
+#ifdef HIOS_CUDA_WITH_NCCL
+std::unique_ptr<Transport> make_nccl_transport(Comm& comm, Backend& backend);  // nccl_transport.cpp
+#endif
+
+void register_cuda_components() {
+  BackendEntry b;
+  b.name = "cuda";
+  b.description = "one GPU per rank: cuDNN and CUDA kernels on CUDA streams, CUDA Graph capture";
+  b.default_math = "tf32";
+  b.make = [](const BackendConfig& cfg) -> std::unique_ptr<Backend> { return std::make_unique<cuda::CudaBackend>(cfg); };
+  b.device_count = [] { return cuda::device_count(); };
+  register_backend(std::move(b));
+#ifdef HIOS_CUDA_WITH_NCCL
+  TransportEntry t;
+  t.name = "nccl";
+  t.description = "ncclSend/ncclRecv between GPUs on per-peer comm streams (capturable)";
+  t.make = [](Comm& comm, Backend& backend) { return make_nccl_transport(comm, backend); };
+  register_transport(std::move(t));
+#endif
+}
+
+}  // namespace hios::exec

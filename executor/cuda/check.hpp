@@ -1,0 +1,46 @@
+// Error checks for CUDA, cuDNN and NCCL calls. Internal to executor/cuda (it names CUDA types).
+//
+// Each macro is one statement (do/while(0)), evaluates its call exactly once and throws
+// hios::Error naming the failing call, file:line, the library's own error name and, once the
+// transport has set it, the rank and host ("rank 1 on gpu-host-a"), because a bare "invalid
+// argument" out of an mpirun job with two ranks tells nobody which GPU failed.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <string>
+
+#include "graph/error.hpp"
+
+namespace hios::cuda {
+
+// "rank R on HOST" once a transport knows it; empty before. Set once per process.
+void set_error_location(const std::string& where);
+const std::string& error_location();
+
+[[noreturn]] void fail_cuda(cudaError_t err, const char* call, const char* file, int line);
+[[noreturn]] void fail_cudnn(cudnnStatus_t st, const char* call, const char* file, int line);
+// NCCL's result type is an int-compatible enum; taking int keeps nccl.h out of this header.
+[[noreturn]] void fail_nccl(int result, const char* message, const char* call, const char* file, int line);
+
+}  // namespace hios::cuda
+
+#define HIOS_CUDA_CHECK(call)                                              \
+  do {                                                                     \
+    cudaError_t hios_cuda_err_ = (call);                                   \
+    if (hios_cuda_err_ != cudaSuccess) {                                   \
+      ::hios::cuda::fail_cuda(hios_cuda_err_, #call, __FILE__, __LINE__);  \
+    }                                                                      \
+  } while (0)
+
+#define HIOS_CUDNN_CHECK(call)                                             \
+  do {                                                                     \
+    cudnnStatus_t hios_cudnn_st_ = (call);                                 \
+    if (hios_cudnn_st_ != CUDNN_STATUS_SUCCESS) {                          \
+      ::hios::cuda::fail_cudnn(hios_cudnn_st_, #call, __FILE__, __LINE__); \
+    }                                                                      \
+  } while (0)
+
+// After a kernel launch: a bad configuration surfaces here, not at the next API call.
+#define HIOS_CUDA_CHECK_LAUNCH() HIOS_CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,69 @@
+// The CUDA backend class, visible to the NCCL transport beside it. Internal to executor/cuda:
+// everything outside reaches it through the executor's registry as an exec::Backend.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "executor/backend.hpp"
+#include "executor/cuda/api.hpp"
+#include "executor/cuda/device.hpp"
+#include "executor/cuda/engine.hpp"
+
+namespace hios::cuda {
+
+class CudaBackend final : public exec::Backend {
+ public:
+  explicit CudaBackend(const exec::BackendConfig& cfg);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  std::string device_name() const override;
+  std::string versions() const override;
+  std::string math() const override { return math_mode_name(math_); }
+
+  void prepare(const Graph& g, const exec::RankProgram& p) override;
+  void launch(int node, int stream) override;
+  void record(int event, int stream) override;
+  void wait(int event, int stream) override;
+  void sync_stream(int stream) override;
+  void synchronize() override;
+
+  exec::TensorView tensor(int node) override;
+  exec::HostBuffer alloc_host(size_t bytes) override;
+  void copy_to_host(int node, void* dst, int stream) override;
+  void copy_from_host(int node, const void* src, int stream) override;
+  void* native_stream(int stream) override;
+
+  void set_input(const std::vector<float>& values) override;
+  std::vector<float> read_tensor(int node) override;
+  size_t peak_memory_bytes() const override;
+
+  bool can_capture() const override { return true; }
+  void begin_capture() override;
+  void end_capture() override;
+  void replay() override;
+
+  int device() const { return device_; }
+  cudaStream_t stream_handle(int stream);
+
+ private:
+  void require_prepared(const char* what) const;
+  float* resident(int node, const char* what);
+
+  exec::BackendConfig cfg_;
+  int device_ = 0;
+  MathMode math_ = MathMode::Tf32;
+  const Graph* g_ = nullptr;
+  std::unique_ptr<Engine> eng_;
+  std::vector<DeviceBuffer> tensors_;  // index: node
+  std::vector<int> launch_stream_;     // index: node; -1 when not launched here
+  std::vector<cudaEvent_t> events_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  bool capturing_ = false;
+};
+
+}  // namespace hios::cuda

@@ -1,0 +1,165 @@
+#include "executor/cuda/device.hpp"
+
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "executor/cuda/check.hpp"
+
+namespace hios::cuda {
+
+// ---------------------------------------------------------------------------------------------
+// Error reporting
+
+namespace {
+std::string& location_storage() {
+  static std::string where;
+  return where;
+}
+std::string suffix() {
+  const std::string& w = location_storage();
+  return w.empty() ? std::string() : " (" + w + ")";
+}
+}  // namespace
+
+void set_error_location(const std::string& where) { location_storage() = where; }
+const std::string& error_location() { return location_storage(); }
+
+void fail_cuda(cudaError_t err, const char* call, const char* file, int line) {
+  throw_error("CUDA error %s (%s) in %s at %s:%d%s", cudaGetErrorName(err), cudaGetErrorString(err), call, file,
+              line, suffix().c_str());
+}
+
+void fail_cudnn(cudnnStatus_t st, const char* call, const char* file, int line) {
+  throw_error("cuDNN error %s in %s at %s:%d%s", cudnnGetErrorString(st), call, file, line, suffix().c_str());
+}
+
+void fail_nccl(int result, const char* message, const char* call, const char* file, int line) {
+  throw_error("NCCL error %d (%s) in %s at %s:%d%s", result, message, call, file, line, suffix().c_str());
+}
+
+std::string format_bytes(size_t bytes) {
+  const double b = double(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return strprintf("%.2f GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return strprintf("%.1f MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return strprintf("%.1f KiB", b / 1024.0);
+  return strprintf("%zu B", bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory accounting
+
+namespace {
+std::mutex g_mem_mutex;
+std::unordered_map<int, MemoryStats>& mem_table() {
+  static std::unordered_map<int, MemoryStats> t;
+  return t;
+}
+std::unordered_map<int, size_t>& limit_table() {
+  static std::unordered_map<int, size_t> t;
+  return t;
+}
+}  // namespace
+
+void set_memory_limit(int device, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  limit_table()[device] = bytes;
+}
+
+MemoryStats memory_stats(int device) {
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  return mem_table()[device];
+}
+
+void reset_peak_memory(int device) {
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  MemoryStats& s = mem_table()[device];
+  s.peak = s.current;
+}
+
+DeviceBuffer::DeviceBuffer(int device, size_t bytes, const std::string& what) : device_(device) {
+  if (bytes == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    const size_t limit = limit_table()[device];
+    const size_t held = mem_table()[device].current;
+    if (limit != 0 && held + bytes > limit) {
+      throw_error("out of device memory allocating %s (%s) on GPU %d: %s already held, limit %s%s", what.c_str(),
+                  format_bytes(bytes).c_str(), device, format_bytes(held).c_str(), format_bytes(limit).c_str(),
+                  suffix().c_str());
+    }
+  }
+  HIOS_CUDA_CHECK(cudaSetDevice(device));
+  cudaError_t err = cudaMalloc(&ptr_, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // clear the sticky-free error so later calls are not blamed
+    size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    throw_error("out of device memory allocating %s (%s) on GPU %d: %s free of %s%s", what.c_str(),
+                format_bytes(bytes).c_str(), device, format_bytes(free_b).c_str(), format_bytes(total_b).c_str(),
+                suffix().c_str());
+  }
+  if (err != cudaSuccess) fail_cuda(err, "cudaMalloc", __FILE__, __LINE__);
+  bytes_ = bytes;
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  MemoryStats& s = mem_table()[device];
+  s.current += bytes;
+  if (s.current > s.peak) s.peak = s.current;
+}
+
+void DeviceBuffer::reset() {
+  if (ptr_) {
+    // Destructors must not throw; a failing free at teardown leaves nothing to recover.
+    (void)cudaSetDevice(device_);
+    (void)cudaFree(ptr_);
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    mem_table()[device_].current -= bytes_;
+  }
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+DeviceBuffer::~DeviceBuffer() { reset(); }
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), device_(o.device_) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    device_ = o.device_;
+  }
+  return *this;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams
+
+StreamResources::StreamResources(int device, int index, int priority) : device_(device), index_(index) {
+  HIOS_CUDA_CHECK(cudaSetDevice(device));
+  HIOS_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority));
+  HIOS_CUDNN_CHECK(cudnnCreate(&cudnn_));
+  HIOS_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
+}
+
+StreamResources::~StreamResources() {
+  (void)cudaSetDevice(device_);
+  if (cudnn_) (void)cudnnDestroy(cudnn_);
+  if (stream_) (void)cudaStreamDestroy(stream_);
+}
+
+void StreamResources::reserve_workspace(size_t bytes) {
+  if (bytes <= workspace_.bytes()) return;
+  workspace_ = DeviceBuffer();  // free first: the old and new need not coexist
+  workspace_ = DeviceBuffer(device_, bytes, strprintf("the cuDNN workspace of stream %d", index_));
+}
+
+void StreamResources::reserve_scratch(size_t bytes) {
+  if (bytes <= scratch_.bytes()) return;
+  scratch_ = DeviceBuffer();
+  scratch_ = DeviceBuffer(device_, bytes, strprintf("the scratch arena of stream %d", index_));
+}
+
+}  // namespace hios::cuda

@@ -1,0 +1,84 @@
+// Device memory and per-stream resources. Internal to executor/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace hios::cuda {
+
+// Bytes this process holds through DeviceBuffer on each device, now and at its peak. The
+// peak is what we report against torch.cuda.max_memory_allocated: both count what the
+// framework asked for, not the driver's or the libraries' own reservations.
+struct MemoryStats {
+  size_t current = 0;
+  size_t peak = 0;
+};
+MemoryStats memory_stats(int device);
+void reset_peak_memory(int device);
+// 0: none. Otherwise an allocation that would take the device's total past `bytes` fails as
+// out of memory (BackendConfig::memory_limit: tests the out-of-memory path on any GPU).
+void set_memory_limit(int device, size_t bytes);
+
+// An owning device allocation. Allocation failure names the tensor and its size.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(int device, size_t bytes, const std::string& what);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  float* f32() const { return static_cast<float*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+  explicit operator bool() const { return ptr_ != nullptr; }
+  void reset();
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  int device_ = -1;
+};
+
+// One stream with its own cuDNN handle and workspace. Work on different streams never shares
+// a handle (a cuDNN handle is bound to one stream) or a workspace (two convolutions running
+// concurrently would overwrite each other's scratch). The scratch arena holds assembled node
+// inputs and the intermediates of sequential nodes; nodes on one stream run in order, so they
+// can all reuse it.
+class StreamResources {
+ public:
+  StreamResources(int device, int index, int priority = 0);
+  ~StreamResources();
+  StreamResources(const StreamResources&) = delete;
+  StreamResources& operator=(const StreamResources&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  int index() const { return index_; }
+
+  // Grow-only: called while planning, before any capture, so pointers stay fixed afterwards.
+  void reserve_workspace(size_t bytes);
+  void reserve_scratch(size_t bytes);
+  void* workspace() const { return workspace_.get(); }
+  size_t workspace_bytes() const { return workspace_.bytes(); }
+  float* scratch() const { return scratch_.f32(); }
+  size_t scratch_bytes() const { return scratch_.bytes(); }
+
+ private:
+  int device_;
+  int index_;
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  DeviceBuffer workspace_;
+  DeviceBuffer scratch_;
+};
+
+std::string format_bytes(size_t bytes);
+
+}  // namespace hios::cuda

@@ -1,0 +1,238 @@
+#include "executor/cuda/engine.hpp"
+
+#include <algorithm>
+
+#include "executor/cuda/check.hpp"
+#include "executor/cuda/kernels.hpp"
+#include "executor/init.hpp"
+#include "executor/weights.hpp"
+
+namespace hios::cuda {
+
+namespace {
+
+const char* algo_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit_precomp_gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft_tiling";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd_nonfused";
+    default: return "unknown";
+  }
+}
+
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_conv";
+    case CUDNN_FMA_MATH: return "fma";
+    default: return "?";
+  }
+}
+
+// cudnnFind may try algorithms that want large workspaces (FFT at 2048x2048 inputs); PyTorch's
+// benchmark mode lets them have what is free, we cap it so that one convolution's search
+// cannot take the memory the activations need.
+constexpr size_t kFindWorkspaceCap = size_t(2) << 30;
+
+}  // namespace
+
+Engine::Engine(const Graph& g, const Options& opts)
+    : g_(g), opts_(opts), outputs_(size_t(g.size()), nullptr), params_loaded_(size_t(g.size()), false) {
+  HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
+  ensure_streams(1);
+}
+
+Engine::~Engine() {
+  (void)cudaSetDevice(opts_.device);
+  (void)cudaDeviceSynchronize();
+}
+
+void Engine::ensure_streams(int n) {
+  while (int(streams_.size()) < n) streams_.push_back(std::make_unique<StreamResources>(opts_.device, int(streams_.size())));
+}
+
+void Engine::bind_output(int node, float* ptr) { outputs_.at(size_t(node)) = ptr; }
+
+View Engine::node_view(int node) const {
+  return whole_view(outputs_.at(size_t(node)), g_.nodes.at(size_t(node)).shape);
+}
+
+View Engine::value_view(const Value& v) const {
+  const Shape& s = g_.nodes.at(size_t(v.node)).shape;
+  const int64_t begin = g_.value_begin(v), end = g_.value_end(v);
+  float* base = outputs_.at(size_t(v.node));
+  View out;
+  out.ptr = base ? base + begin * s.h * s.w : nullptr;
+  out.shape = Shape{s.n, end - begin, s.h, s.w};
+  out.batch_stride = s.c * s.h * s.w;
+  return out;
+}
+
+void Engine::plan(const std::vector<std::pair<int, int>>& node_streams) {
+  HIOS_CUDA_CHECK(cudaSetDevice(opts_.device));
+  int most = 0;
+  for (const auto& [node, st] : node_streams) {
+    HIOS_CHECK(node >= 0 && node < g_.size(), "CUDA engine: node index %d out of range", node);
+    HIOS_CHECK(st >= 0, "CUDA engine: negative stream index for node '%s'", g_.nodes[size_t(node)].name.c_str());
+    HIOS_CHECK(plans_.count(node) == 0, "CUDA engine: node '%s' planned twice", g_.nodes[size_t(node)].name.c_str());
+    for (const Term& t : g_.nodes[size_t(node)].inputs) {
+      for (const Value& v : t) {
+        HIOS_CHECK(outputs_[size_t(v.node)] != nullptr, "CUDA engine: node '%s' reads '%s', which has no device buffer",
+                   g_.nodes[size_t(node)].name.c_str(), g_.nodes[size_t(v.node)].name.c_str());
+      }
+    }
+    HIOS_CHECK(outputs_[size_t(node)] != nullptr, "CUDA engine: node '%s' has no output buffer",
+               g_.nodes[size_t(node)].name.c_str());
+    most = std::max(most, st + 1);
+  }
+  ensure_streams(most);
+
+  // Pass 1: how much scratch each stream's arena needs.
+  std::vector<size_t> scratch(streams_.size(), 0);
+  for (const auto& [node, st] : node_streams) {
+    PlanCtx c{*this, stream(st), true, g_.nodes[size_t(node)].name, nullptr};
+    plan_node(c, node);
+    scratch[size_t(st)] = std::max(scratch[size_t(st)], c.scratch_top);
+  }
+  for (size_t s = 0; s < streams_.size(); ++s) streams_[s]->reserve_scratch(scratch[s]);
+
+  // Pass 2: weights, descriptors, algorithms, launches.
+  std::vector<size_t> workspace(streams_.size(), 0);
+  for (const auto& [node, st] : node_streams) {
+    NodePlan np;
+    np.stream = st;
+    PlanCtx c{*this, stream(st), false, g_.nodes[size_t(node)].name, &np.launches};
+    plan_node(c, node);
+    workspace[size_t(st)] = std::max(workspace[size_t(st)], c.workspace_need);
+    plans_.emplace(node, std::move(np));
+  }
+  find_ws_.reset();
+  for (size_t s = 0; s < streams_.size(); ++s) streams_[s]->reserve_workspace(workspace[s]);
+  HIOS_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void Engine::launch(int node) {
+  auto it = plans_.find(node);
+  HIOS_CHECK(it != plans_.end(), "CUDA engine: node '%s' was not planned on this device",
+             g_.nodes.at(size_t(node)).name.c_str());
+  StreamResources& r = stream(it->second.stream);
+  for (const Launch& l : it->second.launches) l(r);
+}
+
+size_t Engine::launch_count(int node) const {
+  auto it = plans_.find(node);
+  return it == plans_.end() ? 0 : it->second.launches.size();
+}
+
+void Engine::load_params(int node) {
+  if (params_loaded_.at(size_t(node))) return;
+  params_loaded_[size_t(node)] = true;
+  const Node& nd = g_.nodes[size_t(node)];
+  const std::vector<exec::OpParams> ps = exec::make_node_params(g_, node, opts_.seed);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const std::string prefix = nd.op.kind == OpKind::Sequential ? nd.name + strprintf(".steps[%zu]", i) : nd.name;
+    Params out;
+    auto upload = [&](const std::vector<float>& host, const std::string& what) -> const float* {
+      if (host.empty()) return nullptr;
+      DeviceBuffer buf(opts_.device, host.size() * sizeof(float), what + " '" + prefix + "'");
+      HIOS_CUDA_CHECK(cudaMemcpy(buf.get(), host.data(), buf.bytes(), cudaMemcpyHostToDevice));
+      weight_bytes_ += buf.bytes();
+      const float* p = buf.f32();
+      weights_.emplace(prefix + "." + what, std::move(buf));
+      return p;
+    };
+    out.weight = upload(ps[i].weight, "weight");
+    out.bias = upload(ps[i].bias, "bias");
+    out.weight_count = int64_t(ps[i].weight.size());
+    out.bias_count = int64_t(ps[i].bias.size());
+    params_[prefix] = out;
+  }
+}
+
+const Engine::Params& Engine::params(const std::string& prefix) const {
+  auto it = params_.find(prefix);
+  HIOS_CHECK(it != params_.end(), "CUDA engine: no parameters were loaded for '%s'", prefix.c_str());
+  return it->second;
+}
+
+void Engine::upload_input() {
+  const int in = g_.input();
+  HIOS_CHECK(outputs_[size_t(in)] != nullptr, "CUDA engine: the graph input has no device buffer");
+  const std::vector<float> v = exec::make_input(g_, opts_.seed);
+  HIOS_CUDA_CHECK(cudaMemcpy(outputs_[size_t(in)], v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+const float* Engine::zeros(int64_t count, cudaStream_t fill_stream) {
+  const std::string name = strprintf("<zero bias x%lld>", (long long)count);
+  auto it = weights_.find(name);
+  if (it != weights_.end()) return it->second.f32();
+  DeviceBuffer buf(opts_.device, size_t(count) * sizeof(float), "a zero bias");
+  HIOS_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, buf.bytes(), fill_stream));
+  const float* p = buf.f32();
+  weights_.emplace(name, std::move(buf));
+  return p;
+}
+
+void* Engine::find_workspace(size_t* bytes) {
+  if (!find_ws_) {
+    size_t free_b = 0, total_b = 0;
+    HIOS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    size_t want = std::min(kFindWorkspaceCap, free_b / 4);
+    want = want / (1 << 20) * (1 << 20);
+    find_ws_ = DeviceBuffer(opts_.device, std::max<size_t>(want, 1 << 20), "the cudnnFind workspace");
+  }
+  *bytes = find_ws_.bytes();
+  return find_ws_.get();
+}
+
+ConvChoice& Engine::find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const float* x,
+                              cudnnFilterDescriptor_t wd, const float* w, cudnnConvolutionDescriptor_t cd,
+                              cudnnTensorDescriptor_t yd, float* y, bool fp32_only) {
+  auto it = conv_cache_.find(key);
+  if (it != conv_cache_.end()) {
+    ++it->second.uses;
+    return it->second;
+  }
+  size_t ws_bytes = 0;
+  void* ws = find_workspace(&ws_bytes);
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(res.stream()));
+  HIOS_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(res.cudnn(), xd, x, wd, w, cd, yd, y,
+                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
+                                                          ws_bytes));
+  // Results come fastest first. In fp32 mode take only algorithms that stay off the TF32 path.
+  const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
+  for (int i = 0; i < returned && !best; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (fp32_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    best = &perf[i];
+  }
+  HIOS_CHECK(best != nullptr, "cudnnFind found no usable %s algorithm for convolution %s (%d tried)",
+             fp32_only ? "fp32" : "tf32", key.c_str(), returned);
+  ConvChoice ch;
+  ch.algo = best->algo;
+  ch.math = best->mathType;
+  ch.workspace = best->memory;
+  ch.find_ms = best->time;
+  ch.uses = 1;
+  return conv_cache_.emplace(key, ch).first->second;
+}
+
+std::string Engine::algorithm_report() const {
+  std::string s;
+  for (const auto& [key, ch] : conv_cache_) {
+    s += strprintf("%-70s %-22s %-9s ws=%-10s %.3f ms x%d%s\n", key.c_str(), algo_name(ch.algo), math_name(ch.math),
+                   format_bytes(ch.workspace).c_str(), double(ch.find_ms), ch.uses,
+                   ch.fused == 1 ? " fused" : ch.fused == 0 ? " unfused" : "");
+  }
+  return s;
+}
+
+}  // namespace hios::cuda

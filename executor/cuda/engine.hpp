@@ -1,0 +1,164 @@
+// The per-device engine behind every CUDA entry point: weights, node output bindings, streams
+// with their cuDNN handles and workspaces, one plan per node, and the cuDNN algorithm cache.
+// Internal to executor/cuda.
+//
+// Life cycle: bind every node's output buffer, plan the nodes (each on the stream it will run
+// on), then launch nodes in any order the caller's dependencies allow, eagerly or under CUDA
+// Graph capture. Planning does everything that synchronises or allocates (weights, descriptors,
+// cudnnFind, workspaces, scratch), so launching only enqueues work and can be captured.
+#pragma once
+
+#include <cudnn.h>
+
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "executor/cuda/api.hpp"
+#include "executor/cuda/device.hpp"
+#include "graph/graph.hpp"
+
+namespace hios::cuda {
+
+// An NCHW tensor in device memory: a whole buffer or a channel slice of one. Slices of a batch-1
+// tensor are contiguous; with more items, items sit batch_stride elements apart.
+struct View {
+  float* ptr = nullptr;
+  Shape shape;
+  int64_t batch_stride = 0;
+  int64_t item() const { return shape.c * shape.h * shape.w; }
+  bool packed() const { return shape.n == 1 || batch_stride == item(); }
+};
+View whole_view(float* ptr, const Shape& s);
+
+using Launch = std::function<void(StreamResources&)>;
+
+// What cudnnFind chose for one convolution signature.
+struct ConvChoice {
+  cudnnConvolutionFwdAlgo_t algo{};
+  cudnnMathType_t math{};
+  size_t workspace = 0;
+  float find_ms = 0;
+  int fused = -1;  // cudnnConvolutionBiasActivationForward accepted (1), refused (0), untried (-1)
+  int uses = 0;
+};
+
+class Engine;
+
+// State of planning one node. Planning runs twice: a dry pass that only measures the scratch a
+// node needs (so each stream's arena can be allocated once, before any pointer is handed out),
+// then the real pass that creates weights, descriptors and launches.
+struct PlanCtx {
+  Engine& eng;
+  StreamResources& res;
+  bool dry;
+  const std::string& node_name;
+  std::vector<Launch>* launches;
+  size_t scratch_top = 0;
+  size_t workspace_need = 0;
+
+  View scratch(const Shape& s);  // bump allocation in the stream's arena
+  void emit(Launch l) {
+    if (!dry) launches->push_back(std::move(l));
+  }
+  // A packed copy of v when it is strided (channel slice of a batched tensor), else v.
+  View packed(const View& v);
+  // Writes the node-style assembly of `terms` (sum within, concat across) into dst.
+  void assemble_into(const std::vector<Term>& terms, const View& dst);
+  // v for a single whole or sliced value; otherwise an assembly into dst_hint or scratch.
+  View input_of(const std::vector<Term>& terms, const Shape& shape, const View* dst_hint);
+};
+
+// Plans one op (the node's own op or a sequential's step). `in` holds the assembled input, or
+// for ops whose terms are operands one view per operand. `prefix` names the weights.
+using PlanFn = void (*)(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in,
+                        const View& out);
+struct CudaOpImpl {
+  OpKind kind;
+  PlanFn plan;
+};
+// The CUDA kernel table, indexed by OpKind; complete (checked at compile time in ops.cpp).
+const CudaOpImpl& cuda_op_impl(OpKind kind);
+void plan_node(PlanCtx& c, int node);
+
+class Engine {
+ public:
+  struct Options {
+    int device = 0;
+    MathMode math = MathMode::Tf32;
+    uint64_t seed = init::kDefaultSeed;
+  };
+  Engine(const Graph& g, const Options& opts);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const Graph& graph() const { return g_; }
+  int device() const { return opts_.device; }
+  MathMode math() const { return opts_.math; }
+  uint64_t seed() const { return opts_.seed; }
+
+  void ensure_streams(int n);
+  int num_streams() const { return int(streams_.size()); }
+  StreamResources& stream(int i) { return *streams_.at(size_t(i)); }
+
+  // Storage of each node's whole output, owned by the caller.
+  void bind_output(int node, float* ptr);
+  float* output_ptr(int node) const { return outputs_.at(size_t(node)); }
+  View node_view(int node) const;
+  View value_view(const Value& v) const;
+
+  // Plans the nodes, node_streams[i] = {node, stream}. May be called more than once (for
+  // disjoint node sets); every call finishes with the device idle.
+  void plan(const std::vector<std::pair<int, int>>& node_streams);
+  // Enqueues a planned node on its stream.
+  void launch(int node);
+  bool planned(int node) const { return plans_.count(node) != 0; }
+  size_t launch_count(int node) const;
+
+  // Parameters of a conv or linear op, by prefix ("<node>" or "<node>.steps[i]"), built by
+  // executor/weights.hpp (the values every backend and rank uses) and uploaded once.
+  struct Params {
+    const float* weight = nullptr;
+    const float* bias = nullptr;
+    int64_t weight_count = 0, bias_count = 0;
+  };
+  void load_params(int node);
+  const Params& params(const std::string& prefix) const;
+  // Writes the graph input's deterministic values into its bound buffer.
+  void upload_input();
+  const float* zeros(int64_t count, cudaStream_t fill_stream);
+  // cudnnFind once per distinct signature (key), on the planning stream.
+  ConvChoice& find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const float* x,
+                        cudnnFilterDescriptor_t wd, const float* w, cudnnConvolutionDescriptor_t cd,
+                        cudnnTensorDescriptor_t yd, float* y, bool fp32_only);
+  // Scratch large enough for cudnnFind and fused-call trials; freed after planning.
+  void* find_workspace(size_t* bytes);
+
+  size_t weight_bytes() const { return weight_bytes_; }
+  std::string algorithm_report() const;
+
+ private:
+  struct NodePlan {
+    int stream = 0;
+    std::vector<Launch> launches;
+  };
+  const Graph& g_;
+  Options opts_;
+  std::vector<std::unique_ptr<StreamResources>> streams_;
+  std::vector<float*> outputs_;
+  std::unordered_map<int, NodePlan> plans_;
+  std::unordered_map<std::string, DeviceBuffer> weights_;
+  std::unordered_map<std::string, Params> params_;
+  std::vector<bool> params_loaded_;
+  size_t weight_bytes_ = 0;
+  std::map<std::string, ConvChoice> conv_cache_;
+  DeviceBuffer find_ws_;
+};
+
+}  // namespace hios::cuda

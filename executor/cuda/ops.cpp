@@ -1,0 +1,583 @@
+// The CUDA kernel table: how each IR op runs on a stream, with cuDNN wherever cuDNN has the op
+// and with kernels.cu where it has not (term assembly, ceil_mode pooling).
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "executor/cuda/check.hpp"
+#include "executor/cuda/engine.hpp"
+#include "executor/cuda/kernels.hpp"
+#include "executor/init.hpp"
+
+namespace hios::cuda {
+
+namespace {
+
+const float kOne = 1.0f;
+const float kZero = 0.0f;
+
+// ---------------------------------------------------------------------------------------------
+// Descriptor owners. Launches capture them by shared_ptr, so a plan keeps what it uses alive.
+
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc() { HIOS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d)); }
+  ~TensorDesc() { (void)cudnnDestroyTensorDescriptor(d); }
+};
+struct FilterDesc {
+  cudnnFilterDescriptor_t d = nullptr;
+  FilterDesc() { HIOS_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d)); }
+  ~FilterDesc() { (void)cudnnDestroyFilterDescriptor(d); }
+};
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  ConvDesc() { HIOS_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d)); }
+  ~ConvDesc() { (void)cudnnDestroyConvolutionDescriptor(d); }
+};
+struct ActDesc {
+  cudnnActivationDescriptor_t d = nullptr;
+  ActDesc() { HIOS_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d)); }
+  ~ActDesc() { (void)cudnnDestroyActivationDescriptor(d); }
+};
+struct PoolDesc {
+  cudnnPoolingDescriptor_t d = nullptr;
+  PoolDesc() { HIOS_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d)); }
+  ~PoolDesc() { (void)cudnnDestroyPoolingDescriptor(d); }
+};
+struct OpTensorDesc {
+  cudnnOpTensorDescriptor_t d = nullptr;
+  OpTensorDesc() { HIOS_CUDNN_CHECK(cudnnCreateOpTensorDescriptor(&d)); }
+  ~OpTensorDesc() { (void)cudnnDestroyOpTensorDescriptor(d); }
+};
+
+int to_int(int64_t v, const std::string& node, const char* what) {
+  HIOS_CHECK(v >= 0 && v <= INT_MAX, "node '%s': %s = %lld exceeds what cuDNN's 32-bit descriptors hold",
+             node.c_str(), what, (long long)v);
+  return int(v);
+}
+
+std::shared_ptr<TensorDesc> tensor_desc(const View& v, const std::string& node) {
+  auto t = std::make_shared<TensorDesc>();
+  const Shape& s = v.shape;
+  const int64_t bs = s.n == 1 ? v.item() : v.batch_stride;
+  HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(t->d, CUDNN_DATA_FLOAT, to_int(s.n, node, "batch"),
+                                                to_int(s.c, node, "channels"), to_int(s.h, node, "height"),
+                                                to_int(s.w, node, "width"), to_int(bs, node, "batch stride"),
+                                                to_int(s.h * s.w, node, "channel stride"), to_int(s.w, node, "width"),
+                                                1));
+  return t;
+}
+
+std::shared_ptr<TensorDesc> channel_desc(int64_t channels, const std::string& node) {
+  auto t = std::make_shared<TensorDesc>();
+  HIOS_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(t->d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, to_int(channels, node, "channels"), 1, 1));
+  return t;
+}
+
+cudnnActivationMode_t act_mode(Activation a) {
+  switch (a) {
+    case Activation::Relu: return CUDNN_ACTIVATION_RELU;
+    case Activation::Sigmoid: return CUDNN_ACTIVATION_SIGMOID;
+    case Activation::Tanh: return CUDNN_ACTIVATION_TANH;
+    case Activation::None: return CUDNN_ACTIVATION_IDENTITY;
+  }
+  return CUDNN_ACTIVATION_IDENTITY;
+}
+
+std::shared_ptr<ActDesc> act_desc(Activation a) {
+  auto d = std::make_shared<ActDesc>();
+  HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(d->d, act_mode(a), CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  return d;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// ---------------------------------------------------------------------------------------------
+// Convolution (also the linear layer, as a 1x1 convolution over the flattened input).
+
+struct ConvSpec {
+  int64_t out_channels, groups;
+  std::array<int, 2> kernel, stride, padding, dilation;
+  bool bias;
+  Activation act;
+  bool fp32_only;  // linear layers: PyTorch runs them without TF32
+};
+
+void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, View x, const View& y) {
+  // Strided inputs (slices of batched tensors) are copied: not every cuDNN engine takes them.
+  x = c.packed(x);
+  if (c.dry) return;
+  const std::string& node = c.node_name;
+  const cudaStream_t st = c.res.stream();
+  const int64_t cin_g = x.shape.c / a.groups;
+  const int64_t fan_in = cin_g * a.kernel[0] * a.kernel[1];
+  const Engine::Params& prm = c.eng.params(prefix);
+  HIOS_CHECK(prm.weight_count == a.out_channels * fan_in && prm.bias_count == (a.bias ? a.out_channels : 0),
+             "node '%s': parameters of '%s' hold %lld weights and %lld biases, expected %lld and %lld", node.c_str(),
+             prefix.c_str(), (long long)prm.weight_count, (long long)prm.bias_count,
+             (long long)(a.out_channels * fan_in), (long long)(a.bias ? a.out_channels : 0));
+  const float* w = prm.weight;
+  const float* b = prm.bias;
+
+  auto xd = tensor_desc(x, node);
+  auto yd = tensor_desc(y, node);
+  auto wd = std::make_shared<FilterDesc>();
+  HIOS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd->d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                              to_int(a.out_channels, node, "out_channels"), to_int(cin_g, node, "in_channels"),
+                                              a.kernel[0], a.kernel[1]));
+  auto cd = std::make_shared<ConvDesc>();
+  HIOS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd->d, a.padding[0], a.padding[1], a.stride[0], a.stride[1],
+                                                   a.dilation[0], a.dilation[1], CUDNN_CROSS_CORRELATION,
+                                                   CUDNN_DATA_FLOAT));
+  HIOS_CUDNN_CHECK(cudnnSetConvolutionGroupCount(cd->d, to_int(a.groups, node, "groups")));
+  const bool fp32 = a.fp32_only || c.eng.math() == MathMode::Fp32;
+  // CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for float data (what PyTorch asks for
+  // with allow_tf32); CUDNN_FMA_MATH forbids them.
+  HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(cd->d, fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  HIOS_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(cd->d, xd->d, wd->d, &on, &oc, &oh, &ow));
+  HIOS_CHECK(on == y.shape.n && oc == y.shape.c && oh == y.shape.h && ow == y.shape.w,
+             "node '%s': cuDNN computes a %dx%dx%dx%d output, the graph says %s", node.c_str(), on, oc, oh, ow,
+             y.shape.str().c_str());
+
+  // The key holds everything cudnnFind's answer depends on, alignment included: an engine
+  // that needs 16-byte aligned operands fails on a slice starting mid-vector.
+  const std::string key = strprintf(
+      "x%lldx%lldx%lldx%lld/%lld w%lldx%lldx%dx%d p%d,%d s%d,%d d%d,%d g%lld %s a%d%d", (long long)x.shape.n,
+      (long long)x.shape.c, (long long)x.shape.h, (long long)x.shape.w, (long long)(x.shape.n == 1 ? 0 : x.batch_stride),
+      (long long)a.out_channels, (long long)cin_g, a.kernel[0], a.kernel[1], a.padding[0], a.padding[1], a.stride[0],
+      a.stride[1], a.dilation[0], a.dilation[1], (long long)a.groups, fp32 ? "fp32" : "tf32", int(aligned16(x.ptr)),
+      int(aligned16(y.ptr)));
+  ConvChoice& ch = c.eng.find_conv(key, c.res, xd->d, x.ptr, wd->d, w, cd->d, yd->d, y.ptr, fp32);
+  HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(cd->d, ch.math));
+  c.workspace_need = std::max(c.workspace_need, ch.workspace);
+
+  // cudnnConvolutionBiasActivationForward computes relu(conv + bias) in one call; with no
+  // activation it is allowed only for IMPLICIT_PRECOMP_GEMM. Sigmoid and tanh are not fused.
+  bool fused = a.act == Activation::Relu ||
+               (a.act == Activation::None && a.bias && ch.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  const float* fbias = b ? b : (fused ? c.eng.zeros(a.out_channels, st) : nullptr);
+  auto bd = channel_desc(a.out_channels, node);
+  auto ad = act_desc(a.act);
+  if (fused && ch.fused < 0) {
+    // Try it once per signature, on the real buffers, before anything is captured.
+    size_t ws_bytes = 0;
+    void* ws = c.eng.find_workspace(&ws_bytes);
+    HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
+    cudnnStatus_t s = cudnnConvolutionBiasActivationForward(c.res.cudnn(), &kOne, xd->d, x.ptr, wd->d, w, cd->d,
+                                                            ch.algo, ws, ws_bytes, &kZero, yd->d, y.ptr, bd->d, fbias,
+                                                            ad->d, yd->d, y.ptr);
+    if (s == CUDNN_STATUS_SUCCESS) {
+      HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
+      ch.fused = 1;
+    } else if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
+      ch.fused = 0;
+    } else {
+      fail_cudnn(s, "cudnnConvolutionBiasActivationForward (trial)", __FILE__, __LINE__);
+    }
+  }
+  fused = fused && ch.fused == 1;
+  const cudnnConvolutionFwdAlgo_t algo = ch.algo;
+  float* yp = y.ptr;
+  const float* xp = x.ptr;
+  if (fused) {
+    c.emit([=](StreamResources& r) {
+      HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(r.cudnn(), &kOne, xd->d, xp, wd->d, w, cd->d, algo,
+                                                             r.workspace(), r.workspace_bytes(), &kZero, yd->d, yp,
+                                                             bd->d, fbias, ad->d, yd->d, yp));
+    });
+    return;
+  }
+  const Activation act = a.act;
+  c.emit([=](StreamResources& r) {
+    HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, xd->d, xp, wd->d, w, cd->d, algo, r.workspace(),
+                                             r.workspace_bytes(), &kZero, yd->d, yp));
+    if (b) HIOS_CUDNN_CHECK(cudnnAddTensor(r.cudnn(), &kOne, bd->d, b, &kOne, yd->d, yp));
+    if (act != Activation::None) {
+      HIOS_CUDNN_CHECK(cudnnActivationForward(r.cudnn(), ad->d, &kOne, yd->d, yp, &kZero, yd->d, yp));
+    }
+  });
+}
+
+void plan_conv(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& out) {
+  const ConvAttrs& a = op.conv();
+  plan_conv_spec(c, ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias, a.activation,
+                             false},
+                 prefix, in.at(0), out);
+}
+
+// PyTorch's nn.Linear runs through cuBLAS without TF32 by default; a 1x1 convolution over the
+// flattened input is the same product, keeps one library, and takes the bias in the same call.
+void plan_linear(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& out) {
+  const LinearAttrs& a = op.linear();
+  View x = c.packed(in.at(0));
+  View flat = x;
+  flat.shape = Shape{x.shape.n, x.item(), 1, 1};
+  flat.batch_stride = x.item();
+  View y = out;
+  y.shape = Shape{out.shape.n, a.out_features, 1, 1};
+  plan_conv_spec(c, ConvSpec{a.out_features, 1, {1, 1}, {1, 1}, {0, 0}, {1, 1}, a.bias, Activation::None, true}, prefix,
+                 flat, y);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pooling
+
+int64_t floor_window_out(int64_t in, int k, int s, int p) { return (in + 2 * int64_t(p) - k) / s + 1; }
+
+void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+  const PoolAttrs& a = op.pool();
+  const View x = in.at(0);
+  if (c.dry) return;
+  const std::string& node = c.node_name;
+  const bool global = a.kind == PoolKind::GlobalAvg || a.kind == PoolKind::GlobalMax;
+  const bool is_max = a.kind == PoolKind::Max || a.kind == PoolKind::GlobalMax;
+  std::array<int, 2> k = a.kernel, s = a.stride, p = a.padding;
+  if (global) {
+    k = {to_int(x.shape.h, node, "height"), to_int(x.shape.w, node, "width")};
+    s = k;
+    p = {0, 0};
+  }
+  const bool cudnn_ok = floor_window_out(x.shape.h, k[0], s[0], p[0]) == y.shape.h &&
+                        floor_window_out(x.shape.w, k[1], s[1], p[1]) == y.shape.w;
+  if (!cudnn_ok) {
+    // ceil_mode added a last window that starts inside the input but runs past the padding.
+    PoolParams pp;
+    pp.x = x.ptr;
+    pp.y = y.ptr;
+    pp.n = int(x.shape.n);
+    pp.c = to_int(x.shape.c, node, "channels");
+    pp.h = int(x.shape.h);
+    pp.w = int(x.shape.w);
+    pp.oh = int(y.shape.h);
+    pp.ow = int(y.shape.w);
+    pp.kh = k[0];
+    pp.kw = k[1];
+    pp.sh = s[0];
+    pp.sw = s[1];
+    pp.ph = p[0];
+    pp.pw = p[1];
+    pp.is_max = is_max;
+    pp.count_include_pad = a.count_include_pad;
+    pp.x_batch_stride = x.shape.n == 1 ? x.item() : x.batch_stride;
+    c.emit([pp](StreamResources& r) { launch_pool(pp, r.stream()); });
+    return;
+  }
+  auto pd = std::make_shared<PoolDesc>();
+  const cudnnPoolingMode_t mode = is_max ? CUDNN_POOLING_MAX
+                                  : a.count_include_pad || global ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  HIOS_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pd->d, mode, CUDNN_NOT_PROPAGATE_NAN, k[0], k[1], p[0], p[1], s[0], s[1]));
+  auto xd = tensor_desc(x, node);
+  auto yd = tensor_desc(y, node);
+  const float* xp = x.ptr;
+  float* yp = y.ptr;
+  c.emit([=](StreamResources& r) {
+    HIOS_CUDNN_CHECK(cudnnPoolingForward(r.cudnn(), pd->d, &kOne, xd->d, xp, &kZero, yd->d, yp));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Point-wise ops
+
+void plan_activation(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+  if (c.dry) return;
+  const View x = in.at(0);
+  auto ad = act_desc(op.act().activation);
+  auto xd = tensor_desc(x, c.node_name);
+  auto yd = tensor_desc(y, c.node_name);
+  const float* xp = x.ptr;
+  float* yp = y.ptr;
+  c.emit([=](StreamResources& r) {
+    HIOS_CUDNN_CHECK(cudnnActivationForward(r.cudnn(), ad->d, &kOne, xd->d, xp, &kZero, yd->d, yp));
+  });
+}
+
+// Add and mul: one operand per term. Two operands (the common case) are one cudnnOpTensor;
+// more are folded with cudnnAddTensor, or, for mul, one product kernel.
+void plan_binary(PlanCtx& c, const std::vector<View>& in, const View& y, cudnnOpTensorOp_t op) {
+  if (c.dry) return;
+  HIOS_CHECK(in.size() >= 2, "node '%s': needs at least two operands", c.node_name.c_str());
+  if (op == CUDNN_OP_TENSOR_MUL && in.size() > 2) {
+    HIOS_CHECK(int(in.size()) <= kMaxCombineTerms && int(in.size()) <= kMaxCombineSrcs,
+               "node '%s': mul of %zu operands; the CUDA backend multiplies at most %d in one node",
+               c.node_name.c_str(), in.size(), kMaxCombineTerms);
+    CombineParams p;
+    p.dst = y.ptr;
+    p.dst_batch_stride = y.item();
+    p.batch = int(y.shape.n);
+    p.mode = CombineMode::Product;
+    p.num_terms = int(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      p.srcs[i] = CombineSrc{in[i].ptr, in[i].shape.n == 1 ? in[i].item() : in[i].batch_stride};
+      p.terms[i] = CombineTerm{0, y.item(), int(i), 1, 0};
+    }
+    c.emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
+    return;
+  }
+  auto od = std::make_shared<OpTensorDesc>();
+  HIOS_CUDNN_CHECK(cudnnSetOpTensorDescriptor(od->d, op, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
+  std::vector<std::shared_ptr<TensorDesc>> descs;
+  std::vector<const float*> ptrs;
+  for (const View& v : in) {
+    descs.push_back(tensor_desc(v, c.node_name));
+    ptrs.push_back(v.ptr);
+  }
+  auto yd = tensor_desc(y, c.node_name);
+  float* yp = y.ptr;
+  c.emit([=](StreamResources& r) {
+    HIOS_CUDNN_CHECK(cudnnOpTensor(r.cudnn(), od->d, &kOne, descs[0]->d, ptrs[0], &kOne, descs[1]->d, ptrs[1], &kZero,
+                                   yd->d, yp));
+    for (size_t i = 2; i < ptrs.size(); ++i) {
+      HIOS_CUDNN_CHECK(cudnnAddTensor(r.cudnn(), &kOne, descs[i]->d, ptrs[i], &kOne, yd->d, yp));
+    }
+  });
+}
+
+void plan_add(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
+  plan_binary(c, in, y, CUDNN_OP_TENSOR_ADD);
+}
+void plan_mul(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
+  plan_binary(c, in, y, CUDNN_OP_TENSOR_MUL);
+}
+
+void plan_softmax(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
+  if (c.dry) return;
+  const View x = in.at(0);
+  auto xd = tensor_desc(x, c.node_name);
+  auto yd = tensor_desc(y, c.node_name);
+  const float* xp = x.ptr;
+  float* yp = y.ptr;
+  c.emit([=](StreamResources& r) {
+    HIOS_CUDNN_CHECK(cudnnSoftmaxForward(r.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, xd->d, xp,
+                                         &kZero, yd->d, yp));
+  });
+}
+
+// The node's value is its assembled input. plan_node assembles straight into the output, so
+// only a single value read whole or sliced is left to copy, unless the caller bound the output
+// to that value's own storage.
+void plan_identity(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
+  const View x = in.at(0);
+  if (c.dry || x.ptr == y.ptr) return;
+  CombineParams p;
+  p.dst = y.ptr;
+  p.dst_batch_stride = y.item();
+  p.batch = int(y.shape.n);
+  p.num_terms = 1;
+  p.srcs[0] = CombineSrc{x.ptr, x.shape.n == 1 ? x.item() : x.batch_stride};
+  const bool v4 = aligned16(x.ptr) && aligned16(y.ptr) && y.item() % 4 == 0 && p.srcs[0].batch_stride % 4 == 0;
+  p.terms[0] = CombineTerm{0, y.item(), 0, 1, v4 ? 1 : 0};
+  c.emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
+}
+
+// The placeholder's value is the deterministic graph input: planning it writes it once, and
+// passes never rewrite it (the executor's backends receive it through set_input instead).
+void plan_input(PlanCtx& c, const Op&, const std::string&, const std::vector<View>&, const View&) {
+  if (!c.dry) c.eng.upload_input();
+}
+
+// Steps run back to back; intermediates live in two scratch buffers used in turn. A conv
+// without activation followed by an activation step becomes one fused conv.
+void plan_sequential(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in,
+                     const View& out) {
+  const auto& steps = op.sequential().steps;
+  std::vector<Op> ops;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Op s = steps[i];
+    std::string name = prefix + strprintf(".steps[%zu]", i);
+    if (s.kind == OpKind::Conv && s.conv().activation == Activation::None && i + 1 < steps.size() &&
+        steps[i + 1].kind == OpKind::Activation) {
+      ConvAttrs a = s.conv();
+      a.activation = steps[i + 1].act().activation;
+      s.attrs = a;
+      ++i;  // the activation step is folded into this conv
+    }
+    ops.push_back(std::move(s));
+    names.push_back(std::move(name));
+  }
+  // Shapes of the intermediates, from the op table's own inference.
+  std::vector<Shape> shapes;
+  Shape cur = in.at(0).shape;
+  InferContext ictx{c.node_name, cur.n, cur.h, cur.w};
+  size_t biggest = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    cur = infer_op(ops[i], {cur}, ictx);
+    shapes.push_back(cur);
+    if (i + 1 < ops.size()) biggest = std::max<size_t>(biggest, size_t(cur.numel()));
+  }
+  View buf[2];
+  if (ops.size() > 1) {
+    buf[0] = c.scratch(Shape{1, 1, 1, int64_t(biggest)});
+    if (ops.size() > 2) buf[1] = c.scratch(Shape{1, 1, 1, int64_t(biggest)});
+  }
+  View x = in.at(0);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    View y = i + 1 == ops.size() ? out : whole_view(buf[i % 2].ptr, shapes[i]);
+    cuda_op_impl(ops[i].kind).plan(c, ops[i], names[i], {x}, y);
+    x = y;
+  }
+}
+
+constexpr std::array<CudaOpImpl, kNumOpKinds> kTable = {{
+    {OpKind::Input, plan_input},
+    {OpKind::Conv, plan_conv},
+    {OpKind::Pool, plan_pool},
+    {OpKind::Activation, plan_activation},
+    {OpKind::Add, plan_add},
+    {OpKind::Mul, plan_mul},
+    {OpKind::Identity, plan_identity},
+    {OpKind::Sequential, plan_sequential},
+    {OpKind::Linear, plan_linear},
+    {OpKind::Softmax, plan_softmax},
+}};
+
+// A new OpKind without a row here fails to compile, not at run time.
+constexpr bool table_complete() {
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    if (kTable[size_t(i)].kind != OpKind(i) || kTable[size_t(i)].plan == nullptr) return false;
+  }
+  return true;
+}
+static_assert(table_complete(), "the CUDA kernel table must hold one row per OpKind, in OpKind order");
+
+}  // namespace
+
+const CudaOpImpl& cuda_op_impl(OpKind kind) { return kTable.at(size_t(kind)); }
+
+// ---------------------------------------------------------------------------------------------
+// Input assembly
+
+View whole_view(float* ptr, const Shape& s) { return View{ptr, s, s.c * s.h * s.w}; }
+
+View PlanCtx::scratch(const Shape& s) {
+  const size_t bytes = size_t(s.numel()) * sizeof(float);
+  const size_t at = (scratch_top + 255) / 256 * 256;  // keep every buffer 256-byte aligned
+  scratch_top = at + bytes;
+  float* base = dry ? nullptr : res.scratch();
+  HIOS_CHECK(dry || at + bytes <= res.scratch_bytes(), "node '%s': scratch arena of stream %d too small (%zu < %zu)",
+             node_name.c_str(), res.index(), res.scratch_bytes(), at + bytes);
+  return whole_view(base ? base + at / sizeof(float) : nullptr, s);
+}
+
+View PlanCtx::packed(const View& v) {
+  if (v.packed()) return v;
+  View dst = scratch(v.shape);
+  if (!dry) {
+    CombineParams p;
+    p.dst = dst.ptr;
+    p.dst_batch_stride = dst.item();
+    p.batch = int(dst.shape.n);
+    p.num_terms = 1;
+    p.srcs[0] = CombineSrc{v.ptr, v.batch_stride};
+    p.terms[0] = CombineTerm{0, dst.item(), 0, 1, 0};
+    emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
+  }
+  return dst;
+}
+
+void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst) {
+  if (dry || terms.empty()) return;
+  const Graph& g = eng.graph();
+  // One piece per (term, run of at most kMaxCombineSrcs values); pieces after a term's first
+  // add into what the first wrote, so they go in later launches.
+  struct Piece {
+    CombineTerm term;
+    std::vector<CombineSrc> srcs;
+    int pass;
+  };
+  std::vector<Piece> pieces;
+  const int64_t hw = dst.shape.h * dst.shape.w;
+  int64_t c0 = 0;
+  int passes = 1;
+  for (const Term& t : terms) {
+    const int64_t ct = g.value_shape(t.at(0)).c;
+    for (size_t first = 0, pass = 0; first < t.size(); first += kMaxCombineSrcs, ++pass) {
+      Piece pc;
+      pc.pass = int(pass);
+      pc.term.dst_offset = c0 * hw;
+      pc.term.len = ct * hw;
+      bool v4 = pc.term.len % 4 == 0 && (dst.shape.n == 1 || dst.item() % 4 == 0) &&
+                aligned16(dst.ptr + pc.term.dst_offset);
+      for (size_t i = first; i < std::min(t.size(), first + kMaxCombineSrcs); ++i) {
+        View v = eng.value_view(t[i]);
+        CombineSrc s{v.ptr, v.shape.n == 1 ? v.item() : v.batch_stride};
+        v4 = v4 && aligned16(s.ptr) && (v.shape.n == 1 || s.batch_stride % 4 == 0);
+        pc.srcs.push_back(s);
+      }
+      pc.term.vec4 = v4 ? 1 : 0;
+      passes = std::max(passes, int(pass) + 1);
+      pieces.push_back(std::move(pc));
+    }
+    c0 += ct;
+  }
+  for (int pass = 0; pass < passes; ++pass) {
+    CombineParams p;
+    auto flush = [&]() {
+      if (p.num_terms == 0) return;
+      CombineParams q = p;
+      emit([q](StreamResources& r) { launch_combine(q, r.stream()); });
+      p = CombineParams();
+    };
+    int nsrc = 0;
+    for (const Piece& pc : pieces) {
+      if (pc.pass != pass) continue;
+      if (p.num_terms == kMaxCombineTerms || nsrc + int(pc.srcs.size()) > kMaxCombineSrcs) {
+        flush();
+        nsrc = 0;
+      }
+      p.dst = dst.ptr;
+      p.dst_batch_stride = dst.item();
+      p.batch = int(dst.shape.n);
+      p.accumulate = pass > 0;
+      CombineTerm t = pc.term;
+      t.first = nsrc;
+      t.count = int(pc.srcs.size());
+      for (const CombineSrc& s : pc.srcs) p.srcs[nsrc++] = s;
+      p.terms[p.num_terms++] = t;
+    }
+    flush();
+  }
+}
+
+View PlanCtx::input_of(const std::vector<Term>& terms, const Shape& shape, const View* dst_hint) {
+  if (terms.size() == 1 && terms[0].size() == 1) {
+    // A single value is read where its producer left it: no copy.
+    return eng.value_view(terms[0][0]);
+  }
+  View dst = dst_hint ? *dst_hint : scratch(shape);
+  assemble_into(terms, dst);
+  return dst;
+}
+
+void plan_node(PlanCtx& c, int id) {
+  const Graph& g = c.eng.graph();
+  const Node& nd = g.nodes.at(size_t(id));
+  if (!c.dry) c.eng.load_params(id);
+  const View out = c.eng.node_view(id);
+  const OpDef& def = op_def(nd.op.kind);
+  std::vector<View> in;
+  if (nd.op.kind == OpKind::Input) {
+    // No inputs.
+  } else if (def.terms_are_operands) {
+    for (const Term& t : nd.inputs) {
+      Shape s = g.value_shape(t.at(0));
+      in.push_back(c.input_of({t}, s, nullptr));
+    }
+  } else {
+    // Identity assembles straight into its own output.
+    Shape s = nd.shape;
+    if (nd.op.kind != OpKind::Identity) {
+      s = g.value_shape(nd.inputs.at(0).at(0));
+      s.c = 0;
+      for (const Term& t : nd.inputs) s.c += g.value_shape(t.at(0)).c;
+    }
+    in.push_back(c.input_of(nd.inputs, s, nd.op.kind == OpKind::Identity ? &out : nullptr));
+  }
+  cuda_op_impl(nd.op.kind).plan(c, nd.op, nd.name, in, out);
+}
+
+}  // namespace hios::cuda
