@@ -384,24 +384,30 @@ Op activation_op(Activation act) {
   return op;
 }
 
+Op sequential_op(std::vector<Op> steps) {
+  Op op = make_op(OpKind::Sequential);
+  op.attrs = SequentialAttrs{std::move(steps)};
+  return op;
+}
+
 static std::vector<Term> one_term_each(const std::vector<Value>& vs) {
   std::vector<Term> terms;
   for (const Value& v : vs) terms.push_back(Term{v});
   return terms;
 }
 
-Value GraphBuilder::conv(const std::string& name, const Term& in, int64_t out_channels, int kernel, int stride,
+Value GraphBuilder::conv(const std::string& name, const std::vector<Value>& pieces, int64_t out_channels, int kernel, int stride,
                          int padding, Activation act, int64_t groups, bool bias, int dilation) {
   return node(name,
               conv_op(out_channels, {kernel, kernel}, {stride, stride}, {padding, padding}, act, groups, bias,
                       {dilation, dilation}),
-              one_term_each(in));
+              one_term_each(pieces));
 }
 
-Value GraphBuilder::conv(const std::string& name, const Term& in, int64_t out_channels, std::array<int, 2> kernel,
+Value GraphBuilder::conv(const std::string& name, const std::vector<Value>& pieces, int64_t out_channels, std::array<int, 2> kernel,
                          std::array<int, 2> stride, std::array<int, 2> padding, Activation act, int64_t groups,
                          bool bias) {
-  return node(name, conv_op(out_channels, kernel, stride, padding, act, groups, bias), one_term_each(in));
+  return node(name, conv_op(out_channels, kernel, stride, padding, act, groups, bias), one_term_each(pieces));
 }
 
 Value GraphBuilder::pool(const std::string& name, Value in, PoolKind kind, int kernel, int stride, int padding,
@@ -429,10 +435,8 @@ Value GraphBuilder::concat(const std::string& name, const std::vector<Value>& va
   return node(name, make_op(OpKind::Identity), one_term_each(values));
 }
 
-Value GraphBuilder::sequential(const std::string& name, const Term& in, std::vector<Op> steps) {
-  Op op = make_op(OpKind::Sequential);
-  op.attrs = SequentialAttrs{std::move(steps)};
-  return node(name, std::move(op), one_term_each(in));
+Value GraphBuilder::sequential(const std::string& name, const std::vector<Value>& pieces, std::vector<Op> steps) {
+  return node(name, sequential_op(std::move(steps)), one_term_each(pieces));
 }
 
 Value GraphBuilder::linear(const std::string& name, Value in, int64_t out_features, bool bias) {

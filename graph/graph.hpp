@@ -94,10 +94,11 @@ class GraphBuilder {
   // The general form: an op reading `inputs` under term semantics.
   Value node(const std::string& name, Op op, std::vector<Term> inputs);
 
-  // Conveniences for model code; each reads one term per element of `in` unless noted.
-  Value conv(const std::string& name, const Term& in, int64_t out_channels, int kernel, int stride, int padding,
+  // Conveniences for model code. `pieces` are concatenated along channels (one term each), so
+  // conv("c", {a, b}, ...) convolves concat(a, b); to convolve a + b, use node() with Term{a, b}.
+  Value conv(const std::string& name, const std::vector<Value>& pieces, int64_t out_channels, int kernel, int stride, int padding,
              Activation act = Activation::Relu, int64_t groups = 1, bool bias = true, int dilation = 1);
-  Value conv(const std::string& name, const Term& in, int64_t out_channels, std::array<int, 2> kernel,
+  Value conv(const std::string& name, const std::vector<Value>& pieces, int64_t out_channels, std::array<int, 2> kernel,
              std::array<int, 2> stride, std::array<int, 2> padding, Activation act = Activation::Relu,
              int64_t groups = 1, bool bias = true);
   Value pool(const std::string& name, Value in, PoolKind kind, int kernel = 1, int stride = 1, int padding = 0,
@@ -107,7 +108,7 @@ class GraphBuilder {
   Value mul(const std::string& name, const std::vector<Value>& operands);
   Value sum(const std::string& name, const std::vector<Value>& values);     // identity over one term
   Value concat(const std::string& name, const std::vector<Value>& values);  // identity, one term each
-  Value sequential(const std::string& name, const Term& in, std::vector<Op> steps);
+  Value sequential(const std::string& name, const std::vector<Value>& pieces, std::vector<Op> steps);
   Value linear(const std::string& name, Value in, int64_t out_features, bool bias = true);
   Value softmax(const std::string& name, Value in);
 
@@ -131,5 +132,6 @@ Op conv_op(int64_t out_channels, std::array<int, 2> kernel, std::array<int, 2> s
 Op pool_op(PoolKind kind, int kernel = 1, int stride = 1, int padding = 0, bool ceil_mode = false,
            bool count_include_pad = true);
 Op activation_op(Activation act);
+Op sequential_op(std::vector<Op> steps);
 
 }  // namespace hios

@@ -92,15 +92,18 @@ static void check_positive(const Shape& s, const InferContext& ctx, const char* 
              ctx.node.c_str(), what, s.str().c_str());
 }
 
-// Output extent of a sliding window, following PyTorch's conv and pool rules.
+// Output extent of a sliding window, following PyTorch's conv and pool rules: floor (or, with
+// ceil_mode, ceiling) of (in + 2p - span) / s, plus one, where the division rounds towards
+// negative infinity. So a 2x2 input under a 3x3/2 ceil-mode pool still gives one output.
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
 static int64_t window_out(int64_t in, int k, int s, int p, int d, bool ceil_mode) {
   int64_t span = int64_t(d) * (k - 1) + 1;
   int64_t num = in + 2 * int64_t(p) - span;
-  if (num < 0) return 0;
-  int64_t out = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  int64_t out = floor_div(ceil_mode ? num + s - 1 : num, s) + 1;
   // PyTorch drops a last window that would start inside the right padding.
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  return out;
+  if (ceil_mode && out > 0 && (out - 1) * s >= in + p) --out;
+  return out < 0 ? 0 : out;
 }
 
 static const Shape& single_input(const std::vector<Shape>& in, const InferContext& ctx) {
@@ -228,7 +231,7 @@ static void read_pool(Op& op, JsonObject& o) {
   a.kind = parse_pool_kind(o.get_string("pool"), o.child_path("pool"));
   if (!is_global(a.kind)) {
     a.kernel = o.get_pair("kernel", a.kernel);
-    a.stride = o.get_pair("stride", a.kernel);  // PyTorch: stride defaults to the kernel
+    a.stride = o.get_pair("stride", a.stride);
     a.padding = o.get_pair("padding", a.padding);
     a.ceil_mode = o.get_bool("ceil_mode", false);
     if (a.kind == PoolKind::Avg) a.count_include_pad = o.get_bool("count_include_pad", true);
