@@ -1,8 +1,129 @@
-// Scheduling subcommands: schedule, simulate-random. (Being written.)
+// Scheduling subcommands: schedule (run one algorithm on a graph file) and simulate-random (the
+// HIOS random-DAG study).
+#include <cstdio>
+#include <memory>
+
 #include "cli/commands.hpp"
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+#include "scheduler/algorithms.hpp"
+#include "scheduler/cost_model.hpp"
+#include "scheduler/random_dag.hpp"
+#include "scheduler/schedule.hpp"
 
 namespace hios::cli {
 
-void add_algorithm_commands(CLI::App& app) {}
+namespace {
+
+struct ScheduleCmd {
+  std::string graph, algo = "hios-lp", cost = "analytic", device, devices, output;
+  SchedulerOptions opt;
+};
+
+struct RandomCmd {
+  RandomDagParams p;
+  int seeds = 10;
+  std::vector<int> gpus{2, 4, 8};
+  std::string csv;
+  SchedulerOptions opt;
+};
+
+void add_search_options(CLI::App* cmd, SchedulerOptions& opt) {
+  cmd->add_option("--window", opt.window, "Sliding-window size w of the intra-GPU pass (hios-lp, hios-mr; <= 1: off)")
+      ->capture_default_str();
+  cmd->add_option("--streams", opt.max_streams, "Most concurrent groups (streams) k in one stage")->capture_default_str();
+  cmd->add_option("--ios-r", opt.ios_max_group, "IOS pruning r: most nodes in one group")->capture_default_str();
+  cmd->add_option("--ios-s", opt.ios_max_groups, "IOS pruning s: most groups in one stage")->capture_default_str();
+  cmd->add_option("--ios-max-states", opt.ios_max_states,
+                  "IOS work cap per block part; beyond it the part is scheduled greedily")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void add_algorithm_commands(CLI::App& app) {
+  // schedule
+  auto so = std::make_shared<ScheduleCmd>();
+  std::string algos;
+  for (const std::string& n : algorithm_names()) algos += (algos.empty() ? "" : ", ") + n;
+  CLI::App* sched = app.add_subcommand("schedule", "Schedule a graph across GPUs and streams with one algorithm");
+  sched->add_option("--graph,-g", so->graph, "Graph JSON (from 'hios graph')")->required();
+  sched->add_option("--algo,-a", so->algo, "Algorithm: " + algos)->capture_default_str();
+  sched->add_option("--gpus", so->opt.num_gpus, "Number of GPUs")->capture_default_str();
+  sched->add_option("--cost", so->cost, "'analytic' or a profile database JSON")->capture_default_str();
+  sched->add_option("--device", so->device, "Device preset of the analytic model (default h200)");
+  sched->add_option("--devices", so->devices, "Device presets file (default: the built-in schedules/devices.json)");
+  add_search_options(sched, so->opt);
+  sched->add_option("--output,-o", so->output, "Schedule JSON to write (default: stdout, summary on stderr)");
+  sched->footer(
+      "Example:\n"
+      "  hios graph --model inception_v3 --height 1024 --width 1024 -o inception.json\n"
+      "  hios schedule --graph inception.json --algo hios-lp --gpus 2 --cost analytic --device h200 -o s.json\n");
+  sched->callback([so] {
+    Graph g = load_graph(so->graph);
+    std::unique_ptr<CostModel> cost = make_cost_model(so->cost, so->device, so->devices);
+    Schedule s = run_algorithm(so->algo, g, *cost, so->opt);
+    // The baseline every speed-up is quoted against: one GPU, one stream.
+    Schedule seq = schedule_sequential(g, *cost, so->opt);
+    std::string summary = strprintf(
+        "%s on %s (%lldx%lldx%lld), %d GPU%s, %s %s\n"
+        "  predicted latency  %10.4f ms\n"
+        "  lower bound        %10.4f ms\n"
+        "  sequential         %10.4f ms  (speed-up %.3fx)\n"
+        "  search time        %10.4f s\n"
+        "  stages %d, transfers %zu\n",
+        s.meta.algorithm.c_str(), g.name.c_str(), (long long)g.batch, (long long)g.height, (long long)g.width,
+        so->opt.num_gpus, so->opt.num_gpus == 1 ? "" : "s", cost->name().c_str(), cost->device().c_str(),
+        s.meta.predicted_ms, s.meta.lower_bound_ms, seq.meta.predicted_ms,
+        s.meta.predicted_ms > 0 ? seq.meta.predicted_ms / s.meta.predicted_ms : 0.0, s.meta.search_seconds,
+        s.num_stages(), s.transfers.size());
+    if (s.meta.params.contains("capped_parts") && s.meta.params["capped_parts"].get<int>() > 0) {
+      summary += strprintf("  ios hit its state cap on %d part(s), split in halves (%d) or greedy (%d): %s\n",
+                           s.meta.params["capped_parts"].get<int>(), s.meta.params["split_parts"].get<int>(),
+                           s.meta.params["greedy_parts"].get<int>(), s.meta.params["fallback"].dump().c_str());
+    }
+    if (so->output.empty() || so->output == "-") {
+      write_output("", schedule_to_text(g, s));
+      std::fputs(summary.c_str(), stderr);
+    } else {
+      save_schedule(g, s, so->output);
+      std::fputs(summary.c_str(), stdout);
+      std::printf("wrote %s\n", so->output.c_str());
+    }
+  });
+
+  // simulate-random
+  auto ro = std::make_shared<RandomCmd>();
+  CLI::App* sim = app.add_subcommand(
+      "simulate-random", "HIOS's random-DAG study: mean simulated latency of every algorithm over random layered DAGs");
+  sim->add_option("--nodes", ro->p.nodes, "Nodes per DAG")->capture_default_str();
+  sim->add_option("--edges", ro->p.edges, "Edges per DAG")->capture_default_str();
+  sim->add_option("--layers", ro->p.layers, "Layers (edges go to later layers only)")->capture_default_str();
+  sim->add_option("--min-weight", ro->p.min_weight, "Smallest node time, ms")->capture_default_str();
+  sim->add_option("--max-weight", ro->p.max_weight, "Largest node time, ms")->capture_default_str();
+  sim->add_option("--ccr", ro->p.ccr, "Communication-to-computation ratio")->capture_default_str();
+  sim->add_option("--alpha", ro->p.alpha, "Stage model: alpha * sum + (1 - alpha) * contended")->capture_default_str();
+  sim->add_option("--seeds", ro->seeds, "Number of DAGs (seeds seed, seed+1, ...) to average over")
+      ->capture_default_str();
+  sim->add_option("--seed", ro->p.seed, "First seed")->capture_default_str();
+  sim->add_option("--gpus", ro->gpus, "GPU counts, comma separated")->delimiter(',')->capture_default_str();
+  add_search_options(sim, ro->opt);
+  sim->add_option("--csv", ro->csv, "Also write the rows as CSV to this file");
+  sim->footer("Example:\n  hios simulate-random --nodes 200 --edges 400 --layers 8 --ccr 0.5 --seeds 10 --gpus 2,4,8 "
+              "--csv random.csv\n");
+  sim->callback([ro] {
+    std::vector<RandomDagRow> rows = run_random_dag_experiment(ro->p, ro->seeds, ro->gpus, ro->opt);
+    std::printf("random layered DAGs: %d nodes, %d edges, %d layers, weights U[%g, %g] ms, CCR %g, alpha %g\n",
+                ro->p.nodes, ro->p.edges, ro->p.layers, ro->p.min_weight, ro->p.max_weight, ro->p.ccr, ro->p.alpha);
+    std::printf("mean simulated latency in ms over %d seeds (%llu..%llu); window %d, streams %d\n", ro->seeds,
+                (unsigned long long)ro->p.seed, (unsigned long long)(ro->p.seed + ro->seeds - 1), ro->opt.window,
+                ro->opt.max_streams);
+    std::fputs(random_dag_table(rows).c_str(), stdout);
+    if (!ro->csv.empty()) {
+      write_output(ro->csv, random_dag_csv(rows));
+      std::printf("wrote %s\n", ro->csv.c_str());
+    }
+  });
+}
 
 }  // namespace hios::cli

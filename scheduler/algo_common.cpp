@@ -1,0 +1,564 @@
+// Pieces every algorithm shares: the registry, options, the lower bound, plans and their fast
+// evaluator, list priorities, and the final bookkeeping that turns a plan into a checked,
+// simulated Schedule.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "graph/dag.hpp"
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+#include "scheduler/algorithms.hpp"
+#include "scheduler/simulator.hpp"
+
+namespace hios {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Registry and options
+
+std::vector<std::string> algorithm_names() { return {"sequential", "greedy", "ios", "hios-lp", "hios-mr", "heft"}; }
+
+void validate_options(const SchedulerOptions& opt) {
+  HIOS_CHECK(opt.num_gpus >= 1 && opt.num_gpus <= 64, "scheduler option gpus must be in [1, 64] (got %d)",
+             opt.num_gpus);
+  HIOS_CHECK(opt.max_streams >= 1, "scheduler option streams must be at least 1 (got %d)", opt.max_streams);
+  HIOS_CHECK(opt.window >= 0 && opt.window <= 16, "scheduler option window must be in [0, 16] (got %d)", opt.window);
+  HIOS_CHECK(opt.ios_max_group >= 1, "scheduler option ios-r must be at least 1 (got %d)", opt.ios_max_group);
+  HIOS_CHECK(opt.ios_max_groups >= 1, "scheduler option ios-s must be at least 1 (got %d)", opt.ios_max_groups);
+  HIOS_CHECK(opt.ios_max_states >= 1, "scheduler option ios-max-states must be at least 1 (got %lld)",
+             (long long)opt.ios_max_states);
+}
+
+Schedule run_algorithm(const std::string& name, const Graph& g, const CostModel& cost, const SchedulerOptions& opt) {
+  if (name == "sequential") return schedule_sequential(g, cost, opt);
+  if (name == "greedy") return schedule_greedy(g, cost, opt);
+  if (name == "ios") return schedule_ios(g, cost, opt);
+  if (name == "hios-lp") return schedule_hios_lp(g, cost, opt);
+  if (name == "hios-mr") return schedule_hios_mr(g, cost, opt);
+  if (name == "heft") return schedule_heft(g, cost, opt);
+  std::string known;
+  for (const std::string& n : algorithm_names()) known += (known.empty() ? "" : ", ") + n;
+  throw_error("unknown algorithm '%s' (known: %s)", name.c_str(), known.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lower bound
+
+double lower_bound_ms(const Graph& g, const CostModel& cost, int num_gpus) {
+  HIOS_CHECK(num_gpus >= 1, "lower bound: GPUs must be at least 1 (got %d)", num_gpus);
+  std::vector<double> w(g.size(), 0.0);
+  double work = 0;
+  for (int v = 1; v < g.size(); ++v) {
+    double best = kInf;
+    for (int d = 0; d < num_gpus; ++d) best = std::min(best, cost.node_ms(g, v, d));
+    w[v] = best;
+    work += best;
+  }
+  // Concurrent groups on one GPU can finish sooner than the sum of their node_ms (that is the
+  // point of streams), so the sum is no bound on a GPU's busy time. Under the stage model of
+  // docs/cost-model.md (a blend of the sum and the contended resources, which only add up
+  // across stages) no split of the nodes into stages and GPUs beats running all of them as one
+  // fully concurrent stage, so the work term uses the smaller of the two.
+  if (g.size() > 2) {
+    Stage all;
+    for (int v = 1; v < g.size(); ++v) all.groups.push_back(Group{{v}});
+    for (int d = 0; d < num_gpus; ++d) work = std::min(work, cost.stage_ms(g, all, d));
+  }
+  Dag d = Dag::from_graph(g);
+  double cp = longest_path(d, [&](int v) { return w[v]; }).length;
+  return std::max(cp, work / num_gpus);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plans
+
+int Plan::add_stage(int block, std::vector<std::vector<int>> groups) {
+  PlanStage st;
+  st.block = block;
+  st.groups = std::move(groups);
+  stages.push_back(std::move(st));
+  return static_cast<int>(stages.size()) - 1;
+}
+
+Plan plan_from_order(const Graph& g, const std::vector<int>& gpu_of, const std::vector<int>& order, int num_gpus) {
+  Plan p;
+  p.num_gpus = num_gpus;
+  p.gpu_stages.assign(num_gpus, {});
+  p.stages.reserve(order.size());
+  for (int v : order) {
+    HIOS_CHECK(v > 0 && v < g.size(), "plan: node index %d out of range", v);
+    int gpu = gpu_of[v];
+    HIOS_CHECK(gpu >= 0 && gpu < num_gpus, "plan: node '%s' on GPU %d of %d", g.nodes[v].name.c_str(), gpu, num_gpus);
+    p.gpu_stages[gpu].push_back(p.add_stage(g.nodes[v].block, {{v}}));
+  }
+  return p;
+}
+
+Schedule plan_to_schedule(const Graph& g, const Plan& p) {
+  Schedule s = make_schedule_skeleton(g, p.num_gpus);
+  s.blocks.assign(g.blocks.size(), std::vector<std::vector<Stage>>(p.num_gpus));
+  for (int gpu = 0; gpu < p.num_gpus; ++gpu) {
+    int last_block = 0;
+    for (int id : p.gpu_stages[gpu]) {
+      const PlanStage& ps = p.stages[id];
+      // A GPU runs its stages block by block; a plan that interleaves blocks is a bug upstream.
+      HIOS_CHECK(ps.block >= last_block, "plan: GPU %d runs block %d after block %d", gpu, ps.block, last_block);
+      last_block = ps.block;
+      Stage st;
+      for (const std::vector<int>& grp : ps.groups) st.groups.push_back(Group{grp});
+      s.blocks[ps.block][gpu].push_back(std::move(st));
+    }
+  }
+  s.meta.num_gpus = p.num_gpus;
+  return s;
+}
+
+Plan plan_from_schedule(const Graph& g, const Schedule& s) {
+  Plan p;
+  p.num_gpus = s.meta.num_gpus;
+  p.gpu_stages.assign(p.num_gpus, {});
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    HIOS_CHECK(s.blocks[b].size() == size_t(p.num_gpus), "schedule block %zu lists %zu GPUs, meta says %d", b,
+               s.blocks[b].size(), p.num_gpus);
+    for (int gpu = 0; gpu < p.num_gpus; ++gpu) {
+      for (const Stage& st : s.blocks[b][gpu]) {
+        std::vector<std::vector<int>> groups;
+        for (const Group& grp : st.groups) groups.push_back(grp.nodes);
+        p.gpu_stages[gpu].push_back(p.add_stage(static_cast<int>(b), std::move(groups)));
+      }
+    }
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// PlanEvaluator
+
+PlanEvaluator::PlanEvaluator(const Graph& g, const CostModel& cost, int num_gpus)
+    : g_(g), cost_(cost), num_gpus_(num_gpus) {
+  HIOS_CHECK(num_gpus >= 1, "plan evaluator: GPUs must be at least 1 (got %d)", num_gpus);
+  const int n = g.size();
+  preds_.resize(n);
+  for (int v = 0; v < n; ++v) preds_[v] = g.predecessors(v);
+  succs_ = g.successors();
+  for (auto& s : succs_) {
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+  }
+  node_ms_.assign(size_t(n) * num_gpus, 0.0);
+  for (int v = 1; v < n; ++v) {
+    for (int d = 0; d < num_gpus; ++d) node_ms_[size_t(v) * num_gpus + d] = cost.node_ms(g, v, d);
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  single_ms_.assign(size_t(n) * num_gpus, nan);
+  transfer_ms_.assign(size_t(n) * num_gpus * num_gpus, nan);
+  bytes_.resize(n);
+  for (int v = 0; v < n; ++v) bytes_[v] = double(g.nodes[v].shape.numel()) * double(dtype_size(g.dtype));
+  gpu_of_.assign(n, -1);
+  done_stamp_.assign(n, 0);
+  end_.assign(n, 0.0);
+  arrive_.assign(size_t(n) * num_gpus, -1.0);
+}
+
+double PlanEvaluator::node_ms(int v, int gpu) const { return node_ms_[size_t(v) * num_gpus_ + gpu]; }
+
+double PlanEvaluator::transfer_ms(int v, int src, int dst) {
+  if (src == dst) return 0.0;
+  double& c = transfer_ms_[(size_t(v) * num_gpus_ + src) * num_gpus_ + dst];
+  if (std::isnan(c)) c = cost_.transfer_ms(bytes_[v], src, dst);
+  return c;
+}
+
+double PlanEvaluator::mean_transfer_ms(int v) {
+  if (num_gpus_ == 1) return 0.0;
+  double sum = 0;
+  for (int s = 0; s < num_gpus_; ++s) {
+    for (int d = 0; d < num_gpus_; ++d) {
+      if (s != d) sum += transfer_ms(v, s, d);
+    }
+  }
+  return sum / (double(num_gpus_) * (num_gpus_ - 1));
+}
+
+double PlanEvaluator::stage_ms(const PlanStage& st, int gpu) {
+  if (st.groups.size() == 1 && st.groups[0].size() == 1) {
+    int v = st.groups[0][0];
+    double& c = single_ms_[size_t(v) * num_gpus_ + gpu];
+    if (std::isnan(c)) {
+      Stage s;
+      s.groups.push_back(Group{{v}});
+      c = cost_.stage_ms(g_, s, gpu);
+    }
+    return c;
+  }
+  if (st.ms_gpu != gpu) {
+    Stage s;
+    for (const std::vector<int>& grp : st.groups) s.groups.push_back(Group{grp});
+    st.ms = cost_.stage_ms(g_, s, gpu);
+    st.ms_gpu = gpu;
+  }
+  return st.ms;
+}
+
+double PlanEvaluator::latency(const Plan& p) {
+  ++evaluations_;
+  const int G = num_gpus_;
+  HIOS_CHECK(p.num_gpus == G, "plan evaluator: plan has %d GPUs, evaluator %d", p.num_gpus, G);
+  // A new stamp marks this evaluation's placement and completions without clearing arrays.
+  if (++stamp_ == std::numeric_limits<int>::max()) {
+    std::fill(done_stamp_.begin(), done_stamp_.end(), 0);
+    stamp_ = 1;
+  }
+  const int placed = stamp_;
+  // done_stamp_ holds -stamp for "placed, not run" and +stamp for "finished".
+  std::fill(arrive_.begin(), arrive_.end(), -1.0);
+  gpu_of_[0] = 0;
+  for (int gpu = 0; gpu < G; ++gpu) {
+    for (int id : p.gpu_stages[gpu]) {
+      for (const auto& grp : p.stages[id].groups) {
+        for (int v : grp) {
+          gpu_of_[v] = gpu;
+          done_stamp_[v] = -placed;
+        }
+      }
+    }
+  }
+  std::vector<double> link_free(size_t(G) * G, 0.0);
+  std::vector<double> gpu_time(G, 0.0);
+  std::vector<size_t> next(G, 0);
+
+  // Sends v's output from its GPU to every other GPU that reads it (and the graph output to
+  // GPU 0), in destination order; links serialise in the order transfers become ready.
+  std::vector<char> want(G);
+  auto send = [&](int v) {
+    const int src = gpu_of_[v];
+    std::fill(want.begin(), want.end(), 0);
+    for (int c : succs_[v]) {
+      if (done_stamp_[c] != -placed && done_stamp_[c] != placed) continue;  // not in the plan
+      if (gpu_of_[c] != src) want[gpu_of_[c]] = 1;
+    }
+    if (v == g_.output() && src != 0) want[0] = 1;
+    for (int d = 0; d < G; ++d) {
+      if (!want[d]) continue;
+      double& lf = link_free[size_t(src) * G + d];
+      double start = std::max(end_[v], lf);
+      lf = start + transfer_ms(v, src, d);
+      arrive_[size_t(v) * G + d] = lf;
+    }
+  };
+
+  // The graph input is resident on GPU 0 at time 0.
+  end_[0] = 0;
+  done_stamp_[0] = placed;
+  send(0);
+
+  struct Ready {
+    double t;
+    int v;
+  };
+  std::vector<Ready> sends;
+  size_t remaining = 0;
+  for (int gpu = 0; gpu < G; ++gpu) remaining += p.gpu_stages[gpu].size();
+  bool progress = true;
+  while (remaining > 0 && progress) {
+    progress = false;
+    for (int gpu = 0; gpu < G; ++gpu) {
+      while (next[gpu] < p.gpu_stages[gpu].size()) {
+        const int id = p.gpu_stages[gpu][next[gpu]];
+        const PlanStage& st = p.stages[id];
+        double start = gpu_time[gpu];
+        bool ready = true;
+        for (const auto& grp : st.groups) {
+          for (size_t i = 0; i < grp.size() && ready; ++i) {
+            for (int q : preds_[grp[i]]) {
+              if (gpu_of_[q] == gpu) {
+                if (done_stamp_[q] == placed) continue;
+                // Not finished yet: legal only as an earlier member of the same group.
+                if (std::find(grp.begin(), grp.begin() + i, q) != grp.begin() + i) continue;
+                return kInf;  // ordered before its producer on the same GPU
+              }
+              double a = arrive_[size_t(q) * G + gpu];
+              if (a < 0) {
+                ready = false;
+                break;
+              }
+              start = std::max(start, a);
+            }
+          }
+          if (!ready) break;
+        }
+        if (!ready) break;
+        const double dur = stage_ms(st, gpu);
+        double longest = 0;
+        for (const auto& grp : st.groups) {
+          double sum = 0;
+          for (int v : grp) sum += node_ms(v, gpu);
+          longest = std::max(longest, sum);
+        }
+        // Groups are laid back to back and stretched so the slowest one ends with the stage.
+        const double scale = longest > 0 ? dur / longest : 0.0;
+        sends.clear();
+        for (const auto& grp : st.groups) {
+          double t = start;
+          for (int v : grp) {
+            t += node_ms(v, gpu) * scale;
+            end_[v] = t;  // all-zero groups end at the stage's start, as in simulate()
+            done_stamp_[v] = placed;
+            sends.push_back({end_[v], v});
+          }
+        }
+        std::sort(sends.begin(), sends.end(),
+                  [](const Ready& a, const Ready& b) { return a.t < b.t || (a.t == b.t && a.v < b.v); });
+        for (const Ready& r : sends) send(r.v);
+        gpu_time[gpu] = start + dur;
+        ++next[gpu];
+        --remaining;
+        progress = true;
+      }
+    }
+  }
+  if (remaining > 0) return kInf;  // a stage waits on a tensor that never comes: deadlock
+  const int out = g_.output();
+  if (done_stamp_[out] != placed) return kInf;
+  return gpu_of_[out] == 0 ? end_[out] : arrive_[size_t(out) * G + 0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Priorities
+
+std::vector<double> bottom_levels(const Graph& g, const std::vector<double>& node_w, const std::vector<double>& edge_w,
+                                  const std::vector<int>& gpu_of) {
+  const int n = g.size();
+  std::vector<std::vector<int>> succ = g.successors();
+  std::vector<double> level(n, 0.0);
+  // Node indices are a topological order (Graph::finalize guarantees it).
+  for (int v = n - 1; v >= 0; --v) {
+    double tail = 0;
+    for (int s : succ[v]) {
+      bool cross = gpu_of.empty() || gpu_of[v] != gpu_of[s];
+      tail = std::max(tail, level[s] + (cross ? edge_w[v] : 0.0));
+    }
+    level[v] = tail + node_w[v];
+  }
+  return level;
+}
+
+std::vector<int> priority_order(const Graph& g, const std::vector<double>& level) {
+  std::vector<int> order;
+  for (int v = 1; v < g.size(); ++v) order.push_back(v);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    if (g.nodes[a].block != g.nodes[b].block) return g.nodes[a].block < g.nodes[b].block;
+    if (level[a] != level[b]) return level[a] > level[b];
+    return a < b;
+  });
+  return order;
+}
+
+void hios_weights(const Graph& g, PlanEvaluator& ev, std::vector<double>& node_w, std::vector<double>& edge_w) {
+  const int n = g.size();
+  node_w.assign(n, 0.0);
+  edge_w.assign(n, 0.0);
+  for (int v = 0; v < n; ++v) {
+    if (v > 0) {
+      double sum = 0;
+      for (int d = 0; d < ev.num_gpus(); ++d) sum += ev.node_ms(v, d);
+      node_w[v] = sum / ev.num_gpus();
+    }
+    edge_w[v] = ev.mean_transfer_ms(v);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Intra-GPU sliding window (HIOS phase 2)
+
+WindowStats window_pass(const Graph& g, PlanEvaluator& ev, Plan& p, const std::vector<int>& visit, int window,
+                        int max_streams) {
+  WindowStats stats;
+  if (window <= 1 || max_streams <= 1) return stats;
+  const int n = g.size();
+  Reachability reach(Dag::from_graph(g));
+  // Where every node's stage sits: GPU and position in that GPU's list. Only single-node
+  // stages are merged, and a merge only touches the head of a GPU's pending suffix, so the
+  // positions are refreshed for one GPU after each accepted merge.
+  std::vector<int> gpu_of(n, -1), pos_of(n, -1);
+  auto index_gpu = [&](int gpu) {
+    const auto& list = p.gpu_stages[gpu];
+    for (size_t i = 0; i < list.size(); ++i) {
+      for (const auto& grp : p.stages[list[i]].groups) {
+        for (int v : grp) {
+          gpu_of[v] = gpu;
+          pos_of[v] = static_cast<int>(i);
+        }
+      }
+    }
+  };
+  for (int gpu = 0; gpu < p.num_gpus; ++gpu) index_gpu(gpu);
+  std::vector<int> head(p.num_gpus, 0);  // stages before head[gpu] are settled
+  double current = ev.latency(p);
+  auto single = [&](int id) -> int {
+    const PlanStage& st = p.stages[id];
+    return st.groups.size() == 1 && st.groups[0].size() == 1 ? st.groups[0][0] : -1;
+  };
+
+  for (int v : visit) {
+    const int gpu = gpu_of[v];
+    if (gpu < 0) continue;
+    const int pos = pos_of[v];
+    if (pos < head[gpu] || single(p.gpu_stages[gpu][pos]) != v) continue;  // already merged
+    head[gpu] = pos;
+    std::vector<int>& list = p.gpu_stages[gpu];
+    const int block = p.stages[list[pos]].block;
+    // The window: the next stages on this GPU, same block, each a single pending node.
+    std::vector<int> win;  // positions after pos
+    for (int i = pos + 1; i < static_cast<int>(list.size()) && static_cast<int>(win.size()) < window - 1; ++i) {
+      if (p.stages[list[i]].block != block || single(list[i]) < 0) break;
+      win.push_back(i);
+    }
+    if (win.empty()) {
+      head[gpu] = pos + 1;
+      continue;
+    }
+    // Candidate merges: v plus any subset of the window, largest first, then in window order,
+    // that is pairwise independent and never moves a node ahead of something it depends on.
+    const int m = static_cast<int>(win.size());
+    std::vector<uint32_t> masks;
+    for (uint32_t mask = 1; mask < (1u << m); ++mask) {
+      if (__builtin_popcount(mask) + 1 <= max_streams) masks.push_back(mask);
+    }
+    std::stable_sort(masks.begin(), masks.end(), [](uint32_t a, uint32_t b) {
+      int ca = __builtin_popcount(a), cb = __builtin_popcount(b);
+      if (ca != cb) return ca > cb;
+      // Earlier window slots first: compare bit-reversed so slot 0 is most significant.
+      for (int i = 0; i < 32; ++i) {
+        bool ba = (a >> i) & 1u, bb = (b >> i) & 1u;
+        if (ba != bb) return ba;
+      }
+      return false;
+    });
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<int> best_list;
+    int best_stage = -1;
+    for (uint32_t mask : masks) {
+      std::vector<int> members{v};
+      bool ok = true;
+      for (int j = 0; j < m && ok; ++j) {
+        if (!((mask >> j) & 1u)) continue;
+        int u = single(list[win[j]]);
+        for (int w : members) {
+          if (!reach.independent(w, u)) ok = false;
+        }
+        // Skipped stages between pos and this one stay behind it: none may feed it.
+        for (int k = 0; k < j && ok; ++k) {
+          if (!((mask >> k) & 1u) && reach.reaches(single(list[win[k]]), u)) ok = false;
+        }
+        members.push_back(u);
+      }
+      if (!ok) continue;
+      ++stats.candidates;
+      std::vector<std::vector<int>> groups;
+      for (int u : members) groups.push_back({u});
+      int id = p.add_stage(block, std::move(groups));
+      std::vector<int> saved = list;
+      std::vector<int> merged;
+      merged.reserve(list.size());
+      for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+        if (i == pos) {
+          merged.push_back(id);
+          continue;
+        }
+        auto it = std::find(win.begin(), win.end(), i);
+        if (it != win.end() && ((mask >> (it - win.begin())) & 1u)) continue;
+        merged.push_back(list[i]);
+      }
+      list = std::move(merged);
+      double lat = ev.latency(p);
+      if (!(lat < std::numeric_limits<double>::infinity())) ++stats.rejected_deadlock;
+      if (lat < best) {
+        best = lat;
+        best_list = list;
+        best_stage = id;
+      }
+      list = std::move(saved);
+    }
+    if (best_stage >= 0 && best <= current) {
+      list = std::move(best_list);
+      current = best;
+      ++stats.merges;
+      index_gpu(gpu);
+    }
+    head[gpu] = pos + 1;
+  }
+  return stats;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Greedy stages (IOS's greedy rule)
+
+std::vector<std::vector<std::vector<int>>> greedy_stages(const Graph& g, const std::vector<int>& nodes,
+                                                         int max_groups) {
+  std::vector<int> sorted = nodes;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<char> member(g.size(), 0), done(g.size(), 0);
+  for (int v : sorted) member[v] = 1;
+  std::vector<std::vector<std::vector<int>>> stages;
+  size_t placed = 0;
+  while (placed < sorted.size()) {
+    std::vector<int> ready;
+    for (int v : sorted) {
+      if (done[v]) continue;
+      bool ok = true;
+      for (int q : g.predecessors(v)) {
+        if (member[q] && !done[q]) {
+          ok = false;
+          break;
+        }
+      }
+      if (ok) ready.push_back(v);
+      if (int(ready.size()) == max_groups) break;
+    }
+    HIOS_CHECK(!ready.empty(), "greedy: no ready node among %zu left (cycle?)", sorted.size() - placed);
+    std::vector<std::vector<int>> stage;
+    for (int v : ready) {
+      stage.push_back({v});
+      done[v] = 1;
+    }
+    placed += ready.size();
+    stages.push_back(std::move(stage));
+  }
+  return stages;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Final bookkeeping
+
+void finish_schedule(const Graph& g, const CostModel& cost, const SchedulerOptions& opt, const std::string& algorithm,
+                     json params, double search_seconds, Schedule& s) {
+  ScheduleMeta& m = s.meta;
+  m.algorithm = algorithm;
+  m.params = std::move(params);
+  m.num_gpus = opt.num_gpus;
+  if (s.blocks.empty() && !g.blocks.empty()) s.blocks.assign(g.blocks.size(), {});
+  for (auto& b : s.blocks) b.resize(opt.num_gpus);
+  // The most groups any stage may hold: what the algorithm was allowed, not what it used.
+  m.max_streams = algorithm == "sequential" ? 1 : opt.max_streams;
+  m.batch = g.batch;
+  m.height = g.height;
+  m.width = g.width;
+  m.device = cost.device();
+  m.cost_model = cost.name();
+  m.graph_name = g.name;
+  m.graph_digest = graph_digest(g);
+  s.derive_transfers(g);
+  require_valid_schedule(g, s);
+  m.predicted_ms = simulate(g, s, cost).latency_ms;
+  m.lower_bound_ms = lower_bound_ms(g, cost, opt.num_gpus);
+  m.search_seconds = search_seconds;
+}
+
+}  // namespace hios

@@ -1,0 +1,107 @@
+// "hios-lp": HIOS (Kundu & Shu, Cluster 2023) with the inter-GPU iterative longest path.
+//
+// Phase 1 places whole paths: take the longest path through the nodes not yet placed (node
+// weights: mean node_ms; edge weights: mean transfer_ms of the producer's output, since the
+// endpoints of a not-yet-placed edge may land on different GPUs), try it on every GPU with the
+// unplaced nodes left on GPU 0, keep the GPU with the lowest evaluated latency (ties: the GPU
+// where the path ends first), and repeat
+// until every node is placed. Each GPU runs its nodes one per stage in latest-start-time
+// order. Phase 2 is the intra-GPU sliding window (window_pass in algo_common.cpp).
+#include <chrono>
+#include <limits>
+
+#include "graph/dag.hpp"
+#include "scheduler/algorithms.hpp"
+
+namespace hios {
+
+std::vector<int> hios_lp_placement(const Graph& g, PlanEvaluator& ev, const std::vector<int>& order, int* paths) {
+  const int n = g.size();
+  const int G = ev.num_gpus();
+  std::vector<int> gpu_of(n, 0);
+  if (paths) *paths = 0;
+  if (G == 1) return gpu_of;
+  std::vector<double> node_w, edge_w;
+  hios_weights(g, ev, node_w, edge_w);
+  Dag d = Dag::from_graph(g);
+  std::vector<char> active(n, 1);
+  active[0] = 0;  // the input is resident on GPU 0
+  int left = n - 1;
+
+  // One single-node stage per node; candidates only reshuffle the per-GPU lists.
+  Plan p;
+  p.num_gpus = G;
+  p.gpu_stages.assign(G, {});
+  std::vector<int> stage_of(n, -1);
+  for (int v : order) stage_of[v] = p.add_stage(g.nodes[v].block, {{v}});
+  auto rebuild = [&]() {
+    for (auto& l : p.gpu_stages) l.clear();
+    for (int v : order) p.gpu_stages[gpu_of[v]].push_back(stage_of[v]);
+  };
+
+  while (left > 0) {
+    PathResult path = longest_path(
+        d, [&](int v) { return node_w[v]; }, [&](int u, int) { return edge_w[u]; }, active);
+    if (path.nodes.empty()) break;
+    if (paths) ++*paths;
+    // Lowest latency wins; among equal latencies (common while the unplaced nodes on GPU 0 are
+    // the bottleneck) the GPU where the path itself ends first, then the lowest index.
+    int best_gpu = 0;
+    double best = std::numeric_limits<double>::infinity(), best_end = best;
+    for (int r = 0; r < G; ++r) {
+      for (int v : path.nodes) gpu_of[v] = r;
+      rebuild();
+      double lat = ev.latency(p);
+      double end = ev.end_ms(path.nodes.back());
+      if (lat < best || (lat == best && end < best_end)) {
+        best = lat;
+        best_end = end;
+        best_gpu = r;
+      }
+    }
+    for (int v : path.nodes) {
+      gpu_of[v] = best_gpu;
+      active[v] = 0;
+    }
+    left -= static_cast<int>(path.nodes.size());
+  }
+  return gpu_of;
+}
+
+Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOptions& opt, bool mr, bool with_window) {
+  validate_options(opt);
+  auto t0 = std::chrono::steady_clock::now();
+  PlanEvaluator ev(g, cost, opt.num_gpus);
+  std::vector<double> node_w, edge_w;
+  hios_weights(g, ev, node_w, edge_w);
+  // Latest-start-time order on the model graph (every edge weighted, as HIOS computes it):
+  // the per-GPU run order and the window pass's visiting order.
+  std::vector<int> order = priority_order(g, bottom_levels(g, node_w, edge_w));
+  int paths = 0;
+  std::vector<int> gpu_of = mr ? hios_mr_placement(g, ev, order) : hios_lp_placement(g, ev, order, &paths);
+  Plan p = plan_from_order(g, gpu_of, order, opt.num_gpus);
+  const double phase1 = ev.latency(p);
+  WindowStats ws;
+  if (with_window) ws = window_pass(g, ev, p, order, opt.window, opt.max_streams);
+  Schedule s = plan_to_schedule(g, p);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<int> per_gpu(opt.num_gpus, 0);
+  for (int v = 1; v < g.size(); ++v) ++per_gpu[gpu_of[v]];
+  json params = {{"window", with_window ? opt.window : 0},
+                 {"streams", opt.max_streams},
+                 {"phase1_ms", phase1},
+                 {"nodes_per_gpu", per_gpu},
+                 {"window_merges", ws.merges},
+                 {"window_candidates", ws.candidates},
+                 {"window_deadlocks_rejected", ws.rejected_deadlock},
+                 {"evaluations", ev.evaluations()}};
+  if (!mr) params["paths"] = paths;
+  finish_schedule(g, cost, opt, mr ? "hios-mr" : "hios-lp", std::move(params), secs, s);
+  return s;
+}
+
+Schedule schedule_hios_lp(const Graph& g, const CostModel& cost, const SchedulerOptions& opt) {
+  return schedule_hios(g, cost, opt, false, opt.window > 1);
+}
+
+}  // namespace hios
