@@ -4,6 +4,7 @@
 #include <climits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
@@ -658,7 +659,10 @@ void require_valid_schedule(const Graph& g, const Schedule& s) {
 // ---------------------------------------------------------------------------------------------
 // Pretty view
 
-std::string schedule_to_pretty(const Graph& g, const Schedule& s) {
+std::string schedule_to_pretty(const Graph& g, const Schedule& s) { return schedule_to_pretty_timed(g, s, {}, {}, 0); }
+
+std::string schedule_to_pretty_timed(const Graph& g, const Schedule& s, const std::vector<StageTime>& stage_times,
+                                     const std::vector<TransferTime>& transfer_times, double latency_ms) {
   const ScheduleMeta& m = s.meta;
   std::string out = strprintf("schedule of graph '%s' (batch %lld, %lldx%lld): %d GPU%s, up to %d stream%s per stage",
                               m.graph_name.c_str(), (long long)m.batch, (long long)m.height, (long long)m.width,
@@ -670,6 +674,9 @@ std::string schedule_to_pretty(const Graph& g, const Schedule& s) {
                      m.cost_model.empty() ? "an unnamed cost model" : m.cost_model.c_str(),
                      m.device.empty() ? "" : " on ", m.device.c_str());
   }
+  if (latency_ms > 0) out += strprintf("simulated %.4f ms\n", latency_ms);
+  std::map<std::tuple<int, int, int>, const StageTime*> when;
+  for (const StageTime& t : stage_times) when[{t.block, t.gpu, t.stage}] = &t;
   for (size_t b = 0; b < s.blocks.size(); ++b) {
     out += strprintf("block '%s'\n", b < g.blocks.size() ? g.blocks[b].name.c_str() : "?");
     for (size_t d = 0; d < s.blocks[b].size(); ++d) {
@@ -677,7 +684,10 @@ std::string schedule_to_pretty(const Graph& g, const Schedule& s) {
       if (stages.empty()) continue;
       out += strprintf("  GPU %zu\n", d);
       for (size_t k = 0; k < stages.size(); ++k) {
-        out += strprintf("    stage %zu:", k);
+        out += strprintf("    stage %zu", k);
+        auto it = when.find({int(b), int(d), int(k)});
+        if (it != when.end()) out += strprintf(" [%.4f .. %.4f ms]", it->second->start_ms, it->second->end_ms);
+        out += ":";
         for (size_t q = 0; q < stages[k].groups.size(); ++q) {
           out += q == 0 ? " [" : " | [";
           const auto& nodes = stages[k].groups[q].nodes;
@@ -692,11 +702,16 @@ std::string schedule_to_pretty(const Graph& g, const Schedule& s) {
   }
   if (!s.transfers.empty()) {
     out += "transfers\n";
+    std::map<std::tuple<int, int, int>, const TransferTime*> sent;
+    for (const TransferTime& t : transfer_times) sent[{t.node, t.src, t.dst}] = &t;
     for (const Transfer& t : s.transfers) {
       if (t.node < 0 || t.node >= g.size()) continue;
       const Node& nd = g.nodes[t.node];
-      out += strprintf("  %s: GPU %d -> GPU %d (%s, %.1f KiB)\n", nd.name.c_str(), t.src, t.dst, nd.shape.str().c_str(),
+      out += strprintf("  %s: GPU %d -> GPU %d (%s, %.1f KiB)", nd.name.c_str(), t.src, t.dst, nd.shape.str().c_str(),
                        double(nd.shape.numel()) * dtype_size(g.dtype) / 1024.0);
+      auto it = sent.find({t.node, t.src, t.dst});
+      if (it != sent.end()) out += strprintf(" [%.4f .. %.4f ms]", it->second->start_ms, it->second->end_ms);
+      out += "\n";
     }
   }
   return out;

@@ -90,5 +90,16 @@ void require_valid_schedule(const Graph& g, const Schedule& s);
 
 // Readable per-GPU, per-stage view for `hios show`.
 std::string schedule_to_pretty(const Graph& g, const Schedule& s);
+// The same with times next to each stage and transfer (the simulator's overload fills these in).
+struct StageTime {
+  int block = 0, gpu = 0, stage = 0;
+  double start_ms = 0, end_ms = 0;
+};
+struct TransferTime {
+  int node = -1, src = 0, dst = 0;
+  double start_ms = 0, end_ms = 0;
+};
+std::string schedule_to_pretty_timed(const Graph& g, const Schedule& s, const std::vector<StageTime>& stage_times,
+                                     const std::vector<TransferTime>& transfer_times, double latency_ms);
 
 }  // namespace hios

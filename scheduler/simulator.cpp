@@ -198,25 +198,11 @@ SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost) {
 }
 
 std::string schedule_to_pretty(const Graph& g, const Schedule& s, const SimResult& r) {
-  std::string out = schedule_to_pretty(g, s);
-  out += strprintf("simulated latency %.4f ms\n", r.latency_ms);
-  std::vector<SimStage> stages = r.stages;
-  std::sort(stages.begin(), stages.end(), [](const SimStage& a, const SimStage& b) {
-    return std::tie(a.gpu, a.start_ms, a.block, a.stage) < std::tie(b.gpu, b.start_ms, b.block, b.stage);
-  });
-  for (const SimStage& st : stages) {
-    double busy = st.end_ms - st.start_ms;
-    out += strprintf("  GPU %d %-24s %9.4f .. %9.4f ms (%.4f ms)\n", st.gpu,
-                     strprintf("%s stage %d", st.block < static_cast<int>(g.blocks.size()) ? g.blocks[st.block].name.c_str() : "?",
-                               st.stage)
-                         .c_str(),
-                     st.start_ms, st.end_ms, busy);
-  }
-  for (const SimTransfer& t : r.transfers) {
-    out += strprintf("  link %d->%d %-20s %9.4f .. %9.4f ms (%.1f KiB)\n", t.src, t.dst, g.nodes[t.node].name.c_str(),
-                     t.start_ms, t.end_ms, t.bytes / 1024.0);
-  }
-  return out;
+  std::vector<StageTime> stages;
+  for (const SimStage& st : r.stages) stages.push_back({st.block, st.gpu, st.stage, st.start_ms, st.end_ms});
+  std::vector<TransferTime> transfers;
+  for (const SimTransfer& t : r.transfers) transfers.push_back({t.node, t.src, t.dst, t.start_ms, t.end_ms});
+  return schedule_to_pretty_timed(g, s, stages, transfers, r.latency_ms);
 }
 
 }  // namespace hios
