@@ -44,6 +44,9 @@ struct BackendConfig {
   std::string math = "fp32";  // "fp32" or "tf32"; a backend rejects modes it does not support
   uint64_t seed = init::kDefaultSeed;
   int threads = 0;      // CPU backend: OpenMP threads (0 = the OpenMP default)
+  // 0: no limit. Otherwise the backend fails as out of memory, naming the tensor and its size,
+  // when its allocations would pass this many bytes (tests the OOM path on any machine).
+  size_t memory_limit = 0;
 };
 
 class Backend {

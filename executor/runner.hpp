@@ -31,6 +31,7 @@ struct RunOptions {
   double timeout_s = 0;          // watchdog over the whole run; 0: none
   uint64_t seed = init::kDefaultSeed;
   int threads = 0;               // CPU backend OpenMP threads; 0: default
+  size_t memory_limit = 0;       // BackendConfig::memory_limit (testing the out-of-memory path)
   // Testing only: "RANK:PHASE" makes that rank fail (throw) or, for PHASE "hang", block
   // forever, at PHASE in {prepare, warmup, run, verify, hang}. Also read from the environment
   // variable HIOS_INJECT_FAILURE when empty.
@@ -76,7 +77,8 @@ struct RunReport {
   std::string versions;  // backend, transport and MPI library versions
   int warmup = 0, number = 0, repeat = 0;
   double predicted_ms = 0;          // the schedule's simulated latency
-  std::vector<double> repeats_ms;   // rank 0, one per repeat
+  std::vector<double> repeats_ms;   // rank 0, one per repeat (the mean of its `number` runs)
+  std::vector<double> runs_ms;      // rank 0, every timed pass
   double mean_ms = 0, median_ms = 0, min_ms = 0, max_ms = 0, std_ms = 0;
   std::vector<RankInfo> ranks;
   std::vector<VerifyResult> verify;  // empty without --verify

@@ -1,0 +1,174 @@
+// Executor subcommands: lower (print a rank's program) and run (the MPI launcher).
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "executor/comm.hpp"
+#include "executor/program.hpp"
+#include "executor/registry.hpp"
+#include "executor/runner.hpp"
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+#include "scheduler/schedule.hpp"
+
+namespace hios::cli {
+
+namespace {
+
+struct LowerOptions {
+  std::string graph, schedule, output;
+  int rank = 0;
+  bool all = false;
+};
+
+struct RunCliOptions {
+  std::string graph, schedule, output, devices;
+  exec::RunOptions run;
+};
+
+std::vector<int> parse_devices(const std::string& s) {
+  std::vector<int> out;
+  if (s.empty()) return out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    HIOS_CHECK(!item.empty() && *end == '\0' && v >= 0, "--devices: '%s' is not a device index (expected e.g. 0,1)",
+               item.c_str());
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+std::string default_output(const Graph& g, const Schedule& s, const exec::RunOptions& o) {
+  return strprintf("output/run-%s-%lldx%lld-%s-%dgpu-%s.json", g.name.c_str(), (long long)g.height,
+                   (long long)g.width, s.meta.algorithm.c_str(), s.meta.num_gpus, o.backend.c_str());
+}
+
+// A message that already names its rank (MPI errors do) is printed as is.
+std::string with_where(const exec::Comm& comm, const std::string& msg) {
+  if (msg.rfind("rank ", 0) == 0) return msg;
+  return comm.where() + ": " + msg;
+}
+
+void one_line(std::string& s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+}
+
+}  // namespace
+
+void add_executor_commands(CLI::App& app) {
+  // lower
+  auto lopt = std::make_shared<LowerOptions>();
+  CLI::App* lower_cmd = app.add_subcommand("lower", "Print the instruction program one rank runs for a schedule");
+  lower_cmd->add_option("--graph,-g", lopt->graph, "Graph JSON")->required();
+  lower_cmd->add_option("--schedule,-s", lopt->schedule, "Schedule JSON for that graph")->required();
+  lower_cmd->add_option("--rank,-r", lopt->rank, "Rank (GPU) whose program to print (default 0)");
+  lower_cmd->add_flag("--all", lopt->all, "Print every rank's program, one after the other");
+  lower_cmd->add_option("--output,-o", lopt->output, "Write to this file instead of stdout");
+  lower_cmd->footer(
+      "Instructions: alloc, launch, record/wait (events), send/recv (on one stream per peer and\n"
+      "direction), gather. docs/executor.md explains the lowering.\n\n"
+      "Example:\n  hios lower --graph inception.json --schedule inception.hios-lp.json --rank 1\n");
+  lower_cmd->callback([lopt] {
+    Graph g = load_graph(lopt->graph);
+    Schedule s = load_schedule(g, lopt->schedule);
+    std::vector<exec::RankProgram> all = exec::lower_all(g, s);
+    std::vector<std::string> problems = exec::check_programs(g, all);
+    HIOS_CHECK(problems.empty(), "internal error: the lowered programs fail their own check: %s",
+               problems[0].c_str());
+    std::string text;
+    if (lopt->all) {
+      for (const exec::RankProgram& p : all) text += exec::program_to_text(g, p);
+    } else {
+      HIOS_CHECK(lopt->rank >= 0 && lopt->rank < s.meta.num_gpus, "--rank %d is out of range: the schedule uses %d GPU(s)",
+                 lopt->rank, s.meta.num_gpus);
+      text = exec::program_to_text(g, all[static_cast<size_t>(lopt->rank)]);
+    }
+    write_output(lopt->output, text);
+  });
+
+  // run
+  auto ropt = std::make_shared<RunCliOptions>();
+  CLI::App* run = app.add_subcommand("run", "Run a schedule: one MPI rank per GPU, timed and optionally verified");
+  run->add_option("--graph,-g", ropt->graph, "Graph JSON")->required();
+  run->add_option("--schedule,-s", ropt->schedule, "Schedule JSON for that graph (its GPU count = MPI ranks)")
+      ->required();
+  run->add_option("--backend", ropt->run.backend, "cpu or cuda (default cpu)");
+  run->add_option("--transport", ropt->run.transport,
+                  "nccl, mpi-host or mpi-cuda-aware (default: nccl for cuda, mpi-host for cpu)");
+  run->add_option("--cuda-graph", ropt->run.cuda_graph,
+                  "on, off or auto: capture each rank's pass into one CUDA Graph (default auto: when possible)");
+  run->add_option("--math", ropt->run.math, "tf32 or fp32 (default: tf32 on cuda, fp32 on cpu)");
+  run->add_option("--warmup", ropt->run.warmup, "Untimed passes first (default 2)");
+  run->add_option("--number", ropt->run.number, "Passes averaged into one repeat (default 6)");
+  run->add_option("--repeat", ropt->run.repeat, "Repeats reported (default 6)");
+  run->add_flag("--verify", ropt->run.verify,
+                "Compare the output with a sequential run (same backend) and the CPU reference");
+  run->add_flag("--verify-nodes", ropt->run.verify_nodes, "Also compare every node's output (implies --verify)");
+  run->add_option("--devices", ropt->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
+  run->add_option("--timeout", ropt->run.timeout_s, "Abort the whole job after this many seconds (default: none)");
+  run->add_option("--threads", ropt->run.threads, "OpenMP threads per rank for the cpu backend (default: OpenMP's)");
+  run->add_option("--seed", ropt->run.seed, "Seed of the deterministic weights and input");
+  run->add_option("--output,-o", ropt->output,
+                  "Results JSON (default output/run-<graph>-<HxW>-<algo>-<N>gpu-<backend>.json; 'none' for no file)");
+  // Testing only, hidden from --help: make one rank fail, or cap backend memory.
+  run->add_option("--inject-failure", ropt->run.inject_failure, "RANK:PHASE")->group("");
+  run->add_option("--memory-limit", ropt->run.memory_limit, "bytes")->group("");
+  run->footer(
+      "Prints an nccl-tests-style table on rank 0 and writes the same results as JSON.\n"
+      "Exits with 2 on any error (the whole job is aborted) or when verification fails.\n\n"
+      "Examples:\n"
+      "  mpirun -np 2 hios run --graph inception.json --schedule inception.hios-lp.json --backend cuda\n"
+      "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --backend cpu --verify\n");
+  run->callback([ropt] {
+    exec::RunOptions opt = ropt->run;
+    opt.devices = parse_devices(ropt->devices);
+    if (opt.verify_nodes) opt.verify = true;
+    std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
+    exec::RunReport rep;
+    std::string output;
+    try {
+      Graph g = load_graph(ropt->graph);
+      Schedule s = load_schedule(g, ropt->schedule);
+      output = ropt->output.empty() ? default_output(g, s, opt) : ropt->output;
+      rep = exec::run_schedule(g, s, opt, *comm);
+      if (comm->rank() == 0) {
+        std::string table = exec::report_to_table(rep);
+        std::fwrite(table.data(), 1, table.size(), stdout);
+        std::fflush(stdout);
+        if (output != "none") {
+          std::filesystem::path parent = std::filesystem::path(output).parent_path();
+          if (!parent.empty()) std::filesystem::create_directories(parent);
+          write_file_atomic(output, report_to_json(rep).dump(2) + "\n");
+        }
+      }
+    } catch (const std::exception& e) {
+      // One line naming rank and host, then the whole job ends: peers blocked in a receive
+      // or barrier would otherwise wait forever.
+      std::string msg = with_where(*comm, e.what());
+      one_line(msg);
+      if (comm->size() > 1) {
+        std::fprintf(stderr, "hios: error: %s\n", msg.c_str());
+        std::fflush(stderr);
+        comm->abort(2);
+      }
+      throw Error(msg);
+    }
+    int rank = comm->rank();
+    comm.reset();  // MPI_Finalize on every rank before rank 0 reports a failed verification
+    if (rank == 0 && !rep.ok) {
+      for (const exec::VerifyResult& v : rep.verify) {
+        HIOS_CHECK(v.ok, "verification failed: output differs from the %s by max_rel %.3e (max_abs %.3e, worst '%s'), tolerance %.1e",
+                   v.against.c_str(), v.diff.max_rel, v.diff.max_abs, v.diff.where.c_str(), v.tolerance);
+      }
+    }
+  });
+}
+
+}  // namespace hios::cli

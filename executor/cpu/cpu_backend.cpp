@@ -1,0 +1,226 @@
+// The CPU reference backend. Its streams are the host thread: instructions run in program
+// order as they are issued, so record/wait only check that the program is well formed and
+// sync_stream/synchronize have nothing to wait for.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "executor/backend.hpp"
+#include "executor/cpu/kernels.hpp"
+#include "executor/registry.hpp"
+#include "executor/weights.hpp"
+#include "graph/error.hpp"
+
+namespace hios::exec {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendConfig& cfg) : cfg_(cfg) {
+    cpu::check_kernel_table();
+    HIOS_CHECK(cfg.math == "fp32", "the cpu backend computes in fp32 with double accumulation; --math %s needs a GPU backend",
+               cfg.math.c_str());
+#ifdef _OPENMP
+    if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+    threads_ = omp_get_max_threads();
+#else
+    threads_ = 1;
+#endif
+  }
+
+  std::string name() const override { return "cpu"; }
+  std::string device_name() const override { return strprintf("cpu (%d thread%s)", threads_, threads_ == 1 ? "" : "s"); }
+  std::string versions() const override {
+#ifdef _OPENMP
+    return strprintf("cpu reference (OpenMP %d)", _OPENMP);
+#else
+    return "cpu reference (no OpenMP)";
+#endif
+  }
+  std::string math() const override { return "fp32"; }
+
+  void prepare(const Graph& g, const RankProgram& p) override {
+    HIOS_CHECK(!prepared_, "cpu backend: prepare() called twice");
+    g_ = &g;
+    tensors_.assign(g.nodes.size(), {});
+    params_.assign(g.nodes.size(), {});
+    views_.assign(g.nodes.size(), {});
+    for (const Instr& in : p.instrs) {
+      if (in.kind != InstrKind::Alloc) continue;
+      const Node& nd = g.nodes[in.node];
+      reserve(in.bytes, "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
+      tensors_[in.node] = allocate(static_cast<size_t>(nd.shape.numel()), nd.name);
+    }
+    int64_t assembly = 0, scratch = 0;
+    for (int v : p.launched) {
+      const Node& nd = g.nodes[v];
+      for (OpParams& op : make_node_params(g, v, cfg_.seed)) {
+        reserve(int64_t(op.weight.size() + op.bias.size()) * 4, "weights of '" + nd.name + "'");
+        params_[v].push_back(std::move(op));
+      }
+      for (const OpParams& op : params_[v]) {
+        views_[v].push_back({op.weight.empty() ? nullptr : op.weight.data(), op.bias.empty() ? nullptr : op.bias.data()});
+      }
+      Shape in = assembled_input_shape(g, v);
+      if (!cpu::reads_one_whole_tensor(g, v)) {
+        int64_t terms = op_def(nd.op.kind).terms_are_operands ? int64_t(nd.inputs.size()) : 1;
+        assembly = std::max(assembly, terms * in.numel());
+      }
+      scratch = std::max(scratch, cpu::scratch_elems(nd.op, in));
+    }
+    // Sized once here so that a pass never allocates (assemble_terms and the sequential kernel
+    // keep the capacity).
+    reserve((assembly + 2 * scratch) * 4, "scratch buffers");
+    try {
+      assembly_.assign(1, std::vector<float>(static_cast<size_t>(assembly)));
+      scratch_.a.resize(static_cast<size_t>(scratch));
+      scratch_.b.resize(static_cast<size_t>(scratch));
+    } catch (const std::bad_alloc&) {
+      throw_error("out of host memory allocating %lld bytes of scratch buffers on the cpu backend",
+                  (long long)((assembly + 2 * scratch) * 4));
+    }
+    num_streams_ = static_cast<int>(p.streams.size());
+    recorded_.assign(static_cast<size_t>(p.num_events), false);
+    prepared_ = true;
+  }
+
+  void launch(int node, int stream) override {
+    check_stream(stream);
+    const Graph& g = *g_;
+    const Node& nd = g.nodes[node];
+    HIOS_CHECK(!tensors_[node].empty(), "cpu backend: '%s' launched without a tensor", nd.name.c_str());
+    std::vector<const float*> in;
+    std::vector<Shape> shapes;
+    if (cpu::reads_one_whole_tensor(g, node)) {
+      int u = nd.inputs[0][0].node;
+      in.push_back(resident(u, nd.name));
+      shapes.push_back(g.nodes[u].shape);
+    } else {
+      std::vector<const float*> producers;
+      for (const Term& t : nd.inputs) {
+        for (const Value& val : t) producers.push_back(resident(val.node, nd.name));
+      }
+      cpu::assemble_terms(g, node, producers, assembly_);
+      Shape s = assembled_input_shape(g, node);
+      for (const auto& buf : assembly_) {
+        in.push_back(buf.data());
+        shapes.push_back(s);
+      }
+    }
+    cpu::run_op(nd.op, in, shapes, nd.shape, tensors_[node].data(), views_[node], scratch_);
+  }
+
+  void record(int event, int stream) override {
+    check_stream(stream);
+    check_event(event);
+    recorded_[event] = true;
+  }
+  void wait(int event, int stream) override {
+    check_stream(stream);
+    check_event(event);
+    HIOS_CHECK(recorded_[event], "cpu backend: stream %d waits on event %d, which was never recorded", stream, event);
+  }
+  void sync_stream(int stream) override { check_stream(stream); }
+  void synchronize() override {}
+
+  TensorView tensor(int node) override {
+    check_node(node);
+    auto& t = tensors_[node];
+    HIOS_CHECK(!t.empty(), "cpu backend: '%s' is not resident on this rank", g_->nodes[node].name.c_str());
+    return {t.data(), t.size() * sizeof(float), MemoryKind::Host};
+  }
+  HostBuffer alloc_host(size_t bytes) override {
+    void* p = std::malloc(bytes ? bytes : 1);
+    HIOS_CHECK(p != nullptr, "out of host memory allocating a %zu-byte staging buffer", bytes);
+    return HostBuffer(p, std::free);
+  }
+  void copy_to_host(int node, void* dst, int stream) override {
+    check_stream(stream);
+    TensorView t = tensor(node);
+    std::memcpy(dst, t.data, t.bytes);
+  }
+  void copy_from_host(int node, const void* src, int stream) override {
+    check_stream(stream);
+    TensorView t = tensor(node);
+    std::memcpy(t.data, src, t.bytes);
+  }
+
+  void set_input(const std::vector<float>& values) override {
+    TensorView t = tensor(g_->input());
+    HIOS_CHECK(values.size() * sizeof(float) == t.bytes, "cpu backend: input has %zu values, expected %zu",
+               values.size(), t.bytes / sizeof(float));
+    std::memcpy(t.data, values.data(), t.bytes);
+  }
+  std::vector<float> read_tensor(int node) override {
+    TensorView t = tensor(node);
+    const float* p = static_cast<const float*>(t.data);
+    return std::vector<float>(p, p + t.bytes / sizeof(float));
+  }
+
+  size_t peak_memory_bytes() const override { return static_cast<size_t>(reserved_); }
+
+ private:
+  // Counts bytes against BackendConfig::memory_limit before allocating, so that the out-of-
+  // memory path names the tensor exactly as a GPU backend would.
+  void reserve(int64_t bytes, const std::string& what) {
+    if (cfg_.memory_limit > 0 && reserved_ + bytes > static_cast<int64_t>(cfg_.memory_limit)) {
+      throw_error("out of memory on the cpu backend allocating %s: %lld bytes, %lld of the %lld-byte limit in use",
+                  what.c_str(), (long long)bytes, (long long)reserved_, (long long)cfg_.memory_limit);
+    }
+    reserved_ += bytes;
+  }
+  std::vector<float> allocate(size_t elems, const std::string& name) {
+    try {
+      return std::vector<float>(elems);
+    } catch (const std::bad_alloc&) {
+      throw_error("out of host memory allocating tensor '%s' (%zu bytes) on the cpu backend", name.c_str(),
+                  elems * sizeof(float));
+    }
+  }
+  const float* resident(int u, const std::string& reader) const {
+    HIOS_CHECK(!tensors_[u].empty(), "cpu backend: '%s' reads '%s', which is not resident on this rank",
+               reader.c_str(), g_->nodes[u].name.c_str());
+    return tensors_[u].data();
+  }
+  void check_stream(int s) const {
+    HIOS_CHECK(prepared_, "cpu backend: used before prepare()");
+    HIOS_CHECK(s >= 0 && s < num_streams_, "cpu backend: stream %d out of range (%d streams)", s, num_streams_);
+  }
+  void check_event(int e) const {
+    HIOS_CHECK(e >= 0 && e < static_cast<int>(recorded_.size()), "cpu backend: event %d out of range", e);
+  }
+  void check_node(int v) const {
+    HIOS_CHECK(prepared_ && v >= 0 && v < g_->size(), "cpu backend: tensor #%d out of range", v);
+  }
+
+  BackendConfig cfg_;
+  int threads_ = 1;
+  bool prepared_ = false;
+  const Graph* g_ = nullptr;
+  std::vector<std::vector<float>> tensors_;
+  std::vector<std::vector<OpParams>> params_;
+  std::vector<std::vector<cpu::OpParamsView>> views_;
+  std::vector<std::vector<float>> assembly_;
+  cpu::Scratch scratch_;
+  int num_streams_ = 0;
+  std::vector<bool> recorded_;
+  int64_t reserved_ = 0;
+};
+
+}  // namespace
+
+void register_cpu_backend() {
+  BackendEntry e;
+  e.name = "cpu";
+  e.description = "reference kernels on the host (OpenMP), the correctness oracle";
+  e.make = [](const BackendConfig& cfg) -> std::unique_ptr<Backend> { return std::make_unique<CpuBackend>(cfg); };
+  register_backend(std::move(e));
+}
+
+}  // namespace hios::exec

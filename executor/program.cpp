@@ -1,0 +1,534 @@
+#include "executor/program.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+
+namespace hios::exec {
+
+const char* instr_kind_name(InstrKind k) {
+  switch (k) {
+    case InstrKind::Alloc: return "alloc";
+    case InstrKind::Launch: return "launch";
+    case InstrKind::Record: return "record";
+    case InstrKind::Wait: return "wait";
+    case InstrKind::Send: return "send";
+    case InstrKind::Recv: return "recv";
+    case InstrKind::Gather: return "gather";
+  }
+  return "?";
+}
+
+int RankProgram::send_stream(int peer) const {
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i].kind == StreamKind::Send && streams[i].peer == peer) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int RankProgram::recv_stream(int peer) const {
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i].kind == StreamKind::Recv && streams[i].peer == peer) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool RankProgram::resident(int node) const {
+  for (const Instr& in : instrs) {
+    if (in.kind == InstrKind::Alloc && in.node == node) return true;
+  }
+  return false;
+}
+
+int64_t RankProgram::bytes_allocated() const {
+  int64_t b = 0;
+  for (const Instr& in : instrs) {
+    if (in.kind == InstrKind::Alloc) b += in.bytes;
+  }
+  return b;
+}
+
+static int64_t tensor_bytes(const Graph& g, int v) {
+  return g.nodes[v].shape.numel() * static_cast<int64_t>(dtype_size(g.dtype));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The one walk over a rank's part of a schedule. Sender and receiver both derive the send order
+// from it, which is what keeps NCCL's in-order matching right.
+
+namespace {
+
+struct StageRef {
+  int block, stage;
+  const Stage* st;
+};
+
+std::vector<StageRef> rank_stages(const Schedule& s, int rank) {
+  std::vector<StageRef> out;
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    if (rank >= static_cast<int>(s.blocks[b].size())) continue;
+    const auto& stages = s.blocks[b][rank];
+    for (size_t i = 0; i < stages.size(); ++i) out.push_back({int(b), int(i), &stages[i]});
+  }
+  return out;
+}
+
+// Destinations of each node's transfers, in the schedule's transfer-list order.
+std::vector<std::vector<int>> destinations(const Graph& g, const Schedule& s) {
+  std::vector<std::vector<int>> dst(g.nodes.size());
+  for (const Transfer& t : s.transfers) dst[t.node].push_back(t.dst);
+  return dst;
+}
+
+// Tensors rank `src` sends, in issue order: (node, dst) pairs.
+std::vector<std::pair<int, int>> sends_of(const Graph& g, const Schedule& s, int src,
+                                          const std::vector<std::vector<int>>& dst) {
+  std::vector<std::pair<int, int>> out;
+  if (src == 0) {
+    for (int d : dst[g.input()]) out.push_back({g.input(), d});
+  }
+  for (const StageRef& sr : rank_stages(s, src)) {
+    for (const Group& gr : sr.st->groups) {
+      for (int v : gr.nodes) {
+        for (int d : dst[v]) out.push_back({v, d});
+      }
+    }
+  }
+  return out;
+}
+
+void check_lowerable(const Graph& g, const Schedule& s, int rank) {
+  int n = s.meta.num_gpus;
+  HIOS_CHECK(rank >= 0 && rank < n, "rank %d is out of range: schedule '%s' uses %d GPU(s)", rank,
+             s.meta.algorithm.c_str(), n);
+  require_valid_schedule(g, s);
+}
+
+}  // namespace
+
+std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst) {
+  std::vector<int> order;
+  for (const auto& [node, d] : sends_of(g, s, src, destinations(g, s))) {
+    if (d == dst) order.push_back(node);
+  }
+  return order;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lowering.
+
+namespace {
+
+class Lowerer {
+ public:
+  Lowerer(const Graph& g, const Schedule& s, int rank) : g_(g), s_(s), rank_(rank) {}
+
+  RankProgram run() {
+    gpu_ = s_.gpu_of(g_);
+    dst_ = destinations(g_, s_);
+    stages_ = rank_stages(s_, rank_);
+    p_.rank = rank_;
+    p_.num_ranks = s_.meta.num_gpus;
+    p_.graph_name = g_.name;
+    p_.graph_digest = graph_digest(g_);
+    p_.algorithm = s_.meta.algorithm;
+    p_.output = g_.output();
+
+    make_streams();
+    make_allocs();
+    fork();
+    if (rank_ == 0) emit_sends(g_.input(), -1, -1, -1);
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      if (i > 0) barrier(stages_[i - 1], stages_[i]);
+      emit_stage(stages_[i]);
+    }
+    if (rank_ == 0 && gpu_[p_.output] != 0) {
+      // The output gather: posted like any other receive, then joined into stream 0 below.
+      receive_up_to(p_.output, -1, -1);
+    }
+    for (const auto& [peer, order] : recv_order_) {
+      HIOS_CHECK(next_recv_[peer] == order.size(),
+                 "internal error: rank %d leaves %zu receive(s) from rank %d unposted", rank_,
+                 order.size() - next_recv_[peer], peer);
+    }
+    join();
+    if (rank_ == 0) push({InstrKind::Gather, p_.output, 0});
+    p_.num_events = next_event_;
+    return std::move(p_);
+  }
+
+ private:
+  void push(Instr in) { p_.instrs.push_back(in); }
+  int new_event() { return next_event_++; }
+
+  void make_streams() {
+    int compute = 1;
+    for (const StageRef& sr : stages_) compute = std::max(compute, static_cast<int>(sr.st->groups.size()));
+    p_.num_compute_streams = compute;
+    for (int i = 0; i < compute; ++i) p_.streams.push_back({StreamKind::Compute, -1});
+    std::set<int> to, from;
+    for (const Transfer& t : s_.transfers) {
+      if (t.src == rank_) to.insert(t.dst);
+      if (t.dst == rank_) from.insert(t.src);
+    }
+    for (int d : to) p_.streams.push_back({StreamKind::Send, d});
+    for (int src : from) {
+      p_.streams.push_back({StreamKind::Recv, src});
+      // What this rank receives from src, in src's send order.
+      recv_order_[src] = send_order(g_, s_, src, rank_);
+      next_recv_[src] = 0;
+    }
+  }
+
+  void make_allocs() {
+    std::set<int> resident;
+    if (rank_ == 0) resident.insert(g_.input());
+    for (const StageRef& sr : stages_) {
+      for (const Group& gr : sr.st->groups) {
+        for (int v : gr.nodes) resident.insert(v);
+      }
+    }
+    for (const auto& [peer, order] : recv_order_) resident.insert(order.begin(), order.end());
+    for (int v : resident) {
+      Instr in{InstrKind::Alloc, v};
+      in.bytes = tensor_bytes(g_, v);
+      push(in);
+    }
+  }
+
+  // Every stream starts after stream 0 (the capture origin).
+  void fork() {
+    if (p_.streams.size() <= 1) return;
+    int e = new_event();
+    push({InstrKind::Record, -1, 0, e});
+    for (size_t k = 1; k < p_.streams.size(); ++k) push({InstrKind::Wait, -1, int(k), e});
+  }
+
+  // Every stream ends before stream 0 does.
+  void join() {
+    for (size_t k = 1; k < p_.streams.size(); ++k) {
+      int e = new_event();
+      push({InstrKind::Record, -1, int(k), e});
+      push({InstrKind::Wait, -1, 0, e});
+    }
+  }
+
+  // Stage barrier: each stream of the previous stage records; each stream of the next stage
+  // waits on every event but its own stream's (stream order already covers that one).
+  void barrier(const StageRef& prev, const StageRef& next) {
+    std::vector<int> events;
+    const size_t next_groups = next.st->groups.size();
+    for (size_t k = 0; k < prev.st->groups.size(); ++k) {
+      // Only streams another stream of the next stage must wait for record an event.
+      bool needed = next_groups > 1 || (next_groups == 1 && k != 0);
+      if (!needed) {
+        events.push_back(-1);
+        continue;
+      }
+      int e = new_event();
+      Instr in{InstrKind::Record, -1, int(k), e};
+      in.block = prev.block;
+      in.stage = prev.stage;
+      push(in);
+      events.push_back(e);
+    }
+    for (size_t j = 0; j < next.st->groups.size(); ++j) {
+      for (size_t k = 0; k < events.size(); ++k) {
+        if (k == j || events[k] < 0) continue;
+        Instr in{InstrKind::Wait, -1, int(j), events[k]};
+        in.block = next.block;
+        in.stage = next.stage;
+        push(in);
+      }
+    }
+    // What any stream of the previous stage waited for is now visible to every stream.
+    for (const auto& [stream, tensors] : waited_) covered_.insert(tensors.begin(), tensors.end());
+    waited_.clear();
+  }
+
+  // Posts the pending receives from y's producer up to and including y.
+  void receive_up_to(int y, int block, int stage) {
+    int peer = gpu_[y];
+    auto it = recv_order_.find(peer);
+    HIOS_CHECK(it != recv_order_.end(), "internal error: rank %d needs '%s' from rank %d, which sends nothing here",
+               rank_, g_.nodes[y].name.c_str(), peer);
+    const std::vector<int>& order = it->second;
+    size_t& next = next_recv_[peer];
+    if (ready_event_.count(y)) return;
+    int stream = p_.recv_stream(peer);
+    while (next < order.size()) {
+      int t = order[next++];
+      Instr r{InstrKind::Recv, t, stream};
+      r.peer = peer;
+      r.bytes = tensor_bytes(g_, t);
+      r.block = block;
+      r.stage = stage;
+      push(r);
+      int e = new_event();
+      Instr rec{InstrKind::Record, -1, stream, e};
+      rec.block = block;
+      rec.stage = stage;
+      push(rec);
+      ready_event_[t] = e;
+      if (t == y) return;
+    }
+    throw_error("internal error: rank %d needs '%s' from rank %d, which never sends it", rank_,
+                g_.nodes[y].name.c_str(), peer);
+  }
+
+  void emit_sends(int v, int stream, int block, int stage) {
+    if (dst_[v].empty()) return;
+    int e = -1;
+    if (stream >= 0) {
+      e = new_event();
+      Instr rec{InstrKind::Record, -1, stream, e};
+      rec.block = block;
+      rec.stage = stage;
+      push(rec);
+    }
+    for (int d : dst_[v]) {
+      int ss = p_.send_stream(d);
+      if (e >= 0) {
+        Instr w{InstrKind::Wait, -1, ss, e};
+        w.block = block;
+        w.stage = stage;
+        push(w);
+      }
+      Instr snd{InstrKind::Send, v, ss};
+      snd.peer = d;
+      snd.bytes = tensor_bytes(g_, v);
+      snd.block = block;
+      snd.stage = stage;
+      push(snd);
+    }
+  }
+
+  void emit_stage(const StageRef& sr) {
+    for (size_t j = 0; j < sr.st->groups.size(); ++j) {
+      int stream = static_cast<int>(j);
+      for (int v : sr.st->groups[j].nodes) {
+        for (int u : g_.predecessors(v)) {
+          if (gpu_[u] == rank_) continue;
+          receive_up_to(u, sr.block, sr.stage);
+          if (covered_.count(u) || waited_[stream].count(u)) continue;
+          Instr w{InstrKind::Wait, -1, stream, ready_event_.at(u)};
+          w.block = sr.block;
+          w.stage = sr.stage;
+          push(w);
+          waited_[stream].insert(u);
+        }
+        Instr l{InstrKind::Launch, v, stream};
+        l.block = sr.block;
+        l.stage = sr.stage;
+        push(l);
+        p_.launched.push_back(v);
+        emit_sends(v, stream, sr.block, sr.stage);
+      }
+    }
+  }
+
+  const Graph& g_;
+  const Schedule& s_;
+  int rank_;
+  RankProgram p_;
+  std::vector<int> gpu_;
+  std::vector<std::vector<int>> dst_;
+  std::vector<StageRef> stages_;
+  int next_event_ = 0;
+  std::map<int, std::vector<int>> recv_order_;  // peer -> tensors in its send order
+  std::map<int, size_t> next_recv_;             // peer -> first unposted index
+  std::map<int, int> ready_event_;              // received tensor -> event recorded after its Recv
+  std::set<int> covered_;                       // received tensors every compute stream has seen
+  std::map<int, std::set<int>> waited_;         // this stage: stream -> received tensors waited on
+};
+
+}  // namespace
+
+RankProgram lower(const Graph& g, const Schedule& s, int rank) {
+  check_lowerable(g, s, rank);
+  return Lowerer(g, s, rank).run();
+}
+
+std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s) {
+  check_lowerable(g, s, 0);
+  std::vector<RankProgram> out;
+  for (int r = 0; r < s.meta.num_gpus; ++r) out.push_back(Lowerer(g, s, r).run());
+  return out;
+}
+
+Schedule sequential_schedule(const Graph& g) {
+  Schedule s = make_schedule_skeleton(g, 1);
+  s.meta.algorithm = "sequential";
+  s.meta.max_streams = 1;
+  for (size_t b = 0; b < g.blocks.size(); ++b) {
+    Stage st;
+    st.groups.push_back(Group{g.blocks[b].nodes});
+    s.blocks[b][0].push_back(std::move(st));
+  }
+  s.derive_transfers(g);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Listing.
+
+static std::string stream_label(const RankProgram& p, int k) {
+  if (k < 0 || k >= static_cast<int>(p.streams.size())) return strprintf("s%d(?)", k);
+  return strprintf("s%d", k);
+}
+
+static std::string stream_desc(const StreamDesc& d) {
+  switch (d.kind) {
+    case StreamKind::Compute: return "compute";
+    case StreamKind::Send: return strprintf("send->r%d", d.peer);
+    case StreamKind::Recv: return strprintf("recv<-r%d", d.peer);
+  }
+  return "?";
+}
+
+std::string program_to_text(const Graph& g, const RankProgram& p) {
+  auto name = [&](int v) { return v >= 0 && v < g.size() ? g.nodes[v].name : strprintf("#%d", v); };
+  std::string out;
+  out += strprintf("# hios rank program: graph %s (%s), schedule %s, rank %d of %d\n", p.graph_name.c_str(),
+                   p.graph_digest.c_str(), p.algorithm.c_str(), p.rank, p.num_ranks);
+  out += "# streams:";
+  for (size_t k = 0; k < p.streams.size(); ++k) out += strprintf(" s%zu=%s", k, stream_desc(p.streams[k]).c_str());
+  out += "\n";
+  int allocs = 0;
+  for (const Instr& in : p.instrs) allocs += in.kind == InstrKind::Alloc;
+  out += strprintf("# %d tensors (%.3f MB), %zu launches, %d events, %zu instructions\n", allocs,
+                   double(p.bytes_allocated()) / 1e6, p.launched.size(), p.num_events, p.instrs.size());
+  for (const Instr& in : p.instrs) {
+    std::string line = strprintf("%-7s", instr_kind_name(in.kind));
+    switch (in.kind) {
+      case InstrKind::Alloc:
+        line += strprintf(" %s %s %lld B", name(in.node).c_str(), g.nodes[in.node].shape.str().c_str(),
+                          (long long)in.bytes);
+        break;
+      case InstrKind::Launch:
+        line += strprintf(" %s %s", name(in.node).c_str(), stream_label(p, in.stream).c_str());
+        break;
+      case InstrKind::Record:
+      case InstrKind::Wait:
+        line += strprintf(" e%d %s", in.event, stream_label(p, in.stream).c_str());
+        break;
+      case InstrKind::Send:
+        line += strprintf(" %s -> r%d %s %lld B", name(in.node).c_str(), in.peer, stream_label(p, in.stream).c_str(),
+                          (long long)in.bytes);
+        break;
+      case InstrKind::Recv:
+        line += strprintf(" %s <- r%d %s %lld B", name(in.node).c_str(), in.peer, stream_label(p, in.stream).c_str(),
+                          (long long)in.bytes);
+        break;
+      case InstrKind::Gather:
+        line += strprintf(" %s %s", name(in.node).c_str(), stream_label(p, in.stream).c_str());
+        break;
+    }
+    if (in.block >= 0) line += strprintf("  [block %d stage %d]", in.block, in.stage);
+    out += line + "\n";
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks.
+
+std::vector<std::string> check_programs(const Graph& g, const std::vector<RankProgram>& programs) {
+  std::vector<std::string> errs;
+  int n = static_cast<int>(programs.size());
+  std::vector<int> launches(g.nodes.size(), 0);
+  // (src, dst) -> sizes and tensors in order
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int64_t>>> sends, recvs;
+  for (int r = 0; r < n; ++r) {
+    const RankProgram& p = programs[r];
+    if (p.rank != r) errs.push_back(strprintf("rank mismatch: program %d says it is rank %d", r, p.rank));
+    std::set<int> resident, ready, recorded;
+    if (r == 0) ready.insert(g.input());
+    int nstreams = static_cast<int>(p.streams.size());
+    bool seen_pass = false;
+    for (size_t i = 0; i < p.instrs.size(); ++i) {
+      const Instr& in = p.instrs[i];
+      std::string at = strprintf("rank %d instruction %zu (%s)", r, i, instr_kind_name(in.kind));
+      if (in.kind == InstrKind::Alloc) {
+        if (seen_pass) errs.push_back(at + ": alloc after the pass started");
+        if (!resident.insert(in.node).second) errs.push_back(at + ": tensor allocated twice");
+        continue;
+      }
+      seen_pass = true;
+      if (in.stream < 0 || in.stream >= nstreams) {
+        errs.push_back(at + strprintf(": stream %d out of range", in.stream));
+        continue;
+      }
+      const StreamDesc& sd = p.streams[in.stream];
+      switch (in.kind) {
+        case InstrKind::Launch: {
+          const std::string& nm = g.nodes[in.node].name;
+          if (sd.kind != StreamKind::Compute) errs.push_back(at + ": '" + nm + "' launched on a comm stream");
+          if (!resident.count(in.node)) errs.push_back(at + ": '" + nm + "' launched without an alloc");
+          for (int u : g.predecessors(in.node)) {
+            if (!ready.count(u)) {
+              errs.push_back(at + ": '" + nm + "' launched before its input '" + g.nodes[u].name + "' is on rank " +
+                             std::to_string(r));
+            }
+          }
+          ++launches[in.node];
+          ready.insert(in.node);
+          break;
+        }
+        case InstrKind::Record:
+          if (in.event < 0 || in.event >= p.num_events) errs.push_back(at + ": event out of range");
+          if (!recorded.insert(in.event).second) errs.push_back(at + strprintf(": event e%d recorded twice", in.event));
+          break;
+        case InstrKind::Wait:
+          if (!recorded.count(in.event)) errs.push_back(at + strprintf(": waits on e%d before it is recorded", in.event));
+          break;
+        case InstrKind::Send:
+          if (sd.kind != StreamKind::Send || sd.peer != in.peer) errs.push_back(at + ": not on the send stream for its peer");
+          if (!ready.count(in.node)) errs.push_back(at + ": sends '" + g.nodes[in.node].name + "' before it exists");
+          sends[{r, in.peer}].push_back({in.node, in.bytes});
+          break;
+        case InstrKind::Recv:
+          if (sd.kind != StreamKind::Recv || sd.peer != in.peer) errs.push_back(at + ": not on the recv stream for its peer");
+          if (!resident.count(in.node)) errs.push_back(at + ": receives into '" + g.nodes[in.node].name + "' without an alloc");
+          recvs[{in.peer, r}].push_back({in.node, in.bytes});
+          ready.insert(in.node);
+          break;
+        case InstrKind::Gather:
+          if (r != 0) errs.push_back(at + ": gather on a rank other than 0");
+          if (in.node != g.output()) errs.push_back(at + ": gathers a node that is not the graph output");
+          if (!ready.count(in.node)) errs.push_back(at + ": gathers the output before it is on rank 0");
+          if (i + 1 != p.instrs.size()) errs.push_back(at + ": gather is not the last instruction");
+          break;
+        case InstrKind::Alloc: break;
+      }
+    }
+    if (r == 0) {
+      bool gathered = !p.instrs.empty() && p.instrs.back().kind == InstrKind::Gather;
+      if (!gathered) errs.push_back("rank 0 does not end with the gather of the output");
+    }
+  }
+  for (int v = 1; v < g.size(); ++v) {
+    if (launches[v] != 1) {
+      errs.push_back(strprintf("node '%s' launched %d times across ranks", g.nodes[v].name.c_str(), launches[v]));
+    }
+  }
+  std::set<std::pair<int, int>> pairs;
+  for (const auto& [k, v] : sends) pairs.insert(k);
+  for (const auto& [k, v] : recvs) pairs.insert(k);
+  for (const auto& pr : pairs) {
+    const auto& s = sends[pr];
+    const auto& rv = recvs[pr];
+    if (s != rv) {
+      size_t i = 0;
+      while (i < s.size() && i < rv.size() && s[i] == rv[i]) ++i;
+      errs.push_back(strprintf("rank %d -> rank %d: %zu send(s) but %zu recv(s), first difference at message %zu",
+                               pr.first, pr.second, s.size(), rv.size(), i));
+    }
+  }
+  return errs;
+}
+
+}  // namespace hios::exec

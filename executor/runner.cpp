@@ -1,0 +1,572 @@
+#include "executor/runner.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "executor/backend.hpp"
+#include "executor/program.hpp"
+#include "executor/registry.hpp"
+#include "executor/transport.hpp"
+#include "executor/weights.hpp"
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+
+namespace hios::exec {
+
+Diff compare(const std::vector<float>& got, const std::vector<float>& ref) {
+  HIOS_CHECK(got.size() == ref.size(), "cannot compare %zu values with a reference of %zu", got.size(), ref.size());
+  Diff d;
+  d.count = static_cast<int64_t>(got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    double r = ref[i], a = got[i];
+    double e = std::fabs(a - r);
+    // A NaN or infinity where the reference has a number is the worst possible error.
+    if (!std::isfinite(e) && !(std::isnan(a) && std::isnan(r))) e = std::numeric_limits<double>::infinity();
+    if (std::isnan(e)) e = 0;
+    d.max_abs = std::max(d.max_abs, e);
+    if (std::isfinite(r)) d.ref_max = std::max(d.ref_max, std::fabs(r));
+  }
+  if (d.max_abs == 0) {
+    d.max_rel = 0;
+  } else {
+    d.max_rel = d.ref_max > 0 ? d.max_abs / d.ref_max : std::numeric_limits<double>::infinity();
+  }
+  return d;
+}
+
+double tolerance(const std::string& math) {
+  // On max|a - r| / max|r| against a double-accumulating reference. fp32 kernels (including
+  // cuDNN's Winograd and FFT algorithms) stay near 1e-5 through a hundred layers; 1e-3 leaves
+  // room without hiding a wrong tensor, which shows up as an error of order 1. TF32 rounds
+  // conv operands to 10 mantissa bits (unit roundoff ~4.9e-4), which compounds to ~1e-2.
+  if (math == "fp32") return 1e-3;
+  if (math == "tf32") return 2e-2;
+  throw_error("unknown math mode '%s' (expected fp32 or tf32)", math.c_str());
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------------------------
+// Failure injection (testing only) and the timeout watchdog.
+
+struct Injection {
+  int rank = -1;
+  std::string phase;
+  bool at(int r, const char* p) const { return rank == r && phase == p; }
+};
+
+Injection parse_injection(const std::string& opt) {
+  std::string spec = opt;
+  if (spec.empty()) {
+    const char* env = std::getenv("HIOS_INJECT_FAILURE");
+    if (env) spec = env;
+  }
+  Injection inj;
+  if (spec.empty()) return inj;
+  size_t colon = spec.find(':');
+  char* end = nullptr;
+  long r = std::strtol(spec.c_str(), &end, 10);
+  HIOS_CHECK(colon != std::string::npos && end == spec.c_str() + colon && r >= 0,
+             "failure injection '%s': expected RANK:PHASE, e.g. 1:run", spec.c_str());
+  inj.rank = static_cast<int>(r);
+  inj.phase = spec.substr(colon + 1);
+  static const char* phases[] = {"prepare", "warmup", "run", "verify", "hang"};
+  bool known = std::find(std::begin(phases), std::end(phases), inj.phase) != std::end(phases);
+  HIOS_CHECK(known, "failure injection '%s': unknown phase '%s' (expected prepare, warmup, run, verify or hang)",
+             spec.c_str(), inj.phase.c_str());
+  return inj;
+}
+
+[[noreturn]] void injected(const char* phase) {
+  throw_error("injected failure during %s (HIOS_INJECT_FAILURE / --inject-failure)", phase);
+}
+
+// Ends the whole job when the run takes longer than --timeout: a rank stuck in a receive or a
+// barrier cannot notice that a peer is gone, so a separate thread aborts through MPI.
+class Watchdog {
+ public:
+  Watchdog(double seconds, Comm& comm, const std::atomic<const char*>& phase) : comm_(comm), phase_(phase) {
+    if (seconds <= 0) return;
+    thread_ = std::thread([this, seconds] {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+      if (cv_.wait_until(lock, deadline, [this] { return done_; })) return;
+      std::fprintf(stderr, "hios: error: %s: timed out after %g s (--timeout) during %s; aborting the job\n",
+                   comm_.where().c_str(), seconds, phase_.load());
+      std::fflush(stderr);
+      comm_.abort(2);
+    });
+  }
+  ~Watchdog() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  Comm& comm_;
+  const std::atomic<const char*>& phase_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The host loop.
+
+// Issues one pass: each instruction becomes one backend or transport call. `fail_after_launch`
+// (failure injection) throws right after the first launch, in the middle of a pass.
+void issue(const RankProgram& p, Backend& b, Transport* t, bool fail_after_launch = false) {
+  for (const Instr& in : p.instrs) {
+    switch (in.kind) {
+      case InstrKind::Alloc: break;  // done once, in prepare
+      case InstrKind::Launch:
+        b.launch(in.node, in.stream);
+        if (fail_after_launch) injected("a timed pass");
+        break;
+      case InstrKind::Record: b.record(in.event, in.stream); break;
+      case InstrKind::Wait: b.wait(in.event, in.stream); break;
+      case InstrKind::Send:
+        HIOS_CHECK(t != nullptr, "internal error: a send in a one-rank program");
+        t->send(in.node, in.peer, in.stream);
+        break;
+      case InstrKind::Recv:
+        HIOS_CHECK(t != nullptr, "internal error: a receive in a one-rank program");
+        t->recv(in.node, in.peer, in.stream);
+        break;
+      case InstrKind::Gather: break;  // output-ready: the host synchronises after the pass
+    }
+  }
+}
+
+struct Runner {
+  const Graph& g;
+  const RankProgram& p;
+  Backend& b;
+  Transport* t;
+  bool captured = false;
+
+  void pass(bool fail_midway = false) {
+    if (captured) {
+      if (fail_midway) injected("a timed pass");
+      b.replay();
+    } else {
+      issue(p, b, t, fail_midway);
+    }
+    if (t) t->end_pass();
+    b.synchronize();
+  }
+};
+
+// A one-rank sequential run of the whole graph on a fresh backend: the reference.
+std::unique_ptr<Backend> run_sequential(const Graph& g, const std::string& backend, const BackendConfig& cfg,
+                                        const std::vector<float>& input) {
+  Schedule seq = sequential_schedule(g);
+  RankProgram sp = lower(g, seq, 0);
+  std::unique_ptr<Backend> b = make_backend(backend, cfg);
+  b->prepare(g, sp);
+  b->set_input(input);
+  issue(sp, *b, nullptr);
+  b->synchronize();
+  return b;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+json diff_json(const Diff& d) {
+  json j;
+  j["max_abs"] = d.max_abs;
+  j["max_rel"] = d.max_rel;
+  j["ref_max"] = d.ref_max;
+  j["count"] = d.count;
+  j["where"] = d.where;
+  return j;
+}
+
+Diff diff_from_json(const json& j) {
+  Diff d;
+  d.max_abs = j.at("max_abs").get<double>();
+  d.max_rel = j.at("max_rel").get<double>();
+  d.ref_max = j.at("ref_max").get<double>();
+  d.count = j.at("count").get<int64_t>();
+  d.where = j.at("where").get<std::string>();
+  return d;
+}
+
+// JSON cannot hold infinity; an infinite error is written as a huge number instead.
+double finite(double v) { return std::isfinite(v) ? v : std::numeric_limits<double>::max(); }
+
+// Worst of a over b by relative error (ties by absolute error); counts add up.
+Diff worst(const Diff& a, const Diff& b) {
+  Diff w = (b.max_rel > a.max_rel || (b.max_rel == a.max_rel && b.max_abs > a.max_abs)) ? b : a;
+  w.count = a.count + b.count;
+  w.ref_max = std::max(a.ref_max, b.ref_max);
+  return w;
+}
+
+// Compares every node this rank launched with the same node of a reference backend.
+Diff compare_nodes(const Graph& g, const RankProgram& p, Backend& got, Backend& ref) {
+  Diff total;
+  for (int v : p.launched) {
+    Diff d = compare(got.read_tensor(v), ref.read_tensor(v));
+    d.where = g.nodes[v].name;
+    total = worst(total, d);
+  }
+  return total;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt, Comm& comm) {
+  std::atomic<const char*> phase{"setup"};
+  Watchdog watchdog(opt.timeout_s, comm, phase);
+  const int rank = comm.rank();
+  Injection inj = parse_injection(opt.inject_failure);
+  HIOS_CHECK(inj.rank < comm.size(), "failure injection names rank %d, but the job has %d rank(s)", inj.rank,
+             comm.size());
+  HIOS_CHECK(opt.warmup >= 0 && opt.number >= 1 && opt.repeat >= 1,
+             "need --warmup >= 0, --number >= 1 and --repeat >= 1 (got %d, %d, %d)", opt.warmup, opt.number,
+             opt.repeat);
+  HIOS_CHECK(comm.size() == s.meta.num_gpus,
+             "schedule '%s' is for %d GPU(s) but the job has %d rank(s); start it with mpirun -np %d",
+             s.meta.algorithm.c_str(), s.meta.num_gpus, comm.size(), s.meta.num_gpus);
+  HIOS_CHECK(opt.cuda_graph == "on" || opt.cuda_graph == "off" || opt.cuda_graph == "auto",
+             "--cuda-graph must be on, off or auto (got '%s')", opt.cuda_graph.c_str());
+
+  const BackendEntry& be = find_backend(opt.backend);
+  BackendConfig cfg;
+  cfg.math = opt.math.empty() ? be.default_math : opt.math;
+  tolerance(cfg.math);  // rejects unknown modes before anything is built
+  cfg.seed = opt.seed;
+  cfg.threads = opt.threads;
+  cfg.memory_limit = opt.memory_limit;
+  if (be.device_count) {
+    int visible = be.device_count();
+    int local = comm.local_rank();
+    if (opt.devices.empty()) {
+      HIOS_CHECK(local < visible,
+                 "%d rank(s) on host %s but only %d GPU(s) visible: rank %d (local rank %d) has no GPU; use fewer "
+                 "ranks per host or --devices",
+                 comm.local_size(), comm.hostname().c_str(), visible, rank, local);
+      cfg.device = local;
+    } else {
+      HIOS_CHECK(local < static_cast<int>(opt.devices.size()),
+                 "--devices lists %zu device(s) but host %s runs %d rank(s); local rank %d has none",
+                 opt.devices.size(), comm.hostname().c_str(), comm.local_size(), local);
+      cfg.device = opt.devices[static_cast<size_t>(local)];
+      HIOS_CHECK(cfg.device >= 0 && cfg.device < visible, "--devices names GPU %d but host %s has %d visible",
+                 cfg.device, comm.hostname().c_str(), visible);
+    }
+  } else {
+    HIOS_CHECK(opt.devices.empty(), "--devices applies to GPU backends; the %s backend has no devices",
+               opt.backend.c_str());
+  }
+
+  phase = "lowering";
+  RankProgram prog = lower(g, s, rank);
+
+  phase = "prepare";
+  if (inj.at(rank, "prepare")) injected("prepare");
+  std::unique_ptr<Backend> backend = make_backend(opt.backend, cfg);
+  backend->prepare(g, prog);
+  std::unique_ptr<Transport> transport;
+  std::string transport_name = opt.transport.empty() ? be.default_transport : opt.transport;
+  if (comm.size() > 1) {
+    transport = make_transport(transport_name, comm, *backend);
+    transport->prepare(g, prog);
+  } else {
+    find_transport(transport_name);  // still reject a misspelt name in a one-rank run
+  }
+
+  const bool can_capture = backend->can_capture() && (!transport || transport->capturable());
+  if (opt.cuda_graph == "on") {
+    HIOS_CHECK(backend->can_capture(), "--cuda-graph on: the %s backend cannot capture a pass",
+               backend->name().c_str());
+    HIOS_CHECK(!transport || transport->capturable(),
+               "--cuda-graph on: the %s transport cannot be captured (host-side MPI calls); use --transport nccl "
+               "or --cuda-graph off",
+               transport->name().c_str());
+  }
+  const bool use_graph = opt.cuda_graph == "on" || (opt.cuda_graph == "auto" && can_capture);
+
+  std::vector<float> input;
+  if (rank == 0 || opt.verify_nodes) input = make_input(g, opt.seed);
+  if (rank == 0) backend->set_input(input);
+
+  Runner run{g, prog, *backend, transport.get()};
+  phase = "warm-up";
+  if (inj.at(rank, "warmup")) injected("warm-up");
+  // The first pass is never captured: GPU libraries pick algorithms and allocate workspaces
+  // on first use, which must not land inside a graph.
+  for (int i = 0; i < opt.warmup; ++i) {
+    comm.barrier();
+    if (i == 1 && use_graph) {
+      backend->begin_capture();
+      issue(prog, *backend, transport.get());
+      backend->end_capture();
+      run.captured = true;
+    }
+    run.pass();
+  }
+  if (use_graph && !run.captured) {
+    backend->begin_capture();
+    issue(prog, *backend, transport.get());
+    backend->end_capture();
+    run.captured = true;
+  }
+
+  phase = "timed runs";
+  if (inj.at(rank, "hang")) {
+    // Testing the watchdog: this rank never reaches the barrier the others wait at.
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  RunReport rep;
+  std::vector<double> run_ms;  // every timed pass, rank 0
+  for (int r = 0; r < opt.repeat; ++r) {
+    double total = 0;
+    for (int i = 0; i < opt.number; ++i) {
+      comm.barrier();
+      auto t0 = Clock::now();
+      run.pass(inj.at(rank, "run") && r == 0 && i == 0);
+      double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      total += ms;
+      run_ms.push_back(ms);
+    }
+    rep.repeats_ms.push_back(total / opt.number);
+  }
+
+  // ---- verification
+  phase = "verification";
+  if (inj.at(rank, "verify")) injected("verification");
+  const bool verify = opt.verify || opt.verify_nodes;
+  const bool cpu_is_backend = opt.backend == "cpu";
+  if (verify) {
+    comm.barrier();
+    struct Ref {
+      std::string label, backend;
+      BackendConfig cfg;
+      double tol;
+    };
+    std::vector<Ref> refs;
+    refs.push_back({"sequential " + opt.backend + " run", opt.backend, cfg, cpu_is_backend ? 0.0 : tolerance(cfg.math)});
+    if (!cpu_is_backend) {
+      BackendConfig ccfg;
+      ccfg.seed = opt.seed;
+      ccfg.threads = opt.threads;
+      refs.push_back({"cpu reference", "cpu", ccfg, tolerance(cfg.math)});
+    }
+    for (const Ref& ref : refs) {
+      VerifyResult vr;
+      vr.against = ref.label;
+      vr.tolerance = ref.tol;
+      std::unique_ptr<Backend> rb;
+      if (rank == 0 || opt.verify_nodes) rb = run_sequential(g, ref.backend, ref.cfg, input);
+      if (rank == 0) {
+        vr.diff = compare(backend->read_tensor(g.output()), rb->read_tensor(g.output()));
+        vr.diff.where = g.nodes[g.output()].name;
+      }
+      if (opt.verify_nodes) {
+        Diff mine = compare_nodes(g, prog, *backend, *rb);
+        json mj = diff_json(mine);
+        mj["max_abs"] = finite(mine.max_abs);
+        mj["max_rel"] = finite(mine.max_rel);
+        std::vector<std::string> all = comm.allgather(mj.dump());
+        Diff nodes;
+        for (const std::string& sj : all) nodes = worst(nodes, diff_from_json(json::parse(sj)));
+        if (rank == 0) {
+          VerifyResult nv;
+          nv.against = ref.label + ", every node";
+          nv.tolerance = ref.tol;
+          nv.diff = nodes;
+          nv.ok = nodes.max_rel <= ref.tol;
+          vr.ok = vr.diff.max_rel <= ref.tol;
+          rep.verify.push_back(vr);
+          rep.verify.push_back(nv);
+          continue;
+        }
+      }
+      vr.ok = vr.diff.max_rel <= ref.tol;
+      if (rank == 0) rep.verify.push_back(vr);
+    }
+  }
+
+  // ---- report
+  phase = "report";
+  RankInfo mine;
+  mine.rank = rank;
+  mine.host = comm.hostname();
+  mine.device = backend->device_name();
+  mine.device_index = cfg.device;
+  mine.launched = static_cast<int>(prog.launched.size());
+  for (const Instr& in : prog.instrs) {
+    mine.sends += in.kind == InstrKind::Send;
+    mine.recvs += in.kind == InstrKind::Recv;
+  }
+  mine.memory_mb = double(backend->peak_memory_bytes()) / 1e6;
+  json mj;
+  mj["rank"] = mine.rank;
+  mj["host"] = mine.host;
+  mj["device"] = mine.device;
+  mj["device_index"] = mine.device_index;
+  mj["launched"] = mine.launched;
+  mj["sends"] = mine.sends;
+  mj["recvs"] = mine.recvs;
+  mj["memory_mb"] = mine.memory_mb;
+  for (const std::string& sj : comm.allgather(mj.dump())) {
+    json j = json::parse(sj);
+    RankInfo ri;
+    ri.rank = j["rank"].get<int>();
+    ri.host = j["host"].get<std::string>();
+    ri.device = j["device"].get<std::string>();
+    ri.device_index = j["device_index"].get<int>();
+    ri.launched = j["launched"].get<int>();
+    ri.sends = j["sends"].get<int>();
+    ri.recvs = j["recvs"].get<int>();
+    ri.memory_mb = j["memory_mb"].get<double>();
+    rep.ranks.push_back(ri);
+  }
+
+  rep.graph_name = g.name;
+  rep.graph_digest = graph_digest(g);
+  rep.algorithm = s.meta.algorithm;
+  rep.batch = g.batch;
+  rep.height = g.height;
+  rep.width = g.width;
+  rep.num_ranks = comm.size();
+  rep.backend = backend->name();
+  rep.transport = transport ? transport->name() : transport_name + " (unused: one rank)";
+  rep.math = backend->math();
+  rep.cuda_graph = use_graph ? "on" : "off";
+  rep.versions = backend->versions();
+  if (transport && !transport->versions().empty() && transport->versions() != comm.library()) {
+    rep.versions += "; " + transport->versions();
+  }
+  rep.versions += "; MPI: " + comm.library();
+  rep.warmup = opt.warmup;
+  rep.number = opt.number;
+  rep.repeat = opt.repeat;
+  rep.predicted_ms = s.meta.predicted_ms;
+  const auto& v = rep.repeats_ms;
+  rep.mean_ms = 0;
+  for (double x : v) rep.mean_ms += x;
+  rep.mean_ms /= double(v.size());
+  rep.median_ms = median_of(v);
+  rep.min_ms = *std::min_element(v.begin(), v.end());
+  rep.max_ms = *std::max_element(v.begin(), v.end());
+  double ss = 0;
+  for (double x : v) ss += (x - rep.mean_ms) * (x - rep.mean_ms);
+  rep.std_ms = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : 0.0;
+  rep.runs_ms = run_ms;
+  rep.ok = true;
+  for (const VerifyResult& vr : rep.verify) rep.ok = rep.ok && vr.ok;
+  comm.barrier();
+  phase = "finished";
+  return rep;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports.
+
+static std::string check_cell(const RunReport& r) {
+  if (r.verify.empty()) return "-";
+  return r.ok ? "OK" : "FAIL";
+}
+
+std::string report_to_table(const RunReport& r) {
+  std::string out;
+  out += strprintf("# hios run: graph %s %lldx%lldx%lld (%s), schedule %s on %d GPU(s), predicted %.3f ms\n",
+                   r.graph_name.c_str(), (long long)r.batch, (long long)r.height, (long long)r.width,
+                   r.graph_digest.c_str(), r.algorithm.c_str(), r.num_ranks, r.predicted_ms);
+  out += strprintf("# backend %s (math %s), transport %s, cuda-graph %s, warmup %d, number %d, repeat %d\n",
+                   r.backend.c_str(), r.math.c_str(), r.transport.c_str(), r.cuda_graph.c_str(), r.warmup, r.number,
+                   r.repeat);
+  out += "# versions: " + r.versions + "\n";
+  for (const RankInfo& ri : r.ranks) {
+    std::string index = ri.device_index < 0 ? "-" : std::to_string(ri.device_index);
+    out += strprintf("#  Rank %2d  Host %-16s  Device %-2s %-30s  nodes %4d  sends %3d  recvs %3d  peak %9.2f MB\n",
+                     ri.rank, ri.host.c_str(), index.c_str(), ri.device.c_str(), ri.launched, ri.sends, ri.recvs,
+                     ri.memory_mb);
+  }
+  out += "#\n";
+  out += strprintf("# %8s %6s %12s %12s %12s %8s\n", "repeat", "runs", "time", "min", "max", "check");
+  out += strprintf("# %8s %6s %12s %12s %12s %8s\n", "", "", "(ms)", "(ms)", "(ms)", "");
+  for (size_t i = 0; i < r.repeats_ms.size(); ++i) {
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    for (int k = 0; k < r.number; ++k) {
+      size_t idx = i * static_cast<size_t>(r.number) + static_cast<size_t>(k);
+      if (idx < r.runs_ms.size()) {
+        lo = std::min(lo, r.runs_ms[idx]);
+        hi = std::max(hi, r.runs_ms[idx]);
+      }
+    }
+    out += strprintf("  %8zu %6d %12.4f %12.4f %12.4f %8s\n", i, r.number, r.repeats_ms[i], lo, hi,
+                     check_cell(r).c_str());
+  }
+  out += "#\n";
+  for (const VerifyResult& v : r.verify) {
+    out += strprintf("# verify vs %-34s max_abs %.3e  max_rel %.3e  (tolerance %.1e)  %s%s\n", v.against.c_str(),
+                     v.diff.max_abs, v.diff.max_rel, v.tolerance, v.ok ? "OK" : "FAIL",
+                     v.diff.where.empty() ? "" : ("  worst: " + v.diff.where).c_str());
+  }
+  out += strprintf("# latency (ms): mean %.4f  median %.4f  min %.4f  max %.4f  std %.4f  (predicted %.4f)\n",
+                   r.mean_ms, r.median_ms, r.min_ms, r.max_ms, r.std_ms, r.predicted_ms);
+  out += strprintf("# correctness: %s\n", r.verify.empty() ? "not checked (use --verify)" : (r.ok ? "OK" : "FAILED"));
+  return out;
+}
+
+json report_to_json(const RunReport& r) {
+  json j;
+  j["format"] = "hios-run";
+  j["version"] = 1;
+  j["graph"] = {{"name", r.graph_name}, {"digest", r.graph_digest}, {"batch", r.batch}, {"height", r.height},
+                {"width", r.width}};
+  j["schedule"] = {{"algorithm", r.algorithm}, {"gpus", r.num_ranks}, {"predicted_ms", r.predicted_ms}};
+  j["config"] = {{"backend", r.backend},   {"transport", r.transport}, {"math", r.math},
+                 {"cuda_graph", r.cuda_graph}, {"warmup", r.warmup},   {"number", r.number},
+                 {"repeat", r.repeat}};
+  j["versions"] = r.versions;
+  json ranks = json::array();
+  for (const RankInfo& ri : r.ranks) {
+    ranks.push_back({{"rank", ri.rank},         {"host", ri.host},   {"device", ri.device},
+                     {"device_index", ri.device_index}, {"nodes", ri.launched}, {"sends", ri.sends},
+                     {"recvs", ri.recvs},       {"peak_memory_mb", ri.memory_mb}});
+  }
+  j["ranks"] = ranks;
+  j["latency_ms"] = {{"mean", r.mean_ms}, {"median", r.median_ms}, {"min", r.min_ms},
+                     {"max", r.max_ms},   {"std", r.std_ms},       {"repeats", r.repeats_ms},
+                     {"runs", r.runs_ms}};
+  json ver = json::array();
+  for (const VerifyResult& v : r.verify) {
+    json d = diff_json(v.diff);
+    d["max_abs"] = finite(v.diff.max_abs);
+    d["max_rel"] = finite(v.diff.max_rel);
+    ver.push_back({{"against", v.against}, {"tolerance", v.tolerance}, {"ok", v.ok}, {"diff", d}});
+  }
+  j["verify"] = ver;
+  j["ok"] = r.ok;
+  return j;
+}
+
+}  // namespace hios::exec
