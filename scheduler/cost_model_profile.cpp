@@ -1,4 +1,5 @@
 // Node signatures, the profile database and the cost model that reads it.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <unordered_map>
@@ -8,12 +9,9 @@
 
 namespace hios {
 
-std::string node_signature(const Graph& g, int node) {
-  HIOS_CHECK(node >= 0 && node < g.size(), "node_signature: node #%d is not in graph '%s'", node, g.name.c_str());
-  const Node& nd = g.nodes[node];
-  json op;
-  write_op(nd.op, op);
-  std::string s = op.dump() + " in=[";
+// "[a+b, c]": the values summed in each term, terms in order.
+static std::string input_assembly(const Graph& g, const Node& nd) {
+  std::string s = "[";
   for (size_t t = 0; t < nd.inputs.size(); ++t) {
     if (t) s += ", ";
     for (size_t v = 0; v < nd.inputs[t].size(); ++v) {
@@ -21,8 +19,15 @@ std::string node_signature(const Graph& g, int node) {
       s += g.value_shape(nd.inputs[t][v]).str();
     }
   }
-  s += "] out=" + nd.shape.str() + " " + dtype_name(g.dtype);
-  return s;
+  return s + "]";
+}
+
+std::string node_signature(const Graph& g, int node) {
+  HIOS_CHECK(node >= 0 && node < g.size(), "node_signature: node #%d is not in graph '%s'", node, g.name.c_str());
+  const Node& nd = g.nodes[node];
+  json op;
+  write_op(nd.op, op);
+  return op.dump() + " in=" + input_assembly(g, nd) + " out=" + nd.shape.str() + " " + dtype_name(g.dtype);
 }
 
 json stage_key(const Graph& g, const Stage& stage) {
@@ -183,10 +188,8 @@ class ProfileCostModel : public CostModel {
     std::string key = node_signature(g, node);
     auto it = nodes_.find(key);
     if (it != nodes_.end()) return it->second;
-    std::string in;
-    for (int p : g.predecessors(node)) in += (in.empty() ? "" : " + ") + g.nodes[p].shape.str();
     throw_error("profile %s has no entry for node '%s' (%s, in %s, out %s, %s, device %s); missing key: %s",
-                name_.c_str(), nd.name.c_str(), describe_op(nd.op).c_str(), in.c_str(), nd.shape.str().c_str(),
+                name_.c_str(), nd.name.c_str(), describe_op(nd.op).c_str(), input_assembly(g, nd).c_str(), nd.shape.str().c_str(),
                 dtype_name(g.dtype), db_.device.c_str(), key.c_str());
   }
 

@@ -1,0 +1,151 @@
+// Node signatures, the profile database format, and the profile cost model: hits, misses with
+// a readable error, measured and fallback stages, links.
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "graph/error.hpp"
+#include "models/models.hpp"
+#include "scheduler/cost_model.hpp"
+#include "tests/catch.hpp"
+
+using namespace hios;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every demo kernel measured except the one of node `skip` (b1.out and b2.out share theirs);
+// times are distinct so a wrong lookup shows.
+ProfileDb demo_db(const Graph& g, const std::string& skip = "") {
+  std::string skip_key = skip.empty() ? "" : node_signature(g, g.find(skip));
+  ProfileDb db;
+  db.device = "h200";
+  db.meta = json{{"gpu", "test"}};
+  double ms = 0.01;
+  for (int v = 1; v < g.size(); ++v) {
+    std::string key = node_signature(g, v);
+    bool dup = false;
+    for (const ProfileEntry& e : db.entries) dup = dup || e.key == key;
+    if (dup || key == skip_key) continue;
+    db.entries.push_back({key, ms, 50, ms / 10, g.nodes[v].name});
+    ms += 0.01;
+  }
+  db.links.push_back({0, 1, 12.0, 300.0});
+  return db;
+}
+
+double entry_ms(const ProfileDb& db, const std::string& key) {
+  for (const ProfileEntry& e : db.entries) {
+    if (e.key == key) return e.ms;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("node signatures identify the kernel, not the node") {
+  Graph g = build_model("demo", ModelParams{});
+  std::string c1 = node_signature(g, g.find("b1.conv1"));
+  CHECK(c1 == node_signature(g, g.find("b1.conv2")));     // same op, same input: one entry serves both
+  CHECK(c1 != node_signature(g, g.find("b2.conv1")));     // reads 96 channels, not 375
+  CHECK(c1.find("b1.conv1") == std::string::npos);
+  CHECK(c1.rfind("{\"op\":\"conv\",", 0) == 0);
+  CHECK(c1.find(" in=[1x375x15x15] out=1x48x15x15 float32") != std::string::npos);
+  // The sum-then-concat assembly of b1.out is part of its key.
+  CHECK(node_signature(g, g.find("b1.out")).find("in=[1x48x15x15+1x48x15x15, 1x48x15x15]") != std::string::npos);
+  Graph g2 = build_model("demo", ModelParams{2, 0, 0});
+  CHECK(node_signature(g2, g2.find("b1.conv1")) != c1);  // batch is in the shapes
+
+  Stage a{{Group{{g.find("b1.conv1")}}, Group{{g.find("b1.conv3"), g.find("b1.out")}}}};
+  Stage b{{Group{{g.find("b1.conv3"), g.find("b1.out")}}, Group{{g.find("b1.conv2")}}}};
+  CHECK(stage_key(g, a) == stage_key(g, b));  // groups sorted; conv1 and conv2 share a key
+  Stage c{{Group{{g.find("b1.conv1"), g.find("b1.conv3")}}, Group{{g.find("b1.out")}}}};
+  CHECK(stage_key(g, a) != stage_key(g, c));
+}
+
+TEST_CASE("profile database: text round trip and strict reading") {
+  Graph g = build_model("demo", ModelParams{});
+  ProfileDb db = demo_db(g);
+  db.stages.push_back({stage_key(g, Stage{{Group{{g.find("b1.conv1")}}, Group{{g.find("b1.conv2")}}}}), 0.123, 20});
+  std::string text = profile_db_to_text(db);
+  CHECK(profile_db_to_text(profile_db_from_json(parse_json_text(text, "t"))) == text);
+
+  std::string file = std::string(HIOS_BINARY_DIR) + "/test_profile_roundtrip.json";
+  save_profile_db(db, file);
+  ProfileDb back = load_profile_db(file);
+  CHECK(back.entries.size() == db.entries.size());
+  CHECK(back.meta == db.meta);
+  auto cost = load_profile_cost_model(file);
+  CHECK(cost->name() == file);
+  CHECK(cost->device() == "h200");
+  CHECK(make_cost_model(file, "", "")->name() == file);
+  CHECK(error_of([&] { make_cost_model(file, "a100", ""); }).find("was measured on 'h200'") != std::string::npos);
+  std::remove(file.c_str());
+
+  json j = parse_json_text(text, "t");
+  SECTION("unknown key") {
+    j["entries"][0]["mean_ms"] = 1;
+    CHECK(error_of([&] { profile_db_from_json(j); }) == "$.entries[0].mean_ms: unknown key");
+  }
+  SECTION("duplicate key") {
+    j["entries"].push_back(j["entries"][0]);
+    CHECK(error_of([&] { profile_db_from_json(j); }).find("duplicate key (also entries[0])") != std::string::npos);
+  }
+  SECTION("negative time") {
+    j["entries"][1]["ms"] = -0.5;
+    CHECK(error_of([&] { profile_db_from_json(j); }).find("$.entries[1].ms: must be a non-negative number") == 0);
+  }
+  SECTION("malformed stage key") {
+    j["stages"][0]["key"] = json::array({"not a group"});
+    CHECK(error_of([&] { profile_db_from_json(j); }) == "$.stages[0].key[0]: expected an array, got string");
+  }
+}
+
+TEST_CASE("profile cost model: lookups, misses, stages and links") {
+  Graph g = build_model("demo", ModelParams{});
+  DevicePreset h200 = find_device_preset("h200");
+  ProfileDb db = demo_db(g, "b2.out");
+  const int conv1 = g.find("b1.conv1"), conv2 = g.find("b1.conv2"), conv3 = g.find("b1.conv3");
+  Stage pair{{Group{{conv1}}, Group{{conv3}}}};
+  db.stages.push_back({stage_key(g, pair), 0.0425, 10});
+  auto cost = make_profile_cost_model(db, "db.json", h200);
+
+  SECTION("hit") {
+    CHECK(cost->node_ms(g, conv1, 0) == Approx(entry_ms(db, node_signature(g, conv1))));
+    CHECK(cost->node_ms(g, conv2, 0) == cost->node_ms(g, conv1, 0));
+    CHECK(cost->node_ms(g, g.input(), 0) == 0);
+  }
+  SECTION("miss names the node, the op and the device") {
+    std::string e = error_of([&] { cost->node_ms(g, g.find("b2.out"), 0); });
+    CHECK(e.find("profile db.json has no entry for node 'b2.out' (identity, in [1x48x15x15+1x48x15x15, 1x48x15x15], "
+                 "out 1x96x15x15, float32, device h200); missing key: ") == 0);
+    CHECK(e.find(node_signature(g, g.find("b2.out"))) != std::string::npos);
+  }
+  SECTION("a measured stage is used as is, whatever the group order") {
+    CHECK(cost->stage_ms(g, pair, 0) == Approx(0.0425));
+    CHECK(cost->stage_ms(g, Stage{{Group{{conv3}}, Group{{conv2}}}}, 0) == Approx(0.0425));
+  }
+  SECTION("a stage not measured combines measured node times") {
+    int a = g.find("b2.conv1"), b = g.find("b2.conv3");
+    double ta = cost->node_ms(g, a, 0), tb = cost->node_ms(g, b, 0);
+    double st = cost->stage_ms(g, Stage{{Group{{a}}, Group{{b}}}}, 0);
+    CHECK(st >= std::max(ta, tb));
+    CHECK(st <= ta + tb + h200.stage_overhead_us * 1e-3);
+    // One group is the sum of its measured nodes.
+    CHECK(cost->stage_ms(g, Stage{{Group{{a, b}}}}, 0) == Approx(ta + tb));
+  }
+  SECTION("links") {
+    CHECK(cost->transfer_ms(3e6, 0, 1) == Approx(12e-3 + 3e6 / 300e6));
+    CHECK(cost->transfer_ms(3e6, 1, 1) == 0);
+    CHECK(error_of([&] { cost->transfer_ms(1, 1, 0); }) == "profile db.json has no link entry for GPU 1 -> GPU 0 (device h200)");
+  }
+}
