@@ -12,6 +12,7 @@
 
 #include "executor/init.hpp"
 #include "graph/graph.hpp"
+#include "scheduler/schedule.hpp"
 
 namespace hios::cuda {
 
@@ -52,7 +53,8 @@ class SingleGpuRunner {
   SingleGpuRunner(const SingleGpuRunner&) = delete;
   SingleGpuRunner& operator=(const SingleGpuRunner&) = delete;
 
-  void run();  // one forward pass, waited for
+  void run();        // one forward pass (the captured graph when cuda_graph), waited for
+  void run_eager();  // one forward pass issued node by node, even when a graph was captured
   // Forward passes timed with device events, after `warmup` untimed ones.
   TimingResult time(int warmup, int iters);
   std::vector<float> output() const;        // the graph output, copied to the host
@@ -64,6 +66,26 @@ class SingleGpuRunner {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Runs every rank of a schedule inside this process, one thread and one GPU per rank (rank r on
+// GPU r), through the registry's cuda backend and nccl transport, issuing each rank's program
+// the way the executor's host loop does under mpirun. For the GPU tests and the benchmark on a
+// machine where MPI is not wanted; `hios run` under mpirun is the production path.
+struct InProcessOptions {
+  std::string math = "tf32";
+  bool cuda_graph = true;
+  int warmup = 5, iters = 20;  // timed passes (iters 0: none)
+  uint64_t seed = init::kDefaultSeed;
+};
+struct InProcessResult {
+  std::vector<float> first_output;  // after the first pass, issued eagerly
+  std::vector<float> output;        // after the last timed pass (graph replays when cuda_graph)
+  TimingResult timing;              // rank 0's device time per pass, all ranks released together
+  std::vector<size_t> peak_bytes;   // per rank
+  int transfers = 0;                // tensors sent per pass, over all ranks
+  int compute_streams = 0;          // most compute streams of any rank
+};
+InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const InProcessOptions& opts);
 
 // Runs node `node` of g alone: its producers' values are given on the host (indexed by node;
 // only the producers' entries are read), its output comes back. Weights are the deterministic

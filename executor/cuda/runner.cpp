@@ -161,6 +161,12 @@ void SingleGpuRunner::run() {
   HIOS_CUDA_CHECK(cudaStreamSynchronize(impl_->eng.stream(0).stream()));
 }
 
+void SingleGpuRunner::run_eager() {
+  HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
+  impl_->enqueue_forward();
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(impl_->eng.stream(0).stream()));
+}
+
 TimingResult SingleGpuRunner::time(int warmup, int iters) {
   HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
   HIOS_CHECK(iters > 0, "timing needs at least one iteration");

@@ -1,0 +1,60 @@
+// Shared helpers of the GPU tests: skipping without GPUs, the CPU oracle, error measures.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "executor/cuda/api.hpp"
+#include "graph/graph.hpp"
+
+namespace hios::gputest {
+
+// Norm-wise relative error ||got - ref|| / ||ref|| (element-wise relative errors explode near
+// zero), plus the largest absolute difference; any NaN or infinity in `got` makes it fail.
+struct Error {
+  double rel = 0;
+  double max_abs = 0;
+  double ref_norm = 0;
+  bool finite = true;
+  bool within(double tol) const { return finite && rel <= tol; }
+  std::string str() const;
+};
+Error compare(const std::vector<float>& got, const std::vector<float>& ref);
+
+// Uniform values in [-1, 1) from a seeded generator, so every check gets fresh inputs.
+std::vector<float> random_values(int64_t count, std::mt19937& rng);
+
+// The CPU reference (executor/cpu) for one node: producers' values indexed by node.
+std::vector<float> cpu_node(const Graph& g, int node, const std::vector<std::vector<float>>& values,
+                            uint64_t seed = init::kDefaultSeed);
+// Every node's value of a whole forward pass on the CPU, from the deterministic input.
+std::vector<std::vector<float>> cpu_forward(const Graph& g, uint64_t seed = init::kDefaultSeed);
+
+// A one-block graph for testing a single op: an input of `in_channels`, producers made by
+// 1x1 convs of the given channel counts (their values are supplied by the test, not computed),
+// then whatever `body` adds reading them; `body` returns the node under test, which is the
+// block's exit.
+struct OpGraph {
+  Graph g;
+  int node = -1;
+  std::vector<int> producers;
+};
+OpGraph make_op_graph(int64_t batch, int64_t h, int64_t w, const std::vector<int64_t>& producer_channels,
+                      const std::function<Value(GraphBuilder&, const std::vector<Value>&)>& body);
+
+// Runs node `og.node` on the GPU and on the CPU with fresh random producer values.
+struct OpCheck {
+  Error err;
+  std::vector<float> gpu, cpu;
+};
+OpCheck check_op(const OpGraph& og, cuda::MathMode math, std::mt19937& rng);
+
+// Tolerance on the norm-wise relative error of one op: convolutions and linear layers in TF32
+// round their operands to 10 mantissa bits (about 5e-4 relative each); everything else is fp32
+// arithmetic against a double-accumulated reference.
+double op_tolerance(OpKind kind, cuda::MathMode math);
+
+}  // namespace hios::gputest

@@ -1,0 +1,235 @@
+// Every CUDA op against the CPU reference (executor/cpu), on random shapes and fresh random
+// inputs, in both math modes. Skipped on machines without a GPU.
+#include <random>
+
+#include "graph/error.hpp"
+
+#include "tests/catch.hpp"
+#include "tests/gpu/gpu_util.hpp"
+
+using namespace hios;
+using gputest::check_op;
+using gputest::make_op_graph;
+using gputest::op_tolerance;
+using cuda::MathMode;
+
+namespace {
+
+const MathMode kModes[] = {MathMode::Tf32, MathMode::Fp32};
+
+#define REQUIRE_GPU()                                                  \
+  do {                                                                 \
+    if (cuda::device_count() < 1) HIOS_SKIP("no CUDA device visible"); \
+  } while (0)
+
+int pick(std::mt19937& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+
+template <class T>
+T pick_of(std::mt19937& rng, std::initializer_list<T> xs) {
+  auto it = xs.begin();
+  std::advance(it, pick(rng, 0, int(xs.size()) - 1));
+  return *it;
+}
+
+void expect_close(const gputest::OpCheck& c, OpKind kind, MathMode m, const std::string& what) {
+  INFO(what << " [" << cuda::math_mode_name(m) << "]: " << c.err.str());
+  CHECK(c.err.within(op_tolerance(kind, m)));
+}
+
+}  // namespace
+
+TEST_CASE("conv matches the CPU reference on random shapes", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(1234);
+  for (MathMode m : kModes) {
+    for (int it = 0; it < 14; ++it) {
+      const int64_t n = pick_of(rng, {1, 1, 2});
+      const int64_t c = pick(rng, 1, 40);
+      const std::array<int, 2> k = pick_of<std::array<int, 2>>(rng, {{1, 1}, {3, 3}, {5, 5}, {1, 7}, {7, 1}, {3, 3}});
+      const int s = pick(rng, 1, 2);
+      const int d = k[0] == 3 && k[1] == 3 ? pick_of(rng, {1, 1, 2}) : 1;
+      const std::array<int, 2> pad{pick(rng, 0, k[0] / 2), pick(rng, 0, k[1] / 2)};
+      const int64_t h = pick(rng, d * (k[0] - 1) + 1, 23), w = pick(rng, d * (k[1] - 1) + 1, 23);
+      // The input is a whole value, a concat of two values, or a channel slice.
+      int input_kind = pick(rng, 0, 2);
+      if (input_kind == 1 && c < 2) input_kind = 0;
+      const int64_t split = input_kind == 1 ? pick(rng, 1, int(c) - 1) : 0;
+      const std::vector<int64_t> prods = input_kind == 0   ? std::vector<int64_t>{c}
+                                         : input_kind == 1 ? std::vector<int64_t>{split, c - split}
+                                                           : std::vector<int64_t>{c + 3};
+      const int groups_kind = pick(rng, 0, 2);  // 0: dense, 1: depthwise, 2: two groups
+      int64_t groups = 1, out = pick(rng, 1, 48);
+      if (groups_kind == 1) {
+        groups = c;
+        out = c * pick(rng, 1, 2);
+      } else if (groups_kind == 2 && c % 2 == 0) {
+        groups = 2;
+        out = 2 * pick(rng, 1, 20);
+      }
+      const bool bias = pick(rng, 0, 3) != 0;
+      const Activation act = pick_of(rng, {Activation::None, Activation::Relu, Activation::Relu, Activation::Sigmoid,
+                                           Activation::Tanh});
+      const int64_t cin = c;
+      auto og = make_op_graph(n, h, w, prods, [&](GraphBuilder& b, const std::vector<Value>& p) {
+        std::vector<Term> terms;
+        if (input_kind == 1) {
+          terms = {Term{p[0]}, Term{p[1]}};
+        } else if (input_kind == 2) {
+          terms = {Term{GraphBuilder::slice(p[0], 2, 2 + c)}};
+        } else {
+          terms = {Term{p[0]}};
+        }
+        return b.node("conv", conv_op(out, k, {s, s}, pad, act, groups, bias, {d, d}), terms);
+      });
+      auto r = check_op(og, m, rng);
+      expect_close(r, OpKind::Conv, m,
+                   strprintf("conv n%lld c%lld %lldx%lld k%dx%d s%d p%d,%d d%d g%lld out%lld bias%d act %s input %d",
+                             (long long)n, (long long)cin, (long long)h, (long long)w, k[0], k[1], s, pad[0], pad[1], d,
+                             (long long)groups, (long long)out, int(bias), activation_name(act), input_kind));
+    }
+  }
+}
+
+TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(99);
+  for (int it = 0; it < 24; ++it) {
+    const PoolKind kind = pick_of(rng, {PoolKind::Max, PoolKind::Avg, PoolKind::Max, PoolKind::Avg, PoolKind::GlobalAvg,
+                                        PoolKind::GlobalMax});
+    const int k = pick(rng, 1, 4), s = pick(rng, 1, 3), p = pick(rng, 0, k / 2);
+    const bool ceil_mode = pick(rng, 0, 1) == 1, include_pad = pick(rng, 0, 1) == 1;
+    const int64_t n = pick_of(rng, {1, 2}), c = pick(rng, 1, 20), h = pick(rng, k, 30), w = pick(rng, k, 30);
+    auto og = make_op_graph(n, h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+      return b.pool("pool", v[0], kind, k, s, p, ceil_mode, include_pad);
+    });
+    auto r = check_op(og, MathMode::Fp32, rng);
+    expect_close(r, OpKind::Pool, MathMode::Fp32,
+                 strprintf("pool %s k%d s%d p%d ceil%d incl%d on %s", pool_kind_name(kind), k, s, p, int(ceil_mode),
+                           int(include_pad), og.g.nodes[size_t(og.producers[0])].shape.str().c_str()));
+  }
+  // SqueezeNet's case: 3x3/2 ceil_mode windows hanging past the input.
+  auto og = make_op_graph(1, 55, 55, {16}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+    return b.pool("pool", v[0], PoolKind::Max, 3, 2, 0, true);
+  });
+  expect_close(check_op(og, MathMode::Fp32, rng), OpKind::Pool, MathMode::Fp32, "squeezenet max pool");
+}
+
+TEST_CASE("activations, softmax and linear match the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(7);
+  for (Activation a : {Activation::Relu, Activation::Sigmoid, Activation::Tanh}) {
+    auto og = make_op_graph(2, 9, 11, {13}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+      return b.activation("act", v[0], a);
+    });
+    expect_close(check_op(og, MathMode::Fp32, rng), OpKind::Activation, MathMode::Fp32, activation_name(a));
+    // Sliced input of a batched tensor: the strided path.
+    auto sl = make_op_graph(2, 5, 7, {13}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+      return b.node("act", activation_op(a), {Term{GraphBuilder::slice(v[0], 3, 9)}});
+    });
+    expect_close(check_op(sl, MathMode::Fp32, rng), OpKind::Activation, MathMode::Fp32,
+                 std::string("sliced ") + activation_name(a));
+  }
+  for (int64_t n : {1, 3}) {
+    auto sm = make_op_graph(n, 4, 3, {10}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+      return b.softmax("softmax", v[0]);
+    });
+    expect_close(check_op(sm, MathMode::Fp32, rng), OpKind::Softmax, MathMode::Fp32, "softmax");
+  }
+  for (MathMode m : kModes) {
+    for (bool bias : {true, false}) {
+      auto lin = make_op_graph(2, 3, 5, {7, 4}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+        return b.node("fc", [&] {
+          Op op = make_op(OpKind::Linear);
+          LinearAttrs a;
+          a.out_features = 37;
+          a.bias = bias;
+          op.attrs = a;
+          return op;
+        }(), {Term{v[0]}, Term{v[1]}});
+      });
+      expect_close(check_op(lin, m, rng), OpKind::Linear, m, bias ? "linear" : "linear without bias");
+    }
+  }
+}
+
+TEST_CASE("add and mul match the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (OpKind kind : {OpKind::Add, OpKind::Mul}) {
+    for (int operands : {2, 3, 5}) {
+      for (int64_t n : {1, 2}) {
+        auto og = make_op_graph(n, 6, 7, std::vector<int64_t>(size_t(operands) + 1, 12),
+                                [&](GraphBuilder& b, const std::vector<Value>& v) {
+                                  std::vector<Term> terms;
+                                  for (int i = 0; i < operands; ++i) terms.push_back(Term{v[size_t(i)]});
+                                  // One operand that is a sum of two sliced values.
+                                  if (operands == 3) {
+                                    terms[2] = Term{GraphBuilder::slice(v[2], 0, 12), GraphBuilder::slice(v[3], 0, 12)};
+                                  }
+                                  return b.node("op", make_op(kind), terms);
+                                });
+        expect_close(check_op(og, MathMode::Fp32, rng), kind, MathMode::Fp32,
+                     strprintf("%s of %d operands, batch %lld", op_def(kind).name, operands, (long long)n));
+      }
+    }
+  }
+}
+
+TEST_CASE("term assembly (sums, concats, slices) matches the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  for (int64_t n : {1, 2}) {
+    for (int64_t hw : {5, 8}) {  // odd planes take the scalar path, planes of 64 the 16-byte one
+      // NASNet-style exit: six terms, each a sum of two values, one of them sliced.
+      auto og = make_op_graph(n, hw, hw, {8, 8, 8, 8, 12}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+        return b.node("out", make_op(OpKind::Identity),
+                      {Term{v[0]}, Term{v[1], v[2]}, Term{v[2], v[3]}, Term{GraphBuilder::slice(v[4], 2, 10), v[0]},
+                       Term{v[3]}, Term{GraphBuilder::slice(v[4], 4, 12)}});
+      });
+      expect_close(check_op(og, MathMode::Fp32, rng), OpKind::Identity, MathMode::Fp32, "six-term exit");
+    }
+  }
+  // More values than one launch takes: 30 in one term, and 17 terms.
+  auto many = make_op_graph(1, 3, 3, std::vector<int64_t>(30, 4), [&](GraphBuilder& b, const std::vector<Value>& v) {
+    return b.node("sum", make_op(OpKind::Identity), {Term(v.begin(), v.end())});
+  });
+  expect_close(check_op(many, MathMode::Fp32, rng), OpKind::Identity, MathMode::Fp32, "sum of 30 values");
+  auto wide = make_op_graph(2, 4, 4, std::vector<int64_t>(17, 3), [&](GraphBuilder& b, const std::vector<Value>& v) {
+    std::vector<Term> terms;
+    for (const Value& x : v) terms.push_back(Term{x});
+    return b.node("cat", make_op(OpKind::Identity), terms);
+  });
+  expect_close(check_op(wide, MathMode::Fp32, rng), OpKind::Identity, MathMode::Fp32, "concat of 17 terms");
+  // A single sliced value: copied, not assembled.
+  auto one = make_op_graph(2, 4, 6, {9}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+    return b.node("copy", make_op(OpKind::Identity), {Term{GraphBuilder::slice(v[0], 1, 7)}});
+  });
+  expect_close(check_op(one, MathMode::Fp32, rng), OpKind::Identity, MathMode::Fp32, "sliced copy");
+}
+
+TEST_CASE("sequential nodes (NASNet separable and squeeze chains) match the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (MathMode m : kModes) {
+    for (int stride : {1, 2}) {
+      const int64_t c = 12;
+      auto og = make_op_graph(1, 17, 17, {c, c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+        std::vector<Op> steps = {activation_op(Activation::Relu),
+                                 conv_op(c, {5, 5}, {stride, stride}, {2, 2}, Activation::None, c, false),
+                                 conv_op(c, {1, 1}, {1, 1}, {0, 0}, Activation::None, 1, true),
+                                 activation_op(Activation::Relu),
+                                 conv_op(c, {5, 5}, {1, 1}, {2, 2}, Activation::None, c, false),
+                                 conv_op(20, {1, 1}, {1, 1}, {0, 0}, Activation::None, 1, true)};
+        return b.sequential("sep", {v[0], v[1]}, steps);  // a sum of two values as its input
+      });
+      expect_close(check_op(og, m, rng), OpKind::Sequential, m, strprintf("separable stride %d", stride));
+    }
+    // A conv followed by a non-ReLU activation and a pool: fusion and non-conv steps.
+    auto og = make_op_graph(2, 10, 10, {6}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+      std::vector<Op> steps = {conv_op(8, {3, 3}, {1, 1}, {1, 1}, Activation::None, 1, true),
+                               activation_op(Activation::Sigmoid), pool_op(PoolKind::Avg, 3, 2, 1, true, false)};
+      return b.sequential("chain", {v[0]}, steps);
+    });
+    expect_close(check_op(og, m, rng), OpKind::Sequential, m, "conv, sigmoid, ceil-mode avg pool");
+  }
+}
