@@ -74,7 +74,8 @@ void add_scheduler_commands(CLI::App& app) {
     }
     require_valid_schedule(g, s);
     auto cost = make_cost_model(sopt->cost, sopt->device, sopt->devices);
-    write_output("", schedule_to_pretty(g, s, simulate(g, s, *cost)));
+    std::string label = cost->name() + " (" + cost->device() + ")";
+    write_output("", schedule_to_pretty(g, s, simulate(g, s, *cost), label));
   });
 
   // trace

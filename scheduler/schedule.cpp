@@ -169,6 +169,18 @@ static std::string compact(const json& j) {
   return j.dump();
 }
 
+// Objects one key per line, arrays on one line: the meta block reads like a form.
+static std::string expanded(const json& j, const std::string& indent) {
+  if (!j.is_object() || j.empty()) return compact(j);
+  std::string out = "{";
+  bool first = true;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    out += (first ? "\n" : ",\n") + indent + "  " + json(it.key()).dump() + ": " + expanded(it.value(), indent + "  ");
+    first = false;
+  }
+  return out + "\n" + indent + "}";
+}
+
 std::string schedule_to_text(const Graph& g, const Schedule& s) {
   // Laid out by hand so that one stage is one line: diffs between two schedules then read as
   // "this stage changed", and the file stays short for graphs with thousands of nodes.
@@ -176,13 +188,7 @@ std::string schedule_to_text(const Graph& g, const Schedule& s) {
   std::string out = "{\n";
   out += "  \"format\": " + j["format"].dump() + ",\n";
   out += "  \"version\": " + j["version"].dump() + ",\n";
-  std::string meta = j["meta"].dump(2);
-  std::string indented;
-  for (char c : meta) {
-    indented += c;
-    if (c == '\n') indented += "  ";
-  }
-  out += "  \"meta\": " + indented + ",\n";
+  out += "  \"meta\": " + expanded(j["meta"], "  ") + ",\n";
   const json& blocks = j["blocks"];
   out += "  \"blocks\": [";
   for (size_t b = 0; b < blocks.size(); ++b) {
@@ -659,10 +665,11 @@ void require_valid_schedule(const Graph& g, const Schedule& s) {
 // ---------------------------------------------------------------------------------------------
 // Pretty view
 
-std::string schedule_to_pretty(const Graph& g, const Schedule& s) { return schedule_to_pretty_timed(g, s, {}, {}, 0); }
+std::string schedule_to_pretty(const Graph& g, const Schedule& s) { return schedule_to_pretty_timed(g, s, {}, {}, 0, ""); }
 
 std::string schedule_to_pretty_timed(const Graph& g, const Schedule& s, const std::vector<StageTime>& stage_times,
-                                     const std::vector<TransferTime>& transfer_times, double latency_ms) {
+                                     const std::vector<TransferTime>& transfer_times, double latency_ms,
+                                     const std::string& cost_label) {
   const ScheduleMeta& m = s.meta;
   std::string out = strprintf("schedule of graph '%s' (batch %lld, %lldx%lld): %d GPU%s, up to %d stream%s per stage",
                               m.graph_name.c_str(), (long long)m.batch, (long long)m.height, (long long)m.width,
@@ -674,7 +681,9 @@ std::string schedule_to_pretty_timed(const Graph& g, const Schedule& s, const st
                      m.cost_model.empty() ? "an unnamed cost model" : m.cost_model.c_str(),
                      m.device.empty() ? "" : " on ", m.device.c_str());
   }
-  if (latency_ms > 0) out += strprintf("simulated %.4f ms\n", latency_ms);
+  if (latency_ms > 0) {
+    out += strprintf("simulated %.4f ms%s%s\n", latency_ms, cost_label.empty() ? "" : " under ", cost_label.c_str());
+  }
   std::map<std::tuple<int, int, int>, const StageTime*> when;
   for (const StageTime& t : stage_times) when[{t.block, t.gpu, t.stage}] = &t;
   for (size_t b = 0; b < s.blocks.size(); ++b) {

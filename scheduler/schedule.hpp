@@ -100,6 +100,7 @@ struct TransferTime {
   double start_ms = 0, end_ms = 0;
 };
 std::string schedule_to_pretty_timed(const Graph& g, const Schedule& s, const std::vector<StageTime>& stage_times,
-                                     const std::vector<TransferTime>& transfer_times, double latency_ms);
+                                     const std::vector<TransferTime>& transfer_times, double latency_ms,
+                                     const std::string& cost_label = "");
 
 }  // namespace hios

@@ -197,12 +197,12 @@ SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost) {
   return r;
 }
 
-std::string schedule_to_pretty(const Graph& g, const Schedule& s, const SimResult& r) {
+std::string schedule_to_pretty(const Graph& g, const Schedule& s, const SimResult& r, const std::string& cost_label) {
   std::vector<StageTime> stages;
   for (const SimStage& st : r.stages) stages.push_back({st.block, st.gpu, st.stage, st.start_ms, st.end_ms});
   std::vector<TransferTime> transfers;
   for (const SimTransfer& t : r.transfers) transfers.push_back({t.node, t.src, t.dst, t.start_ms, t.end_ms});
-  return schedule_to_pretty_timed(g, s, stages, transfers, r.latency_ms);
+  return schedule_to_pretty_timed(g, s, stages, transfers, r.latency_ms, cost_label);
 }
 
 }  // namespace hios

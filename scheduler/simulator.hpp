@@ -52,8 +52,8 @@ struct SimResult {
 SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost);
 
 // schedule_to_pretty plus the simulated start and end of every stage and transfer (`hios show
-// --cost`).
-std::string schedule_to_pretty(const Graph& g, const Schedule& s, const SimResult& r);
+// --cost`); `cost_label` says which cost model produced them, e.g. "analytic (v100)".
+std::string schedule_to_pretty(const Graph& g, const Schedule& s, const SimResult& r, const std::string& cost_label = "");
 
 // Chrome trace JSON (opens in Perfetto / chrome://tracing): one process per GPU, one thread per
 // stream, plus one process "links" with a thread per directed GPU pair.
