@@ -35,7 +35,7 @@ void add_search_options(CLI::App* cmd, SchedulerOptions& opt) {
   cmd->add_option("--ios-r", opt.ios_max_group, "IOS pruning r: most nodes in one group")->capture_default_str();
   cmd->add_option("--ios-s", opt.ios_max_groups, "IOS pruning s: most groups in one stage")->capture_default_str();
   cmd->add_option("--ios-max-states", opt.ios_max_states,
-                  "IOS work cap per block part; beyond it the part is scheduled greedily")
+                  "IOS work cap (DP states) per block part; beyond it the part is solved in halves")
       ->capture_default_str();
 }
 
@@ -66,7 +66,7 @@ void add_algorithm_commands(CLI::App& app) {
     // The baseline every speed-up is quoted against: one GPU, one stream.
     Schedule seq = schedule_sequential(g, *cost, so->opt);
     std::string summary = strprintf(
-        "%s on %s (%lldx%lldx%lld), %d GPU%s, %s %s\n"
+        "%s on %s (batch %lld, %lldx%lld), %d GPU%s, %s %s\n"
         "  predicted latency  %10.4f ms\n"
         "  lower bound        %10.4f ms\n"
         "  sequential         %10.4f ms  (speed-up %.3fx)\n"
