@@ -57,6 +57,9 @@ class SingleGpuRunner {
   void run_eager();  // one forward pass issued node by node, even when a graph was captured
   // Forward passes timed with device events, after `warmup` untimed ones.
   TimingResult time(int warmup, int iters);
+  // Device time of every node (index = node; 0 for the input), the mean of `iters` eager passes
+  // with an event between consecutive nodes: where a pass spends its time.
+  std::vector<double> node_times_ms(int iters);
   std::vector<float> output() const;        // the graph output, copied to the host
   std::vector<float> value(int node) const; // any node's output (only valid without reuse_memory)
   size_t peak_bytes() const;                // device memory this runner holds at its peak

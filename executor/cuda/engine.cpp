@@ -1,6 +1,7 @@
 #include "executor/cuda/engine.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/kernels.hpp"
@@ -33,6 +34,21 @@ const char* math_name(cudnnMathType_t m) {
     case CUDNN_FMA_MATH: return "fma";
     default: return "?";
   }
+}
+
+// The per-device algorithm cache, shared by every engine of the process. Entries are never
+// erased, so references into the map stay valid.
+struct ConvCache {
+  std::mutex mu;
+  std::map<std::string, ConvChoice> entries;
+};
+ConvCache& conv_cache(int device) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<ConvCache>> caches;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<ConvCache>& c = caches[device];
+  if (!c) c = std::make_unique<ConvCache>();
+  return *c;
 }
 
 // cudnnFind may try algorithms that want large workspaces (FFT at 2048x2048 inputs); PyTorch's
@@ -76,6 +92,7 @@ View Engine::value_view(const Value& v) const {
 
 void Engine::plan(const std::vector<std::pair<int, int>>& node_streams) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts_.device));
+  HIOS_CHECK(plans_.empty(), "CUDA engine: plan() called twice (launches hold pointers into the arenas it sizes)");
   int most = 0;
   for (const auto& [node, st] : node_streams) {
     HIOS_CHECK(node >= 0 && node < g_.size(), "CUDA engine: node index %d out of range", node);
@@ -194,8 +211,11 @@ void* Engine::find_workspace(size_t* bytes) {
 ConvChoice& Engine::find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const float* x,
                               cudnnFilterDescriptor_t wd, const float* w, cudnnConvolutionDescriptor_t cd,
                               cudnnTensorDescriptor_t yd, float* y, bool fp32_only) {
-  auto it = conv_cache_.find(key);
-  if (it != conv_cache_.end()) {
+  ++conv_keys_[key];
+  ConvCache& cache = conv_cache(opts_.device);
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto it = cache.entries.find(key);
+  if (it != cache.entries.end()) {
     ++it->second.uses;
     return it->second;
   }
@@ -222,14 +242,17 @@ ConvChoice& Engine::find_conv(const std::string& key, StreamResources& res, cudn
   ch.workspace = best->memory;
   ch.find_ms = best->time;
   ch.uses = 1;
-  return conv_cache_.emplace(key, ch).first->second;
+  return cache.entries.emplace(key, ch).first->second;
 }
 
 std::string Engine::algorithm_report() const {
   std::string s;
-  for (const auto& [key, ch] : conv_cache_) {
+  ConvCache& cache = conv_cache(opts_.device);
+  std::lock_guard<std::mutex> lock(cache.mu);
+  for (const auto& [key, uses] : conv_keys_) {
+    const ConvChoice& ch = cache.entries.at(key);
     s += strprintf("%-70s %-22s %-9s ws=%-10s %.3f ms x%d%s\n", key.c_str(), algo_name(ch.algo), math_name(ch.math),
-                   format_bytes(ch.workspace).c_str(), double(ch.find_ms), ch.uses,
+                   format_bytes(ch.workspace).c_str(), double(ch.find_ms), uses,
                    ch.fused == 1 ? " fused" : ch.fused == 0 ? " unfused" : "");
   }
   return s;

@@ -113,8 +113,8 @@ class Engine {
   View node_view(int node) const;
   View value_view(const Value& v) const;
 
-  // Plans the nodes, node_streams[i] = {node, stream}. May be called more than once (for
-  // disjoint node sets); every call finishes with the device idle.
+  // Plans the nodes, node_streams[i] = {node, stream}, once per engine (scratch arenas and
+  // workspaces are sized for exactly these nodes); finishes with the device idle.
   void plan(const std::vector<std::pair<int, int>>& node_streams);
   // Enqueues a planned node on its stream.
   void launch(int node);
@@ -133,7 +133,8 @@ class Engine {
   // Writes the graph input's deterministic values into its bound buffer.
   void upload_input();
   const float* zeros(int64_t count, cudaStream_t fill_stream);
-  // cudnnFind once per distinct signature (key), on the planning stream.
+  // cudnnFind once per distinct signature (key) and device in this process, on the planning
+  // stream; later engines on the same device (another schedule, another test) reuse the answer.
   ConvChoice& find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const float* x,
                         cudnnFilterDescriptor_t wd, const float* w, cudnnConvolutionDescriptor_t cd,
                         cudnnTensorDescriptor_t yd, float* y, bool fp32_only);
@@ -157,7 +158,7 @@ class Engine {
   std::unordered_map<std::string, Params> params_;
   std::vector<bool> params_loaded_;
   size_t weight_bytes_ = 0;
-  std::map<std::string, ConvChoice> conv_cache_;
+  std::map<std::string, int> conv_keys_;  // signatures this engine uses, and how often
   DeviceBuffer find_ws_;
 };
 

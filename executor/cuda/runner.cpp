@@ -192,6 +192,30 @@ TimingResult SingleGpuRunner::time(int warmup, int iters) {
   return r;
 }
 
+std::vector<double> SingleGpuRunner::node_times_ms(int iters) {
+  HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
+  const std::vector<int>& order = impl_->forward;
+  std::vector<cudaEvent_t> ev(order.size() + 1, nullptr);
+  for (cudaEvent_t& e : ev) HIOS_CUDA_CHECK(cudaEventCreate(&e));
+  std::vector<double> t(size_t(impl_->g.size()), 0.0);
+  cudaStream_t st = impl_->eng.stream(0).stream();
+  for (int it = 0; it < iters; ++it) {
+    HIOS_CUDA_CHECK(cudaEventRecord(ev[0], st));
+    for (size_t k = 0; k < order.size(); ++k) {
+      impl_->eng.launch(order[k]);
+      HIOS_CUDA_CHECK(cudaEventRecord(ev[k + 1], st));
+    }
+    HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
+    for (size_t k = 0; k < order.size(); ++k) {
+      float ms = 0;
+      HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
+      t[size_t(order[k])] += double(ms) / iters;
+    }
+  }
+  for (cudaEvent_t e : ev) (void)cudaEventDestroy(e);
+  return t;
+}
+
 static std::vector<float> download(const float* p, int64_t count) {
   std::vector<float> out(static_cast<size_t>(count));
   HIOS_CUDA_CHECK(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost));

@@ -9,7 +9,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
+#include <map>
 
 #include "executor/cuda/api.hpp"
 #include "graph/error.hpp"
@@ -33,6 +35,39 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
   return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
 }
 
+// Time per op kind (sequential steps split by what they start with) and the slowest nodes.
+void print_profile(const Graph& g, const std::vector<double>& t) {
+  std::map<std::string, std::pair<double, int>> by_kind;
+  double total = 0;
+  for (int v = 1; v < g.size(); ++v) {
+    const Node& nd = g.nodes[size_t(v)];
+    std::string k = describe_op(nd.op);
+    if (nd.op.kind == OpKind::Sequential) k = "seq(" + std::to_string(nd.op.sequential().steps.size()) + " steps)";
+    if (nd.op.kind == OpKind::Identity) {
+      k = strprintf("identity %zu terms%s", nd.inputs.size(), nd.inputs.size() == 1 && nd.inputs[0].size() == 1 ? " copy" : "");
+    }
+    by_kind[k].first += t[size_t(v)];
+    by_kind[k].second += 1;
+    total += t[size_t(v)];
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (auto& [k, v] : by_kind) rows.emplace_back(v.first, strprintf("%-40s x%-4d", k.c_str(), v.second));
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(stderr, "# profile %s %lldx%lld: %.3f ms in nodes (eager, event per node)\n", g.name.c_str(),
+               (long long)g.height, (long long)g.width, total);
+  for (size_t i = 0; i < rows.size() && i < 25; ++i) {
+    std::fprintf(stderr, "#   %8.3f ms %5.1f%%  %s\n", rows[i].first, 100 * rows[i].first / total, rows[i].second.c_str());
+  }
+  std::vector<std::pair<double, int>> nodes;
+  for (int v = 1; v < g.size(); ++v) nodes.emplace_back(t[size_t(v)], v);
+  std::sort(nodes.rbegin(), nodes.rend());
+  for (size_t i = 0; i < nodes.size() && i < 12; ++i) {
+    const Node& nd = g.nodes[size_t(nodes[i].second)];
+    std::fprintf(stderr, "#   slowest %8.3f ms  %-45s %-40s out %s\n", nodes[i].first, nd.name.c_str(),
+                 describe_op(nd.op).substr(0, 40).c_str(), nd.shape.str().c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -40,6 +75,7 @@ int main(int argc, char** argv) {
   std::string model = "inception_v3", math = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
   int size = 0, warmup = 10, iters = 30, gpus = 2, streams = 4;
   bool summary = false;
+  int profile = 0;
   app.add_option("--model", model, "model name (hios models)");
   app.add_option("--size", size, "square input resolution (0: the model's default)");
   app.add_option("--math", math, "tf32 or fp32")->check(CLI::IsMember({"tf32", "fp32"}));
@@ -52,6 +88,7 @@ int main(int argc, char** argv) {
   app.add_option("--streams", streams, "most concurrent streams per GPU for the schedule");
   app.add_option("--json", json_file, "append one JSON object per row to this file");
   app.add_flag("--summary", summary, "print the chosen cuDNN algorithms and memory");
+  app.add_option("--profile", profile, "print where a sequential eager pass spends its time (N passes)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -90,6 +127,7 @@ int main(int argc, char** argv) {
       const cuda::TimingResult t = r.time(warmup, iters);
       if (ref.empty()) ref = r.output();
       if (summary) std::fputs(r.summary().c_str(), stderr);
+      if (profile > 0 && graph == modes.front()) print_profile(g, r.node_times_ms(profile));
       emit("sequential", 1, graph, t, double(r.peak_bytes()) / (1 << 20), NAN, 1, 0);
     }
     if (!algo.empty()) {

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""PyTorch reference timings for the GPU benchmark (scripts/bench-gpu.sh).
+
+For each model and resolution: PyTorch eager and PyTorch CUDA-graph replay, batch 1, fp32
+tensors with TF32 convolutions (PyTorch's defaults: cudnn.allow_tf32 on, matmul TF32 off),
+torch.backends.cudnn.benchmark = True, inference mode. Each time is the median of `--iters`
+passes timed with CUDA events after `--warmup` untimed ones. Peak memory is
+torch.cuda.max_memory_allocated over the timed eager passes (weights, activations and cuDNN
+workspaces, what the caching allocator handed out). One JSON object per line goes to --json.
+
+  inception_v3  torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=False)
+  nasnet_large  timm.create_model('nasnetalarge', pretrained=False)
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+torch = None  # imported in main(), so that --report runs where PyTorch is not installed
+
+
+def build(name):
+    if name == "inception_v3":
+        import torchvision
+
+        return torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=False)
+    if name == "nasnet_large":
+        import timm
+
+        return timm.create_model("nasnetalarge", pretrained=False)
+    raise SystemExit(f"bench_pytorch.py: unknown model {name!r} (inception_v3, nasnet_large)")
+
+
+def time_passes(fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(iters):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop))
+    return samples
+
+
+def row(model, size, variant, samples, peak_mib, extra=None):
+    r = {
+        "impl": "pytorch",
+        "variant": variant,
+        "model": model,
+        "size": size,
+        "gpus": 1,
+        "math": "tf32",
+        "cuda_graph": variant == "cuda-graph",
+        "median_ms": statistics.median(samples),
+        "min_ms": min(samples),
+        "max_ms": max(samples),
+        "iters": len(samples),
+        "peak_mib": peak_mib,
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+    }
+    if extra:
+        r.update(extra)
+    return r
+
+
+def bench(model_name, size, warmup, iters):
+    torch.manual_seed(0)
+    model = build(model_name).cuda().eval()
+    x = torch.randn(1, 3, size, size, device="cuda")
+    rows = []
+    with torch.inference_mode():
+        t0 = time.time()
+        model(x)  # cudnn.benchmark picks algorithms here
+        torch.cuda.synchronize()
+        first_s = time.time() - t0
+        torch.cuda.reset_peak_memory_stats()
+        eager = time_passes(lambda: model(x), warmup, iters)
+        peak = torch.cuda.max_memory_allocated() / 2**20
+        rows.append(row(model_name, size, "eager", eager, peak, {"first_pass_s": first_s}))
+
+        # CUDA graph: warm up on a side stream (as torch.cuda.graphs asks), capture, replay.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = model(x)
+        del out
+        torch.cuda.reset_peak_memory_stats()
+        replay = time_passes(graph.replay, warmup, iters)
+        peak_graph = torch.cuda.max_memory_allocated() / 2**20
+        rows.append(row(model_name, size, "cuda-graph", replay, peak_graph))
+        del graph
+    del model, x
+    torch.cuda.empty_cache()
+    return rows
+
+
+def load_rows(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+def report(path):
+    """The benchmark table (nccl-tests style) from the JSON lines of both benchmarks."""
+    rows = load_rows(path)
+    keys = sorted({(r["model"], r["size"]) for r in rows}, key=lambda k: (k[0], k[1]))
+
+    def pick(model, size, pred):
+        c = [r for r in rows if r["model"] == model and r["size"] == size and pred(r)]
+        return min(c, key=lambda r: r["median_ms"]) if c else None
+
+    devices = sorted({r.get("device", "?") for r in rows})
+    print("# hios vs PyTorch, batch 1, fp32 tensors, TF32 convolutions, median of timed passes (CUDA events)")
+    for d in devices:
+        print(f"#  device: {d}")
+    torch_rows = [r for r in rows if r["impl"] == "pytorch"]
+    if torch_rows:
+        print(f"#  torch {torch_rows[0].get('torch')}, cuDNN {torch_rows[0].get('cudnn')} (PyTorch's own)")
+    print("#")
+    print("#                        ------- PyTorch -------   ---------- hios, 1 GPU ----------   ----------- hios, 2 GPUs -----------")
+    print("#  model           size  eager  graph   peak      seq   ratio   peak    best1 via        2gpu  speedup  err      check")
+    print("#                        (ms)   (ms)    (MiB)     (ms)  seq/tg  (MiB)   (ms)             (ms)  b1/2gpu  vs seq")
+    worst = 0.0
+    summary = []
+    for model, size in keys:
+        te = pick(model, size, lambda r: r["impl"] == "pytorch" and r["variant"] == "eager")
+        tg = pick(model, size, lambda r: r["impl"] == "pytorch" and r["variant"] == "cuda-graph")
+        hs = pick(model, size, lambda r: r["impl"] == "hios" and r["variant"] == "sequential" and r["cuda_graph"])
+        b1 = pick(model, size, lambda r: r["impl"] == "hios" and r["gpus"] == 1 and r["cuda_graph"])
+        h2 = pick(model, size, lambda r: r["impl"] == "hios" and r["gpus"] == 2 and r["cuda_graph"])
+
+        def f(r, key="median_ms", fmt="{:6.2f}"):
+            return fmt.format(r[key]) if r else "   n/a"
+
+        ratio = hs["median_ms"] / tg["median_ms"] if hs and tg else None
+        speed = b1["median_ms"] / h2["median_ms"] if b1 and h2 else None
+        err = h2.get("rel_err_vs_sequential") if h2 else None
+        check = "ok"
+        if err is not None and not err < 1e-2:
+            check = "FAIL"
+        if hs is None:
+            check = "missing"
+        via = b1["variant"] if b1 else "n/a"
+        print(f"  {model:<14} {size:5d} {f(te)} {f(tg)} {f(te, 'peak_mib', '{:8.0f}')}  {f(hs)}  "
+              f"{('{:5.2f}'.format(ratio) if ratio else '  n/a')}  {f(hs, 'peak_mib', '{:7.0f}')}  {f(b1)} "
+              f"{via:<14} {f(h2)}  {('{:5.2f}'.format(speed) if speed else '  n/a')}    "
+              f"{('{:.1e}'.format(err) if err is not None else '  n/a  ')}  {check}")
+        if ratio:
+            worst = max(worst, ratio)
+            summary.append(ratio)
+    if summary:
+        print(f"# seq/PyTorch-graph: worst {worst:.2f}, geometric mean "
+              f"{statistics.geometric_mean(summary):.2f} over {len(summary)} configurations (target <= 1.00)")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--report", default="", help="print the table for this JSON-lines file and exit")
+    ap.add_argument("--models", default="inception_v3,nasnet_large")
+    ap.add_argument("--sizes", default="331,512,1024,2048")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--json", default="", help="append one JSON object per row to this file")
+    args = ap.parse_args()
+    if args.report:
+        return report(args.report)
+
+    global torch
+    import torch as torch_module
+
+    torch = torch_module
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_pytorch.py: no CUDA device visible")
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = True          # PyTorch's default for convolutions
+    torch.backends.cuda.matmul.allow_tf32 = False   # PyTorch's default for matmul (nn.Linear)
+
+    out = open(args.json, "a") if args.json else None
+    for model in args.models.split(","):
+        for size in [int(s) for s in args.sizes.split(",")]:
+            for r in bench(model, size, args.warmup, args.iters):
+                print(f"{r['model']:<14} {'pytorch-' + r['variant']:<22} {r['size']:5d}  1  tf32 "
+                      f"{'graph' if r['cuda_graph'] else 'eager'} {r['median_ms']:9.3f} {r['min_ms']:9.3f} "
+                      f"{r['max_ms']:9.3f} {r['peak_mib']:10.1f}", flush=True)
+                if out:
+                    out.write(json.dumps(r) + "\n")
+                    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
