@@ -249,13 +249,16 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   HIOS_CHECK(opt.warmup >= 0 && opt.number >= 1 && opt.repeat >= 1,
              "need --warmup >= 0, --number >= 1 and --repeat >= 1 (got %d, %d, %d)", opt.warmup, opt.number,
              opt.repeat);
+  // Names first: a misspelt backend or transport is the same mistake whatever the job size.
+  const BackendEntry& be = find_backend(opt.backend);
+  std::string transport_name = opt.transport.empty() ? be.default_transport : opt.transport;
+  find_transport(transport_name);
   HIOS_CHECK(comm.size() == s.meta.num_gpus,
              "schedule '%s' is for %d GPU(s) but the job has %d rank(s); start it with mpirun -np %d",
              s.meta.algorithm.c_str(), s.meta.num_gpus, comm.size(), s.meta.num_gpus);
   HIOS_CHECK(opt.cuda_graph == "on" || opt.cuda_graph == "off" || opt.cuda_graph == "auto",
              "--cuda-graph must be on, off or auto (got '%s')", opt.cuda_graph.c_str());
 
-  const BackendEntry& be = find_backend(opt.backend);
   BackendConfig cfg;
   cfg.math = opt.math.empty() ? be.default_math : opt.math;
   tolerance(cfg.math);  // rejects unknown modes before anything is built
@@ -292,12 +295,9 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   std::unique_ptr<Backend> backend = make_backend(opt.backend, cfg);
   backend->prepare(g, prog);
   std::unique_ptr<Transport> transport;
-  std::string transport_name = opt.transport.empty() ? be.default_transport : opt.transport;
   if (comm.size() > 1) {
     transport = make_transport(transport_name, comm, *backend);
     transport->prepare(g, prog);
-  } else {
-    find_transport(transport_name);  // still reject a misspelt name in a one-rank run
   }
 
   const bool can_capture = backend->can_capture() && (!transport || transport->capturable());

@@ -1,0 +1,161 @@
+// The CPU backend: parameters and term assembly wired to the right nodes, memory accounting,
+// and misuse reported by name.
+#include <string>
+
+#include "executor/backend.hpp"
+#include "executor/cpu/kernels.hpp"
+#include "executor/program.hpp"
+#include "executor/registry.hpp"
+#include "executor/runner.hpp"
+#include "executor/weights.hpp"
+#include "graph/error.hpp"
+#include "helpers.hpp"
+#include "models/models.hpp"
+#include "tests/catch.hpp"
+
+using namespace hios;
+using namespace hios::exec;
+
+namespace {
+
+std::unique_ptr<Backend> prepared(const Graph& g, const RankProgram& p, BackendConfig cfg = {}) {
+  std::unique_ptr<Backend> b = make_backend("cpu", cfg);
+  b->prepare(g, p);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("cpu backend: the demo block equals concat(conv1 + conv2, conv3) computed from the kernels") {
+  Graph g = build_model("demo", {1, 5, 5});
+  RankProgram p = lower(g, sequential_schedule(g), 0);
+  auto b = prepared(g, p);
+  std::vector<float> input = make_input(g);
+  b->set_input(input);
+  for (const Instr& in : p.instrs) {
+    if (in.kind == InstrKind::Launch) b->launch(in.node, in.stream);
+    if (in.kind == InstrKind::Record) b->record(in.event, in.stream);
+    if (in.kind == InstrKind::Wait) b->wait(in.event, in.stream);
+  }
+  b->synchronize();
+  Shape in = g.nodes[0].shape;
+  std::vector<std::vector<float>> conv;
+  for (const char* name : {"b1.conv1", "b1.conv2", "b1.conv3"}) {
+    int v = g.find(name);
+    std::vector<OpParams> params = make_node_params(g, v);
+    REQUIRE(params.size() == 1);
+    Shape out = g.nodes[v].shape;
+    std::vector<float> y(static_cast<size_t>(out.numel()));
+    cpu::conv2d(g.nodes[v].op.conv(), in, input.data(), out, y.data(), params[0].weight.data(),
+                params[0].bias.data());
+    CHECK(b->read_tensor(v) == y);
+    conv.push_back(y);
+  }
+  std::vector<float> out = b->read_tensor(g.find("b1.out"));
+  size_t plane = conv[0].size();
+  REQUIRE(out.size() == 2 * plane);
+  for (size_t i = 0; i < plane; ++i) {
+    CHECK(out[i] == float(double(conv[0][i]) + double(conv[1][i])));
+    CHECK(out[plane + i] == conv[2][i]);
+  }
+}
+
+TEST_CASE("cpu backend: weights are deterministic, seeded, bounded and named per node") {
+  Graph g = build_model("demo", {1, 5, 5});
+  int v = g.find("b1.conv1");
+  std::vector<OpParams> a = make_node_params(g, v), b = make_node_params(g, v);
+  CHECK(a[0].weight == b[0].weight);
+  CHECK(a[0].bias == b[0].bias);
+  CHECK(a[0].weight.size() == size_t(48 * 375 * 9));
+  std::vector<OpParams> other = make_node_params(g, g.find("b1.conv2"));
+  CHECK(other[0].weight != a[0].weight);
+  std::vector<OpParams> seeded = make_node_params(g, v, 1);
+  CHECK(seeded[0].weight != a[0].weight);
+  float bound = init::weight_bound(375.0 * 9);
+  for (float w : a[0].weight) CHECK(std::abs(w) <= bound);
+  CHECK(make_input(g) == make_input(g));
+}
+
+TEST_CASE("cpu backend: the memory limit names the tensor that does not fit") {
+  Graph g = build_model("demo", {1, 15, 15});
+  RankProgram p = lower(g, sequential_schedule(g), 0);
+  BackendConfig cfg;
+  cfg.memory_limit = 100000;  // the 337500-byte input does not fit
+  try {
+    prepared(g, p, cfg);
+    FAIL("no out-of-memory error");
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    CHECK(msg.find("out of memory") != std::string::npos);
+    CHECK(msg.find("'input'") != std::string::npos);
+    CHECK(msg.find("337500 bytes") != std::string::npos);
+  }
+  cfg.memory_limit = 0;
+  auto b = prepared(g, p, cfg);
+  CHECK(b->peak_memory_bytes() >= size_t(p.bytes_allocated()));
+}
+
+TEST_CASE("cpu backend: misuse is an error, never a crash") {
+  Graph g = build_model("demo", {1, 5, 5});
+  RankProgram p = lower(g, sequential_schedule(g), 0);
+  auto b = prepared(g, p);
+  CHECK_THROWS_AS(b->launch(g.find("b1.conv1"), 5), Error);  // no stream 5
+  CHECK_THROWS_AS(b->wait(0, 0), Error);                     // the program has no events at all
+  CHECK_THROWS_AS(b->set_input(std::vector<float>(3)), Error);
+  CHECK_THROWS_AS(make_backend("cpu", BackendConfig{-1, "tf32"}), Error);
+  CHECK_THROWS_AS(make_backend("no-such-backend", BackendConfig{}), Error);
+  try {
+    make_backend("cuda", BackendConfig{});
+  } catch (const Error& e) {
+    // Without CUDA the name is still recognised and the message says why it is missing.
+    CHECK(std::string(e.what()).find("cuda") != std::string::npos);
+  }
+}
+
+TEST_CASE("cpu backend: comparisons and tolerances") {
+  Diff same = compare({1, -2, 3}, {1, -2, 3});
+  CHECK(same.max_abs == 0);
+  CHECK(same.max_rel == 0);
+  Diff d = compare({1, -2, 3.5f}, {1, -2, 4});
+  CHECK(d.max_abs == Approx(0.5));
+  CHECK(d.max_rel == Approx(0.125));
+  Diff nan = compare({std::nanf("")}, {1});
+  CHECK(nan.max_rel > 1e30);
+  CHECK_THROWS_AS(compare({1}, {1, 2}), Error);
+  CHECK(tolerance("fp32") < tolerance("tf32"));
+  CHECK_THROWS_AS(tolerance("fp16"), Error);
+}
+
+TEST_CASE("cpu backend: a one-rank run through the runner verifies exactly") {
+  Graph g = build_model("squeezenet", {1, 32, 32});
+  Schedule s = test::schedule_with("hios-lp", g, 1);
+  RunOptions opt;
+  opt.warmup = 1;
+  opt.number = 1;
+  opt.repeat = 2;
+  opt.verify = true;
+  opt.verify_nodes = true;
+  auto comm = make_self_comm();
+  RunReport r = run_schedule(g, s, opt, *comm);
+  CHECK(r.ok);
+  REQUIRE(r.verify.size() == 2);
+  CHECK(r.verify[0].diff.max_abs == 0);
+  int64_t elements = 0;  // every node but the input is compared once
+  for (int v = 1; v < g.size(); ++v) elements += g.nodes[v].shape.numel();
+  CHECK(r.verify[1].diff.count == elements);
+  CHECK(r.repeats_ms.size() == 2);
+  CHECK(r.ranks.size() == 1);
+  std::string table = report_to_table(r);
+  CHECK(table.find("# correctness: OK") != std::string::npos);
+  CHECK(report_to_json(r)["ok"].get<bool>());
+  SECTION("the job size must match the schedule") {
+    Schedule s2 = test::schedule_with("hios-lp", g, 2);
+    CHECK_THROWS_AS(run_schedule(g, s2, opt, *comm), Error);
+  }
+  SECTION("injected failures throw on the named rank") {
+    opt.inject_failure = "0:prepare";
+    CHECK_THROWS_AS(run_schedule(g, s, opt, *comm), Error);
+    opt.inject_failure = "0:nowhere";
+    CHECK_THROWS_AS(run_schedule(g, s, opt, *comm), Error);
+  }
+}

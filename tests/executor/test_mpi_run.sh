@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Real mpirun jobs through the hios binary with the CPU backend: parallel outputs must equal the
+# sequential run exactly, and failures must end the whole job quickly with one line naming the
+# rank and host. Usage: test_mpi_run.sh HIOS MPIRUN SCENARIO (demo | inception | randwire | failure)
+set -u
+HIOS=$1
+MPIRUN=$2
+SCENARIO=$3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# Open MPI refuses to run as root (CI containers) unless told twice.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Two CPU cores on CI: one OpenMP thread per rank, and oversubscription for 3 ranks.
+MPI=("$MPIRUN" --oversubscribe)
+FAST=(--backend cpu --threads 1 --warmup 1 --number 1 --repeat 2)
+fails=0
+
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+# graph NAME MODEL SIZE
+graph() {
+  "$HIOS" graph --model "$2" --height "$3" --width "$3" -o "$TMP/$1.json" >/dev/null 2>"$TMP/err" ||
+    { fail "hios graph $2 $3"; cat "$TMP/err"; }
+}
+
+# schedule NAME ALGO GPUS -> $TMP/NAME.ALGO.GPUS.json
+schedule() {
+  "$HIOS" schedule --graph "$TMP/$1.json" --algo "$2" --gpus "$3" -o "$TMP/$1.$2.$3.json" >/dev/null 2>"$TMP/err" ||
+    fail "hios schedule $1 $2 --gpus $3"
+}
+
+# run_ok NAME ALGO GPUS [extra run options]: mpirun -np GPUS ... --verify must pass, with the
+# parallel output equal to the sequential one (max_abs 0) and the JSON results written.
+run_ok() {
+  local name=$1 algo=$2 gpus=$3
+  shift 3
+  local out="$TMP/run.$name.$algo.$gpus.json"
+  "${MPI[@]}" -np "$gpus" "$HIOS" run --graph "$TMP/$name.json" --schedule "$TMP/$name.$algo.$gpus.json" \
+    "${FAST[@]}" --verify -o "$out" "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    fail "$name $algo on $gpus ranks: exit $rc"
+    sed 's/^/    /' "$TMP/stderr" | head -20
+    return
+  fi
+  grep -q '^# correctness: OK' "$TMP/stdout" || fail "$name $algo on $gpus ranks: no '# correctness: OK'"
+  grep -qE '^# verify vs sequential cpu run +max_abs 0\.000e\+00' "$TMP/stdout" ||
+    fail "$name $algo on $gpus ranks: output differs from the sequential run"
+  [ "$(grep -c '^#  Rank' "$TMP/stdout")" -eq "$gpus" ] || fail "$name $algo on $gpus ranks: not one line per rank"
+  grep -q '"ok": true' "$out" 2>/dev/null || fail "$name $algo on $gpus ranks: results JSON missing or not ok"
+  echo "ok: $name $algo on $gpus ranks"
+}
+
+# run_fails NAME ALGO GPUS PATTERN MAX_SECONDS [options]: exits non-zero within MAX_SECONDS
+# with a stderr line 'hios: error: ...' matching PATTERN.
+run_fails() {
+  local name=$1 algo=$2 gpus=$3 pattern=$4 limit=$5
+  shift 5
+  local start end rc
+  start=$(date +%s)
+  timeout 120 "${MPI[@]}" -np "$gpus" "$HIOS" run --graph "$TMP/$name.json" \
+    --schedule "$TMP/$name.$algo.2.json" "${FAST[@]}" -o none "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+  rc=$?
+  end=$(date +%s)
+  if [ $rc -eq 0 ]; then
+    fail "$* on $gpus ranks: exit 0, expected a failure"
+  elif ! grep -E '^hios: error: ' "$TMP/stderr" | grep -qE "$pattern"; then
+    fail "$* on $gpus ranks: no 'hios: error:' line matching /$pattern/:"
+    sed 's/^/    /' "$TMP/stderr" | head -10
+  elif [ $((end - start)) -gt "$limit" ]; then
+    fail "$* on $gpus ranks: took $((end - start)) s, more than $limit s"
+  else
+    echo "ok: fails as expected in $((end - start)) s: $(grep -E '^hios: error: ' "$TMP/stderr" | head -1)"
+  fi
+}
+
+case "$SCENARIO" in
+  demo)
+    graph demo demo 15
+    for a in hios-lp heft; do
+      schedule demo $a 2
+      schedule demo $a 3
+      run_ok demo $a 2 --verify-nodes
+      run_ok demo $a 3 --verify-nodes
+    done
+    # Without mpirun: one process, a one-GPU schedule.
+    schedule demo hios-lp 1
+    "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.1.json" "${FAST[@]}" --verify -o none \
+      >"$TMP/stdout" 2>"$TMP/stderr" && grep -q '^# correctness: OK' "$TMP/stdout" ||
+      fail "one process without mpirun: $(cat "$TMP/stderr")"
+    ;;
+  inception)
+    graph inception inception_v3 75
+    schedule inception hios-lp 2
+    schedule inception heft 3
+    run_ok inception hios-lp 2
+    run_ok inception heft 3
+    ;;
+  randwire)
+    graph randwire randwire_small 64
+    schedule randwire hios-lp 2
+    schedule randwire heft 3
+    run_ok randwire hios-lp 2 --verify-nodes
+    run_ok randwire heft 3 --verify-nodes
+    ;;
+  failure)
+    graph demo demo 15
+    schedule demo hios-lp 2
+    run_fails demo hios-lp 2 'rank 1 on host .*injected failure' 20 --inject-failure 1:run
+    run_fails demo hios-lp 2 'rank 0 on host .*injected failure' 20 --inject-failure 0:prepare
+    HIOS_INJECT_FAILURE=1:verify run_fails demo hios-lp 2 'rank 1 on host .*injected failure' 20 --verify
+    # A rank that hangs: the --timeout watchdog ends the whole job.
+    run_fails demo hios-lp 2 'timed out after 3 s' 20 --inject-failure 1:hang --timeout 3
+    run_fails demo hios-lp 3 'is for 2 GPU\(s\) but the job has 3 rank' 20
+    run_fails demo hios-lp 2 "out of memory .*tensor 'input'.*337500 bytes" 20 --memory-limit 200000
+    run_fails demo hios-lp 2 "mpi-cuda-aware|unknown transport" 20 --transport mpi-cuda-aware
+    ;;
+  *)
+    echo "unknown scenario '$SCENARIO'"
+    exit 2
+    ;;
+esac
+
+if [ $fails -ne 0 ]; then
+  echo "$fails check(s) failed"
+  exit 1
+fi
+echo "all checks passed"
