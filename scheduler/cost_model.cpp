@@ -40,6 +40,7 @@ std::vector<DevicePreset> device_presets_from_json(const json& j, const std::str
       return v;
     };
     p.peak_tflops = positive("peak_tflops");
+    p.fp32_tflops = o.has("fp32_tflops") ? positive("fp32_tflops") : p.peak_tflops;
     p.mem_bandwidth_gbs = positive("mem_bandwidth_gbs");
     p.launch_overhead_us = o.get_number("launch_overhead_us");
     p.sm_count = static_cast<int>(positive("sm_count"));
@@ -101,7 +102,8 @@ constexpr double kThreadsPerSm = 2048;
 
 struct Kernel {
   double flops = 0, bytes = 0;
-  double efficiency = 1;  // share of peak FLOP/s the kernel's arithmetic reaches
+  double tflops = 0;      // the unit it runs on: tensor cores (peak_tflops) or CUDA cores
+  double efficiency = 1;  // share of that rate the kernel's arithmetic reaches
   double parallel = 0;    // share of the SMs it can occupy, (0, 1]
 };
 
@@ -110,7 +112,9 @@ Kernel kernel_for(const DevicePreset& p, const Op& op, const Shape& in, const Sh
   k.flops = c.flops;
   k.bytes = c.bytes_read + c.bytes_written;
   const double sms = p.sm_count;
+  const double fp32 = p.fp32_tflops > 0 ? p.fp32_tflops : p.peak_tflops;
   double threads = double(out.numel());
+  k.tflops = fp32;
   switch (op.kind) {
     case OpKind::Conv: {
       const ConvAttrs& a = op.conv();
@@ -122,6 +126,7 @@ Kernel kernel_for(const DevicePreset& p, const Op& op, const Shape& in, const Sh
         double m = double(out.n) * out.h * out.w;
         double per_group = double(a.out_channels / a.groups);
         double tiles = double(a.groups) * std::ceil(m / kTile) * std::ceil(per_group / kTile);
+        k.tflops = p.peak_tflops;
         k.efficiency = p.conv_efficiency;
         k.parallel = tiles / sms;
       }
@@ -144,7 +149,7 @@ Kernel kernel_for(const DevicePreset& p, const Op& op, const Shape& in, const Sh
 }
 
 void add_kernel(const DevicePreset& p, const Kernel& k, NodeEstimate& e) {
-  double compute = k.flops / (p.peak_tflops * 1e9 * k.efficiency * k.parallel);  // ms
+  double compute = k.flops / (k.tflops * 1e9 * k.efficiency * k.parallel);  // ms
   double memory = k.bytes / (p.mem_bandwidth_gbs * 1e6 * p.memory_efficiency);   // ms
   double busy = std::max(compute, memory);
   double launch = p.launch_overhead_us * 1e-3;

@@ -38,15 +38,19 @@ struct DevicePreset {
   double link_bandwidth_gbs = 0;  // GPU-to-GPU, one direction
   double stage_overhead_us = 0;   // event record/wait per stage boundary
   double alpha = 0;               // stage-model mixing weight (docs/cost-model.md)
-  // Added with the analytic model: how close each kind of kernel gets to the peaks above.
+  // Added with the analytic model. peak_tflops is what convs see (TF32 tensor cores on Ampere
+  // and later, as the CUDA backend runs them by default); fp32_tflops is the CUDA-core rate that
+  // linear layers (run without TF32) and element-wise work see. 0 means "same as peak_tflops".
   std::string description;
-  double conv_efficiency = 0.55;       // dense/grouped conv (implicit GEMM), share of peak_tflops
-  double depthwise_efficiency = 0.25;  // depthwise conv (one input channel per group)
-  double gemm_efficiency = 0.6;        // linear layers
+  double fp32_tflops = 0;
+  double conv_efficiency = 0.5;        // dense/grouped conv (implicit GEMM), share of peak_tflops
+  double depthwise_efficiency = 0.25;  // depthwise conv (one input channel per group), of fp32_tflops
+  double gemm_efficiency = 0.6;        // linear layers, share of fp32_tflops
   double memory_efficiency = 0.8;      // share of mem_bandwidth_gbs a streaming kernel reaches
 };
 
-// Presets shipped in schedules/devices.json (h200, h100, a100, v100), compiled into the binary
+// Presets shipped in schedules/devices.json (h200, h100, a100, v100, and h200-fp32, h100-fp32,
+// a100-fp32 for runs with TF32 off), compiled into the binary
 // at configure time so that it works from any folder. A non-empty `file` reads that file
 // instead (same format), e.g. a calibrated copy passed with --devices.
 std::vector<DevicePreset> load_device_presets(const std::string& file = "");

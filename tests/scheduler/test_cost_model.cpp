@@ -44,13 +44,15 @@ std::string error_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST_CASE("device presets: the four shipped GPUs, compiled in") {
+TEST_CASE("device presets: the shipped GPUs, compiled in") {
   std::vector<DevicePreset> all = load_device_presets();
   std::vector<std::string> names;
   for (const DevicePreset& p : all) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{"h200", "h100", "a100", "v100"});
+  CHECK(names == std::vector<std::string>{"h200", "h100", "a100", "v100", "h200-fp32", "h100-fp32", "a100-fp32"});
   DevicePreset h200 = find_device_preset("h200");
-  CHECK(h200.peak_tflops == Approx(67.0));
+  CHECK(h200.peak_tflops == Approx(494.7));  // TF32 convs, the CUDA backend's default
+  CHECK(h200.fp32_tflops == Approx(67.0));
+  CHECK(find_device_preset("h200-fp32").peak_tflops == Approx(67.0));
   CHECK(h200.mem_bandwidth_gbs == Approx(4800.0));
   CHECK(h200.sm_count == 132);
   CHECK(h200.launch_overhead_us == Approx(4.0));
@@ -74,7 +76,8 @@ TEST_CASE("device presets: the four shipped GPUs, compiled in") {
     }
     DevicePreset toy = find_device_preset("toy", file);
     CHECK(toy.sm_count == 10);
-    CHECK(toy.conv_efficiency == Approx(0.55));  // defaults for the optional efficiencies
+    CHECK(toy.conv_efficiency == Approx(0.5));  // defaults for the optional fields
+    CHECK(toy.fp32_tflops == Approx(1.0));
     CHECK(error_of([&] { find_device_preset("h200", file); }).find("unknown device 'h200'") != std::string::npos);
     auto cost = make_cost_model("analytic", "toy", file);
     CHECK(cost->device() == "toy");
@@ -111,6 +114,9 @@ TEST_CASE("analytic model: roofline sanity and monotonicity") {
     NodeEstimate e = analytic_node_estimate(p, g, 1);
     double ideal = g.nodes[1].cost.flops / (p.peak_tflops * 1e9 * p.conv_efficiency);
     CHECK(e.compute_ms == Approx(ideal));
+    auto fp32 = find_device_preset("h200-fp32");
+    CHECK(analytic_node_estimate(fp32, g, 1).compute_ms ==
+          Approx(g.nodes[1].cost.flops / (fp32.peak_tflops * 1e9 * fp32.conv_efficiency)));
     CHECK(e.compute_ms > e.memory_ms);
     CHECK(e.ms == Approx(ideal + launch));
     CHECK(e.kernels == 1);
