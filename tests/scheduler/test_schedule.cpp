@@ -9,6 +9,8 @@
 #include "scheduler/schedule.hpp"
 #include "tests/catch.hpp"
 
+#include <sstream>
+
 using namespace hios;
 
 namespace {
@@ -285,6 +287,17 @@ TEST_CASE("check_schedule names each kind of violation") {
     auto p = check_schedule(g, s);
     CHECK(has_problem(p, "output not on GPU 0:", "'b2.out'"));
   }
+  SECTION("empty stages and groups, and the input in a stage") {
+    s.blocks[0][1].push_back(Stage{});
+    s.blocks[0][0][0].groups.push_back(Group{});
+    s.blocks[1][1][0].groups[0].nodes.push_back(g.input());
+    s.meta.max_streams = 3;
+    auto p = check_schedule(g, s);
+    CHECK(has_problem(p, "empty stage:", "GPU 1 [block1 stage 1]"));
+    CHECK(has_problem(p, "empty group:", "block 'block1' GPU 0 stage 0 group 2"));
+    CHECK(has_problem(p, "input scheduled:", "'input'"));
+    CHECK(p.size() == 3);
+  }
   SECTION("every violation is reported, not just the first") {
     s.meta.max_streams = 1;
     s.blocks[0][0][0].groups.pop_back();
@@ -305,4 +318,43 @@ TEST_CASE("check_schedule names each kind of violation") {
     CHECK(e.find("invalid schedule: ") == 0);
     CHECK(e.find("(and 2 more problems;") != std::string::npos);
   }
+}
+
+TEST_CASE("schedules/schema.json describes the keys the writer writes") {
+  json schema = read_json_file(std::string(HIOS_SOURCE_DIR) + "/schedules/schema.json");
+  Graph g = demo();
+  json j = schedule_to_json(g, two_gpu(g));
+  auto keys = [](const json& o) {
+    std::vector<std::string> k;
+    for (auto it = o.begin(); it != o.end(); ++it) k.push_back(it.key());
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  CHECK(keys(schema["properties"]) == keys(j));
+  CHECK(keys(schema["$defs"]["meta"]["properties"]) == keys(j["meta"]));
+  CHECK(keys(schema["$defs"]["meta"]["properties"]["graph"]["properties"]) == keys(j["meta"]["graph"]));
+  CHECK(keys(schema["$defs"]["meta"]["properties"]["optimisation_cost"]["properties"]) ==
+        keys(j["meta"]["optimisation_cost"]));
+  CHECK(keys(schema["$defs"]["block"]["properties"]) == keys(j["blocks"][0]));
+  CHECK(keys(schema["$defs"]["transfer"]["properties"]) == keys(j["transfers"][0]));
+  CHECK(schema["properties"]["format"]["const"] == j["format"]);
+  CHECK(schema["properties"]["version"]["const"] == j["version"]);
+}
+
+TEST_CASE("the example in docs/schedule-format.md is a valid, canonical schedule of the demo graph") {
+  std::ifstream in(std::string(HIOS_SOURCE_DIR) + "/docs/schedule-format.md");
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string doc = ss.str();
+  size_t begin = doc.find("```json\n");
+  REQUIRE(begin != std::string::npos);
+  begin += 8;
+  size_t end = doc.find("```", begin);
+  REQUIRE(end != std::string::npos);
+  std::string example = doc.substr(begin, end - begin);
+  Graph g = demo();
+  Schedule s = schedule_from_json(g, parse_json_text(example, "docs/schedule-format.md"));
+  CHECK(check_schedule(g, s).empty());
+  CHECK(schedule_to_text(g, s) == example);
 }
