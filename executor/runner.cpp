@@ -152,6 +152,8 @@ void issue(const RankProgram& p, Backend& b, Transport* t, bool fail_after_launc
       case InstrKind::Gather: break;  // output-ready: the host synchronises after the pass
     }
   }
+  // A rank the schedule gives no node still fails, at the end of its pass.
+  if (fail_after_launch) injected("a timed pass");
 }
 
 struct Runner {
