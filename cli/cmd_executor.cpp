@@ -8,17 +8,20 @@
 #include "executor/comm.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
+#include "executor/replay.hpp"
 #include "executor/runner.hpp"
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
+#include "scheduler/cost_model.hpp"
 #include "scheduler/schedule.hpp"
+#include "scheduler/simulator.hpp"
 
 namespace hios::cli {
 
 namespace {
 
 struct LowerOptions {
-  std::string graph, schedule, output;
+  std::string graph, schedule, output, cost, device;
   int rank = 0;
   bool all = false;
 };
@@ -71,6 +74,10 @@ void add_executor_commands(CLI::App& app) {
   lower_cmd->add_option("--rank,-r", lopt->rank, "Rank (GPU) whose program to print (default 0)");
   lower_cmd->add_flag("--all", lopt->all, "Print every rank's program, one after the other");
   lower_cmd->add_option("--output,-o", lopt->output, "Write to this file instead of stdout");
+  lower_cmd->add_option("--cost", lopt->cost,
+                        "Also replay every rank's program under this cost model ('analytic' or a profile "
+                        "database) and print its latency beside the simulator's");
+  lower_cmd->add_option("--device", lopt->device, "Device preset of the analytic model (default h200)");
   lower_cmd->footer(
       "Instructions: alloc, launch, record/wait (events), send/recv (on one stream per peer and\n"
       "direction), gather. docs/executor.md explains the lowering.\n\n"
@@ -89,6 +96,15 @@ void add_executor_commands(CLI::App& app) {
       HIOS_CHECK(lopt->rank >= 0 && lopt->rank < s.meta.num_gpus, "--rank %d is out of range: the schedule uses %d GPU(s)",
                  lopt->rank, s.meta.num_gpus);
       text = exec::program_to_text(g, all[static_cast<size_t>(lopt->rank)]);
+    }
+    if (!lopt->cost.empty()) {
+      auto cost = make_cost_model(lopt->cost, lopt->device);
+      exec::ReplayResult rr = exec::replay_programs(g, s, all, *cost);
+      SimResult sim = simulate(g, s, *cost);
+      text += strprintf("# replay of the programs under %s (%s): %.4f ms; simulate(): %.4f ms\n", cost->name().c_str(),
+                        cost->device().c_str(), rr.latency_ms, sim.latency_ms);
+    } else {
+      HIOS_CHECK(lopt->device.empty(), "--device needs --cost");
     }
     write_output(lopt->output, text);
   });
