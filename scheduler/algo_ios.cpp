@@ -233,7 +233,23 @@ struct IosRun {
           solve(chunk, (chunk.size() + 1) / 2, name, out);
         } else {
           ++greedy;
-          for (auto& st : greedy_stages(g, chunk, max_streams)) out.push_back(std::move(st));
+          // Greedy packs every ready node into one stage, which the stage model can price
+          // above running them one by one; keep whichever of the two is cheaper so a capped
+          // part is never worse than the sequential order the DP would have considered.
+          auto packed = greedy_stages(g, chunk, max_streams);
+          std::vector<std::vector<std::vector<int>>> serial;
+          for (int v : chunk) serial.push_back({{v}});
+          auto total = [&](const std::vector<std::vector<std::vector<int>>>& stages) {
+            double ms = 0;
+            for (const auto& st : stages) {
+              Stage stage;
+              for (const auto& grp : st) stage.groups.push_back(Group{grp});
+              ms += cost.stage_ms(g, stage, 0);
+            }
+            return ms;
+          };
+          auto& best = total(packed) <= total(serial) ? packed : serial;
+          for (auto& st : best) out.push_back(std::move(st));
         }
       }
     }
