@@ -24,6 +24,13 @@ enum class MathMode { Tf32, Fp32 };
 const char* math_mode_name(MathMode m);
 MathMode parse_math_mode(const std::string& s);  // "tf32" or "fp32"; otherwise hios::Error
 
+// Which family of convolution implementations may run: Auto times them all and takes the
+// fastest (the default everywhere); the others force one family where it can compute the
+// convolution (cuDNN's graph API, cuDNN's legacy API, hios's own depthwise kernel), so the
+// tests check each against the CPU.
+enum class ConvImpl { Auto, Graph, Legacy, Hios };
+const char* conv_impl_name(ConvImpl c);
+
 // Number of usable CUDA devices; 0 when there is no driver or no GPU. Never throws, so tests
 // can decide to skip.
 int device_count() noexcept;
@@ -36,6 +43,7 @@ struct SingleGpuOptions {
   bool cuda_graph = true;          // capture the forward pass once and replay it
   uint64_t seed = init::kDefaultSeed;
   bool reuse_memory = true;        // share activation buffers between values whose lives do not overlap
+  ConvImpl conv_impl = ConvImpl::Auto;
 };
 
 struct TimingResult {

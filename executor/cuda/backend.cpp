@@ -17,6 +17,7 @@ CudaBackend::CudaBackend(const exec::BackendConfig& cfg) : cfg_(cfg) {
   math_ = parse_math_mode(cfg.math);
   HIOS_CUDA_CHECK(cudaSetDevice(device_));
   set_memory_limit(device_, cfg.memory_limit);
+  baseline_ = memory_stats(device_).current;
 }
 
 CudaBackend::~CudaBackend() {
@@ -150,7 +151,7 @@ void CudaBackend::set_input(const std::vector<float>& values) {
              "cuda backend: set_input got %zu values, the input holds %zu", values.size(),
              tensors_[size_t(in)].bytes() / sizeof(float));
   synchronize();
-  HIOS_CUDA_CHECK(cudaMemcpy(p, values.data(), tensors_[size_t(in)].bytes(), cudaMemcpyHostToDevice));
+  upload(p, values.data(), tensors_[size_t(in)].bytes(), stream_handle(0));
 }
 
 std::vector<float> CudaBackend::read_tensor(int node) {
@@ -161,7 +162,7 @@ std::vector<float> CudaBackend::read_tensor(int node) {
   return out;
 }
 
-size_t CudaBackend::peak_memory_bytes() const { return memory_stats(device_).peak; }
+size_t CudaBackend::peak_memory_bytes() const { return bytes_above(memory_stats(device_).peak, baseline_); }
 
 // The pass starts and ends on stream 0 (program.hpp): every other stream forks from it and
 // joins it through events, so capturing stream 0 captures the whole pass, NCCL calls included.

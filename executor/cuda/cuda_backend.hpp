@@ -64,6 +64,7 @@ class CudaBackend final : public exec::Backend {
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   bool capturing_ = false;
+  size_t baseline_ = 0;  // device memory other owners held when this backend was made
 };
 
 }  // namespace hios::cuda

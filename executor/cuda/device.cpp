@@ -46,6 +46,11 @@ std::string format_bytes(size_t bytes) {
   return strprintf("%zu B", bytes);
 }
 
+void upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Memory accounting
 

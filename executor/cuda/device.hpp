@@ -19,6 +19,7 @@ struct MemoryStats {
 };
 MemoryStats memory_stats(int device);
 void reset_peak_memory(int device);
+inline size_t bytes_above(size_t v, size_t base) { return v > base ? v - base : 0; }
 // 0: none. Otherwise an allocation that would take the device's total past `bytes` fails as
 // out of memory (BackendConfig::memory_limit: tests the out-of-memory path on any GPU).
 void set_memory_limit(int device, size_t bytes);
@@ -80,5 +81,10 @@ class StreamResources {
 };
 
 std::string format_bytes(size_t bytes);
+
+// Host -> device copy that has landed when it returns. A plain cudaMemcpy from pageable memory
+// may return before its DMA finishes, and our streams do not wait for the legacy stream it
+// runs on, so the next kernel could read a half-written tensor.
+void upload(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
 }  // namespace hios::cuda

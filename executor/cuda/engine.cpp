@@ -12,30 +12,6 @@ namespace hios::cuda {
 
 namespace {
 
-const char* algo_name(cudnnConvolutionFwdAlgo_t a) {
-  switch (a) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit_gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit_precomp_gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft_tiling";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd_nonfused";
-    default: return "unknown";
-  }
-}
-
-const char* math_name(cudnnMathType_t m) {
-  switch (m) {
-    case CUDNN_DEFAULT_MATH: return "default";
-    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_conv";
-    case CUDNN_FMA_MATH: return "fma";
-    default: return "?";
-  }
-}
-
 // The per-device algorithm cache, shared by every engine of the process. Entries are never
 // erased, so references into the map stay valid.
 struct ConvCache {
@@ -155,17 +131,17 @@ void Engine::load_params(int node) {
   for (size_t i = 0; i < ps.size(); ++i) {
     const std::string prefix = nd.op.kind == OpKind::Sequential ? nd.name + strprintf(".steps[%zu]", i) : nd.name;
     Params out;
-    auto upload = [&](const std::vector<float>& host, const std::string& what) -> const float* {
+    auto to_device = [&](const std::vector<float>& host, const std::string& what) -> const float* {
       if (host.empty()) return nullptr;
       DeviceBuffer buf(opts_.device, host.size() * sizeof(float), what + " '" + prefix + "'");
-      HIOS_CUDA_CHECK(cudaMemcpy(buf.get(), host.data(), buf.bytes(), cudaMemcpyHostToDevice));
+      upload(buf.get(), host.data(), buf.bytes(), streams_[0]->stream());
       weight_bytes_ += buf.bytes();
       const float* p = buf.f32();
       weights_.emplace(prefix + "." + what, std::move(buf));
       return p;
     };
-    out.weight = upload(ps[i].weight, "weight");
-    out.bias = upload(ps[i].bias, "bias");
+    out.weight = to_device(ps[i].weight, "weight");
+    out.bias = to_device(ps[i].bias, "bias");
     out.weight_count = int64_t(ps[i].weight.size());
     out.bias_count = int64_t(ps[i].bias.size());
     params_[prefix] = out;
@@ -182,7 +158,7 @@ void Engine::upload_input() {
   const int in = g_.input();
   HIOS_CHECK(outputs_[size_t(in)] != nullptr, "CUDA engine: the graph input has no device buffer");
   const std::vector<float> v = exec::make_input(g_, opts_.seed);
-  HIOS_CUDA_CHECK(cudaMemcpy(outputs_[size_t(in)], v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  upload(outputs_[size_t(in)], v.data(), v.size() * sizeof(float), streams_[0]->stream());
 }
 
 const float* Engine::zeros(int64_t count, cudaStream_t fill_stream) {
@@ -211,7 +187,6 @@ void* Engine::find_workspace(size_t* bytes) {
 ConvChoice& Engine::find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const float* x,
                               cudnnFilterDescriptor_t wd, const float* w, cudnnConvolutionDescriptor_t cd,
                               cudnnTensorDescriptor_t yd, float* y, bool fp32_only) {
-  ++conv_keys_[key];
   ConvCache& cache = conv_cache(opts_.device);
   std::lock_guard<std::mutex> lock(cache.mu);
   auto it = cache.entries.find(key);
@@ -245,15 +220,16 @@ ConvChoice& Engine::find_conv(const std::string& key, StreamResources& res, cudn
   return cache.entries.emplace(key, ch).first->second;
 }
 
+void Engine::note_conv(const std::string& key, const std::string& what) {
+  auto& n = conv_notes_[key];
+  n.first = what;
+  ++n.second;
+}
+
 std::string Engine::algorithm_report() const {
   std::string s;
-  ConvCache& cache = conv_cache(opts_.device);
-  std::lock_guard<std::mutex> lock(cache.mu);
-  for (const auto& [key, uses] : conv_keys_) {
-    const ConvChoice& ch = cache.entries.at(key);
-    s += strprintf("%-70s %-22s %-9s ws=%-10s %.3f ms x%d%s\n", key.c_str(), algo_name(ch.algo), math_name(ch.math),
-                   format_bytes(ch.workspace).c_str(), double(ch.find_ms), uses,
-                   ch.fused == 1 ? " fused" : ch.fused == 0 ? " unfused" : "");
+  for (const auto& [key, note] : conv_notes_) {
+    s += strprintf("  %-78s x%-3d %s\n", key.c_str(), note.second, note.first.c_str());
   }
   return s;
 }

@@ -92,6 +92,7 @@ class Engine {
     int device = 0;
     MathMode math = MathMode::Tf32;
     uint64_t seed = init::kDefaultSeed;
+    ConvImpl conv_impl = ConvImpl::Auto;
   };
   Engine(const Graph& g, const Options& opts);
   ~Engine();
@@ -101,6 +102,7 @@ class Engine {
   const Graph& graph() const { return g_; }
   int device() const { return opts_.device; }
   MathMode math() const { return opts_.math; }
+  ConvImpl conv_impl() const { return opts_.conv_impl; }
   uint64_t seed() const { return opts_.seed; }
 
   void ensure_streams(int n);
@@ -141,6 +143,9 @@ class Engine {
   // Scratch large enough for cudnnFind and fused-call trials; freed after planning.
   void* find_workspace(size_t* bytes);
 
+  // What plan_convolution chose for a signature, for algorithm_report().
+  void note_conv(const std::string& key, const std::string& what);
+
   size_t weight_bytes() const { return weight_bytes_; }
   std::string algorithm_report() const;
 
@@ -158,7 +163,7 @@ class Engine {
   std::unordered_map<std::string, Params> params_;
   std::vector<bool> params_loaded_;
   size_t weight_bytes_ = 0;
-  std::map<std::string, int> conv_keys_;  // signatures this engine uses, and how often
+  std::map<std::string, std::pair<std::string, int>> conv_notes_;  // signature -> (choice, uses)
   DeviceBuffer find_ws_;
 };
 

@@ -1,6 +1,7 @@
 #include "executor/cuda/kernels.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "executor/cuda/check.hpp"
 
@@ -108,7 +109,114 @@ __global__ void pool_kernel(const __grid_constant__ PoolParams p) {
   }
 }
 
+__device__ __forceinline__ float activate(float v, int act) {
+  switch (act) {
+    case 1: return fmaxf(v, 0.f);
+    case 2: return 1.f / (1.f + expf(-v));
+    case 3: return tanhf(v);
+    default: return v;
+  }
+}
+
+__global__ void bias_act_kernel(const float* x, float* y, const float* bias, int act, int64_t c, int64_t hw,
+                                int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    float v = x[i];
+    if (bias) v += bias[(i / hw) % c];
+    y[i] = activate(v, act);
+  }
+}
+
+// One block computes a kTileW x kTileH patch of one channel of one item; the input patch (halo
+// included, ReLU applied when asked) is staged in shared memory once and read k*k times.
+constexpr int kTileW = 32, kTileH = 8;
+__global__ void __launch_bounds__(kTileW * kTileH) depthwise_kernel(const __grid_constant__ DepthwiseParams p) {
+  extern __shared__ float smem[];
+  const int tiles_w = (p.ow + kTileW - 1) / kTileW;
+  const int ox0 = (blockIdx.x % tiles_w) * kTileW, oy0 = (blockIdx.x / tiles_w) * kTileH;
+  const int ch = blockIdx.y, b = blockIdx.z;
+  const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
+  float* tile = smem;
+  float* wk = smem + ih * iw;
+  const float* x = p.x + (int64_t(b) * p.c + ch) * p.h * p.w_in;
+  const int iy0 = oy0 * p.sh - p.ph, ix0 = ox0 * p.sw - p.pw;
+  for (int i = threadIdx.x; i < ih * iw; i += blockDim.x) {
+    const int r = i / iw, q = i - r * iw;
+    const int yy = iy0 + r, xx = ix0 + q;
+    float v = 0.f;
+    if (yy >= 0 && yy < p.h && xx >= 0 && xx < p.w_in) {
+      v = x[yy * p.w_in + xx];
+      if (p.input_relu) v = fmaxf(v, 0.f);
+    }
+    tile[i] = v;
+  }
+  for (int i = threadIdx.x; i < p.kh * p.kw; i += blockDim.x) wk[i] = p.w[ch * p.kh * p.kw + i];
+  __syncthreads();
+  const int tx = threadIdx.x % kTileW, ty = threadIdx.x / kTileW;
+  const int ox = ox0 + tx, oy = oy0 + ty;
+  if (ox >= p.ow || oy >= p.oh) return;
+  float acc = 0.f;
+  const float* base = tile + (ty * p.sh) * iw + tx * p.sw;
+  for (int r = 0; r < p.kh; ++r) {
+    for (int q = 0; q < p.kw; ++q) acc = fmaf(base[r * iw + q], wk[r * p.kw + q], acc);
+  }
+  if (p.b) acc += p.b[ch];
+  p.y[((int64_t(b) * p.c + ch) * p.oh + oy) * p.ow + ox] = activate(acc, p.act);
+}
+
+// One warp per output feature; lanes stride over the input features, then reduce.
+__global__ void linear_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+                              float* __restrict__ y, int64_t n, int64_t in, int64_t out, int vec4) {
+  const int lane = threadIdx.x % 32;
+  const int64_t o = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (o >= out) return;
+  const float* wr = w + o * in;
+  for (int64_t k = 0; k < n; ++k) {
+    const float* xr = x + k * in;
+    float acc = 0.f;
+    if (vec4) {
+      const float4* w4 = reinterpret_cast<const float4*>(wr);
+      const float4* x4 = reinterpret_cast<const float4*>(xr);
+      for (int64_t i = lane; i < in / 4; i += 32) {
+        const float4 a = w4[i], v = x4[i];
+        acc = fmaf(a.x, v.x, acc);
+        acc = fmaf(a.y, v.y, acc);
+        acc = fmaf(a.z, v.z, acc);
+        acc = fmaf(a.w, v.w, acc);
+      }
+    } else {
+      for (int64_t i = lane; i < in; i += 32) acc = fmaf(wr[i], xr[i], acc);
+    }
+    for (int off = 16; off > 0; off /= 2) acc += __shfl_down_sync(0xffffffffu, acc, off);
+    if (lane == 0) y[k * out + o] = acc + (b ? b[o] : 0.f);
+  }
+}
+
 }  // namespace
+
+void launch_bias_act(const float* x, float* y, const float* bias, int act, int64_t n, int64_t c, int64_t hw,
+                     cudaStream_t stream) {
+  const int64_t total = n * c * hw;
+  if (total <= 0 || (!bias && act == 0 && x == y)) return;
+  bias_act_kernel<<<grid_for(total), kThreads, 0, stream>>>(x, y, bias, act, c, hw, total);
+  HIOS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
+  const int tiles = ((p.ow + kTileW - 1) / kTileW) * ((p.oh + kTileH - 1) / kTileH);
+  const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
+  const size_t smem = size_t(ih * iw + p.kh * p.kw) * sizeof(float);
+  depthwise_kernel<<<dim3(unsigned(tiles), unsigned(p.c), unsigned(p.n)), kTileW * kTileH, smem, stream>>>(p);
+  HIOS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_linear(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in, int64_t out,
+                   cudaStream_t stream) {
+  const int warps = 8;
+  const int vec4 = in % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0 && (reinterpret_cast<uintptr_t>(w) & 15u) == 0;
+  linear_kernel<<<unsigned((out + warps - 1) / warps), warps * 32, 0, stream>>>(x, w, b, y, n, in, out, vec4);
+  HIOS_CUDA_CHECK_LAUNCH();
+}
 
 void launch_combine(const CombineParams& p, cudaStream_t stream) {
   if (p.num_terms <= 0) return;

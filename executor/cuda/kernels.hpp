@@ -1,6 +1,9 @@
 // The few CUDA kernels hios writes itself, for what cuDNN has no call for: term assembly (sums
-// within terms, concatenation across terms, products of operands) and pooling with PyTorch's
-// ceil_mode. Internal to executor/cuda.
+// within terms, concatenation across terms, products of operands), pooling with PyTorch's
+// ceil_mode, a bias + activation epilogue in one pass (cuDNN needs two), a depthwise
+// convolution that applies the ReLU before it on the fly, and a matrix-vector product for
+// linear layers at small batch (cuDNN's 1x1 convolution over a 1x1 map leaves most of the GPU
+// idle). Internal to executor/cuda.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -53,5 +56,31 @@ struct PoolParams {
   int64_t x_batch_stride = 0;
 };
 void launch_pool(const PoolParams& p, cudaStream_t stream);
+
+// Activation codes shared by the kernels below: 0 none, 1 relu, 2 sigmoid, 3 tanh (the order of
+// hios::Activation).
+// y = act(x + bias[c]) over packed NCHW tensors (x == y is fine); bias may be null.
+void launch_bias_act(const float* x, float* y, const float* bias, int act, int64_t n, int64_t c, int64_t hw,
+                     cudaStream_t stream);
+
+// Depthwise convolution (groups = in = out channels): y = act(conv(relu?(x), w) + b).
+struct DepthwiseParams {
+  const float* x = nullptr;
+  const float* w = nullptr;  // [c][kh][kw]
+  const float* b = nullptr;  // may be null
+  float* y = nullptr;
+  int n = 0, c = 0, h = 0, w_in = 0, oh = 0, ow = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int input_relu = 0;
+  int act = 0;
+};
+constexpr int kMaxDepthwiseKernel = 7;
+constexpr int kMaxDepthwiseStride = 2;
+void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream);
+
+// y[n][o] = b[o] + sum_i w[o][i] * x[n][i], x flattened, in fp32 (no TF32, as PyTorch's
+// default matmul); b may be null.
+void launch_linear(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in, int64_t out,
+                   cudaStream_t stream);
 
 }  // namespace hios::cuda

@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/conv.hpp"
 #include "executor/cuda/engine.hpp"
 #include "executor/cuda/kernels.hpp"
-#include "executor/init.hpp"
 
 namespace hios::cuda {
 
@@ -23,16 +23,6 @@ struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
   TensorDesc() { HIOS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d)); }
   ~TensorDesc() { (void)cudnnDestroyTensorDescriptor(d); }
-};
-struct FilterDesc {
-  cudnnFilterDescriptor_t d = nullptr;
-  FilterDesc() { HIOS_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d)); }
-  ~FilterDesc() { (void)cudnnDestroyFilterDescriptor(d); }
-};
-struct ConvDesc {
-  cudnnConvolutionDescriptor_t d = nullptr;
-  ConvDesc() { HIOS_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d)); }
-  ~ConvDesc() { (void)cudnnDestroyConvolutionDescriptor(d); }
 };
 struct ActDesc {
   cudnnActivationDescriptor_t d = nullptr;
@@ -68,12 +58,6 @@ std::shared_ptr<TensorDesc> tensor_desc(const View& v, const std::string& node) 
   return t;
 }
 
-std::shared_ptr<TensorDesc> channel_desc(int64_t channels, const std::string& node) {
-  auto t = std::make_shared<TensorDesc>();
-  HIOS_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(t->d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, to_int(channels, node, "channels"), 1, 1));
-  return t;
-}
 
 cudnnActivationMode_t act_mode(Activation a) {
   switch (a) {
@@ -101,15 +85,18 @@ struct ConvSpec {
   std::array<int, 2> kernel, stride, padding, dilation;
   bool bias;
   Activation act;
-  bool fp32_only;  // linear layers: PyTorch runs them without TF32
 };
 
-void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, View x, const View& y) {
+// input_relu: the step before was a ReLU that this convolution applies to its input itself
+// (plan_sequential decides; only hios's depthwise kernel does it without a separate pass).
+void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, View x, const View& y,
+                    bool input_relu = false) {
   // Strided inputs (slices of batched tensors) are copied: not every cuDNN engine takes them.
   x = c.packed(x);
+  // Scratch for the cuDNN candidates, which need the ReLU's output materialised.
+  const View relu_tmp = input_relu ? c.scratch(x.shape) : View{};
   if (c.dry) return;
   const std::string& node = c.node_name;
-  const cudaStream_t st = c.res.stream();
   const int64_t cin_g = x.shape.c / a.groups;
   const int64_t fan_in = cin_g * a.kernel[0] * a.kernel[1];
   const Engine::Params& prm = c.eng.params(prefix);
@@ -117,109 +104,56 @@ void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, Vi
              "node '%s': parameters of '%s' hold %lld weights and %lld biases, expected %lld and %lld", node.c_str(),
              prefix.c_str(), (long long)prm.weight_count, (long long)prm.bias_count,
              (long long)(a.out_channels * fan_in), (long long)(a.bias ? a.out_channels : 0));
-  const float* w = prm.weight;
-  const float* b = prm.bias;
-
-  auto xd = tensor_desc(x, node);
-  auto yd = tensor_desc(y, node);
-  auto wd = std::make_shared<FilterDesc>();
-  HIOS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd->d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                              to_int(a.out_channels, node, "out_channels"), to_int(cin_g, node, "in_channels"),
-                                              a.kernel[0], a.kernel[1]));
-  auto cd = std::make_shared<ConvDesc>();
-  HIOS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd->d, a.padding[0], a.padding[1], a.stride[0], a.stride[1],
-                                                   a.dilation[0], a.dilation[1], CUDNN_CROSS_CORRELATION,
-                                                   CUDNN_DATA_FLOAT));
-  HIOS_CUDNN_CHECK(cudnnSetConvolutionGroupCount(cd->d, to_int(a.groups, node, "groups")));
-  const bool fp32 = a.fp32_only || c.eng.math() == MathMode::Fp32;
-  // CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for float data (what PyTorch asks for
-  // with allow_tf32); CUDNN_FMA_MATH forbids them.
-  HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(cd->d, fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
-
-  int on = 0, oc = 0, oh = 0, ow = 0;
-  HIOS_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(cd->d, xd->d, wd->d, &on, &oc, &oh, &ow));
-  HIOS_CHECK(on == y.shape.n && oc == y.shape.c && oh == y.shape.h && ow == y.shape.w,
-             "node '%s': cuDNN computes a %dx%dx%dx%d output, the graph says %s", node.c_str(), on, oc, oh, ow,
-             y.shape.str().c_str());
-
-  // The key holds everything cudnnFind's answer depends on, alignment included: an engine
-  // that needs 16-byte aligned operands fails on a slice starting mid-vector.
-  const std::string key = strprintf(
-      "x%lldx%lldx%lldx%lld/%lld w%lldx%lldx%dx%d p%d,%d s%d,%d d%d,%d g%lld %s a%d%d", (long long)x.shape.n,
-      (long long)x.shape.c, (long long)x.shape.h, (long long)x.shape.w, (long long)(x.shape.n == 1 ? 0 : x.batch_stride),
-      (long long)a.out_channels, (long long)cin_g, a.kernel[0], a.kernel[1], a.padding[0], a.padding[1], a.stride[0],
-      a.stride[1], a.dilation[0], a.dilation[1], (long long)a.groups, fp32 ? "fp32" : "tf32", int(aligned16(x.ptr)),
-      int(aligned16(y.ptr)));
-  ConvChoice& ch = c.eng.find_conv(key, c.res, xd->d, x.ptr, wd->d, w, cd->d, yd->d, y.ptr, fp32);
-  HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(cd->d, ch.math));
-  c.workspace_need = std::max(c.workspace_need, ch.workspace);
-
-  // cudnnConvolutionBiasActivationForward computes relu(conv + bias) in one call; with no
-  // activation it is allowed only for IMPLICIT_PRECOMP_GEMM. Sigmoid and tanh are not fused.
-  bool fused = a.act == Activation::Relu ||
-               (a.act == Activation::None && a.bias && ch.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
-  const float* fbias = b ? b : (fused ? c.eng.zeros(a.out_channels, st) : nullptr);
-  auto bd = channel_desc(a.out_channels, node);
-  auto ad = act_desc(a.act);
-  if (fused && ch.fused < 0) {
-    // Try it once per signature, on the real buffers, before anything is captured.
-    size_t ws_bytes = 0;
-    void* ws = c.eng.find_workspace(&ws_bytes);
-    HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-    cudnnStatus_t s = cudnnConvolutionBiasActivationForward(c.res.cudnn(), &kOne, xd->d, x.ptr, wd->d, w, cd->d,
-                                                            ch.algo, ws, ws_bytes, &kZero, yd->d, y.ptr, bd->d, fbias,
-                                                            ad->d, yd->d, y.ptr);
-    if (s == CUDNN_STATUS_SUCCESS) {
-      HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-      ch.fused = 1;
-    } else if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
-      ch.fused = 0;
-    } else {
-      fail_cudnn(s, "cudnnConvolutionBiasActivationForward (trial)", __FILE__, __LINE__);
-    }
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = i == 0 ? x.shape.h : x.shape.w, out = i == 0 ? y.shape.h : y.shape.w;
+    const int64_t span = int64_t(a.dilation[i]) * (a.kernel[i] - 1) + 1;
+    HIOS_CHECK((in + 2 * a.padding[i] - span) / a.stride[i] + 1 == out && y.shape.c == a.out_channels,
+               "node '%s': convolution of %s gives an output other than the graph's %s", node.c_str(),
+               x.shape.str().c_str(), y.shape.str().c_str());
   }
-  fused = fused && ch.fused == 1;
-  const cudnnConvolutionFwdAlgo_t algo = ch.algo;
-  float* yp = y.ptr;
-  const float* xp = x.ptr;
-  if (fused) {
-    c.emit([=](StreamResources& r) {
-      HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(r.cudnn(), &kOne, xd->d, xp, wd->d, w, cd->d, algo,
-                                                             r.workspace(), r.workspace_bytes(), &kZero, yd->d, yp,
-                                                             bd->d, fbias, ad->d, yd->d, yp));
-    });
-    return;
-  }
-  const Activation act = a.act;
-  c.emit([=](StreamResources& r) {
-    HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, xd->d, xp, wd->d, w, cd->d, algo, r.workspace(),
-                                             r.workspace_bytes(), &kZero, yd->d, yp));
-    if (b) HIOS_CUDNN_CHECK(cudnnAddTensor(r.cudnn(), &kOne, bd->d, b, &kOne, yd->d, yp));
-    if (act != Activation::None) {
-      HIOS_CUDNN_CHECK(cudnnActivationForward(r.cudnn(), ad->d, &kOne, yd->d, yp, &kZero, yd->d, yp));
-    }
-  });
+  to_int(x.item(), node, "input size");
+  to_int(y.item(), node, "output size");
+  ConvProblem p;
+  p.x = x;
+  p.y = y;
+  p.w = prm.weight;
+  p.b = prm.bias;
+  p.out_channels = a.out_channels;
+  p.groups = a.groups;
+  p.kernel = a.kernel;
+  p.stride = a.stride;
+  p.padding = a.padding;
+  p.dilation = a.dilation;
+  p.act = a.act;
+  p.fp32 = c.eng.math() == MathMode::Fp32;
+  p.input_relu = input_relu;
+  p.relu_tmp = relu_tmp;
+  plan_convolution(c, p);
 }
 
 void plan_conv(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& out) {
   const ConvAttrs& a = op.conv();
-  plan_conv_spec(c, ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias, a.activation,
-                             false},
+  plan_conv_spec(c, ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias, a.activation},
                  prefix, in.at(0), out);
 }
 
-// PyTorch's nn.Linear runs through cuBLAS without TF32 by default; a 1x1 convolution over the
-// flattened input is the same product, keeps one library, and takes the bias in the same call.
+// A matrix-vector product per batch item (kernels.cu), in full fp32 as PyTorch's nn.Linear by
+// default: at batch 1 cuDNN's 1x1 convolution over a 1x1 map, tried first, ran 60 times slower
+// (0.3 ms for Inception's 2048 -> 1000 layer on an H200).
 void plan_linear(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& out) {
   const LinearAttrs& a = op.linear();
-  View x = c.packed(in.at(0));
-  View flat = x;
-  flat.shape = Shape{x.shape.n, x.item(), 1, 1};
-  flat.batch_stride = x.item();
-  View y = out;
-  y.shape = Shape{out.shape.n, a.out_features, 1, 1};
-  plan_conv_spec(c, ConvSpec{a.out_features, 1, {1, 1}, {1, 1}, {0, 0}, {1, 1}, a.bias, Activation::None, true}, prefix,
-                 flat, y);
+  const View x = c.packed(in.at(0));
+  if (c.dry) return;
+  const Engine::Params& prm = c.eng.params(prefix);
+  HIOS_CHECK(prm.weight_count == a.out_features * x.item() && prm.bias_count == (a.bias ? a.out_features : 0),
+             "node '%s': parameters of '%s' do not match a %lld -> %lld linear layer", c.node_name.c_str(),
+             prefix.c_str(), (long long)x.item(), (long long)a.out_features);
+  const float* xp = x.ptr;
+  const float* w = prm.weight;
+  const float* b = prm.bias;
+  float* yp = out.ptr;
+  const int64_t n = x.shape.n, features = x.item(), outs = a.out_features;
+  c.emit([=](StreamResources& r) { launch_linear(xp, w, b, yp, n, features, outs, r.stream()); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,44 +314,66 @@ void plan_input(PlanCtx& c, const Op&, const std::string&, const std::vector<Vie
 }
 
 // Steps run back to back; intermediates live in two scratch buffers used in turn. A conv
-// without activation followed by an activation step becomes one fused conv.
+// without activation followed by an activation step becomes one fused conv, and a ReLU step
+// followed by a depthwise conv becomes that conv reading relu(x) (NASNet's separable
+// convolutions): one pass over the tensor instead of two.
 void plan_sequential(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in,
                      const View& out) {
+  struct Step {
+    Op op;
+    std::string name;
+    bool input_relu = false;
+  };
   const auto& steps = op.sequential().steps;
-  std::vector<Op> ops;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    Op s = steps[i];
-    std::string name = prefix + strprintf(".steps[%zu]", i);
-    if (s.kind == OpKind::Conv && s.conv().activation == Activation::None && i + 1 < steps.size() &&
-        steps[i + 1].kind == OpKind::Activation) {
-      ConvAttrs a = s.conv();
-      a.activation = steps[i + 1].act().activation;
-      s.attrs = a;
-      ++i;  // the activation step is folded into this conv
-    }
-    ops.push_back(std::move(s));
-    names.push_back(std::move(name));
-  }
-  // Shapes of the intermediates, from the op table's own inference.
-  std::vector<Shape> shapes;
+  std::vector<Step> plan;
   Shape cur = in.at(0).shape;
   InferContext ictx{c.node_name, cur.n, cur.h, cur.w};
-  size_t biggest = 0;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    cur = infer_op(ops[i], {cur}, ictx);
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Step s{steps[i], prefix + strprintf(".steps[%zu]", i), false};
+    if (s.op.kind == OpKind::Activation && s.op.act().activation == Activation::Relu && i + 1 < steps.size() &&
+        steps[i + 1].kind == OpKind::Conv) {
+      const ConvAttrs& a = steps[i + 1].conv();
+      ConvProblem probe;
+      probe.x.shape = cur;
+      probe.out_channels = a.out_channels;
+      probe.groups = a.groups;
+      probe.kernel = a.kernel;
+      probe.stride = a.stride;
+      probe.dilation = a.dilation;
+      if (depthwise_kernel_fits(probe)) {
+        ++i;
+        s = Step{steps[i], prefix + strprintf(".steps[%zu]", i), true};
+      }
+    }
+    if (s.op.kind == OpKind::Conv && s.op.conv().activation == Activation::None && i + 1 < steps.size() &&
+        steps[i + 1].kind == OpKind::Activation) {
+      ConvAttrs a = s.op.conv();
+      a.activation = steps[i + 1].act().activation;
+      s.op.attrs = a;
+      ++i;  // the activation step is folded into this conv
+    }
+    cur = infer_op(s.op, {cur}, ictx);
     shapes.push_back(cur);
-    if (i + 1 < ops.size()) biggest = std::max<size_t>(biggest, size_t(cur.numel()));
+    plan.push_back(std::move(s));
   }
+  size_t biggest = 0;
+  for (size_t i = 0; i + 1 < shapes.size(); ++i) biggest = std::max<size_t>(biggest, size_t(shapes[i].numel()));
   View buf[2];
-  if (ops.size() > 1) {
+  if (plan.size() > 1) {
     buf[0] = c.scratch(Shape{1, 1, 1, int64_t(biggest)});
-    if (ops.size() > 2) buf[1] = c.scratch(Shape{1, 1, 1, int64_t(biggest)});
+    if (plan.size() > 2) buf[1] = c.scratch(Shape{1, 1, 1, int64_t(biggest)});
   }
   View x = in.at(0);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    View y = i + 1 == ops.size() ? out : whole_view(buf[i % 2].ptr, shapes[i]);
-    cuda_op_impl(ops[i].kind).plan(c, ops[i], names[i], {x}, y);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const View y = i + 1 == plan.size() ? out : whole_view(buf[i % 2].ptr, shapes[i]);
+    if (plan[i].input_relu) {
+      const ConvAttrs& a = plan[i].op.conv();
+      plan_conv_spec(c, ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias, a.activation},
+                     plan[i].name, x, y, true);
+    } else {
+      cuda_op_impl(plan[i].op.kind).plan(c, plan[i].op, plan[i].name, {x}, y);
+    }
     x = y;
   }
 }

@@ -10,6 +10,16 @@ namespace hios::cuda {
 
 const char* math_mode_name(MathMode m) { return m == MathMode::Tf32 ? "tf32" : "fp32"; }
 
+const char* conv_impl_name(ConvImpl c) {
+  switch (c) {
+    case ConvImpl::Auto: return "auto";
+    case ConvImpl::Graph: return "graph";
+    case ConvImpl::Legacy: return "legacy";
+    case ConvImpl::Hios: return "hios";
+  }
+  return "auto";
+}
+
 MathMode parse_math_mode(const std::string& s) {
   if (s == "tf32") return MathMode::Tf32;
   if (s == "fp32") return MathMode::Fp32;
@@ -51,9 +61,16 @@ struct SingleGpuRunner::Impl {
   cudaEvent_t start = nullptr, stop = nullptr;
   size_t peak = 0;
   size_t launches = 0;
+  // What other owners on this device held when this runner began: the peak reported is its own.
+  size_t baseline = 0;
+
+  static size_t held(int device) {
+    HIOS_CUDA_CHECK(cudaSetDevice(device));
+    return memory_stats(device).current;
+  }
 
   Impl(const Graph& graph_, const SingleGpuOptions& o)
-      : g(graph_), opts(o), eng(graph_, Engine::Options{o.device, o.math, o.seed}) {}
+      : g(graph_), opts(o), eng(graph_, Engine::Options{o.device, o.math, o.seed, o.conv_impl}), baseline(held(o.device)) {}
 
   ~Impl() {
     (void)cudaSetDevice(opts.device);
@@ -137,7 +154,7 @@ struct SingleGpuRunner::Impl {
     HIOS_CUDA_CHECK(cudaEventCreate(&stop));
     HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
     reset_peak_memory(opts.device);
-    peak = memory_stats(opts.device).peak;
+    peak = bytes_above(memory_stats(opts.device).peak, baseline);
   }
 
   void enqueue_pass() {
@@ -188,7 +205,7 @@ TimingResult SingleGpuRunner::time(int warmup, int iters) {
   r.min_ms = s.front();
   r.max_ms = s.back();
   r.median_ms = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
-  impl_->peak = std::max(impl_->peak, memory_stats(impl_->opts.device).peak);
+  impl_->peak = std::max(impl_->peak, bytes_above(memory_stats(impl_->opts.device).peak, impl_->baseline));
   return r;
 }
 
@@ -250,7 +267,7 @@ std::string SingleGpuRunner::summary() const {
 std::vector<float> run_single_node(const Graph& g, int node, const std::vector<std::vector<float>>& values,
                                    const SingleGpuOptions& opts) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
-  Engine eng(g, Engine::Options{opts.device, opts.math, opts.seed});
+  Engine eng(g, Engine::Options{opts.device, opts.math, opts.seed, opts.conv_impl});
   std::vector<DeviceBuffer> bufs;
   for (int p : g.predecessors(node)) {
     const Node& pn = g.nodes.at(size_t(p));
@@ -258,19 +275,21 @@ std::vector<float> run_single_node(const Graph& g, int node, const std::vector<s
     HIOS_CHECK(int64_t(host.size()) == pn.shape.numel(), "run_single_node: value of '%s' has %zu elements, expected %lld",
                pn.name.c_str(), host.size(), (long long)pn.shape.numel());
     bufs.emplace_back(opts.device, host.size() * sizeof(float), "test input '" + pn.name + "'");
-    HIOS_CUDA_CHECK(cudaMemcpy(bufs.back().get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    upload(bufs.back().get(), host.data(), host.size() * sizeof(float), eng.stream(0).stream());
     eng.bind_output(p, bufs.back().f32());
   }
   const Node& nd = g.nodes.at(size_t(node));
   DeviceBuffer out(opts.device, size_t(nd.shape.numel()) * sizeof(float), "the output of '" + nd.name + "'");
   // Poison the output so an element the op forgets to write cannot pass as a right answer.
-  HIOS_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
+  cudaStream_t st = eng.stream(0).stream();
+  HIOS_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), st));
   eng.bind_output(node, out.f32());
   eng.plan({{node, 0}});
-  // Planning ran cudnnFind on the output buffer: poison it again.
-  HIOS_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
+  // Planning timed candidate kernels on the output buffer: poison it again, on the same stream
+  // as the launch so that the order is certain.
+  HIOS_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), st));
   eng.launch(node);
-  HIOS_CUDA_CHECK(cudaStreamSynchronize(eng.stream(0).stream()));
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
   return download(out.f32(), nd.shape.numel());
 }
 

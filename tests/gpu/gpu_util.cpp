@@ -95,11 +95,12 @@ OpGraph make_op_graph(int64_t batch, int64_t h, int64_t w, const std::vector<int
   return og;
 }
 
-OpCheck check_op(const OpGraph& og, cuda::MathMode math, std::mt19937& rng) {
+OpCheck check_op(const OpGraph& og, cuda::MathMode math, std::mt19937& rng, cuda::ConvImpl conv_impl) {
   std::vector<std::vector<float>> values(size_t(og.g.size()));
   for (int p : og.producers) values[size_t(p)] = random_values(og.g.nodes[size_t(p)].shape.numel(), rng);
   cuda::SingleGpuOptions opts;
   opts.math = math;
+  opts.conv_impl = conv_impl;
   OpCheck c;
   c.gpu = cuda::run_single_node(og.g, og.node, values, opts);
   c.cpu = cpu_node(og.g, og.node, values);

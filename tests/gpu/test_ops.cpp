@@ -16,6 +16,9 @@ using cuda::MathMode;
 namespace {
 
 const MathMode kModes[] = {MathMode::Tf32, MathMode::Fp32};
+// Auto takes the fastest; the others force each family of convolution implementations.
+const cuda::ConvImpl kImpls[] = {cuda::ConvImpl::Auto, cuda::ConvImpl::Graph, cuda::ConvImpl::Legacy,
+                                 cuda::ConvImpl::Hios};
 
 #define REQUIRE_GPU()                                                  \
   do {                                                                 \
@@ -81,11 +84,15 @@ TEST_CASE("conv matches the CPU reference on random shapes", "[gpu][ops]") {
         }
         return b.node("conv", conv_op(out, k, {s, s}, pad, act, groups, bias, {d, d}), terms);
       });
-      auto r = check_op(og, m, rng);
-      expect_close(r, OpKind::Conv, m,
-                   strprintf("conv n%lld c%lld %lldx%lld k%dx%d s%d p%d,%d d%d g%lld out%lld bias%d act %s input %d",
-                             (long long)n, (long long)cin, (long long)h, (long long)w, k[0], k[1], s, pad[0], pad[1], d,
-                             (long long)groups, (long long)out, int(bias), activation_name(act), input_kind));
+      for (cuda::ConvImpl impl : kImpls) {
+        auto r = check_op(og, m, rng, impl);
+        expect_close(r, OpKind::Conv, m,
+                     strprintf("conv n%lld c%lld %lldx%lld k%dx%d s%d p%d,%d d%d g%lld out%lld bias%d act %s input %d "
+                               "impl %s",
+                               (long long)n, (long long)cin, (long long)h, (long long)w, k[0], k[1], s, pad[0], pad[1],
+                               d, (long long)groups, (long long)out, int(bias), activation_name(act), input_kind,
+                               cuda::conv_impl_name(impl)));
+      }
     }
   }
 }
@@ -158,7 +165,8 @@ TEST_CASE("add and mul match the CPU reference", "[gpu][ops]") {
   for (OpKind kind : {OpKind::Add, OpKind::Mul}) {
     for (int operands : {2, 3, 5}) {
       for (int64_t n : {1, 2}) {
-        auto og = make_op_graph(n, 6, 7, std::vector<int64_t>(size_t(operands) + 1, 12),
+        // The three-operand case reads one more producer: its last operand sums two values.
+        auto og = make_op_graph(n, 6, 7, std::vector<int64_t>(size_t(operands) + (operands == 3), 12),
                                 [&](GraphBuilder& b, const std::vector<Value>& v) {
                                   std::vector<Term> terms;
                                   for (int i = 0; i < operands; ++i) terms.push_back(Term{v[size_t(i)]});
@@ -222,7 +230,10 @@ TEST_CASE("sequential nodes (NASNet separable and squeeze chains) match the CPU 
                                  conv_op(20, {1, 1}, {1, 1}, {0, 0}, Activation::None, 1, true)};
         return b.sequential("sep", {v[0], v[1]}, steps);  // a sum of two values as its input
       });
-      expect_close(check_op(og, m, rng), OpKind::Sequential, m, strprintf("separable stride %d", stride));
+      for (cuda::ConvImpl impl : kImpls) {
+        expect_close(check_op(og, m, rng, impl), OpKind::Sequential, m,
+                     strprintf("separable stride %d impl %s", stride, cuda::conv_impl_name(impl)));
+      }
     }
     // A conv followed by a non-ReLU activation and a pool: fusion and non-conv steps.
     auto og = make_op_graph(2, 10, 10, {6}, [&](GraphBuilder& b, const std::vector<Value>& v) {

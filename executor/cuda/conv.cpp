@@ -1,0 +1,639 @@
+#include "executor/cuda/conv.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "executor/cuda/check.hpp"
+#include "executor/cuda/kernels.hpp"
+
+namespace hios::cuda {
+
+namespace {
+
+const float kOne = 1.0f;
+const float kZero = 0.0f;
+
+int act_code(Activation a) { return static_cast<int>(a); }  // kernels.hpp's codes follow the enum
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// ---------------------------------------------------------------------------------------------
+// cuDNN graph API helpers
+
+struct Be {
+  cudnnBackendDescriptor_t d = nullptr;
+  explicit Be(cudnnBackendDescriptorType_t t) { HIOS_CUDNN_CHECK(cudnnBackendCreateDescriptor(t, &d)); }
+  ~Be() {
+    if (d) (void)cudnnBackendDestroyDescriptor(d);
+  }
+  Be(const Be&) = delete;
+  Be& operator=(const Be&) = delete;
+};
+using BeP = std::shared_ptr<Be>;
+
+BeP be(cudnnBackendDescriptorType_t t) { return std::make_shared<Be>(t); }
+
+void be_set(const BeP& b, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t n, const void* v) {
+  HIOS_CUDNN_CHECK(cudnnBackendSetAttribute(b->d, a, t, n, v));
+}
+
+BeP be_tensor(int64_t uid, const std::array<int64_t, 4>& dims, bool is_virtual, int64_t align) {
+  const std::array<int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+  BeP t = be(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  be_set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
+  be_set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data());
+  be_set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data());
+  be_set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+  be_set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+  if (is_virtual) {
+    const bool v = true;
+    be_set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &v);
+  }
+  HIOS_CUDNN_CHECK(cudnnBackendFinalize(t->d));
+  return t;
+}
+
+BeP be_pointwise(cudnnPointwiseMode_t mode, const BeP& x, const BeP& b, const BeP& y, std::vector<BeP>& keep) {
+  BeP pw = be(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  be_set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+  be_set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f);
+  HIOS_CUDNN_CHECK(cudnnBackendFinalize(pw->d));
+  BeP op = be(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  be_set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw->d);
+  be_set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x->d);
+  if (b) be_set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b->d);
+  be_set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y->d);
+  HIOS_CUDNN_CHECK(cudnnBackendFinalize(op->d));
+  keep.push_back(pw);
+  return op;
+}
+
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidB = 4;
+
+// An operation graph (convolution, optionally + bias + activation) and everything it refers to.
+struct BeGraph {
+  std::vector<BeP> keep;
+  BeP graph;
+  bool has_bias = false;
+};
+
+// Returns null when cuDNN cannot express or finalize the graph.
+std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, const float* x, bool fused) {
+  auto g = std::make_shared<BeGraph>();
+  const Shape& xs = p.x.shape;
+  const Shape& ys = p.y.shape;
+  const int64_t ax = aligned16(x) ? 16 : 4, ay = aligned16(p.y.ptr) ? 16 : 4, aw = aligned16(p.w) ? 16 : 4;
+  BeP tx = be_tensor(kUidX, {xs.n, xs.c, xs.h, xs.w}, false, ax);
+  BeP tw = be_tensor(kUidW, {p.out_channels, xs.c / p.groups, p.kernel[0], p.kernel[1]}, false, aw);
+  const bool pointwise = fused && (p.b != nullptr || p.act != Activation::None);
+  BeP conv_out = be_tensor(pointwise ? 10 : kUidY, {ys.n, ys.c, ys.h, ys.w}, pointwise, pointwise ? 16 : ay);
+  g->keep = {tx, tw, conv_out};
+
+  BeP cd = be(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const int64_t dims = 2;
+  const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t pad[2] = {p.padding[0], p.padding[1]}, str[2] = {p.stride[0], p.stride[1]},
+                dil[2] = {p.dilation[0], p.dilation[1]};
+  be_set(cd, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+  be_set(cd, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
+  be_set(cd, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+  be_set(cd, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+  be_set(cd, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+  be_set(cd, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
+  be_set(cd, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str);
+  HIOS_CUDNN_CHECK(cudnnBackendFinalize(cd->d));
+  g->keep.push_back(cd);
+
+  BeP op = be(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  const float alpha = 1.0f, beta = 0.0f;
+  be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tx->d);
+  be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tw->d);
+  be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv_out->d);
+  be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cd->d);
+  be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+  be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  if (cudnnBackendFinalize(op->d) != CUDNN_STATUS_SUCCESS) return nullptr;
+  g->keep.push_back(op);
+  std::vector<cudnnBackendDescriptor_t> ops{op->d};
+
+  if (pointwise) {
+    BeP cur = conv_out;
+    const bool last_is_bias = p.act == Activation::None;
+    if (p.b) {
+      BeP tb = be_tensor(kUidB, {1, ys.c, 1, 1}, false, aligned16(p.b) ? 16 : 4);
+      BeP out = last_is_bias ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay)
+                             : be_tensor(11, {ys.n, ys.c, ys.h, ys.w}, true, 16);
+      BeP add = be_pointwise(CUDNN_POINTWISE_ADD, cur, tb, out, g->keep);
+      g->keep.insert(g->keep.end(), {tb, out, add});
+      ops.push_back(add->d);
+      cur = out;
+      g->has_bias = true;
+    }
+    if (p.act != Activation::None) {
+      const cudnnPointwiseMode_t m = p.act == Activation::Relu      ? CUDNN_POINTWISE_RELU_FWD
+                                     : p.act == Activation::Sigmoid ? CUDNN_POINTWISE_SIGMOID_FWD
+                                                                    : CUDNN_POINTWISE_TANH_FWD;
+      BeP out = be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay);
+      BeP a = be_pointwise(m, cur, nullptr, out, g->keep);
+      g->keep.insert(g->keep.end(), {out, a});
+      ops.push_back(a->d);
+    }
+  }
+  g->graph = be(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  be_set(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()), ops.data());
+  be_set(g->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  if (cudnnBackendFinalize(g->graph->d) != CUDNN_STATUS_SUCCESS) return nullptr;
+  return g;
+}
+
+struct EngineInfo {
+  int64_t index = -1;
+  bool tensor_core = false, down_convert = false, nondeterministic = false, runtime_compiled = false;
+};
+
+EngineInfo engine_info(const BeP& cfg) {
+  EngineInfo info;
+  BeP eng = be(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg->d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng->d) !=
+      CUDNN_STATUS_SUCCESS) {
+    return info;
+  }
+  (void)cudnnBackendGetAttribute(eng->d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index);
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  n = 0;
+  if (cudnnBackendGetAttribute(eng->d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS) {
+    for (int64_t i = 0; i < n; ++i) {
+      info.tensor_core |= notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+      info.down_convert |= notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+      info.nondeterministic |= notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    }
+  }
+  cudnnBackendBehaviorNote_t bnotes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  n = 0;
+  if (cudnnBackendGetAttribute(eng->d, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, bnotes) == CUDNN_STATUS_SUCCESS) {
+    for (int64_t i = 0; i < n; ++i) info.runtime_compiled |= bnotes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+  }
+  return info;
+}
+
+std::vector<BeP> heuristic_configs(const BeGraph& g, cudnnBackendHeurMode_t mode, int most) {
+  BeP h = be(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  be_set(h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g.graph->d);
+  be_set(h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (cudnnBackendFinalize(h->d) != CUDNN_STATUS_SUCCESS) return {};
+  std::vector<BeP> cfgs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int i = 0; i < most; ++i) {
+    cfgs.push_back(be(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    raw.push_back(cfgs.back()->d);
+  }
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(h->d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, most, &got,
+                               raw.data()) != CUDNN_STATUS_SUCCESS) {
+    return {};
+  }
+  cfgs.resize(size_t(std::max<int64_t>(0, std::min<int64_t>(got, most))));
+  return cfgs;
+}
+
+BeP make_plan(cudnnHandle_t h, const BeP& cfg) {
+  BeP plan = be(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  be_set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  be_set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg->d);
+  if (cudnnBackendFinalize(plan->d) != CUDNN_STATUS_SUCCESS) return nullptr;
+  return plan;
+}
+
+int64_t plan_workspace(const BeP& plan) {
+  int64_t ws = 0, n = 0;
+  HIOS_CUDNN_CHECK(cudnnBackendGetAttribute(plan->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                            &ws));
+  return ws;
+}
+
+BeP make_variant_pack(const std::vector<int64_t>& uids, const std::vector<void*>& ptrs, void* ws) {
+  BeP vp = be(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  be_set(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data());
+  be_set(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()), ptrs.data());
+  be_set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+  HIOS_CUDNN_CHECK(cudnnBackendFinalize(vp->d));
+  return vp;
+}
+
+// A graph-API plan and the node's pointers. The variant pack names the workspace, which is
+// only known once every node of the stream is planned: it is built on first use (the eager
+// pass before any capture) and again should the stream's workspace ever move.
+struct BeExec {
+  std::shared_ptr<BeGraph> graph;
+  BeP plan;
+  std::vector<int64_t> uids;
+  std::vector<void*> ptrs;
+  BeP pack;
+  void* pack_ws = nullptr;
+  void run(cudnnHandle_t h, void* ws) {
+    if (!pack || pack_ws != ws) {
+      pack = make_variant_pack(uids, ptrs, ws);
+      pack_ws = ws;
+    }
+    HIOS_CUDNN_CHECK(cudnnBackendExecute(h, plan->d, pack->d));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Legacy descriptors
+
+struct LegacyDescs {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t act = nullptr;
+  LegacyDescs(const ConvProblem& p) {
+    HIOS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    HIOS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    HIOS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&b));
+    HIOS_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    HIOS_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    HIOS_CUDNN_CHECK(cudnnCreateActivationDescriptor(&act));
+    const Shape& xs = p.x.shape;
+    const Shape& ys = p.y.shape;
+    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(xs.n), int(xs.c), int(xs.h),
+                                                int(xs.w)));
+    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(ys.n), int(ys.c), int(ys.h),
+                                                int(ys.w)));
+    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, int(ys.c), 1, 1));
+    HIOS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(p.out_channels),
+                                                int(xs.c / p.groups), p.kernel[0], p.kernel[1]));
+    HIOS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, p.padding[0], p.padding[1], p.stride[0], p.stride[1],
+                                                     p.dilation[0], p.dilation[1], CUDNN_CROSS_CORRELATION,
+                                                     CUDNN_DATA_FLOAT));
+    HIOS_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, int(p.groups)));
+    // CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for float data; FMA forbids them.
+    HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, p.fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+    const cudnnActivationMode_t m = p.act == Activation::Relu      ? CUDNN_ACTIVATION_RELU
+                                    : p.act == Activation::Sigmoid ? CUDNN_ACTIVATION_SIGMOID
+                                    : p.act == Activation::Tanh    ? CUDNN_ACTIVATION_TANH
+                                                                   : CUDNN_ACTIVATION_IDENTITY;
+    HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(act, m, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  ~LegacyDescs() {
+    (void)cudnnDestroyTensorDescriptor(x);
+    (void)cudnnDestroyTensorDescriptor(y);
+    (void)cudnnDestroyTensorDescriptor(b);
+    (void)cudnnDestroyFilterDescriptor(w);
+    (void)cudnnDestroyConvolutionDescriptor(conv);
+    (void)cudnnDestroyActivationDescriptor(act);
+  }
+  LegacyDescs(const LegacyDescs&) = delete;
+  LegacyDescs& operator=(const LegacyDescs&) = delete;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The choice, cached per device and problem signature.
+
+enum class Impl { GraphFused, GraphConv, Legacy, Depthwise };
+
+struct Choice {
+  Impl impl = Impl::Legacy;
+  BeP plan;                        // graph API
+  std::shared_ptr<BeGraph> graph;  // keeps the plan's descriptors alive
+  bool graph_bias = false;         // the fused graph reads the bias
+  cudnnConvolutionFwdAlgo_t algo{};
+  cudnnMathType_t math{};
+  bool legacy_fused = false;
+  size_t workspace = 0;
+  double ms = 0;
+  std::string what;
+};
+
+struct ChoiceCache {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Choice>> entries;
+};
+ChoiceCache& choice_cache(int device) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<ChoiceCache>> caches;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& c = caches[device];
+  if (!c) c = std::make_unique<ChoiceCache>();
+  return *c;
+}
+
+// Runs what a candidate would run (relu pre-pass included) on the planning stream.
+using Trial = std::function<void(cudaStream_t, cudnnHandle_t, void* ws, size_t ws_bytes)>;
+
+// Median-free and cheap: the fastest of three runs after one warm-up, in milliseconds.
+double time_trial(const Trial& t, StreamResources& res, void* ws, size_t ws_bytes) {
+  cudaStream_t st = res.stream();
+  cudaEvent_t a = nullptr, b = nullptr;
+  HIOS_CUDA_CHECK(cudaEventCreate(&a));
+  HIOS_CUDA_CHECK(cudaEventCreate(&b));
+  t(st, res.cudnn(), ws, ws_bytes);
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
+  double best = INFINITY;
+  for (int i = 0; i < 3; ++i) {
+    HIOS_CUDA_CHECK(cudaEventRecord(a, st));
+    t(st, res.cudnn(), ws, ws_bytes);
+    HIOS_CUDA_CHECK(cudaEventRecord(b, st));
+    HIOS_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    best = std::min(best, double(ms));
+  }
+  (void)cudaEventDestroy(a);
+  (void)cudaEventDestroy(b);
+  return best;
+}
+
+void relu_pass(cudaStream_t st, const ConvProblem& p) {
+  const Shape& s = p.x.shape;
+  launch_bias_act(p.x.ptr, p.relu_tmp.ptr, nullptr, act_code(Activation::Relu), s.n, s.c, s.h * s.w, st);
+}
+
+std::string key_of(const ConvProblem& p, const float* x) {
+  const Shape& s = p.x.shape;
+  return strprintf("x%lldx%lldx%lldx%lld w%lldx%lldx%dx%d p%d,%d s%d,%d d%d,%d g%lld %s b%d %s%s a%d%d%d",
+                   (long long)s.n, (long long)s.c, (long long)s.h, (long long)s.w, (long long)p.out_channels,
+                   (long long)(s.c / p.groups), p.kernel[0], p.kernel[1], p.padding[0], p.padding[1], p.stride[0],
+                   p.stride[1], p.dilation[0], p.dilation[1], (long long)p.groups, p.fp32 ? "fp32" : "tf32",
+                   int(p.b != nullptr), activation_name(p.act), p.input_relu ? " relu-in" : "", int(aligned16(x)),
+                   int(aligned16(p.y.ptr)), int(aligned16(p.w)));
+}
+
+std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::string& key) {
+  Engine& eng = c.eng;
+  StreamResources& res = c.res;
+  size_t ws_bytes = 0;
+  void* ws = eng.find_workspace(&ws_bytes);
+  // With a ReLU in front, the cuDNN candidates read the ReLU's output from scratch.
+  const float* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  std::vector<std::shared_ptr<Choice>> cands;
+  std::vector<Trial> trials;
+  auto pre = [p](cudaStream_t st) {
+    if (p.input_relu) relu_pass(st, p);
+  };
+  const int act = act_code(p.act);
+  const Shape ys = p.y.shape;
+
+  const ConvImpl only = eng.conv_impl();
+  const bool want_graph = only == ConvImpl::Auto || only == ConvImpl::Graph;
+  const bool want_legacy = only == ConvImpl::Auto || only == ConvImpl::Legacy;
+  const bool want_hios = only == ConvImpl::Auto || only == ConvImpl::Hios;
+
+  // Graph API: fused, then convolution alone with the epilogue kernel.
+  for (bool fused : {true, false}) {
+    if (!want_graph) break;
+    if (fused && p.b == nullptr && p.act == Activation::None) continue;  // nothing to fuse
+    std::shared_ptr<BeGraph> g = build_graph(res.cudnn(), p, x, fused);
+    if (!g) continue;
+    std::vector<BeP> cfgs = heuristic_configs(*g, CUDNN_HEUR_MODE_A, 12);
+    for (BeP& extra : heuristic_configs(*g, CUDNN_HEUR_MODE_FALLBACK, 4)) cfgs.push_back(extra);
+    std::vector<int64_t> seen;
+    int built = 0;
+    const int most = fused ? 3 : 6;
+    for (const BeP& cfg : cfgs) {
+      if (built >= most) break;
+      const EngineInfo info = engine_info(cfg);
+      if (info.down_convert || info.nondeterministic || (p.fp32 && info.tensor_core)) continue;
+      // Engines compiled at run time (NVRTC) take up to a second each to finalize, for every
+      // signature of every model; precompiled ones cover these problems.
+      if (info.runtime_compiled) continue;
+      if (std::find(seen.begin(), seen.end(), info.index) != seen.end()) continue;
+      seen.push_back(info.index);
+      BeP plan = make_plan(res.cudnn(), cfg);
+      if (!plan) continue;
+      const int64_t need = plan_workspace(plan);
+      if (need < 0 || size_t(need) > ws_bytes) continue;
+      ++built;
+      auto ch = std::make_shared<Choice>();
+      ch->impl = fused ? Impl::GraphFused : Impl::GraphConv;
+      ch->plan = plan;
+      ch->graph = g;
+      ch->graph_bias = fused && g->has_bias;
+      ch->workspace = size_t(need);
+      ch->what = strprintf("graph engine %lld%s%s", (long long)info.index, fused ? " fused" : " + epilogue",
+                           info.tensor_core ? " tc" : "");
+      auto exec = std::make_shared<BeExec>();
+      exec->graph = g;
+      exec->plan = plan;
+      exec->uids = {kUidX, kUidW, kUidY};
+      exec->ptrs = {const_cast<float*>(x), const_cast<float*>(p.w), p.y.ptr};
+      if (ch->graph_bias) {
+        exec->uids.push_back(kUidB);
+        exec->ptrs.push_back(const_cast<float*>(p.b));
+      }
+      const float* b = p.b;
+      float* y = p.y.ptr;
+      trials.push_back([exec, fused, b, act, ys, y, pre](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
+        pre(st);
+        exec->run(h, w);
+        if (!fused) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, st);
+      });
+      cands.push_back(ch);
+    }
+  }
+
+  // Legacy API: always a candidate when nothing else is (forcing hios on a convolution its
+  // depthwise kernel cannot compute, or the graph API finding no engine).
+  if (want_legacy || (only == ConvImpl::Hios && !depthwise_kernel_fits(p)) || (only == ConvImpl::Graph && cands.empty())) {
+    auto d = std::make_shared<LegacyDescs>(p);
+    ConvChoice& lc = eng.find_conv(key, res, d->x, x, d->w, p.w, d->conv, d->y, p.y.ptr, p.fp32);
+    HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, lc.math));
+    auto ch = std::make_shared<Choice>();
+    ch->impl = Impl::Legacy;
+    ch->algo = lc.algo;
+    ch->math = lc.math;
+    ch->workspace = lc.workspace;
+    // cudnnConvolutionBiasActivationForward: ReLU with any algorithm; no activation only with
+    // IMPLICIT_PRECOMP_GEMM; a bias is required (the zero one stands in).
+    ch->legacy_fused = p.act == Activation::Relu ||
+                       (p.act == Activation::None && p.b && lc.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+    const float* bias = p.b ? p.b : eng.zeros(p.out_channels, res.stream());
+    if (ch->legacy_fused) {
+      HIOS_CUDA_CHECK(cudaStreamSynchronize(res.stream()));
+      const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(res.cudnn(), &kOne, d->x, x, d->w, p.w, d->conv,
+                                                                    lc.algo, ws, ws_bytes, &kZero, d->y, p.y.ptr, d->b,
+                                                                    bias, d->act, d->y, p.y.ptr);
+      if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
+        ch->legacy_fused = false;
+      } else if (s != CUDNN_STATUS_SUCCESS) {
+        fail_cudnn(s, "cudnnConvolutionBiasActivationForward (trial)", __FILE__, __LINE__);
+      }
+    }
+    ch->what = strprintf("legacy algo %d%s", int(lc.algo), ch->legacy_fused ? " fused" : " + epilogue");
+    const bool lf = ch->legacy_fused;
+    const cudnnConvolutionFwdAlgo_t algo = lc.algo;
+    const float* w = p.w;
+    const float* b = p.b;
+    float* y = p.y.ptr;
+    trials.push_back([d, lf, algo, x, w, b, bias, y, act, ys, pre](cudaStream_t st, cudnnHandle_t h, void* wsp,
+                                                                   size_t wsb) {
+      pre(st);
+      if (lf) {
+        HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb,
+                                                               &kZero, d->y, y, d->b, bias, d->act, d->y, y));
+      } else {
+        HIOS_CUDNN_CHECK(
+            cudnnConvolutionForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb, &kZero, d->y, y));
+        launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, st);
+      }
+    });
+    cands.push_back(ch);
+  }
+
+  // hios's depthwise kernel.
+  if (want_hios && depthwise_kernel_fits(p)) {
+    auto ch = std::make_shared<Choice>();
+    ch->impl = Impl::Depthwise;
+    ch->what = "hios depthwise";
+    DepthwiseParams dp;
+    dp.x = p.x.ptr;
+    dp.w = p.w;
+    dp.b = p.b;
+    dp.y = p.y.ptr;
+    dp.n = int(p.x.shape.n);
+    dp.c = int(p.x.shape.c);
+    dp.h = int(p.x.shape.h);
+    dp.w_in = int(p.x.shape.w);
+    dp.oh = int(ys.h);
+    dp.ow = int(ys.w);
+    dp.kh = p.kernel[0];
+    dp.kw = p.kernel[1];
+    dp.sh = p.stride[0];
+    dp.sw = p.stride[1];
+    dp.ph = p.padding[0];
+    dp.pw = p.padding[1];
+    dp.input_relu = p.input_relu;
+    dp.act = act;
+    trials.push_back([dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_depthwise(dp, st); });
+    cands.push_back(ch);
+  }
+
+  size_t best = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    cands[i]->ms = time_trial(trials[i], res, ws, ws_bytes);
+    if (cands[i]->ms < cands[best]->ms) best = i;
+  }
+  HIOS_CHECK(!cands.empty() && std::isfinite(cands[best]->ms), "node '%s': no convolution implementation ran for %s",
+             c.node_name.c_str(), key.c_str());
+  std::shared_ptr<Choice> ch = cands[best];
+  ch->what += strprintf(" %.3f ms (of %zu candidates)", ch->ms, cands.size());
+  return ch;
+}
+
+}  // namespace
+
+bool depthwise_kernel_fits(const ConvProblem& p) {
+  const int64_t c = p.x.shape.c;
+  return p.groups == c && p.out_channels == c && p.dilation[0] == 1 && p.dilation[1] == 1 &&
+         p.kernel[0] <= kMaxDepthwiseKernel && p.kernel[1] <= kMaxDepthwiseKernel && p.stride[0] <= kMaxDepthwiseStride &&
+         p.stride[1] <= kMaxDepthwiseStride && c <= 65535 && p.x.shape.n <= 65535;
+}
+
+void plan_convolution(PlanCtx& c, const ConvProblem& p) {
+  if (c.dry) return;
+  const float* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  const std::string key = key_of(p, x) + " impl " + conv_impl_name(c.eng.conv_impl());
+  ChoiceCache& cache = choice_cache(c.eng.device());
+  std::shared_ptr<Choice> ch;
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) ch = it->second;
+  }
+  if (!ch) {
+    ch = choose(c, p, key);
+    std::lock_guard<std::mutex> lock(cache.mu);
+    cache.entries.emplace(key, ch);
+  }
+  c.eng.note_conv(key, ch->what);
+  c.workspace_need = std::max(c.workspace_need, ch->workspace);
+
+  const int act = act_code(p.act);
+  const Shape ys = p.y.shape;
+  const ConvProblem prob = p;
+  auto pre = [prob](cudaStream_t st) {
+    if (prob.input_relu) relu_pass(st, prob);
+  };
+  switch (ch->impl) {
+    case Impl::Depthwise: {
+      DepthwiseParams dp;
+      dp.x = p.x.ptr;
+      dp.w = p.w;
+      dp.b = p.b;
+      dp.y = p.y.ptr;
+      dp.n = int(p.x.shape.n);
+      dp.c = int(p.x.shape.c);
+      dp.h = int(p.x.shape.h);
+      dp.w_in = int(p.x.shape.w);
+      dp.oh = int(ys.h);
+      dp.ow = int(ys.w);
+      dp.kh = p.kernel[0];
+      dp.kw = p.kernel[1];
+      dp.sh = p.stride[0];
+      dp.sw = p.stride[1];
+      dp.ph = p.padding[0];
+      dp.pw = p.padding[1];
+      dp.input_relu = p.input_relu;
+      dp.act = act;
+      c.emit([dp](StreamResources& r) { launch_depthwise(dp, r.stream()); });
+      return;
+    }
+    case Impl::GraphFused:
+    case Impl::GraphConv: {
+      auto exec = std::make_shared<BeExec>();
+      exec->graph = ch->graph;
+      exec->plan = ch->plan;
+      exec->uids = {kUidX, kUidW, kUidY};
+      exec->ptrs = {const_cast<float*>(x), const_cast<float*>(p.w), p.y.ptr};
+      if (ch->graph_bias) {
+        exec->uids.push_back(kUidB);
+        exec->ptrs.push_back(const_cast<float*>(p.b));
+      }
+      const bool epilogue = ch->impl == Impl::GraphConv;
+      const float* b = p.b;
+      float* y = p.y.ptr;
+      c.emit([exec, epilogue, b, act, ys, y, pre](StreamResources& r) {
+        pre(r.stream());
+        exec->run(r.cudnn(), r.workspace());
+        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, r.stream());
+      });
+      return;
+    }
+    case Impl::Legacy: {
+      auto d = std::make_shared<LegacyDescs>(p);
+      HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, ch->math));
+      const bool lf = ch->legacy_fused;
+      const cudnnConvolutionFwdAlgo_t algo = ch->algo;
+      const float* w = p.w;
+      const float* b = p.b;
+      const float* bias = p.b ? p.b : c.eng.zeros(p.out_channels, c.res.stream());
+      float* y = p.y.ptr;
+      c.emit([d, lf, algo, x, w, b, bias, y, act, ys, pre](StreamResources& r) {
+        pre(r.stream());
+        if (lf) {
+          HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo,
+                                                                 r.workspace(), r.workspace_bytes(), &kZero, d->y, y,
+                                                                 d->b, bias, d->act, d->y, y));
+        } else {
+          HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(),
+                                                   r.workspace_bytes(), &kZero, d->y, y));
+          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, r.stream());
+        }
+      });
+      return;
+    }
+  }
+}
+
+}  // namespace hios::cuda

@@ -1,0 +1,48 @@
+// Convolutions: every candidate implementation is timed on the real buffers once per distinct
+// problem (and device), and the fastest runs. Internal to executor/cuda.
+//
+// Candidates:
+//  * cuDNN's graph API: the convolution fused with its bias and activation in one operation
+//    graph, when an engine takes it, and the convolution alone followed by hios's bias +
+//    activation kernel. The graph API reaches every engine cuDNN has for the GPU (the
+//    Hopper-specific ones included), which the legacy API below does not.
+//  * cuDNN's legacy API: cudnnFindConvolutionForwardAlgorithmEx's best algorithm, with
+//    cudnnConvolutionBiasActivationForward where allowed.
+//  * hios's depthwise kernel (groups = in = out channels, kernels up to 7x7, strides up to 2).
+// When the step before the convolution is a ReLU (NASNet's separable convolutions), the
+// depthwise kernel applies it while loading its input; the cuDNN candidates run it first as a
+// separate pass into scratch, and that pass is part of their timed cost.
+//
+// Numerics follow the math mode: in fp32 mode no engine with the tensor-core note (TF32 for
+// float data) is used; engines that down-convert their inputs to half precision and
+// non-deterministic ones are never used, so a captured graph replays the eager result bit for bit.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "executor/cuda/engine.hpp"
+
+namespace hios::cuda {
+
+struct ConvProblem {
+  View x;  // packed
+  View y;  // packed
+  const float* w = nullptr;
+  const float* b = nullptr;  // may be null
+  int64_t out_channels = 0, groups = 1;
+  std::array<int, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  Activation act = Activation::None;
+  bool fp32 = false;        // forbid TF32
+  bool input_relu = false;  // the convolution reads relu(x)
+  View relu_tmp;            // scratch of x's shape for the cuDNN candidates when input_relu
+};
+
+// Picks (or recalls) the fastest implementation and emits its launches; raises
+// c.workspace_need to what it needs.
+void plan_convolution(PlanCtx& c, const ConvProblem& p);
+
+// Whether hios's depthwise kernel can compute this convolution.
+bool depthwise_kernel_fits(const ConvProblem& p);
+
+}  // namespace hios::cuda
