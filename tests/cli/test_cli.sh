@@ -65,13 +65,23 @@ else
   pass=$((pass + 1))
 fi
 
+# Scheduler and executor inputs.
+"$HIOS" graph --model demo -o "$TMP/d15.json" 2>/dev/null
+"$HIOS" graph --model demo --height 16 --width 16 -o "$TMP/d16.json" 2>/dev/null
+"$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 -o "$TMP/s15.json" >/dev/null
+expect_error "unknown algorithm"   "unknown algorithm 'nope'"        "$HIOS" schedule --graph "$TMP/d15.json" --algo nope --gpus 2 -o "$TMP/x.json"
+expect_error "zero GPUs"           "gpus must be in"                 "$HIOS" schedule --graph "$TMP/d15.json" --algo heft --gpus 0 -o "$TMP/x.json"
+expect_error "schedule for another graph" "schedule was made for graph" "$HIOS" check --graph "$TMP/d16.json" --schedule "$TMP/s15.json"
+expect_error "rank count mismatch" "is for 2 GPU\(s\) but the job has 1 rank" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --backend cpu -o none
+expect_ok "check good"     "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/s15.json"
+
 expect_ok "validate good"  "$HIOS" validate "$G/tiny.json"
 expect_ok "models"         "$HIOS" models
 expect_ok "graph demo"     "$HIOS" graph --model demo -o "$TMP/demo.json"
 expect_ok "info demo"      "$HIOS" info "$TMP/demo.json" --json
 expect_ok "dot demo"       "$HIOS" dot "$TMP/demo.json" -o "$TMP/demo.dot"
 grep -q "subgraph \"cluster_1\"" "$TMP/demo.dot" || { echo "FAIL dot has no block clusters"; fails=$((fails + 1)); }
-for cmd in models graph info dot validate; do
+for cmd in models graph info dot validate schedule check show trace simulate-random lower run; do
   "$HIOS" $cmd --help >"$TMP/help" 2>&1 && grep -q "Example" "$TMP/help" \
     || { echo "FAIL $cmd --help has no example"; fails=$((fails + 1)); }
 done
