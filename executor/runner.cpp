@@ -333,6 +333,10 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     run.pass();
   }
   if (use_graph && !run.captured) {
+    if (opt.warmup == 0) {
+      comm.barrier();
+      run.pass();  // the eager first pass capture must not contain, even without warm-up
+    }
     backend->begin_capture();
     issue(prog, *backend, transport.get());
     backend->end_capture();
