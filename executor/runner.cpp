@@ -532,9 +532,11 @@ std::string report_to_table(const RunReport& r) {
   }
   out += "#\n";
   for (const VerifyResult& v : r.verify) {
+    // Per-node comparisons name the worst node; output comparisons name the output node.
+    bool per_node = v.against.find("every node") != std::string::npos;
+    std::string where = v.diff.where.empty() ? "" : (per_node ? "  worst node: " : "  output: ") + v.diff.where;
     out += strprintf("# verify vs %-34s max_abs %.3e  max_rel %.3e  (tolerance %.1e)  %s%s\n", v.against.c_str(),
-                     v.diff.max_abs, v.diff.max_rel, v.tolerance, v.ok ? "OK" : "FAIL",
-                     v.diff.where.empty() ? "" : ("  worst: " + v.diff.where).c_str());
+                     v.diff.max_abs, v.diff.max_rel, v.tolerance, v.ok ? "OK" : "FAIL", where.c_str());
   }
   out += strprintf("# latency (ms): mean %.4f  median %.4f  min %.4f  max %.4f  std %.4f  (predicted %.4f)\n",
                    r.mean_ms, r.median_ms, r.min_ms, r.max_ms, r.std_ms, r.predicted_ms);
