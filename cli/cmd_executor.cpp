@@ -51,9 +51,10 @@ std::string default_output(const Graph& g, const Schedule& s, const exec::RunOpt
                    (long long)g.width, s.meta.algorithm.c_str(), s.meta.num_gpus, o.backend.c_str());
 }
 
-// A message that already names its rank (MPI errors do) is printed as is.
+// Under MPI every message names rank and host (a message that already does is kept as is); a
+// plain one-process run has no rank to name.
 std::string with_where(const exec::Comm& comm, const std::string& msg) {
-  if (msg.rfind("rank ", 0) == 0) return msg;
+  if (!comm.is_mpi() || msg.rfind("rank ", 0) == 0) return msg;
   return comm.where() + ": " + msg;
 }
 
