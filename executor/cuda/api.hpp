@@ -87,6 +87,9 @@ struct InProcessOptions {
   bool cuda_graph = true;
   int warmup = 5, iters = 20;  // timed passes (iters 0: none)
   uint64_t seed = init::kDefaultSeed;
+  // A rank stuck this long (in NCCL, say) ends the process with a message naming the rank and
+  // what it was doing, instead of hanging the caller; 0: wait forever.
+  double timeout_s = 180;
 };
 struct InProcessResult {
   std::vector<float> first_output;  // after the first pass, issued eagerly

@@ -15,7 +15,7 @@
 
 namespace hios::cuda {
 
-// "rank R on HOST" once a transport knows it; empty before. Set once per process.
+// "rank R on HOST" once a transport knows it; empty before. Per thread (ranks may be threads).
 void set_error_location(const std::string& where);
 const std::string& error_location();
 

@@ -332,29 +332,6 @@ ChoiceCache& choice_cache(int device) {
 // Runs what a candidate would run (relu pre-pass included) on the planning stream.
 using Trial = std::function<void(cudaStream_t, cudnnHandle_t, void* ws, size_t ws_bytes)>;
 
-// Median-free and cheap: the fastest of three runs after one warm-up, in milliseconds.
-double time_trial(const Trial& t, StreamResources& res, void* ws, size_t ws_bytes) {
-  cudaStream_t st = res.stream();
-  cudaEvent_t a = nullptr, b = nullptr;
-  HIOS_CUDA_CHECK(cudaEventCreate(&a));
-  HIOS_CUDA_CHECK(cudaEventCreate(&b));
-  t(st, res.cudnn(), ws, ws_bytes);
-  HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-  double best = INFINITY;
-  for (int i = 0; i < 3; ++i) {
-    HIOS_CUDA_CHECK(cudaEventRecord(a, st));
-    t(st, res.cudnn(), ws, ws_bytes);
-    HIOS_CUDA_CHECK(cudaEventRecord(b, st));
-    HIOS_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    best = std::min(best, double(ms));
-  }
-  (void)cudaEventDestroy(a);
-  (void)cudaEventDestroy(b);
-  return best;
-}
-
 void relu_pass(cudaStream_t st, const ConvProblem& p) {
   const Shape& s = p.x.shape;
   launch_bias_act(p.x.ptr, p.relu_tmp.ptr, nullptr, act_code(Activation::Relu), s.n, s.c, s.h * s.w, st);
@@ -521,7 +498,8 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
 
   size_t best = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
-    cands[i]->ms = time_trial(trials[i], res, ws, ws_bytes);
+    const Trial& t = trials[i];
+    cands[i]->ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), ws, ws_bytes); });
     if (cands[i]->ms < cands[best]->ms) best = i;
   }
   HIOS_CHECK(!cands.empty() && std::isfinite(cands[best]->ms), "node '%s': no convolution implementation ran for %s",

@@ -1,5 +1,6 @@
 #include "executor/cuda/device.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -12,8 +13,9 @@ namespace hios::cuda {
 // Error reporting
 
 namespace {
+// Per thread: in-process multi-GPU runs make each rank a thread.
 std::string& location_storage() {
-  static std::string where;
+  thread_local std::string where;
   return where;
 }
 std::string suffix() {
@@ -44,6 +46,33 @@ std::string format_bytes(size_t bytes) {
   if (b >= 1024.0 * 1024) return strprintf("%.1f MiB", b / (1024.0 * 1024));
   if (b >= 1024.0) return strprintf("%.1f KiB", b / 1024.0);
   return strprintf("%zu B", bytes);
+}
+
+double time_on_stream(cudaStream_t stream, const std::function<void()>& work) {
+  cudaEvent_t a = nullptr, b = nullptr;
+  HIOS_CUDA_CHECK(cudaEventCreate(&a));
+  HIOS_CUDA_CHECK(cudaEventCreate(&b));
+  double best = 1e300;
+  try {
+    work();
+    HIOS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < 3; ++i) {
+      HIOS_CUDA_CHECK(cudaEventRecord(a, stream));
+      work();
+      HIOS_CUDA_CHECK(cudaEventRecord(b, stream));
+      HIOS_CUDA_CHECK(cudaEventSynchronize(b));
+      float ms = 0;
+      HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+      best = std::min(best, double(ms));
+    }
+  } catch (...) {
+    (void)cudaEventDestroy(a);
+    (void)cudaEventDestroy(b);
+    throw;
+  }
+  (void)cudaEventDestroy(a);
+  (void)cudaEventDestroy(b);
+  return best;
 }
 
 void upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {

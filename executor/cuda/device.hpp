@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -81,6 +82,10 @@ class StreamResources {
 };
 
 std::string format_bytes(size_t bytes);
+
+// Device time of `work` (enqueued on `stream`): the fastest of three runs after a warm-up, in
+// milliseconds. For choosing between implementations while planning, never inside a pass.
+double time_on_stream(cudaStream_t stream, const std::function<void()>& work);
 
 // Host -> device copy that has landed when it returns. A plain cudaMemcpy from pageable memory
 // may return before its DMA finishes, and our streams do not wait for the legacy stream it

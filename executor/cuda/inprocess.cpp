@@ -1,5 +1,9 @@
 // run_schedule_in_process: every rank of a schedule as a thread of this process.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <thread>
 
@@ -55,31 +59,40 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
   }
   ThreadComm::Shared shared(n);
   std::vector<double> samples;
+  // What each rank is doing, for the watchdog's message.
+  std::vector<std::atomic<const char*>> phase(static_cast<size_t>(n));
+  for (auto& ph : phase) ph = "starting";
 
   auto rank_main = [&](int r) {
+    auto at = [&](const char* what) { phase[size_t(r)] = what; };
     ThreadComm comm(shared, r);
     const exec::RankProgram& p = progs[size_t(r)];
     exec::BackendConfig cfg;
     cfg.device = r;
     cfg.math = o.math;
     cfg.seed = o.seed;
+    at("preparing the backend");
     std::unique_ptr<exec::Backend> b = exec::make_backend("cuda", cfg);
     b->prepare(g, p);
     std::unique_ptr<exec::Transport> t;
     if (n > 1) {
+      at("setting up NCCL");
       t = exec::make_transport("nccl", comm, *b);
       t->prepare(g, p);
     }
+    at("running the first (eager) pass");
     if (r == 0) b->set_input(exec::make_input(g, o.seed));
     comm.barrier();
     issue_pass(p, *b, t.get());
     b->synchronize();
     comm.barrier();
     if (r == 0) res.first_output = b->read_tensor(p.output);
+    at(o.cuda_graph ? "capturing a pass" : "timing passes");
     if (o.cuda_graph) {
       b->begin_capture();
       issue_pass(p, *b, t.get());
       b->end_capture();
+      at("timing passes");
     }
     auto pass = [&] {
       if (o.cuda_graph) {
@@ -110,7 +123,9 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
     (void)cudaEventDestroy(stop);
     if (r == 0) res.output = b->read_tensor(p.output);
     res.peak_bytes[size_t(r)] = b->peak_memory_bytes();
+    at("tearing down");
     comm.barrier();  // NCCL teardown waits for every rank
+    at("done");
   };
 
   // A rank that fails leaves the others blocked in a barrier or inside NCCL, exactly as under
@@ -124,13 +139,43 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
       std::_Exit(2);
     }
   };
-  if (n == 1) {
-    rank_main(0);  // one rank: exceptions reach the caller
-  } else {
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) threads.emplace_back(guarded, r);
-    for (std::thread& th : threads) th.join();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  std::thread watchdog;
+  if (o.timeout_s > 0) {
+    watchdog = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (cv.wait_for(lock, std::chrono::duration<double>(o.timeout_s), [&] { return finished; })) return;
+      for (int r = 0; r < n; ++r) {
+        std::fprintf(stderr, "hios: error: in-process run of '%s' timed out after %.0f s; rank %d (GPU %d) was %s\n",
+                     g.name.c_str(), o.timeout_s, r, r, phase[size_t(r)].load());
+      }
+      std::fflush(stderr);
+      std::_Exit(3);
+    });
   }
+  auto stop_watchdog = [&] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+    }
+    cv.notify_all();
+    if (watchdog.joinable()) watchdog.join();
+  };
+  try {
+    if (n == 1) {
+      rank_main(0);  // one rank: exceptions reach the caller
+    } else {
+      std::vector<std::thread> threads;
+      for (int r = 0; r < n; ++r) threads.emplace_back(guarded, r);
+      for (std::thread& th : threads) th.join();
+    }
+  } catch (...) {
+    stop_watchdog();
+    throw;
+  }
+  stop_watchdog();
   res.timing = summarise(samples);
   return res;
 }

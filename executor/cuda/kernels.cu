@@ -192,7 +192,53 @@ __global__ void linear_kernel(const float* __restrict__ x, const float* __restri
   }
 }
 
+__global__ void __launch_bounds__(kTileW * kTileH) pool_tiled_kernel(const __grid_constant__ PoolParams p) {
+  extern __shared__ float smem[];
+  const int tiles_w = (p.ow + kTileW - 1) / kTileW;
+  const int ox0 = (blockIdx.x % tiles_w) * kTileW, oy0 = (blockIdx.x / tiles_w) * kTileH;
+  const int ch = blockIdx.y, b = blockIdx.z;
+  const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
+  const float* x = p.x + int64_t(b) * p.x_batch_stride + int64_t(ch) * p.h * p.w;
+  const int iy0 = oy0 * p.sh - p.ph, ix0 = ox0 * p.sw - p.pw;
+  for (int i = threadIdx.x; i < ih * iw; i += blockDim.x) {
+    const int r = i / iw, q = i - r * iw;
+    const int yy = iy0 + r, xx = ix0 + q;
+    // Cells outside the input are never read: windows are clipped below.
+    smem[i] = (yy >= 0 && yy < p.h && xx >= 0 && xx < p.w) ? x[yy * p.w + xx] : 0.f;
+  }
+  __syncthreads();
+  const int ox = ox0 + threadIdx.x % kTileW, oy = oy0 + threadIdx.x / kTileW;
+  if (ox >= p.ow || oy >= p.oh) return;
+  int y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+  int y1 = min(y0 + p.kh, p.h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
+  const int padded_area = (y1 - y0) * (x1 - x0);
+  y0 = max(y0, 0);
+  x0 = max(x0, 0);
+  y1 = min(y1, p.h);
+  x1 = min(x1, p.w);
+  float out;
+  if (p.is_max) {
+    out = -INFINITY;
+    for (int yy = y0; yy < y1; ++yy)
+      for (int xx = x0; xx < x1; ++xx) out = fmaxf(out, smem[(yy - iy0) * iw + (xx - ix0)]);
+  } else {
+    float sum = 0.f;
+    for (int yy = y0; yy < y1; ++yy)
+      for (int xx = x0; xx < x1; ++xx) sum += smem[(yy - iy0) * iw + (xx - ix0)];
+    out = sum / float(p.count_include_pad ? padded_area : (y1 - y0) * (x1 - x0));
+  }
+  p.y[((int64_t(b) * p.c + ch) * p.oh + oy) * p.ow + ox] = out;
+}
+
 }  // namespace
+
+void launch_pool_tiled(const PoolParams& p, cudaStream_t stream) {
+  const int tiles = ((p.ow + kTileW - 1) / kTileW) * ((p.oh + kTileH - 1) / kTileH);
+  const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
+  pool_tiled_kernel<<<dim3(unsigned(tiles), unsigned(p.c), unsigned(p.n)), kTileW * kTileH,
+                      size_t(ih * iw) * sizeof(float), stream>>>(p);
+  HIOS_CUDA_CHECK_LAUNCH();
+}
 
 void launch_bias_act(const float* x, float* y, const float* bias, int act, int64_t n, int64_t c, int64_t hw,
                      cudaStream_t stream) {

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include "executor/cuda/check.hpp"
@@ -42,8 +43,10 @@ class NcclTransport final : public exec::Transport {
   NcclTransport(exec::Comm& comm, CudaBackend& backend) : comm_(comm), backend_(backend) {
     set_error_location(comm.where());
     // NVLink multicast (NVLS) can take a shared host's GPUs out of service; this project never
-    // uses it, whatever the environment says.
-    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    // uses it, whatever the environment says. Once per process: ranks may be threads, and
+    // setenv is not thread-safe.
+    static std::once_flag nvls_off;
+    std::call_once(nvls_off, [] { setenv("NCCL_NVLS_ENABLE", "0", 1); });
   }
 
   ~NcclTransport() override {

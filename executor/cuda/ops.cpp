@@ -1,6 +1,9 @@
 // The CUDA kernel table: how each IR op runs on a stream, with cuDNN wherever cuDNN has the op
 // and with kernels.cu where it has not (term assembly, ceil_mode pooling).
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <climits>
 #include <cstdint>
 
@@ -161,6 +164,22 @@ void plan_linear(PlanCtx& c, const Op& op, const std::string& prefix, const std:
 
 int64_t floor_window_out(int64_t in, int k, int s, int p) { return (in + 2 * int64_t(p) - k) / s + 1; }
 
+// Which of cuDNN's pooling and hios's tiled kernel was faster, per device and problem.
+bool tiled_pool_faster(int device, const std::string& key, const std::function<bool()>& decide) {
+  static std::mutex mu;
+  static std::map<std::string, bool> cache;
+  const std::string k = strprintf("%d:", device) + key;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(k);
+    if (it != cache.end()) return it->second;
+  }
+  const bool tiled = decide();
+  std::lock_guard<std::mutex> lock(mu);
+  cache.emplace(k, tiled);
+  return tiled;
+}
+
 void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
   const PoolAttrs& a = op.pool();
   const View x = in.at(0);
@@ -174,31 +193,31 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
     s = k;
     p = {0, 0};
   }
+  // cuDNN's windows follow floor mode; a ceil_mode window hanging past the padding is ours.
   const bool cudnn_ok = floor_window_out(x.shape.h, k[0], s[0], p[0]) == y.shape.h &&
                         floor_window_out(x.shape.w, k[1], s[1], p[1]) == y.shape.w;
-  if (!cudnn_ok) {
-    // ceil_mode added a last window that starts inside the input but runs past the padding.
-    PoolParams pp;
-    pp.x = x.ptr;
-    pp.y = y.ptr;
-    pp.n = int(x.shape.n);
-    pp.c = to_int(x.shape.c, node, "channels");
-    pp.h = int(x.shape.h);
-    pp.w = int(x.shape.w);
-    pp.oh = int(y.shape.h);
-    pp.ow = int(y.shape.w);
-    pp.kh = k[0];
-    pp.kw = k[1];
-    pp.sh = s[0];
-    pp.sw = s[1];
-    pp.ph = p[0];
-    pp.pw = p[1];
-    pp.is_max = is_max;
-    pp.count_include_pad = a.count_include_pad;
-    pp.x_batch_stride = x.shape.n == 1 ? x.item() : x.batch_stride;
-    c.emit([pp](StreamResources& r) { launch_pool(pp, r.stream()); });
-    return;
-  }
+  const bool tiled_ok = !global && k[0] <= kMaxTiledPoolWindow && k[1] <= kMaxTiledPoolWindow &&
+                        s[0] <= kMaxTiledPoolStride && s[1] <= kMaxTiledPoolStride && x.shape.c <= 65535 &&
+                        x.shape.n <= 65535;
+  PoolParams pp;
+  pp.x = x.ptr;
+  pp.y = y.ptr;
+  pp.n = int(x.shape.n);
+  pp.c = to_int(x.shape.c, node, "channels");
+  pp.h = int(x.shape.h);
+  pp.w = int(x.shape.w);
+  pp.oh = int(y.shape.h);
+  pp.ow = int(y.shape.w);
+  pp.kh = k[0];
+  pp.kw = k[1];
+  pp.sh = s[0];
+  pp.sw = s[1];
+  pp.ph = p[0];
+  pp.pw = p[1];
+  pp.is_max = is_max;
+  pp.count_include_pad = a.count_include_pad;
+  pp.x_batch_stride = x.shape.n == 1 ? x.item() : x.batch_stride;
+
   auto pd = std::make_shared<PoolDesc>();
   const cudnnPoolingMode_t mode = is_max ? CUDNN_POOLING_MAX
                                   : a.count_include_pad || global ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
@@ -208,9 +227,33 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   auto yd = tensor_desc(y, node);
   const float* xp = x.ptr;
   float* yp = y.ptr;
-  c.emit([=](StreamResources& r) {
-    HIOS_CUDNN_CHECK(cudnnPoolingForward(r.cudnn(), pd->d, &kOne, xd->d, xp, &kZero, yd->d, yp));
-  });
+  auto with_cudnn = [=](cudnnHandle_t h) {
+    HIOS_CUDNN_CHECK(cudnnPoolingForward(h, pd->d, &kOne, xd->d, xp, &kZero, yd->d, yp));
+  };
+  bool tiled = !cudnn_ok;
+  if (cudnn_ok && tiled_ok) {
+    const std::string key = strprintf("pool %s %dx%d/%d,%d p%d,%d incl%d on %s b%lld", pool_kind_name(a.kind), k[0],
+                                      k[1], s[0], s[1], p[0], p[1], int(a.count_include_pad), x.shape.str().c_str(),
+                                      (long long)pp.x_batch_stride);
+    StreamResources& res = c.res;
+    tiled = tiled_pool_faster(c.eng.device(), key, [&] {
+      const double t_cudnn = time_on_stream(res.stream(), [&] { with_cudnn(res.cudnn()); });
+      const double t_tiled = time_on_stream(res.stream(), [&] { launch_pool_tiled(pp, res.stream()); });
+      return t_tiled < t_cudnn;
+    });
+  }
+  if (tiled) {
+    const bool fits = tiled_ok;
+    c.emit([pp, fits](StreamResources& r) {
+      if (fits) {
+        launch_pool_tiled(pp, r.stream());
+      } else {
+        launch_pool(pp, r.stream());
+      }
+    });
+    return;
+  }
+  c.emit([with_cudnn](StreamResources& r) { with_cudnn(r.cudnn()); });
 }
 
 // ---------------------------------------------------------------------------------------------
