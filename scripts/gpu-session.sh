@@ -3,7 +3,8 @@
 # a short summary last. Everything it writes goes under $OUT (at most 8 files):
 #   env.txt         GPUs, driver, toolchain, library versions
 #   build.log       configure and build
-#   ctest-gpu.log   ctest -L gpu --output-on-failure
+#   ctest-gpu.log   ctest -L gpu -V, then the production path: mpirun hios run --backend cuda --verify
+#                   on one rank and on two (hios-lp), NCCL between the ranks
 #   bench.log       both benchmarks' raw output (and per-node profiles with PROFILE=N)
 #   bench.jsonl     one JSON object per timed row, PyTorch and hios
 #   bench-table.txt the nccl-tests-style table
@@ -83,6 +84,27 @@ if [ "$build_ok" -ge 0 ]; then
   tests_line=$(grep -E "tests passed|tests failed" "$OUT/ctest-gpu.log" | tail -1)
   [ -n "$tests_line" ] || tests_line="ctest exit $rc (see ctest-gpu.log)"
 fi
+# The production path the tests do not take: mpirun, the executor's host loop, MPI_Bcast of the
+# NCCL id, one process per GPU.
+mpi_line="not run"
+H="$B/cli/hios"
+if [ "$build_ok" -ge 0 ] && [ -x "$H" ] || { [ "$build_ok" -ge 0 ] && cmake --build "$B" -j"$JOBS" --target hios >>"$OUT/build.log" 2>&1; }; then
+  {
+    W=$(mktemp -d)
+    "$H" graph --model inception_v3 --height 331 --width 331 -o "$W/g.json" &&
+    "$H" schedule --graph "$W/g.json" --algo sequential --gpus 1 -o "$W/s1.json" 2>/dev/null &&
+    "$H" schedule --graph "$W/g.json" --algo hios-lp --gpus 2 -o "$W/s2.json" 2>/dev/null || echo "graph/schedule failed"
+    echo "# mpirun -np 1 hios run --backend cuda --verify (sequential, inception_v3 331)"
+    timeout 120 mpirun --allow-run-as-root -np 1 "$H" run --graph "$W/g.json" --schedule "$W/s1.json" --backend cuda \
+      --verify --timeout 100; echo "exit $?"
+    if [ "$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)" -ge 2 ]; then
+      echo "# mpirun -np 2 hios run --backend cuda --verify (hios-lp, inception_v3 331)"
+      timeout 150 mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE "$H" run --graph "$W/g.json" \
+        --schedule "$W/s2.json" --backend cuda --verify --timeout 120; echo "exit $?"
+    fi
+  } >>"$OUT/ctest-gpu.log" 2>&1
+  mpi_line=$(grep -E "^exit [0-9]+" "$OUT/ctest-gpu.log" | tr '\n' ' ')
+fi
 tests_s=$(elapsed)
 
 # The two-GPU rows only when the two-GPU test passed: a transport that hangs would otherwise
@@ -109,6 +131,7 @@ fi
     *) echo "build: FAILED (see build.log)"; tail -5 "$OUT/build.log";;
   esac
   echo "gpu tests: $tests_line"
+  echo "mpirun hios run --backend cuda --verify (1 rank, then 2 if there are 2 GPUs): $mpi_line"
   grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|Subprocess|Exception)" "$OUT/ctest-gpu.log" 2>/dev/null | head -10
   grep -E "Skipped|\*\*\*Not Run" "$OUT/ctest-gpu.log" 2>/dev/null | head -5
   [ -n "$two_gpu_note" ] && echo "$two_gpu_note"
