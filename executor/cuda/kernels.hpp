@@ -56,11 +56,11 @@ struct PoolParams {
   int64_t x_batch_stride = 0;
 };
 void launch_pool(const PoolParams& p, cudaStream_t stream);
-// The same function, one block per 32x8 patch of outputs with its input patch staged in shared
+// The same function, one block per 32x32 patch of outputs with its input patch staged in shared
 // memory: faster than cuDNN's NCHW pooling on large maps (planning times both). Windows up to
 // kMaxTiledPoolWindow, strides up to kMaxTiledPoolStride.
-constexpr int kMaxTiledPoolWindow = 8;
-constexpr int kMaxTiledPoolStride = 4;
+constexpr int kMaxTiledPoolWindow = 7;
+constexpr int kMaxTiledPoolStride = 2;
 void launch_pool_tiled(const PoolParams& p, cudaStream_t stream);
 
 // Activation codes shared by the kernels below: 0 none, 1 relu, 2 sigmoid, 3 tanh (the order of
