@@ -103,15 +103,15 @@ TEST_CASE("chrome trace: a process per GPU, a thread per stream, a links process
   std::map<std::string, int> spans;
   for (const json& e : t["traceEvents"]) {
     std::string ph = e["ph"];
-    if (ph == "M" && e["name"] == "process_name") process[e["pid"]] = e["args"]["name"];
-    if (ph == "M" && e["name"] == "thread_name") thread[{e["pid"], e["tid"]}] = e["args"]["name"];
+    if (ph == "M" && e["name"].get<std::string>() == "process_name") process[e["pid"]] = e["args"]["name"];
+    if (ph == "M" && e["name"].get<std::string>() == "thread_name") thread[{e["pid"], e["tid"]}] = e["args"]["name"];
     if (ph != "X") continue;
     spans[e["cat"]]++;
-    if (e["cat"] == "node") {
+    if (e["cat"].get<std::string>() == "node") {
       const SimNode& n = *std::find_if(r.nodes.begin(), r.nodes.end(),
-                                       [&](const SimNode& x) { return g.nodes[x.node].name == e["name"]; });
-      CHECK(e["pid"] == n.gpu);
-      CHECK(e["tid"] == n.stream + 1);
+                                       [&](const SimNode& x) { return g.nodes[x.node].name == e["name"].get<std::string>(); });
+      CHECK(e["pid"].get<int>() == n.gpu);
+      CHECK(e["tid"].get<int>() == n.stream + 1);
       CHECK(e["ts"].get<double>() == Approx(n.start_ms * 1000));
       CHECK(e["dur"].get<double>() == Approx((n.end_ms - n.start_ms) * 1000));
     }
