@@ -90,20 +90,12 @@ mpi_line="not run"
 H="$B/cli/hios"
 if [ "$build_ok" -ge 0 ] && [ -x "$H" ] || { [ "$build_ok" -ge 0 ] && cmake --build "$B" -j"$JOBS" --target hios >>"$OUT/build.log" 2>&1; }; then
   {
-    W=$(mktemp -d)
-    "$H" graph --model inception_v3 --height 331 --width 331 -o "$W/g.json" &&
-    "$H" schedule --graph "$W/g.json" --algo sequential --gpus 1 -o "$W/s1.json" 2>/dev/null &&
-    "$H" schedule --graph "$W/g.json" --algo hios-lp --gpus 2 -o "$W/s2.json" 2>/dev/null || echo "graph/schedule failed"
-    echo "# mpirun -np 1 hios run --backend cuda --verify (sequential, inception_v3 331)"
-    timeout 120 mpirun --allow-run-as-root -np 1 "$H" run --graph "$W/g.json" --schedule "$W/s1.json" --backend cuda \
-      --verify --timeout 100; echo "exit $?"
-    if [ "$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)" -ge 2 ]; then
-      echo "# mpirun -np 2 hios run --backend cuda --verify (hios-lp, inception_v3 331)"
-      timeout 150 mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE "$H" run --graph "$W/g.json" \
-        --schedule "$W/s2.json" --backend cuda --verify --timeout 120; echo "exit $?"
-    fi
+    # `make run`'s job on this machine: inception_v3 at 1024, sequential on 1 GPU against
+    # hios-lp on every GPU, CUDA backend, NCCL, CUDA Graphs, both with --verify.
+    echo "# SIZE=${RUN_SIZE:-1024} scripts/main-job.sh $B"
+    SIZE=${RUN_SIZE:-1024} timeout 300 bash scripts/main-job.sh "$B"; echo "exit $?"
   } >>"$OUT/ctest-gpu.log" 2>&1
-  mpi_line=$(grep -E "^exit [0-9]+" "$OUT/ctest-gpu.log" | tr '\n' ' ')
+  mpi_line="$(grep -E "^# summary:" "$OUT/ctest-gpu.log" | tail -1) $(grep -E "^exit [0-9]+" "$OUT/ctest-gpu.log" | tail -1)"
 fi
 tests_s=$(elapsed)
 
@@ -131,7 +123,7 @@ fi
     *) echo "build: FAILED (see build.log)"; tail -5 "$OUT/build.log";;
   esac
   echo "gpu tests: $tests_line"
-  echo "mpirun hios run --backend cuda --verify (1 rank, then 2 if there are 2 GPUs): $mpi_line"
+  echo "make-run job (mpirun hios run --backend cuda --verify, sequential vs hios-lp): $mpi_line"
   grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|Subprocess|Exception)" "$OUT/ctest-gpu.log" 2>/dev/null | head -10
   grep -E "Skipped|\*\*\*Not Run" "$OUT/ctest-gpu.log" 2>/dev/null | head -5
   [ -n "$two_gpu_note" ] && echo "$two_gpu_note"

@@ -16,7 +16,6 @@ have_file() { for f in "$@"; do [ -e "$f" ] && return 0; done; return 1; }
 need cmake          command -v cmake
 need g++            command -v g++
 need make           command -v make
-need pkg-config     command -v pkg-config
 need openmpi-bin    command -v mpirun
 need libopenmpi-dev have_file /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h /usr/include/mpi.h /usr/lib/aarch64-linux-gnu/openmpi/include/mpi.h
 need nlohmann-json3-dev have_file /usr/include/nlohmann/json.hpp
