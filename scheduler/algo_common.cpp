@@ -498,6 +498,239 @@ WindowStats window_pass(const Graph& g, PlanEvaluator& ev, Plan& p, const std::v
 }
 
 // ---------------------------------------------------------------------------------------------
+// Intra-GPU IOS packing
+
+std::vector<int> plan_nodes_per_gpu(const Plan& p) {
+  std::vector<int> count(p.num_gpus, 0);
+  for (int gpu = 0; gpu < p.num_gpus; ++gpu) {
+    for (int id : p.gpu_stages[gpu]) {
+      for (const auto& grp : p.stages[id].groups) count[gpu] += static_cast<int>(grp.size());
+    }
+  }
+  return count;
+}
+
+// The waits are modelled as a graph of the nodes plus, for every stage of the other GPUs, a
+// start and an end vertex: a stage starts after the previous stage on its GPU ends and after
+// every remote input of every member arrives; its members run after it starts and it ends
+// after all of them. The segment's own stage order and GPU `gpu`'s other blocks (which cannot
+// lead back into this block) add nothing.
+std::vector<std::vector<char>> segment_far_pairs(const Graph& g, const Plan& p, int gpu, const std::vector<int>& seg,
+                                                 const std::vector<std::vector<int>>& preds) {
+  const int n = g.size();
+  std::vector<int> gpu_of(n, 0), stage_of(n, -1);
+  std::vector<std::vector<int>> out(n);
+  int k = 0;
+  for (int h = 0; h < p.num_gpus; ++h) {
+    for (int id : p.gpu_stages[h]) {
+      for (const auto& grp : p.stages[id].groups) {
+        for (int v : grp) gpu_of[v] = h;
+      }
+    }
+  }
+  for (int h = 0; h < p.num_gpus; ++h) {
+    if (h == gpu) continue;
+    for (size_t i = 0; i < p.gpu_stages[h].size(); ++i, ++k) {
+      for (const auto& grp : p.stages[p.gpu_stages[h][i]].groups) {
+        for (int v : grp) stage_of[v] = k;
+      }
+    }
+  }
+  const int stages = k;
+  out.resize(size_t(n) + 2 * stages);
+  auto start = [&](int s) { return n + 2 * s; };
+  k = 0;
+  for (int h = 0; h < p.num_gpus; ++h) {
+    if (h == gpu) continue;
+    for (size_t i = 0; i < p.gpu_stages[h].size(); ++i, ++k) {
+      for (const auto& grp : p.stages[p.gpu_stages[h][i]].groups) {
+        for (int v : grp) {
+          out[start(k)].push_back(v);
+          out[v].push_back(start(k) + 1);
+        }
+      }
+      if (i + 1 < p.gpu_stages[h].size()) out[start(k) + 1].push_back(start(k + 1));
+    }
+  }
+  for (int v = 1; v < n; ++v) {
+    for (int q : preds[v]) {
+      const bool staged = stage_of[v] >= 0 && gpu_of[q] != gpu_of[v];
+      out[q].push_back(staged ? start(stage_of[v]) : v);
+    }
+  }
+  const int m = static_cast<int>(seg.size());
+  std::vector<int> local(n, -1);
+  for (int i = 0; i < m; ++i) local[seg[i]] = i;
+  std::vector<std::vector<char>> far(m, std::vector<char>(m, 0));
+  std::vector<int> seen(out.size(), -1), stack;
+  for (int i = 0; i < m; ++i) {
+    stack.assign(1, seg[i]);
+    seen[seg[i]] = i;
+    while (!stack.empty()) {
+      int x = stack.back();
+      stack.pop_back();
+      for (int y : out[x]) {
+        if (seen[y] == i) continue;
+        seen[y] = i;
+        stack.push_back(y);
+      }
+    }
+    for (int j = 0; j < m; ++j) {
+      for (int q : preds[seg[j]]) {
+        if (local[q] < 0 && seen[q] == i) far[i][j] = 1;
+      }
+    }
+  }
+  return far;
+}
+
+Plan intra_gpu_pass(const Graph& g, const CostModel& cost, PlanEvaluator& ev, const SchedulerOptions& opt,
+                    const Plan& own, IntraStats* stats) {
+  const int G = own.num_gpus;
+  const int B = static_cast<int>(g.blocks.size());
+  const int n = g.size();
+  IntraStats local;
+  IntraStats& st = stats ? *stats : local;
+  st = IntraStats{};
+  Plan cur = own;
+  double best = ev.latency(cur);
+  st.own_ms = st.best_ms = best;
+  if (!(best < kInf)) return cur;
+  // Ties on latency (common: only the GPU on the critical path decides it) go to the plan
+  // whose nodes finish earlier in total, which leaves the other segments more room.
+  auto flow = [&]() {
+    double sum = 0;
+    for (int v = 1; v < n; ++v) sum += ev.end_ms(v);
+    return sum;
+  };
+  double best_flow = flow();
+  const auto& preds = ev.preds();
+  std::vector<int> gpu_of(n, 0);
+  for (int gpu = 0; gpu < G; ++gpu) {
+    for (int id : cur.gpu_stages[gpu]) {
+      for (const auto& grp : cur.stages[id].groups) {
+        for (int v : grp) gpu_of[v] = gpu;
+      }
+    }
+  }
+  std::vector<std::vector<char>> packed(G, std::vector<char>(B, 0));
+  // The DP's inputs and answers per segment and variant from the last round: the same inputs
+  // give the same stages, so the DP is skipped (the evaluation is not, the rest may differ).
+  struct Memo {
+    std::vector<int> nodes;
+    std::vector<std::vector<char>> far;
+    std::vector<double> release;
+    StageList stages;
+    bool valid = false;
+  };
+  std::vector<Memo> memo(size_t(G) * B * 2);
+  int used = 0;
+  for (const auto& l : cur.gpu_stages) used += !l.empty();
+  for (int round = 0; round < 3; ++round) {
+    ++st.rounds;
+    bool changed = false;
+    for (int b = 0; b < B; ++b) {
+      for (int gpu = 0; gpu < G; ++gpu) {
+        std::vector<int>& list = cur.gpu_stages[gpu];
+        // The segment: consecutive, since a GPU runs its stages block by block.
+        int lo = 0;
+        while (lo < static_cast<int>(list.size()) && cur.stages[list[lo]].block < b) ++lo;
+        int hi = lo;
+        while (hi < static_cast<int>(list.size()) && cur.stages[list[hi]].block == b) ++hi;
+        if (lo == hi) continue;
+        if (round == 0) ++st.segments;
+        std::vector<int> seg;  // in the current run order, a topological order of everything
+        for (int i = lo; i < hi; ++i) {
+          for (const auto& grp : cur.stages[list[i]].groups) seg.insert(seg.end(), grp.begin(), grp.end());
+        }
+        if (seg.size() < 2) continue;
+        std::vector<std::vector<char>> far = segment_far_pairs(g, cur, gpu, seg, preds);
+        // Index order (IOS's, so a single GPU gets IOS's parts) when the far pairs allow it.
+        std::vector<int> nodes = seg;
+        std::sort(nodes.begin(), nodes.end());
+        const int m = static_cast<int>(seg.size());
+        std::vector<int> pos(n, -1);
+        for (int i = 0; i < m; ++i) pos[seg[i]] = i;
+        for (int i = 0; i < m; ++i) {
+          for (int j = 0; j < m; ++j) {
+            if (far[i][j] && seg[i] > seg[j]) nodes = seg;
+          }
+        }
+        PackContext ctx;
+        ctx.far = [&](int u, int v) { return far[pos[u]][pos[v]] != 0; };
+        // Timing of the current plan: the GPU is free at t0, remote inputs arrive later.
+        ev.latency(cur);
+        double t0 = 0;
+        for (int i = 0; i < lo; ++i) {
+          for (const auto& grp : cur.stages[list[i]].groups) {
+            for (int v : grp) t0 = std::max(t0, ev.end_ms(v));
+          }
+        }
+        std::vector<double> release(n, 0.0);
+        for (int v : seg) {
+          for (int q : preds[v]) {
+            if (gpu_of[q] != gpu) release[v] = std::max(release[v], ev.arrive_ms(q, gpu) - t0);
+          }
+        }
+        const std::vector<int> saved = list;
+        const size_t pool = cur.stages.size();
+        std::vector<int> keep;
+        std::vector<double> seg_release;
+        bool any_release = false;
+        for (int v : seg) {
+          seg_release.push_back(release[v]);
+          any_release = any_release || release[v] > 0;
+        }
+        // Variant 0 with the release times, 1 without (the same when nothing waits).
+        for (int variant = any_release ? 0 : 1; variant < 2; ++variant) {
+          ctx.release = variant == 0 ? release : std::vector<double>{};
+          Memo& mm = memo[(size_t(gpu) * B + b) * 2 + variant];
+          if (!mm.valid || mm.nodes != nodes || mm.far != far || (variant == 0 && mm.release != seg_release)) {
+            mm.nodes = nodes;
+            mm.far = far;
+            mm.release = seg_release;
+            mm.stages = ios_stages(g, cost, opt, nodes, gpu, &ctx,
+                                   strprintf("%s@gpu%d", g.blocks[b].name.c_str(), gpu), st.ios);
+            mm.valid = true;
+          }
+          StageList stages = mm.stages;
+          bool same = static_cast<int>(stages.size()) == hi - lo;
+          for (int i = 0; same && i < hi - lo; ++i) same = cur.stages[saved[lo + i]].groups == stages[i];
+          if (same) continue;
+          std::vector<int> next(saved.begin(), saved.begin() + lo);
+          for (auto& sg : stages) next.push_back(cur.add_stage(b, std::move(sg)));
+          next.insert(next.end(), saved.begin() + hi, saved.end());
+          list = next;
+          ++st.candidates;
+          const double lat = ev.latency(cur);
+          const double fl = flow();
+          if (lat < best || (lat == best && fl < best_flow)) {
+            best = lat;
+            best_flow = fl;
+            keep = std::move(next);
+          }
+          list = saved;
+        }
+        if (!keep.empty()) {
+          list = std::move(keep);
+          packed[gpu][b] = 1;
+          changed = true;
+        } else {
+          cur.stages.resize(pool);  // nothing refers to the rejected stages
+        }
+      }
+    }
+    // On one GPU the segments do not interact: a second round would find the same.
+    if (!changed || used <= 1) break;
+  }
+  st.best_ms = best;
+  for (const auto& row : packed) {
+    for (char c : row) st.packed_segments += c;
+  }
+  return cur;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Greedy stages (IOS's greedy rule)
 
 std::vector<std::vector<std::vector<int>>> greedy_stages(const Graph& g, const std::vector<int>& nodes,

@@ -17,6 +17,10 @@
 // otherwise it opens a new stage. Its group is its stream's group in that stage. Because every
 // producer's stage was opened before its consumer's, the stage graph across GPUs is acyclic:
 // the schedule cannot deadlock.
+//
+// Then, as for hios-lp and hios-mr (both on by default, see SchedulerOptions): the IOS
+// packing of every GPU's share of every block (intra_gpu_pass), and the same passes with
+// every node on GPU 0, returned when that is faster.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -149,7 +153,8 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
   auto t0 = std::chrono::steady_clock::now();
   const int n = g.size();
   const int K = opt.max_streams;
-  PlanEvaluator ev(g, cost, opt.num_gpus);
+  const int G = opt.num_gpus;
+  PlanEvaluator ev(g, cost, G);
   std::vector<double> node_w, edge_w;
   hios_weights(g, ev, node_w, edge_w);
   std::vector<double> rank = bottom_levels(g, node_w, edge_w);
@@ -159,31 +164,74 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
             [&](int a, int b) { return rank[a] > rank[b] || (rank[a] == rank[b] && a < b); });
   Reachability reach(Dag::from_graph(g));
 
-  ListResult a = list_schedule(g, ev, order, 1, {});
-  Plan plan = stages_from_list(g, ev, a, 1, reach);
-  double best = ev.latency(plan);
-  double stream_makespan = a.makespan;
-  bool used_streams = false;
-  if (K > 1) {
-    std::vector<int> gpu_of(n, 0);
-    for (int v = 1; v < n; ++v) gpu_of[v] = a.proc_of[v];
-    ListResult b = list_schedule(g, ev, order, K, gpu_of);
-    stream_makespan = b.makespan;
-    Plan pb = stages_from_list(g, ev, b, K, reach);
-    double lb = ev.latency(pb);
-    if (lb < best) {
-      best = lb;
-      plan = std::move(pb);
-      used_streams = true;
+  // Pass A (GPUs chosen unless fixed_gpu says), then pass B on its GPUs; the faster plan.
+  struct Passes {
+    Plan plan;
+    ListResult a;
+    double stream_makespan = 0;
+    bool used_streams = false;
+  };
+  auto passes = [&](const std::vector<int>& fixed_gpu) {
+    Passes r;
+    r.a = list_schedule(g, ev, order, 1, fixed_gpu);
+    r.plan = stages_from_list(g, ev, r.a, 1, reach);
+    r.stream_makespan = r.a.makespan;
+    if (K > 1) {
+      std::vector<int> gpu_of(n, 0);
+      for (int v = 1; v < n; ++v) gpu_of[v] = r.a.proc_of[v];
+      ListResult b = list_schedule(g, ev, order, K, gpu_of);
+      r.stream_makespan = b.makespan;
+      Plan pb = stages_from_list(g, ev, b, K, reach);
+      if (ev.latency(pb) < ev.latency(r.plan)) {
+        r.plan = std::move(pb);
+        r.used_streams = true;
+      }
+    }
+    return r;
+  };
+  auto intra = [&](Passes& r, IntraStats* is) {
+    if (opt.intra_ios) r.plan = intra_gpu_pass(g, cost, ev, opt, r.plan, is);
+  };
+
+  Passes multi = passes({});
+  const double own_ms = ev.latency(multi.plan);
+  IntraStats is;
+  intra(multi, &is);
+  double best = ev.latency(multi.plan);
+  Plan plan = std::move(multi.plan);
+  json params = {{"streams", K},
+                 {"gpu_makespan_ms", multi.a.makespan},
+                 {"stream_makespan_ms", multi.stream_makespan},
+                 {"used_streams", multi.used_streams},
+                 {"intra_pass", opt.intra_ios ? "streams+ios" : "streams"},
+                 {"heft_ms", own_ms}};
+  if (opt.intra_ios) {
+    params["intra_candidates"] = is.candidates;
+    params["packed_segments"] = is.packed_segments;
+    params["segments"] = is.segments;
+    params["ios_states"] = is.ios.states;
+    params["ios_capped_parts"] = static_cast<int>(is.ios.fallback.size());
+  }
+  params["multi_gpu_ms"] = best;
+  std::string fallback = "none";
+  if (opt.single_gpu_fallback && G > 1) {
+    Passes one = passes(std::vector<int>(n, 0));
+    intra(one, nullptr);
+    const double single = ev.latency(one.plan);
+    params["single_gpu_ms"] = single;
+    if (single < best) {
+      best = single;
+      plan = std::move(one.plan);
+      fallback = "single-gpu";
     }
   }
+  std::vector<int> per_gpu = plan_nodes_per_gpu(plan);
+  params["nodes_per_gpu"] = per_gpu;
+  params["used_gpus"] = static_cast<int>(std::count_if(per_gpu.begin(), per_gpu.end(), [](int c) { return c > 0; }));
+  params["fallback"] = fallback;
 
   Schedule s = plan_to_schedule(g, plan);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  json params = {{"streams", K},
-                 {"gpu_makespan_ms", a.makespan},
-                 {"stream_makespan_ms", stream_makespan},
-                 {"used_streams", used_streams}};
   finish_schedule(g, cost, opt, "heft", std::move(params), secs, s);
   return s;
 }

@@ -7,6 +7,11 @@
 // where the path ends first), and repeat
 // until every node is placed. Each GPU runs its nodes one per stage in latest-start-time
 // order. Phase 2 is the intra-GPU sliding window (window_pass in algo_common.cpp).
+//
+// `hios schedule --algo hios-lp` then runs two steps of ours (both on by default, see
+// SchedulerOptions): the IOS packing of every GPU's share of every block (intra_gpu_pass),
+// and the same pipeline with every node on GPU 0, returned when it is faster.
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -68,40 +73,80 @@ std::vector<int> hios_lp_placement(const Graph& g, PlanEvaluator& ev, const std:
   return gpu_of;
 }
 
-Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOptions& opt, bool mr, bool with_window) {
+Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOptions& opt, const HiosVariant& var) {
   validate_options(opt);
   auto t0 = std::chrono::steady_clock::now();
-  PlanEvaluator ev(g, cost, opt.num_gpus);
+  const int G = opt.num_gpus;
+  PlanEvaluator ev(g, cost, G);
   std::vector<double> node_w, edge_w;
   hios_weights(g, ev, node_w, edge_w);
   // Latest-start-time order on the model graph (every edge weighted, as HIOS computes it):
   // the per-GPU run order and the window pass's visiting order.
   std::vector<int> order = priority_order(g, bottom_levels(g, node_w, edge_w));
   int paths = 0;
-  std::vector<int> gpu_of = mr ? hios_mr_placement(g, ev, order) : hios_lp_placement(g, ev, order, &paths);
-  Plan p = plan_from_order(g, gpu_of, order, opt.num_gpus);
+  std::vector<int> gpu_of = var.mr ? hios_mr_placement(g, ev, order) : hios_lp_placement(g, ev, order, &paths);
+  Plan p = plan_from_order(g, gpu_of, order, G);
   const double phase1 = ev.latency(p);
   WindowStats ws;
-  if (with_window) ws = window_pass(g, ev, p, order, opt.window, opt.max_streams);
-  Schedule s = plan_to_schedule(g, p);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<int> per_gpu(opt.num_gpus, 0);
-  for (int v = 1; v < g.size(); ++v) ++per_gpu[gpu_of[v]];
-  json params = {{"window", with_window ? opt.window : 0},
+  if (var.window) ws = window_pass(g, ev, p, order, opt.window, opt.max_streams);
+  json params = {{"window", var.window ? opt.window : 0},
                  {"streams", opt.max_streams},
                  {"phase1_ms", phase1},
-                 {"nodes_per_gpu", per_gpu},
                  {"window_merges", ws.merges},
                  {"window_candidates", ws.candidates},
-                 {"window_deadlocks_rejected", ws.rejected_deadlock},
-                 {"evaluations", ev.evaluations()}};
-  if (!mr) params["paths"] = paths;
-  finish_schedule(g, cost, opt, mr ? "hios-mr" : "hios-lp", std::move(params), secs, s);
+                 {"window_deadlocks_rejected", ws.rejected_deadlock}};
+  if (!var.mr) params["paths"] = paths;
+  params["intra_pass"] = std::string(var.window ? "window" : "none") + (var.intra_ios ? "+ios" : "");
+  params["window_ms"] = ev.latency(p);  // phase1_ms when the window is off
+  if (var.intra_ios) {
+    IntraStats is;
+    p = intra_gpu_pass(g, cost, ev, opt, p, &is);
+    params["packed_segments"] = is.packed_segments;
+    params["segments"] = is.segments;
+    params["intra_candidates"] = is.candidates;
+    params["ios_states"] = is.ios.states;
+    params["ios_capped_parts"] = static_cast<int>(is.ios.fallback.size());
+  }
+  double best = ev.latency(p);
+  params["multi_gpu_ms"] = best;
+  std::string fallback = "none";
+  if (var.single_gpu && G > 1) {
+    // Everything on GPU 0, in the same order, through the same intra-GPU passes.
+    Plan one = plan_from_order(g, std::vector<int>(g.size(), 0), order, G);
+    if (var.window) window_pass(g, ev, one, order, opt.window, opt.max_streams);
+    if (var.intra_ios) one = intra_gpu_pass(g, cost, ev, opt, one);
+    const double single = ev.latency(one);
+    params["single_gpu_ms"] = single;
+    if (single < best) {
+      best = single;
+      p = std::move(one);
+      fallback = "single-gpu";
+    }
+  }
+  std::vector<int> per_gpu = plan_nodes_per_gpu(p);
+  params["nodes_per_gpu"] = per_gpu;
+  params["used_gpus"] = static_cast<int>(std::count_if(per_gpu.begin(), per_gpu.end(), [](int c) { return c > 0; }));
+  params["fallback"] = fallback;
+  params["evaluations"] = ev.evaluations();
+  Schedule s = plan_to_schedule(g, p);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  finish_schedule(g, cost, opt, var.mr ? "hios-mr" : "hios-lp", std::move(params), secs, s);
   return s;
 }
 
+Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOptions& opt, bool mr, bool with_window) {
+  HiosVariant v;
+  v.mr = mr;
+  v.window = with_window;
+  return schedule_hios(g, cost, opt, v);
+}
+
 Schedule schedule_hios_lp(const Graph& g, const CostModel& cost, const SchedulerOptions& opt) {
-  return schedule_hios(g, cost, opt, false, opt.window > 1);
+  HiosVariant v;
+  v.window = opt.window > 1;
+  v.intra_ios = opt.intra_ios;
+  v.single_gpu = opt.single_gpu_fallback;
+  return schedule_hios(g, cost, opt, v);
 }
 
 }  // namespace hios

@@ -4,7 +4,7 @@
 // finish time plus transfer_ms when the producer sits on another GPU); among the G mappings
 // to extend, the one giving the smallest partial makespan wins (then the earliest finish of v,
 // then the lowest GPU). At the end the mapping whose output reaches GPU 0 first is kept, and
-// the intra-GPU window pass follows as in hios-lp.
+// the intra-GPU window pass, the IOS packing and the single-GPU candidate follow as in hios-lp.
 #include <algorithm>
 #include <limits>
 
@@ -75,7 +75,12 @@ std::vector<int> hios_mr_placement(const Graph& g, PlanEvaluator& ev, const std:
 }
 
 Schedule schedule_hios_mr(const Graph& g, const CostModel& cost, const SchedulerOptions& opt) {
-  return schedule_hios(g, cost, opt, true, opt.window > 1);
+  HiosVariant v;
+  v.mr = true;
+  v.window = opt.window > 1;
+  v.intra_ios = opt.intra_ios;
+  v.single_gpu = opt.single_gpu_fallback;
+  return schedule_hios(g, cost, opt, v);
 }
 
 }  // namespace hios

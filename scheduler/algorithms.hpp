@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "graph/dag.hpp"
 #include "graph/graph.hpp"
 #include "scheduler/cost_model.hpp"
 #include "scheduler/schedule.hpp"
@@ -29,6 +31,14 @@ struct SchedulerOptions {
   // halves instead (down to 8 nodes, then greedy). Deterministic (a count, not a clock);
   // meta.params lists the capped parts.
   int64_t ios_max_states = 20000;
+  // The intra-GPU pass of hios-lp, hios-mr and heft after their GPU mapping. false: only the
+  // algorithm's own pass (HIOS's sliding window; HEFT's stream stages). true (default): also
+  // IOS's DP on each GPU's share of every block, keeping per GPU and block whichever stages
+  // evaluate faster (intra_gpu_pass below).
+  bool intra_ios = true;
+  // hios-lp, hios-mr and heft also schedule every node on GPU 0 (same intra-GPU pass) and
+  // return that when it is faster: using fewer GPUs is always allowed.
+  bool single_gpu_fallback = true;
 };
 
 // Every algorithm by name: "sequential", "greedy", "ios", "hios-lp", "hios-mr", "heft".
@@ -101,6 +111,8 @@ class PlanEvaluator {
   int64_t evaluations() const { return evaluations_; }
   // When node v finished in the last evaluated plan (meaningless for nodes not in it).
   double end_ms(int v) const { return end_[v]; }
+  // When v's output reached GPU gpu in the last evaluated plan; negative when it was not sent.
+  double arrive_ms(int v, int gpu) const { return arrive_[size_t(v) * num_gpus_ + gpu]; }
 
  private:
   const Graph& g_;
@@ -155,9 +167,75 @@ WindowStats window_pass(const Graph& g, PlanEvaluator& ev, Plan& p, const std::v
 std::vector<std::vector<std::vector<int>>> greedy_stages(const Graph& g, const std::vector<int>& nodes,
                                                          int max_groups);
 
-// The two HIOS variants with the window pass switched on or off ("hios-lp" vs "hios-lp +
-// window" in the random-DAG table); schedule_hios_lp / _mr call these with
-// with_window = opt.window > 1.
+// IOS's DP (scheduler/algo_ios.cpp, with its state cap and halving) on `nodes`, listed in a
+// topological order (index order for a whole block); parts are at most 64 consecutive nodes of
+// that list, stages are timed on `gpu` and come out in run order. Without a context the
+// nodes are a whole block and the DP minimises the sum of stage latencies (schedule_ios).
+// With one they are one GPU's share of a block (intra_gpu_pass):
+//  * far(u, v) says that v waits on u through work outside the share (another GPU's nodes and
+//    stage order). Then u runs in an earlier stage than v (`nodes` must list u first) and
+//    never in v's stage, which would wait on itself: a cross-GPU deadlock.
+//  * release[v] (indexed by node, empty for none) is the earliest time v can start, measured
+//    from the share's start: its inputs from other GPUs arrive then. The DP then minimises
+//    the share's finish time, max(finish of the rest, release of the last stage) + its
+//    latency, which is still exact because that is monotone in the finish of the rest.
+struct PackContext {
+  std::function<bool(int, int)> far;
+  std::vector<double> release;
+};
+using StageList = std::vector<std::vector<std::vector<int>>>;  // stages of groups of nodes
+struct IosStats {
+  int parts = 0, split = 0, greedy = 0;
+  int64_t states = 0, transitions = 0;
+  json fallback = json::array();  // names of the capped parts
+};
+StageList ios_stages(const Graph& g, const CostModel& cost, const SchedulerOptions& opt,
+                     const std::vector<int>& nodes, int gpu, const PackContext* ctx, const std::string& label,
+                     IosStats& stats);
+
+struct IntraStats {
+  double own_ms = 0;         // the plan handed in
+  double best_ms = 0;        // the plan returned
+  int segments = 0;          // non-empty (GPU, block) pairs
+  int packed_segments = 0;   // of those, how many run IOS-packed stages in the result
+  int rounds = 0;
+  int candidates = 0;        // packed segments evaluated
+  IosStats ios;
+};
+// The stronger intra-GPU pass. The GPU of every node is taken from `own`, the algorithm's own
+// plan (HIOS's window result, HEFT's stages). One "segment" is what one GPU runs of one block.
+// Segments are visited block by block; each is packed again by IOS's DP (ios_stages) with the
+// rest of the current plan fixed: far pairs from the other GPUs' stage orders (so the new
+// segment cannot deadlock) and, as one alternative, release times from the current plan's
+// timing, as another none (IOS's plain sum). An alternative replaces the segment when the
+// evaluated latency drops. At most three rounds over all segments; never slower than `own`.
+Plan intra_gpu_pass(const Graph& g, const CostModel& cost, PlanEvaluator& ev, const SchedulerOptions& opt,
+                    const Plan& own, IntraStats* stats = nullptr);
+
+// The far pairs of one segment (intra_gpu_pass): `seg` lists nodes GPU `gpu` runs in plan p,
+// in a topological order; far[i][j] says that seg[j] has a producer outside `seg` that seg[i]
+// reaches through data edges and the other GPUs' stage order in p, so that seg[j] cannot
+// start before seg[i] has finished whatever order GPU `gpu` picks. preds: PlanEvaluator::preds.
+std::vector<std::vector<char>> segment_far_pairs(const Graph& g, const Plan& p, int gpu, const std::vector<int>& seg,
+                                                 const std::vector<std::vector<int>>& preds);
+
+// Nodes each GPU runs in a plan.
+std::vector<int> plan_nodes_per_gpu(const Plan& p);
+
+// The HIOS pipeline piece by piece: the mapping (mr: hios-mr's DP, else hios-lp's longest
+// paths), HIOS's sliding window, the IOS packing of intra_gpu_pass, and the all-on-GPU-0
+// candidate.
+struct HiosVariant {
+  bool mr = false;
+  bool window = true;
+  bool intra_ios = false;
+  bool single_gpu = false;
+};
+Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOptions& opt, const HiosVariant& v);
+// HIOS as published, with the window pass switched on or off ("hios-lp" vs "hios-lp +
+// window" in the random-DAG table): no IOS packing, no single-GPU candidate, whatever opt
+// says. schedule_hios_lp / _mr (what `hios schedule` runs) use window = opt.window > 1,
+// intra_ios = opt.intra_ios and single_gpu = opt.single_gpu_fallback instead.
 Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOptions& opt, bool mr, bool with_window);
 
 // Fills meta (algorithm, params, GPUs, streams, device, cost model, graph name and digest,
