@@ -15,11 +15,10 @@ export NCCL_NVLS_ENABLE=0                                          # never NVLin
 
 gpus=0
 if command -v nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
-# The CUDA backend is built when CMake found nvcc and cuDNN (and HIOS_CUDA was not OFF).
+# The CUDA backend is built when CMake found cuDNN and HIOS_CUDA was not OFF.
 has_cuda=no
 cache="$BUILD_DIR/CMakeCache.txt"
-if grep -q "^CMAKE_CUDA_COMPILER:[A-Z]*=/" "$cache" 2>/dev/null && grep -q "^HIOS_CUDNN_LIB:FILEPATH=/" "$cache" 2>/dev/null \
-   && ! grep -q "^HIOS_CUDA:STRING=OFF" "$cache"; then
+if grep -Eq "^HIOS_CUDNN_LIB:FILEPATH=/" "$cache" 2>/dev/null && ! grep -q "^HIOS_CUDA:STRING=OFF" "$cache"; then
   has_cuda=yes
 fi
 
