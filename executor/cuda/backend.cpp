@@ -213,6 +213,9 @@ void register_cuda_components() {
   b.default_math = "tf32";
   b.make = [](const BackendConfig& cfg) -> std::unique_ptr<Backend> { return std::make_unique<cuda::CudaBackend>(cfg); };
   b.device_count = [] { return cuda::device_count(); };
+#ifdef HIOS_CUDA_WITH_NCCL
+  b.default_transport = "nccl";  // GPU tensors move GPU to GPU; mpi-host stays selectable
+#endif
   register_backend(std::move(b));
 #ifdef HIOS_CUDA_WITH_NCCL
   TransportEntry t;
