@@ -613,120 +613,90 @@ Plan intra_gpu_pass(const Graph& g, const CostModel& cost, PlanEvaluator& ev, co
       }
     }
   }
-  std::vector<std::vector<char>> packed(G, std::vector<char>(B, 0));
-  // The DP's inputs and answers per segment and variant from the last round: the same inputs
-  // give the same stages, so the DP is skipped (the evaluation is not, the rest may differ).
-  struct Memo {
-    std::vector<int> nodes;
-    std::vector<std::vector<char>> far;
-    std::vector<double> release;
-    StageList stages;
-    bool valid = false;
-  };
-  std::vector<Memo> memo(size_t(G) * B * 2);
-  int used = 0;
-  for (const auto& l : cur.gpu_stages) used += !l.empty();
-  for (int round = 0; round < 3; ++round) {
-    ++st.rounds;
-    bool changed = false;
-    for (int b = 0; b < B; ++b) {
-      for (int gpu = 0; gpu < G; ++gpu) {
-        std::vector<int>& list = cur.gpu_stages[gpu];
-        // The segment: consecutive, since a GPU runs its stages block by block.
-        int lo = 0;
-        while (lo < static_cast<int>(list.size()) && cur.stages[list[lo]].block < b) ++lo;
-        int hi = lo;
-        while (hi < static_cast<int>(list.size()) && cur.stages[list[hi]].block == b) ++hi;
-        if (lo == hi) continue;
-        if (round == 0) ++st.segments;
-        std::vector<int> seg;  // in the current run order, a topological order of everything
-        for (int i = lo; i < hi; ++i) {
-          for (const auto& grp : cur.stages[list[i]].groups) seg.insert(seg.end(), grp.begin(), grp.end());
-        }
-        if (seg.size() < 2) continue;
-        std::vector<std::vector<char>> far = segment_far_pairs(g, cur, gpu, seg, preds);
-        // Index order (IOS's, so a single GPU gets IOS's parts) when the far pairs allow it.
-        std::vector<int> nodes = seg;
-        std::sort(nodes.begin(), nodes.end());
-        const int m = static_cast<int>(seg.size());
-        std::vector<int> pos(n, -1);
-        for (int i = 0; i < m; ++i) pos[seg[i]] = i;
-        for (int i = 0; i < m; ++i) {
-          for (int j = 0; j < m; ++j) {
-            if (far[i][j] && seg[i] > seg[j]) nodes = seg;
-          }
-        }
-        PackContext ctx;
-        ctx.far = [&](int u, int v) { return far[pos[u]][pos[v]] != 0; };
-        // Timing of the current plan: the GPU is free at t0, remote inputs arrive later.
-        ev.latency(cur);
-        double t0 = 0;
-        for (int i = 0; i < lo; ++i) {
-          for (const auto& grp : cur.stages[list[i]].groups) {
-            for (int v : grp) t0 = std::max(t0, ev.end_ms(v));
-          }
-        }
-        std::vector<double> release(n, 0.0);
-        for (int v : seg) {
-          for (int q : preds[v]) {
-            if (gpu_of[q] != gpu) release[v] = std::max(release[v], ev.arrive_ms(q, gpu) - t0);
-          }
-        }
-        const std::vector<int> saved = list;
-        const size_t pool = cur.stages.size();
-        std::vector<int> keep;
-        std::vector<double> seg_release;
-        bool any_release = false;
-        for (int v : seg) {
-          seg_release.push_back(release[v]);
-          any_release = any_release || release[v] > 0;
-        }
-        // Variant 0 with the release times, 1 without (the same when nothing waits).
-        for (int variant = any_release ? 0 : 1; variant < 2; ++variant) {
-          ctx.release = variant == 0 ? release : std::vector<double>{};
-          Memo& mm = memo[(size_t(gpu) * B + b) * 2 + variant];
-          if (!mm.valid || mm.nodes != nodes || mm.far != far || (variant == 0 && mm.release != seg_release)) {
-            mm.nodes = nodes;
-            mm.far = far;
-            mm.release = seg_release;
-            mm.stages = ios_stages(g, cost, opt, nodes, gpu, &ctx,
-                                   strprintf("%s@gpu%d", g.blocks[b].name.c_str(), gpu), st.ios);
-            mm.valid = true;
-          }
-          StageList stages = mm.stages;
-          bool same = static_cast<int>(stages.size()) == hi - lo;
-          for (int i = 0; same && i < hi - lo; ++i) same = cur.stages[saved[lo + i]].groups == stages[i];
-          if (same) continue;
-          std::vector<int> next(saved.begin(), saved.begin() + lo);
-          for (auto& sg : stages) next.push_back(cur.add_stage(b, std::move(sg)));
-          next.insert(next.end(), saved.begin() + hi, saved.end());
-          list = next;
-          ++st.candidates;
-          const double lat = ev.latency(cur);
-          const double fl = flow();
-          if (lat < best || (lat == best && fl < best_flow)) {
-            best = lat;
-            best_flow = fl;
-            keep = std::move(next);
-          }
-          list = saved;
-        }
-        if (!keep.empty()) {
-          list = std::move(keep);
-          packed[gpu][b] = 1;
-          changed = true;
-        } else {
-          cur.stages.resize(pool);  // nothing refers to the rejected stages
+  // One pass, block by block (the order things run in). A second pass over all segments, with
+  // the far pairs and release times of the improved plan, gained under 0.1% on the models and
+  // nothing on the random DAGs, for twice the DP work.
+  for (int b = 0; b < B; ++b) {
+    for (int gpu = 0; gpu < G; ++gpu) {
+      std::vector<int>& list = cur.gpu_stages[gpu];
+      // The segment: consecutive, since a GPU runs its stages block by block.
+      int lo = 0;
+      while (lo < static_cast<int>(list.size()) && cur.stages[list[lo]].block < b) ++lo;
+      int hi = lo;
+      while (hi < static_cast<int>(list.size()) && cur.stages[list[hi]].block == b) ++hi;
+      if (lo == hi) continue;
+      ++st.segments;
+      std::vector<int> seg;  // in the current run order, a topological order of everything
+      for (int i = lo; i < hi; ++i) {
+        for (const auto& grp : cur.stages[list[i]].groups) seg.insert(seg.end(), grp.begin(), grp.end());
+      }
+      if (seg.size() < 2) continue;
+      std::vector<std::vector<char>> far = segment_far_pairs(g, cur, gpu, seg, preds);
+      // Index order (IOS's, so a single GPU gets IOS's parts) when the far pairs allow it.
+      std::vector<int> nodes = seg;
+      std::sort(nodes.begin(), nodes.end());
+      const int m = static_cast<int>(seg.size());
+      std::vector<int> pos(n, -1);
+      for (int i = 0; i < m; ++i) pos[seg[i]] = i;
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < m; ++j) {
+          if (far[i][j] && seg[i] > seg[j]) nodes = seg;
         }
       }
+      PackContext ctx;
+      ctx.far = [&](int u, int v) { return far[pos[u]][pos[v]] != 0; };
+      // Timing of the current plan: the GPU is free at t0, remote inputs arrive later.
+      ev.latency(cur);
+      double t0 = 0;
+      for (int i = 0; i < lo; ++i) {
+        for (const auto& grp : cur.stages[list[i]].groups) {
+          for (int v : grp) t0 = std::max(t0, ev.end_ms(v));
+        }
+      }
+      std::vector<double> release(n, 0.0);
+      for (int v : seg) {
+        for (int q : preds[v]) {
+          if (gpu_of[q] != gpu) release[v] = std::max(release[v], ev.arrive_ms(q, gpu) - t0);
+        }
+      }
+      const std::vector<int> saved = list;
+      const size_t pool = cur.stages.size();
+      std::vector<int> keep;
+      bool any_release = false;
+      for (int v : seg) any_release = any_release || release[v] > 0;
+      // Variant 0 with the release times, 1 without (the same when nothing waits): the first
+      // wins on the random DAGs, the second more often on the models, whose stage order
+      // matters more for the other GPUs than this segment's finish.
+      for (int variant = any_release ? 0 : 1; variant < 2; ++variant) {
+        ctx.release = variant == 0 ? release : std::vector<double>{};
+        StageList stages = ios_stages(g, cost, opt, nodes, gpu, &ctx,
+                                      strprintf("%s@gpu%d", g.blocks[b].name.c_str(), gpu), st.ios);
+        bool same = static_cast<int>(stages.size()) == hi - lo;
+        for (int i = 0; same && i < hi - lo; ++i) same = cur.stages[saved[lo + i]].groups == stages[i];
+        if (same) continue;
+        std::vector<int> next(saved.begin(), saved.begin() + lo);
+        for (auto& sg : stages) next.push_back(cur.add_stage(b, std::move(sg)));
+        next.insert(next.end(), saved.begin() + hi, saved.end());
+        list = next;
+        ++st.candidates;
+        const double lat = ev.latency(cur);
+        const double fl = flow();
+        if (lat < best || (lat == best && fl < best_flow)) {
+          best = lat;
+          best_flow = fl;
+          keep = std::move(next);
+        }
+        list = saved;
+      }
+      if (!keep.empty()) {
+        list = std::move(keep);
+        ++st.packed_segments;
+      } else {
+        cur.stages.resize(pool);  // nothing refers to the rejected stages
+      }
     }
-    // On one GPU the segments do not interact: a second round would find the same.
-    if (!changed || used <= 1) break;
   }
   st.best_ms = best;
-  for (const auto& row : packed) {
-    for (char c : row) st.packed_segments += c;
-  }
   return cur;
 }
 

@@ -214,7 +214,11 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
   }
   params["multi_gpu_ms"] = best;
   std::string fallback = "none";
-  if (opt.single_gpu_fallback && G > 1) {
+  // Not tried when the one-GPU lower bound already says it cannot be faster (it costs an IOS
+  // run).
+  const double single_bound = opt.single_gpu_fallback && G > 1 ? lower_bound_ms(g, cost, 1) : 0.0;
+  if (opt.single_gpu_fallback && G > 1) params["single_gpu_bound_ms"] = single_bound;
+  if (opt.single_gpu_fallback && G > 1 && single_bound < best) {
     Passes one = passes(std::vector<int>(n, 0));
     intra(one, nullptr);
     const double single = ev.latency(one.plan);

@@ -110,8 +110,11 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   double best = ev.latency(p);
   params["multi_gpu_ms"] = best;
   std::string fallback = "none";
-  if (var.single_gpu && G > 1) {
-    // Everything on GPU 0, in the same order, through the same intra-GPU passes.
+  // Everything on GPU 0, in the same order, through the same intra-GPU passes; not tried
+  // when the one-GPU lower bound already says it cannot be faster (it costs an IOS run).
+  const double single_bound = var.single_gpu && G > 1 ? lower_bound_ms(g, cost, 1) : 0.0;
+  if (var.single_gpu && G > 1) params["single_gpu_bound_ms"] = single_bound;
+  if (var.single_gpu && G > 1 && single_bound < best) {
     Plan one = plan_from_order(g, std::vector<int>(g.size(), 0), order, G);
     if (var.window) window_pass(g, ev, one, order, opt.window, opt.max_streams);
     if (var.intra_ios) one = intra_gpu_pass(g, cost, ev, opt, one);

@@ -198,7 +198,6 @@ struct IntraStats {
   double best_ms = 0;        // the plan returned
   int segments = 0;          // non-empty (GPU, block) pairs
   int packed_segments = 0;   // of those, how many run IOS-packed stages in the result
-  int rounds = 0;
   int candidates = 0;        // packed segments evaluated
   IosStats ios;
 };
@@ -208,7 +207,8 @@ struct IntraStats {
 // rest of the current plan fixed: far pairs from the other GPUs' stage orders (so the new
 // segment cannot deadlock) and, as one alternative, release times from the current plan's
 // timing, as another none (IOS's plain sum). An alternative replaces the segment when the
-// evaluated latency drops. At most three rounds over all segments; never slower than `own`.
+// evaluated latency drops (or stays and the nodes' end times add up to less). One pass over
+// the segments; never slower than `own`.
 Plan intra_gpu_pass(const Graph& g, const CostModel& cost, PlanEvaluator& ev, const SchedulerOptions& opt,
                     const Plan& own, IntraStats* stats = nullptr);
 
