@@ -91,6 +91,10 @@ class Backend {
   virtual void begin_capture();
   virtual void end_capture();
   virtual void replay();
+  // Drops a captured pass. A captured pass holds references to the NCCL communicators it
+  // used, and destroying a communicator waits for them, so the runner calls this before the
+  // transport goes away. Safe to call when nothing was captured.
+  virtual void release_capture() {}
 };
 
 }  // namespace hios::exec

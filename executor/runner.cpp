@@ -301,6 +301,13 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     transport = make_transport(transport_name, comm, *backend);
     transport->prepare(g, prog);
   }
+  // Locals die in reverse order: this guard, declared after the transport, drops the captured
+  // pass before the NCCL communicators it references are destroyed (ncclCommDestroy waits for
+  // graphs that still hold them, which hung every captured multi-GPU run at exit).
+  struct ReleaseCaptureFirst {
+    Backend& b;
+    ~ReleaseCaptureFirst() { b.release_capture(); }
+  } release_capture_first{*backend};
 
   const bool can_capture = backend->can_capture() && (!transport || transport->capturable());
   if (opt.cuda_graph == "on") {

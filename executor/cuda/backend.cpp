@@ -193,6 +193,15 @@ void CudaBackend::end_capture() {
   HIOS_CUDA_CHECK(cudaStreamSynchronize(stream_handle(0)));
 }
 
+void CudaBackend::release_capture() {
+  (void)cudaSetDevice(device_);
+  (void)cudaDeviceSynchronize();
+  if (exec_) (void)cudaGraphExecDestroy(exec_);
+  if (graph_) (void)cudaGraphDestroy(graph_);
+  exec_ = nullptr;
+  graph_ = nullptr;
+}
+
 void CudaBackend::replay() {
   HIOS_CHECK(exec_ != nullptr, "cuda backend: replay() before a pass was captured");
   HIOS_CUDA_CHECK(cudaGraphLaunch(exec_, stream_handle(0)));

@@ -45,6 +45,7 @@ class CudaBackend final : public exec::Backend {
   void begin_capture() override;
   void end_capture() override;
   void replay() override;
+  void release_capture() override;
 
   int device() const { return device_; }
   cudaStream_t stream_handle(int stream);

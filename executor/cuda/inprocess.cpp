@@ -124,6 +124,7 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
     if (r == 0) res.output = b->read_tensor(p.output);
     res.peak_bytes[size_t(r)] = b->peak_memory_bytes();
     at("tearing down");
+    b->release_capture();  // before the transport: ncclCommDestroy waits for graphs holding the comm
     comm.barrier();  // NCCL teardown waits for every rank
     at("done");
   };
