@@ -37,6 +37,12 @@ void add_search_options(CLI::App* cmd, SchedulerOptions& opt) {
   cmd->add_option("--ios-max-states", opt.ios_max_states,
                   "IOS work cap (DP states) per block part; beyond it the part is solved in halves")
       ->capture_default_str();
+  // Both extra steps are on by default; turning them off gives HIOS's algorithms as published
+  // (tests use this to force a multi-GPU placement on graphs too small to need one).
+  cmd->add_flag("!--no-intra-ios", opt.intra_ios,
+                "Skip the IOS re-packing of each GPU's stages after the mapping (hios-lp, hios-mr, heft)");
+  cmd->add_flag("!--no-single-gpu-fallback", opt.single_gpu_fallback,
+                "Keep the multi-GPU mapping even when all-on-GPU-0 is predicted faster");
 }
 
 }  // namespace

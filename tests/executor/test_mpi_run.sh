@@ -29,7 +29,7 @@ graph() {
 
 # schedule NAME ALGO GPUS -> $TMP/NAME.ALGO.GPUS.json
 schedule() {
-  "$HIOS" schedule --graph "$TMP/$1.json" --algo "$2" --gpus "$3" -o "$TMP/$1.$2.$3.json" >/dev/null 2>"$TMP/err" ||
+  "$HIOS" schedule --graph "$TMP/$1.json" --algo "$2" --gpus "$3" --no-single-gpu-fallback -o "$TMP/$1.$2.$3.json" >/dev/null 2>"$TMP/err" ||
     fail "hios schedule $1 $2 --gpus $3"
 }
 
