@@ -23,7 +23,7 @@ Dag Dag::from_graph(const Graph& g) {
   return d;
 }
 
-std::vector<int> topological_order(const Dag& d) {
+std::vector<int> topological_prefix(const Dag& d) {
   const int n = d.size();
   std::vector<int> indeg(n);
   for (int v = 0; v < n; ++v) indeg[v] = static_cast<int>(d.pred[v].size());
@@ -41,7 +41,13 @@ std::vector<int> topological_order(const Dag& d) {
       if (--indeg[s] == 0) ready.push(s);
     }
   }
-  HIOS_CHECK(static_cast<int>(order.size()) == n, "DAG has a cycle (%d of %d nodes ordered)", (int)order.size(), n);
+  return order;
+}
+
+std::vector<int> topological_order(const Dag& d) {
+  std::vector<int> order = topological_prefix(d);
+  HIOS_CHECK(static_cast<int>(order.size()) == d.size(), "DAG has a cycle (%d of %d nodes ordered)",
+             (int)order.size(), d.size());
   return order;
 }
 

@@ -22,8 +22,10 @@ struct Dag {
   static Dag from_graph(const Graph& g);
 };
 
-// Kahn's algorithm, smallest index first among ready nodes (deterministic). Throws
-// hios::Error on a cycle.
+// Kahn's algorithm, smallest index first among ready nodes (deterministic). The prefix
+// version returns what it could order: fewer than size() nodes means the rest sit on or behind
+// a cycle. topological_order throws hios::Error on a cycle.
+std::vector<int> topological_prefix(const Dag& d);
 std::vector<int> topological_order(const Dag& d);
 
 // reaches(u, v): is there a path of length >= 1 from u to v. Memory is n^2 / 8 bytes.

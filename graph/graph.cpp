@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <functional>
-#include <queue>
 #include <set>
 
+#include "graph/dag.hpp"
 #include "graph/error.hpp"
 
 namespace hios {
@@ -127,25 +127,13 @@ void Graph::finalize() {
   }
   HIOS_CHECK(inputs == 1, "graph '%s': needs exactly one input placeholder, found %d", name.c_str(), inputs);
 
-  // Topological order, stable with respect to the current order (Kahn with a min-heap).
+  // Topological order, stable with respect to the current order.
   const int n = size();
-  std::vector<int> indeg(n, 0);
-  std::vector<std::vector<int>> succ = successors();
-  for (int i = 0; i < n; ++i) indeg[i] = static_cast<int>(predecessors(i).size());
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  Dag dag(n);
   for (int i = 0; i < n; ++i) {
-    if (indeg[i] == 0) ready.push(i);
+    for (int p : predecessors(i)) dag.add_edge(p, i);
   }
-  std::vector<int> order;
-  order.reserve(n);
-  while (!ready.empty()) {
-    int u = ready.top();
-    ready.pop();
-    order.push_back(u);
-    for (int s : succ[u]) {
-      if (--indeg[s] == 0) ready.push(s);
-    }
-  }
+  std::vector<int> order = topological_prefix(dag);
   if (static_cast<int>(order.size()) != n) {
     std::vector<char> unsorted(n, 1);
     for (int u : order) unsorted[u] = 0;

@@ -124,12 +124,7 @@ Value read_value(const json& v, const std::string& path, const std::unordered_ma
 
 Graph graph_from_json(const json& j, const std::string& source) {
   JsonObject root(j, source);
-  std::string format = root.get_string("format");
-  HIOS_CHECK(format == kFormat, "%s: expected \"%s\", got \"%s\"", root.child_path("format").c_str(), kFormat,
-             format.c_str());
-  int64_t version = root.get_int("version");
-  HIOS_CHECK(version == kVersion, "%s: unsupported version %lld (this build reads %d)",
-             root.child_path("version").c_str(), (long long)version, kVersion);
+  root.expect_header(kFormat, kVersion);
   Graph g;
   g.name = root.get_string("name");
   g.batch = root.get_int("batch");

@@ -71,6 +71,14 @@ std::array<int, 2> JsonObject::get_pair(const std::string& key, std::array<int, 
   return {static_cast<int>(json_int(v[0], p + "[0]")), static_cast<int>(json_int(v[1], p + "[1]"))};
 }
 
+void JsonObject::expect_header(const char* format, int version) {
+  std::string f = get_string("format");
+  HIOS_CHECK(f == format, "%s: expected \"%s\", got \"%s\"", child_path("format").c_str(), format, f.c_str());
+  int64_t v = get_int("version");
+  HIOS_CHECK(v == version, "%s: unsupported version %lld (this build reads %d)", child_path("version").c_str(),
+             (long long)v, version);
+}
+
 void JsonObject::finish() const {
   for (auto it = j_.begin(); it != j_.end(); ++it) {
     HIOS_CHECK(used_.count(it.key()) != 0, "%s: unknown key", child_path(it.key()).c_str());

@@ -49,6 +49,9 @@ class JsonObject {
   // A pair of integers written as [a, b]; a single integer a means [a, a].
   std::array<int, 2> get_pair(const std::string& key, std::array<int, 2> def);
 
+  // Reads the "format" and "version" keys every hios file starts with and checks them.
+  void expect_header(const char* format, int version);
+
   // Marks a key as understood without reading it (for keys parsed elsewhere).
   void accept(const std::string& key) { used_.insert(key); }
 

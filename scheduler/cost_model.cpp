@@ -16,12 +16,7 @@ namespace hios {
 
 std::vector<DevicePreset> device_presets_from_json(const json& j, const std::string& source) {
   JsonObject root(j, source);
-  std::string format = root.get_string("format");
-  HIOS_CHECK(format == "hios-devices", "%s: expected \"hios-devices\", got \"%s\"", root.child_path("format").c_str(),
-             format.c_str());
-  int64_t version = root.get_int("version");
-  HIOS_CHECK(version == 1, "%s: unsupported version %lld (this build reads 1)", root.child_path("version").c_str(),
-             (long long)version);
+  root.expect_header("hios-devices", 1);
   const json& devices = root.get_array("devices");
   std::vector<DevicePreset> out;
   for (size_t i = 0; i < devices.size(); ++i) {

@@ -54,12 +54,7 @@ static double non_negative(JsonObject& o, const char* key) {
 
 ProfileDb profile_db_from_json(const json& j, const std::string& source) {
   JsonObject root(j, source);
-  std::string format = root.get_string("format");
-  HIOS_CHECK(format == "hios-profile", "%s: expected \"hios-profile\", got \"%s\"", root.child_path("format").c_str(),
-             format.c_str());
-  int64_t version = root.get_int("version");
-  HIOS_CHECK(version == 1, "%s: unsupported version %lld (this build reads 1)", root.child_path("version").c_str(),
-             (long long)version);
+  root.expect_header("hios-profile", 1);
   ProfileDb db;
   db.device = root.get_string("device");
   if (root.has("meta")) db.meta = root.get_object("meta");

@@ -276,12 +276,7 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
 
 Schedule schedule_from_json(const Graph& g, const json& j, const std::string& source) {
   JsonObject root(j, source);
-  std::string format = root.get_string("format");
-  HIOS_CHECK(format == kFormat, "%s: expected \"%s\", got \"%s\"", root.child_path("format").c_str(), kFormat,
-             format.c_str());
-  int64_t version = root.get_int("version");
-  HIOS_CHECK(version == kVersion, "%s: unsupported version %lld (this build reads %d)",
-             root.child_path("version").c_str(), (long long)version, kVersion);
+  root.expect_header(kFormat, kVersion);
   Schedule s;
   JsonObject mo(root.get_object("meta"), root.child_path("meta"));
   read_meta(g, mo, s.meta);
