@@ -20,6 +20,31 @@ const float kZero = 0.0f;
 
 int act_code(Activation a) { return static_cast<int>(a); }  // kernels.hpp's codes follow the enum
 
+// The depthwise kernel's arguments for a problem: shared by autotuning and execution so the
+// timed launch is exactly the launch that runs.
+DepthwiseParams depthwise_params(const ConvProblem& p) {
+  DepthwiseParams dp;
+  dp.x = p.x.ptr;
+  dp.w = p.w;
+  dp.b = p.b;
+  dp.y = p.y.ptr;
+  dp.n = int(p.x.shape.n);
+  dp.c = int(p.x.shape.c);
+  dp.h = int(p.x.shape.h);
+  dp.w_in = int(p.x.shape.w);
+  dp.oh = int(p.y.shape.h);
+  dp.ow = int(p.y.shape.w);
+  dp.kh = p.kernel[0];
+  dp.kw = p.kernel[1];
+  dp.sh = p.stride[0];
+  dp.sw = p.stride[1];
+  dp.ph = p.padding[0];
+  dp.pw = p.padding[1];
+  dp.input_relu = p.input_relu;
+  dp.act = act_code(p.act);
+  return dp;
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // ---------------------------------------------------------------------------------------------
@@ -473,25 +498,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
     auto ch = std::make_shared<Choice>();
     ch->impl = Impl::Depthwise;
     ch->what = "hios depthwise";
-    DepthwiseParams dp;
-    dp.x = p.x.ptr;
-    dp.w = p.w;
-    dp.b = p.b;
-    dp.y = p.y.ptr;
-    dp.n = int(p.x.shape.n);
-    dp.c = int(p.x.shape.c);
-    dp.h = int(p.x.shape.h);
-    dp.w_in = int(p.x.shape.w);
-    dp.oh = int(ys.h);
-    dp.ow = int(ys.w);
-    dp.kh = p.kernel[0];
-    dp.kw = p.kernel[1];
-    dp.sh = p.stride[0];
-    dp.sw = p.stride[1];
-    dp.ph = p.padding[0];
-    dp.pw = p.padding[1];
-    dp.input_relu = p.input_relu;
-    dp.act = act;
+    const DepthwiseParams dp = depthwise_params(p);
     trials.push_back([dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_depthwise(dp, st); });
     cands.push_back(ch);
   }
@@ -545,25 +552,7 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
   };
   switch (ch->impl) {
     case Impl::Depthwise: {
-      DepthwiseParams dp;
-      dp.x = p.x.ptr;
-      dp.w = p.w;
-      dp.b = p.b;
-      dp.y = p.y.ptr;
-      dp.n = int(p.x.shape.n);
-      dp.c = int(p.x.shape.c);
-      dp.h = int(p.x.shape.h);
-      dp.w_in = int(p.x.shape.w);
-      dp.oh = int(ys.h);
-      dp.ow = int(ys.w);
-      dp.kh = p.kernel[0];
-      dp.kw = p.kernel[1];
-      dp.sh = p.stride[0];
-      dp.sw = p.stride[1];
-      dp.ph = p.padding[0];
-      dp.pw = p.padding[1];
-      dp.input_relu = p.input_relu;
-      dp.act = act;
+      const DepthwiseParams dp = depthwise_params(p);
       c.emit([dp](StreamResources& r) { launch_depthwise(dp, r.stream()); });
       return;
     }
