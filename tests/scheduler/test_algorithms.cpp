@@ -22,6 +22,42 @@ using namespace hios;
 
 namespace {
 
+// The brute-force references' stage for an ending set E (a bitmask over the local nodes): its
+// groups are the connected components of the dependencies inside E, in first-node order.
+Stage connected_groups(uint32_t E, const std::vector<uint32_t>& succ, const std::vector<int>& nodes) {
+  const int m = static_cast<int>(nodes.size());
+  std::vector<int> parent(m);
+  for (int i = 0; i < m; ++i) parent[i] = i;
+  std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
+  for (int i = 0; i < m; ++i) {
+    if (!((E >> i) & 1u)) continue;
+    for (int j = 0; j < m; ++j) {
+      if (((succ[i] & E) >> j) & 1u) parent[find(i)] = find(j);
+    }
+  }
+  Stage st;
+  std::vector<int> root_group(m, -1);
+  for (int i = 0; i < m; ++i) {
+    if (!((E >> i) & 1u)) continue;
+    int r = find(i);
+    if (root_group[r] < 0) {
+      root_group[r] = static_cast<int>(st.groups.size());
+      st.groups.push_back({});
+    }
+    st.groups[root_group[r]].nodes.push_back(nodes[i]);
+  }
+  return st;
+}
+
+// IOS pruning: at most max_groups groups of at most max_group nodes.
+bool groups_fit(const Stage& st, int max_group, int max_groups) {
+  if (static_cast<int>(st.groups.size()) > max_groups) return false;
+  for (const Group& gr : st.groups) {
+    if (static_cast<int>(gr.nodes.size()) > max_group) return false;
+  }
+  return true;
+}
+
 std::unique_ptr<CostModel> h200() { return make_cost_model("analytic", "h200"); }
 
 // Small resolutions keep CI fast; Inception v3 needs at least 75 px to stay positive.
@@ -82,31 +118,8 @@ struct BruteForce {
         if (((E >> i) & 1u) && (succ[i] & S & ~E)) ok = false;
       }
       if (!ok) continue;
-      // Components by union-find over the edges inside E.
-      std::vector<int> parent(m);
-      for (int i = 0; i < m; ++i) parent[i] = i;
-      std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
-      for (int i = 0; i < m; ++i) {
-        if (!((E >> i) & 1u)) continue;
-        for (int j = 0; j < m; ++j) {
-          if (((succ[i] & E) >> j) & 1u) parent[find(i)] = find(j);
-        }
-      }
-      Stage st;
-      std::vector<int> root_group(m, -1);
-      for (int i = 0; i < m; ++i) {
-        if (!((E >> i) & 1u)) continue;
-        int r = find(i);
-        if (root_group[r] < 0) {
-          root_group[r] = static_cast<int>(st.groups.size());
-          st.groups.push_back({});
-        }
-        st.groups[root_group[r]].nodes.push_back(nodes[i]);
-      }
-      if (static_cast<int>(st.groups.size()) > max_groups) continue;
-      bool small = true;
-      for (const Group& gr : st.groups) small = small && static_cast<int>(gr.nodes.size()) <= max_group;
-      if (!small) continue;
+      const Stage st = connected_groups(E, succ, nodes);
+      if (!groups_fit(st, max_group, max_groups)) continue;
       result = std::min(result, cost.stage_ms(g, st, 0) + best(S & ~E));
     }
     return result;
@@ -401,32 +414,12 @@ struct BruteFinish {
         if (far[i] & E) ok = false;                    // would wait on its own stage
       }
       if (!ok) continue;
-      std::vector<int> parent(m);
-      for (int i = 0; i < m; ++i) parent[i] = i;
-      std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
-      for (int i = 0; i < m; ++i) {
-        if (!((E >> i) & 1u)) continue;
-        for (int j = 0; j < m; ++j) {
-          if (((succ[i] & E) >> j) & 1u) parent[find(i)] = find(j);
-        }
-      }
-      Stage st;
-      std::vector<int> root_group(m, -1);
+      const Stage st = connected_groups(E, succ, nodes);
+      if (!groups_fit(st, max_group, max_groups)) continue;
       double rel = 0;
       for (int i = 0; i < m; ++i) {
-        if (!((E >> i) & 1u)) continue;
-        rel = std::max(rel, release[i]);
-        int r = find(i);
-        if (root_group[r] < 0) {
-          root_group[r] = static_cast<int>(st.groups.size());
-          st.groups.push_back({});
-        }
-        st.groups[root_group[r]].nodes.push_back(nodes[i]);
+        if ((E >> i) & 1u) rel = std::max(rel, release[i]);
       }
-      if (static_cast<int>(st.groups.size()) > max_groups) continue;
-      bool small = true;
-      for (const Group& gr : st.groups) small = small && static_cast<int>(gr.nodes.size()) <= max_group;
-      if (!small) continue;
       result = std::min(result, std::max(best(S & ~E), rel) + cost.stage_ms(g, st, 0));
     }
     return result;
@@ -476,7 +469,7 @@ TEST_CASE("multi-GPU algorithms are never slower than IOS on one GPU, nor than s
       plain.single_gpu_fallback = false;
       const double seq = schedule_sequential(g, *cost, opt).meta.predicted_ms;
       const double ios = schedule_ios(g, *cost, opt).meta.predicted_ms;
-      for (const std::string& algo : {"hios-lp", "hios-mr", "heft"}) {
+      for (const std::string algo : {"hios-lp", "hios-mr", "heft"}) {
         INFO(m.name << " on " << gpus << " GPUs with " << algo);
         Schedule s = run_algorithm(algo, g, *cost, opt);
         std::vector<std::string> problems = check_schedule(g, s);
@@ -514,11 +507,11 @@ TEST_CASE("multi-GPU algorithms are never slower than IOS on one GPU, nor than s
 
 TEST_CASE("multi-GPU algorithms with the IOS packing are deterministic on 4 GPUs", "[algorithms][fallback]") {
   std::unique_ptr<CostModel> cost = h200();
-  for (const std::string& model : {"nasnet_large", "randwire"}) {
+  for (const std::string model : {"nasnet_large", "randwire"}) {
     Graph g = build_model(model, {1, 64, 64});
     SchedulerOptions opt;
     opt.num_gpus = 4;
-    for (const std::string& algo : {"hios-lp", "hios-mr", "heft"}) {
+    for (const std::string algo : {"hios-lp", "hios-mr", "heft"}) {
       INFO(model << " with " << algo);
       Schedule a = run_algorithm(algo, g, *cost, opt);
       Schedule b = run_algorithm(algo, g, *cost, opt);
