@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "executor/comm.hpp"
+#include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
 #include "executor/replay.hpp"
@@ -22,6 +23,7 @@ namespace {
 
 struct LowerOptions {
   std::string graph, schedule, output, cost, device;
+  std::string memory = "shared";
   int rank = 0;
   bool all = false;
 };
@@ -79,6 +81,10 @@ void add_executor_commands(CLI::App& app) {
                         "Also replay every rank's program under this cost model ('analytic' or a profile "
                         "database) and print its latency beside the simulator's");
   lower_cmd->add_option("--device", lopt->device, "Device preset of the analytic model (default h200)");
+  lower_cmd->add_option("--memory", lopt->memory,
+                        "shared (default: tensors whose lives cannot overlap share memory, as hios run does) or "
+                        "separate (one buffer per tensor)")
+      ->check(CLI::IsMember({"shared", "separate"}));
   lower_cmd->footer(
       "Instructions: alloc, launch, record/wait (events), send/recv (on one stream per peer and\n"
       "direction), gather. docs/executor.md explains the lowering.\n\n"
@@ -90,6 +96,9 @@ void add_executor_commands(CLI::App& app) {
     std::vector<std::string> problems = exec::check_programs(g, all);
     HIOS_CHECK(problems.empty(), "internal error: the lowered programs fail their own check: %s",
                problems[0].c_str());
+    if (lopt->memory == "shared") {
+      for (exec::RankProgram& p : all) exec::plan_and_check_shared_buffers(g, p);
+    }
     std::string text;
     if (lopt->all) {
       for (const exec::RankProgram& p : all) text += exec::program_to_text(g, p);
@@ -127,7 +136,12 @@ void add_executor_commands(CLI::App& app) {
   run->add_option("--repeat", ropt->run.repeat, "Repeats reported (default 6)");
   run->add_flag("--verify", ropt->run.verify,
                 "Compare the output with a sequential run (same backend) and the CPU reference");
-  run->add_flag("--verify-nodes", ropt->run.verify_nodes, "Also compare every node's output (implies --verify)");
+  run->add_flag("--verify-nodes", ropt->run.verify_nodes,
+                "Also compare every node's output (implies --verify and --memory separate)");
+  run->add_option("--memory", ropt->run.memory,
+                  "shared (default: tensors whose lives cannot overlap share one arena) or separate (one buffer "
+                  "per tensor)")
+      ->check(CLI::IsMember({"shared", "separate"}));
   run->add_option("--devices", ropt->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
   run->add_option("--timeout", ropt->run.timeout_s, "Abort the whole job after this many seconds (default: none)");
   run->add_option("--threads", ropt->run.threads, "OpenMP threads per rank for the cpu backend (default: OpenMP's)");

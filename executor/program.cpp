@@ -51,6 +51,8 @@ int64_t RankProgram::bytes_allocated() const {
   return b;
 }
 
+int64_t RankProgram::tensor_memory() const { return arena_bytes > 0 ? arena_bytes : bytes_allocated(); }
+
 static int64_t tensor_bytes(const Graph& g, int v) {
   return g.nodes[v].shape.numel() * static_cast<int64_t>(dtype_size(g.dtype));
 }
@@ -401,12 +403,17 @@ std::string program_to_text(const Graph& g, const RankProgram& p) {
   for (const Instr& in : p.instrs) allocs += in.kind == InstrKind::Alloc;
   out += strprintf("# %d tensors (%.3f MB), %zu launches, %d events, %zu instructions\n", allocs,
                    double(p.bytes_allocated()) / 1e6, p.launched.size(), p.num_events, p.instrs.size());
+  if (p.arena_bytes > 0) {
+    out += strprintf("# shared arena: %.3f MB (%.2fx less than separate buffers)\n", double(p.arena_bytes) / 1e6,
+                     double(p.bytes_allocated()) / double(p.arena_bytes));
+  }
   for (const Instr& in : p.instrs) {
     std::string line = strprintf("%-7s", instr_kind_name(in.kind));
     switch (in.kind) {
       case InstrKind::Alloc:
         line += strprintf(" %s %s %lld B", name(in.node).c_str(), g.nodes[in.node].shape.str().c_str(),
                           (long long)in.bytes);
+        if (in.offset >= 0) line += strprintf(" @%lld", (long long)in.offset);
         break;
       case InstrKind::Launch:
         line += strprintf(" %s %s", name(in.node).c_str(), stream_label(p, in.stream).c_str());

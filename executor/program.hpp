@@ -56,6 +56,7 @@ struct Instr {
   int event = -1;   // Record, Wait
   int peer = -1;    // Send, Recv
   int64_t bytes = 0;  // Alloc, Send, Recv
+  int64_t offset = -1;  // Alloc in a shared arena (share_buffers): where the tensor starts
   // Where the instruction comes from, for listings and error messages (-1 when not tied to
   // a stage: fork, join, transfers of the graph input).
   int block = -1, stage = -1;
@@ -78,11 +79,16 @@ struct RankProgram {
   std::vector<Instr> instrs;  // Allocs first, then the pass
   std::vector<int> launched;  // nodes this rank launches, in launch order
   int output = -1;            // the graph output node (gathered on rank 0)
+  // 0: every Alloc is its own allocation. Otherwise one arena of this many bytes holds every
+  // tensor at its Alloc's offset, shared between tensors whose lives cannot overlap
+  // (executor/memory_plan.hpp).
+  int64_t arena_bytes = 0;
 
   int send_stream(int peer) const;  // -1 when this rank sends nothing to peer
   int recv_stream(int peer) const;  // -1 when this rank receives nothing from peer
   bool resident(int node) const;    // an Alloc for node exists
   int64_t bytes_allocated() const;  // sum over Allocs
+  int64_t tensor_memory() const;    // what the tensors occupy: the arena, or bytes_allocated()
 };
 
 // Lowers rank `rank`'s part of the schedule. Throws hios::Error when the schedule does not

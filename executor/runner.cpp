@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "executor/backend.hpp"
+#include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
 #include "executor/transport.hpp"
@@ -291,6 +292,10 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
 
   phase = "lowering";
   RankProgram prog = lower(g, s, rank);
+  HIOS_CHECK(opt.memory == "shared" || opt.memory == "separate", "--memory must be shared or separate, not '%s'",
+             opt.memory.c_str());
+  const bool shared_memory = opt.memory == "shared" && !opt.verify_nodes;
+  if (shared_memory) plan_and_check_shared_buffers(g, prog);
 
   phase = "prepare";
   if (inj.at(rank, "prepare")) injected("prepare");
@@ -438,6 +443,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     mine.recvs += in.kind == InstrKind::Recv;
   }
   mine.memory_mb = double(backend->peak_memory_bytes()) / 1e6;
+  mine.tensors_mb = double(prog.tensor_memory()) / 1e6;
   json mj;
   mj["rank"] = mine.rank;
   mj["host"] = mine.host;
@@ -447,6 +453,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   mj["sends"] = mine.sends;
   mj["recvs"] = mine.recvs;
   mj["memory_mb"] = mine.memory_mb;
+  mj["tensors_mb"] = mine.tensors_mb;
   for (const std::string& sj : comm.allgather(mj.dump())) {
     json j = json::parse(sj);
     RankInfo ri;
@@ -458,6 +465,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     ri.sends = j["sends"].get<int>();
     ri.recvs = j["recvs"].get<int>();
     ri.memory_mb = j["memory_mb"].get<double>();
+    ri.tensors_mb = j["tensors_mb"].get<double>();
     rep.ranks.push_back(ri);
   }
 
@@ -472,6 +480,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   rep.transport = transport ? transport->name() : transport_name + " (unused: one rank)";
   rep.math = backend->math();
   rep.cuda_graph = use_graph ? "on" : "off";
+  rep.memory = shared_memory ? "shared" : "separate";
   rep.versions = backend->versions();
   if (transport && !transport->versions().empty() && transport->versions() != comm.library()) {
     rep.versions += "; " + transport->versions();
@@ -512,15 +521,16 @@ std::string report_to_table(const RunReport& r) {
   out += strprintf("# hios run: graph %s %lldx%lldx%lld (%s), schedule %s on %d GPU(s), predicted %.3f ms\n",
                    r.graph_name.c_str(), (long long)r.batch, (long long)r.height, (long long)r.width,
                    r.graph_digest.c_str(), r.algorithm.c_str(), r.num_ranks, r.predicted_ms);
-  out += strprintf("# backend %s (math %s), transport %s, cuda-graph %s, warmup %d, number %d, repeat %d\n",
-                   r.backend.c_str(), r.math.c_str(), r.transport.c_str(), r.cuda_graph.c_str(), r.warmup, r.number,
-                   r.repeat);
+  out += strprintf("# backend %s (math %s), transport %s, cuda-graph %s, memory %s, warmup %d, number %d, repeat %d\n",
+                   r.backend.c_str(), r.math.c_str(), r.transport.c_str(), r.cuda_graph.c_str(), r.memory.c_str(),
+                   r.warmup, r.number, r.repeat);
   out += "# versions: " + r.versions + "\n";
   for (const RankInfo& ri : r.ranks) {
     std::string index = ri.device_index < 0 ? "-" : std::to_string(ri.device_index);
-    out += strprintf("#  Rank %2d  Host %-16s  Device %-2s %-30s  nodes %4d  sends %3d  recvs %3d  peak %9.2f MB\n",
+    out += strprintf("#  Rank %2d  Host %-16s  Device %-2s %-30s  nodes %4d  sends %3d  recvs %3d  tensors %9.2f MB"
+                     "  peak %9.2f MB\n",
                      ri.rank, ri.host.c_str(), index.c_str(), ri.device.c_str(), ri.launched, ri.sends, ri.recvs,
-                     ri.memory_mb);
+                     ri.tensors_mb, ri.memory_mb);
   }
   out += "#\n";
   out += strprintf("# %8s %6s %12s %12s %12s %8s\n", "repeat", "runs", "time", "min", "max", "check");
@@ -559,14 +569,15 @@ json report_to_json(const RunReport& r) {
                 {"width", r.width}};
   j["schedule"] = {{"algorithm", r.algorithm}, {"gpus", r.num_ranks}, {"predicted_ms", r.predicted_ms}};
   j["config"] = {{"backend", r.backend},   {"transport", r.transport}, {"math", r.math},
-                 {"cuda_graph", r.cuda_graph}, {"warmup", r.warmup},   {"number", r.number},
+                 {"cuda_graph", r.cuda_graph}, {"memory", r.memory},   {"warmup", r.warmup},   {"number", r.number},
                  {"repeat", r.repeat}};
   j["versions"] = r.versions;
   json ranks = json::array();
   for (const RankInfo& ri : r.ranks) {
     ranks.push_back({{"rank", ri.rank},         {"host", ri.host},   {"device", ri.device},
                      {"device_index", ri.device_index}, {"nodes", ri.launched}, {"sends", ri.sends},
-                     {"recvs", ri.recvs},       {"peak_memory_mb", ri.memory_mb}});
+                     {"recvs", ri.recvs},       {"tensor_memory_mb", ri.tensors_mb},
+                     {"peak_memory_mb", ri.memory_mb}});
   }
   j["ranks"] = ranks;
   j["latency_ms"] = {{"mean", r.mean_ms}, {"median", r.median_ms}, {"min", r.min_ms},

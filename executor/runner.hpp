@@ -27,6 +27,10 @@ struct RunOptions {
   int warmup = 2, number = 6, repeat = 6;
   bool verify = false;
   bool verify_nodes = false;     // also compare every node's output (implies verify)
+  // "shared": tensors whose lives cannot overlap share memory (executor/memory_plan.hpp);
+  // "separate": every tensor has its own buffer. --verify-nodes reads every tensor after the
+  // pass, so it always runs separate.
+  std::string memory = "shared";
   std::vector<int> devices;      // device per node-local rank; empty: the local rank
   double timeout_s = 0;          // watchdog over the whole run; 0: none
   uint64_t seed = init::kDefaultSeed;
@@ -67,6 +71,7 @@ struct RankInfo {
   int launched = 0;     // nodes
   int sends = 0, recvs = 0;
   double memory_mb = 0;  // peak
+  double tensors_mb = 0;  // what the program's tensors occupy (the shared arena, or their sum)
 };
 
 struct RunReport {
@@ -74,6 +79,7 @@ struct RunReport {
   int64_t batch = 1, height = 0, width = 0;
   int num_ranks = 1;
   std::string backend, transport, math, cuda_graph;  // cuda_graph: "on" or "off" as run
+  std::string memory;    // "shared" or "separate", as run
   std::string versions;  // backend, transport and MPI library versions
   int warmup = 0, number = 0, repeat = 0;
   double predicted_ms = 0;          // the schedule's simulated latency

@@ -134,9 +134,9 @@ def report(path):
     if torch_rows:
         print(f"#  torch {torch_rows[0].get('torch')}, cuDNN {torch_rows[0].get('cudnn')} (PyTorch's own)")
     print("#")
-    print("#                        ------- PyTorch -------   ---------- hios, 1 GPU ----------   ----------- hios, 2 GPUs -----------")
-    print("#  model           size  eager  graph   peak      seq   ratio   peak    best1 via        2gpu  speedup  err      check")
-    print("#                        (ms)   (ms)    (MiB)     (ms)  seq/tg  (MiB)   (ms)             (ms)  b1/2gpu  vs seq")
+    print("#                        ------- PyTorch -------   ------------------ hios, 1 GPU -------------------   ---------------- hios, 2 GPUs ----------------")
+    print("#  model           size  eager  graph   peak      seq   ratio   peak    best1 via            peak     2gpu via            speedup  err      check")
+    print("#                        (ms)   (ms)    (MiB)     (ms)  seq/tg  (MiB)   (ms)                 (MiB)    (ms)                b1/2gpu  vs seq")
     worst = 0.0
     summary = []
     for model, size in keys:
@@ -158,9 +158,11 @@ def report(path):
         if hs is None:
             check = "missing"
         via = b1["variant"] if b1 else "n/a"
+        via2 = h2["variant"] if h2 else "n/a"
         print(f"  {model:<14} {size:5d} {f(te)} {f(tg)} {f(te, 'peak_mib', '{:8.0f}')}  {f(hs)}  "
               f"{('{:5.2f}'.format(ratio) if ratio else '  n/a')}  {f(hs, 'peak_mib', '{:7.0f}')}  {f(b1)} "
-              f"{via:<14} {f(h2)}  {('{:5.2f}'.format(speed) if speed else '  n/a')}    "
+              f"{via:<18} {f(b1, 'peak_mib', '{:6.0f}')}   {f(h2)} {via2:<18}  "
+              f"{('{:5.2f}'.format(speed) if speed else '  n/a')}    "
               f"{('{:.1e}'.format(err) if err is not None else '  n/a  ')}  {check}")
         if ratio:
             worst = max(worst, ratio)

@@ -12,6 +12,7 @@
 
 #include "executor/backend.hpp"
 #include "executor/cpu/kernels.hpp"
+#include "executor/memory_plan.hpp"
 #include "executor/registry.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
@@ -51,11 +52,25 @@ class CpuBackend final : public Backend {
     tensors_.assign(g.nodes.size(), {});
     params_.assign(g.nodes.size(), {});
     views_.assign(g.nodes.size(), {});
+    if (p.arena_bytes > 0) {
+      // One arena, tensors at their planned offsets (a multiple of kArenaAlignment, so of 4).
+      reserve(p.arena_bytes, arena_description(g, p));
+      storage_.push_back(allocate(static_cast<size_t>(p.arena_bytes) / sizeof(float), "tensor arena"));
+    }
     for (const Instr& in : p.instrs) {
       if (in.kind != InstrKind::Alloc) continue;
       const Node& nd = g.nodes[in.node];
-      reserve(in.bytes, "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
-      tensors_[in.node] = allocate(static_cast<size_t>(nd.shape.numel()), nd.name);
+      const size_t elems = static_cast<size_t>(nd.shape.numel());
+      if (p.arena_bytes > 0) {
+        HIOS_CHECK(in.offset >= 0 && in.offset % int64_t(sizeof(float)) == 0 && in.offset + in.bytes <= p.arena_bytes,
+                   "cpu backend: tensor '%s' is planned at offset %lld, outside the %lld-byte arena", nd.name.c_str(),
+                   (long long)in.offset, (long long)p.arena_bytes);
+        tensors_[in.node] = {storage_[0].data() + in.offset / int64_t(sizeof(float)), elems};
+      } else {
+        reserve(in.bytes, "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
+        storage_.push_back(allocate(elems, nd.name));
+        tensors_[in.node] = {storage_.back().data(), elems};
+      }
     }
     int64_t assembly = 0, scratch = 0;
     for (int v : p.launched) {
@@ -94,7 +109,7 @@ class CpuBackend final : public Backend {
     check_stream(stream);
     const Graph& g = *g_;
     const Node& nd = g.nodes[node];
-    HIOS_CHECK(!tensors_[node].empty(), "cpu backend: '%s' launched without a tensor", nd.name.c_str());
+    HIOS_CHECK(tensors_[node].data, "cpu backend: '%s' launched without a tensor", nd.name.c_str());
     std::vector<const float*> in;
     std::vector<Shape> shapes;
     if (cpu::reads_one_whole_tensor(g, node)) {
@@ -113,7 +128,7 @@ class CpuBackend final : public Backend {
         shapes.push_back(s);
       }
     }
-    cpu::run_op(nd.op, in, shapes, nd.shape, tensors_[node].data(), views_[node], scratch_);
+    cpu::run_op(nd.op, in, shapes, nd.shape, tensors_[node].data, views_[node], scratch_);
   }
 
   void record(int event, int stream) override {
@@ -131,9 +146,9 @@ class CpuBackend final : public Backend {
 
   TensorView tensor(int node) override {
     check_node(node);
-    auto& t = tensors_[node];
-    HIOS_CHECK(!t.empty(), "cpu backend: '%s' is not resident on this rank", g_->nodes[node].name.c_str());
-    return {t.data(), t.size() * sizeof(float), MemoryKind::Host};
+    const Tensor& t = tensors_[node];
+    HIOS_CHECK(t.data, "cpu backend: '%s' is not resident on this rank", g_->nodes[node].name.c_str());
+    return {t.data, t.elems * sizeof(float), MemoryKind::Host};
   }
   HostBuffer alloc_host(size_t bytes) override {
     void* p = std::malloc(bytes ? bytes : 1);
@@ -184,9 +199,9 @@ class CpuBackend final : public Backend {
     }
   }
   const float* resident(int u, const std::string& reader) const {
-    HIOS_CHECK(!tensors_[u].empty(), "cpu backend: '%s' reads '%s', which is not resident on this rank",
+    HIOS_CHECK(tensors_[u].data, "cpu backend: '%s' reads '%s', which is not resident on this rank",
                reader.c_str(), g_->nodes[u].name.c_str());
-    return tensors_[u].data();
+    return tensors_[u].data;
   }
   void check_stream(int s) const {
     HIOS_CHECK(prepared_, "cpu backend: used before prepare()");
@@ -203,7 +218,14 @@ class CpuBackend final : public Backend {
   int threads_ = 1;
   bool prepared_ = false;
   const Graph* g_ = nullptr;
-  std::vector<std::vector<float>> tensors_;
+  // Where each node's tensor lives (null: not resident) and how many floats it holds; the
+  // memory is in storage_: one vector per tensor, or one arena shared by all (share_buffers).
+  struct Tensor {
+    float* data = nullptr;
+    size_t elems = 0;
+  };
+  std::vector<Tensor> tensors_;
+  std::vector<std::vector<float>> storage_;
   std::vector<std::vector<OpParams>> params_;
   std::vector<std::vector<cpu::OpParamsView>> views_;
   std::vector<std::vector<float>> assembly_;

@@ -85,6 +85,7 @@ class SingleGpuRunner {
 struct InProcessOptions {
   std::string math = "tf32";
   bool cuda_graph = true;
+  bool share_memory = true;    // tensors share one arena per rank (exec::share_buffers), as in hios run
   int warmup = 5, iters = 20;  // timed passes (iters 0: none)
   uint64_t seed = init::kDefaultSeed;
   // A rank stuck this long (in NCCL, say) ends the process with a message naming the rank and
@@ -96,6 +97,7 @@ struct InProcessResult {
   std::vector<float> output;        // after the last timed pass (graph replays when cuda_graph)
   TimingResult timing;              // rank 0's device time per pass, all ranks released together
   std::vector<size_t> peak_bytes;   // per rank
+  std::vector<int64_t> tensor_bytes;  // per rank: what its tensors occupy (arena or sum of buffers)
   int transfers = 0;                // tensors sent per pass, over all ranks
   int compute_streams = 0;          // most compute streams of any rank
 };

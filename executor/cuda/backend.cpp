@@ -4,6 +4,7 @@
 
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/cuda_backend.hpp"
+#include "executor/memory_plan.hpp"
 #include "executor/registry.hpp"
 
 namespace hios::cuda {
@@ -52,9 +53,9 @@ void CudaBackend::require_prepared(const char* what) const {
 
 float* CudaBackend::resident(int node, const char* what) {
   require_prepared(what);
-  HIOS_CHECK(node >= 0 && node < g_->size() && tensors_[size_t(node)],
+  HIOS_CHECK(node >= 0 && node < g_->size() && tensors_[size_t(node)].data,
              "cuda backend: %s of node %d, which is not resident on this rank", what, node);
-  return tensors_[size_t(node)].f32();
+  return tensors_[size_t(node)].data;
 }
 
 cudaStream_t CudaBackend::stream_handle(int stream) {
@@ -72,6 +73,9 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
   eng_->ensure_streams(int(p.streams.size()));
   tensors_.resize(size_t(g.size()));
   launch_stream_.assign(size_t(g.size()), -1);
+  if (p.arena_bytes > 0) {
+    storage_.emplace_back(device_, size_t(p.arena_bytes), exec::arena_description(g, p));
+  }
   std::vector<std::pair<int, int>> plan;
   for (const exec::Instr& in : p.instrs) {
     if (in.kind == exec::InstrKind::Alloc) {
@@ -79,9 +83,18 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
       HIOS_CHECK(in.bytes == nd.shape.numel() * int64_t(sizeof(float)),
                  "cuda backend: Alloc of '%s' asks for %lld bytes, its shape %s holds %lld", nd.name.c_str(),
                  (long long)in.bytes, nd.shape.str().c_str(), (long long)(nd.shape.numel() * 4));
-      tensors_[size_t(in.node)] =
-          DeviceBuffer(device_, size_t(in.bytes), "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
-      eng_->bind_output(in.node, tensors_[size_t(in.node)].f32());
+      Tensor& t = tensors_[size_t(in.node)];
+      t.bytes = size_t(in.bytes);
+      if (p.arena_bytes > 0) {
+        HIOS_CHECK(in.offset >= 0 && in.offset + in.bytes <= p.arena_bytes,
+                   "cuda backend: tensor '%s' is planned at offset %lld, outside the %lld-byte arena", nd.name.c_str(),
+                   (long long)in.offset, (long long)p.arena_bytes);
+        t.data = reinterpret_cast<float*>(static_cast<char*>(storage_.front().get()) + in.offset);
+      } else {
+        storage_.emplace_back(device_, size_t(in.bytes), "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
+        t.data = storage_.back().f32();
+      }
+      eng_->bind_output(in.node, t.data);
     } else if (in.kind == exec::InstrKind::Launch) {
       launch_stream_[size_t(in.node)] = in.stream;
       plan.emplace_back(in.node, in.stream);
@@ -123,7 +136,7 @@ void CudaBackend::synchronize() {
 
 exec::TensorView CudaBackend::tensor(int node) {
   float* p = resident(node, "tensor access");
-  return exec::TensorView{p, tensors_[size_t(node)].bytes(), exec::MemoryKind::Device};
+  return exec::TensorView{p, tensors_[size_t(node)].bytes, exec::MemoryKind::Device};
 }
 
 exec::HostBuffer CudaBackend::alloc_host(size_t bytes) {
@@ -134,12 +147,12 @@ exec::HostBuffer CudaBackend::alloc_host(size_t bytes) {
 
 void CudaBackend::copy_to_host(int node, void* dst, int stream) {
   float* p = resident(node, "copy to host");
-  HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, p, tensors_[size_t(node)].bytes(), cudaMemcpyDeviceToHost, stream_handle(stream)));
+  HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, p, tensors_[size_t(node)].bytes, cudaMemcpyDeviceToHost, stream_handle(stream)));
 }
 
 void CudaBackend::copy_from_host(int node, const void* src, int stream) {
   float* p = resident(node, "copy from host");
-  HIOS_CUDA_CHECK(cudaMemcpyAsync(p, src, tensors_[size_t(node)].bytes(), cudaMemcpyHostToDevice, stream_handle(stream)));
+  HIOS_CUDA_CHECK(cudaMemcpyAsync(p, src, tensors_[size_t(node)].bytes, cudaMemcpyHostToDevice, stream_handle(stream)));
 }
 
 void* CudaBackend::native_stream(int stream) { return static_cast<void*>(stream_handle(stream)); }
@@ -147,17 +160,17 @@ void* CudaBackend::native_stream(int stream) { return static_cast<void*>(stream_
 void CudaBackend::set_input(const std::vector<float>& values) {
   const int in = g_ ? g_->input() : 0;
   float* p = resident(in, "set_input");
-  HIOS_CHECK(values.size() * sizeof(float) == tensors_[size_t(in)].bytes(),
+  HIOS_CHECK(values.size() * sizeof(float) == tensors_[size_t(in)].bytes,
              "cuda backend: set_input got %zu values, the input holds %zu", values.size(),
-             tensors_[size_t(in)].bytes() / sizeof(float));
+             tensors_[size_t(in)].bytes / sizeof(float));
   synchronize();
-  upload(p, values.data(), tensors_[size_t(in)].bytes(), stream_handle(0));
+  upload(p, values.data(), tensors_[size_t(in)].bytes, stream_handle(0));
 }
 
 std::vector<float> CudaBackend::read_tensor(int node) {
   float* p = resident(node, "read_tensor");
   synchronize();
-  std::vector<float> out(tensors_[size_t(node)].bytes() / sizeof(float));
+  std::vector<float> out(tensors_[size_t(node)].bytes / sizeof(float));
   HIOS_CUDA_CHECK(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return out;
 }

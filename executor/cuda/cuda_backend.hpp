@@ -59,7 +59,14 @@ class CudaBackend final : public exec::Backend {
   MathMode math_ = MathMode::Tf32;
   const Graph* g_ = nullptr;
   std::unique_ptr<Engine> eng_;
-  std::vector<DeviceBuffer> tensors_;  // index: node
+  // Where each node's tensor lives (index: node; null when not resident here). The memory is
+  // in storage_: one buffer per tensor, or one arena the program's plan shares out.
+  struct Tensor {
+    float* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Tensor> tensors_;
+  std::vector<DeviceBuffer> storage_;
   std::vector<int> launch_stream_;     // index: node; -1 when not launched here
   std::vector<cudaEvent_t> events_;
   cudaGraph_t graph_ = nullptr;

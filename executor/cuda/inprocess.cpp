@@ -10,6 +10,7 @@
 #include "executor/cuda/api.hpp"
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/thread_comm.hpp"
+#include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
 #include "executor/weights.hpp"
@@ -48,10 +49,14 @@ TimingResult summarise(std::vector<double> samples) {
 }  // namespace
 
 InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const InProcessOptions& o) {
-  const std::vector<exec::RankProgram> progs = exec::lower_all(g, s);
-  const int n = int(progs.size());
-  HIOS_CHECK(device_count() >= n, "the schedule needs %d GPUs, this process sees %d", n, device_count());
   InProcessResult res;
+  std::vector<exec::RankProgram> progs = exec::lower_all(g, s);
+  const int n = int(progs.size());
+  for (exec::RankProgram& p : progs) {
+    if (o.share_memory) exec::plan_and_check_shared_buffers(g, p);
+    res.tensor_bytes.push_back(p.tensor_memory());
+  }
+  HIOS_CHECK(device_count() >= n, "the schedule needs %d GPUs, this process sees %d", n, device_count());
   res.peak_bytes.assign(size_t(n), 0);
   for (const exec::RankProgram& p : progs) {
     res.compute_streams = std::max(res.compute_streams, p.num_compute_streams);

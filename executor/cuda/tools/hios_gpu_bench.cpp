@@ -70,6 +70,15 @@ void print_profile(const Graph& g, const std::vector<double>& t) {
 
 }  // namespace
 
+// GPUs that run at least one stage.
+static int gpus_used(const Schedule& s) {
+  std::vector<bool> used(size_t(s.meta.num_gpus), false);
+  for (const auto& block : s.blocks) {
+    for (size_t gpu = 0; gpu < block.size() && gpu < used.size(); ++gpu) used[gpu] = used[gpu] || !block[gpu].empty();
+  }
+  return int(std::count(used.begin(), used.end(), true));
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"Time one model on this machine's GPUs (hios sequential, one-GPU and two-GPU schedules)"};
   std::string model = "inception_v3", math = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
@@ -136,18 +145,28 @@ int main(int argc, char** argv) {
         SchedulerOptions so;
         so.num_gpus = n;
         so.max_streams = streams;
-        const Schedule s = run_algorithm(algo, g, *cost, so);
-        for (bool graph : modes) {
-          cuda::InProcessOptions io;
-          io.math = math;
-          io.cuda_graph = graph;
-          io.warmup = warmup;
-          io.iters = iters;
-          const cuda::InProcessResult r = cuda::run_schedule_in_process(g, s, io);
-          size_t peak = 0;
-          for (size_t b : r.peak_bytes) peak = std::max(peak, b);
-          emit(strprintf("%s-%dgpu", algo.c_str(), n), n, graph, r.timing, double(peak) / (1 << 20),
-               rel_error(r.output, ref), r.compute_streams, r.transfers);
+        std::vector<std::pair<std::string, Schedule>> runs = {
+            {strprintf("%s-%dgpu", algo.c_str(), n), run_algorithm(algo, g, *cost, so)}};
+        // Where the scheduler keeps everything on one GPU (it predicts the transfers cost more
+        // than they save), also time the algorithm's own n-GPU mapping, so the table shows
+        // what spreading would have measured.
+        if (n > 1 && gpus_used(runs[0].second) < n) {
+          so.single_gpu_fallback = false;
+          runs.emplace_back(strprintf("%s-%dgpu-spread", algo.c_str(), n), run_algorithm(algo, g, *cost, so));
+        }
+        for (const auto& [variant, s] : runs) {
+          for (bool graph : modes) {
+            cuda::InProcessOptions io;
+            io.math = math;
+            io.cuda_graph = graph;
+            io.warmup = warmup;
+            io.iters = iters;
+            const cuda::InProcessResult r = cuda::run_schedule_in_process(g, s, io);
+            size_t peak = 0;
+            for (size_t b : r.peak_bytes) peak = std::max(peak, b);
+            emit(variant, n, graph, r.timing, double(peak) / (1 << 20), rel_error(r.output, ref), r.compute_streams,
+                 r.transfers);
+          }
         }
       }
     }

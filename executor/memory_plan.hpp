@@ -1,0 +1,47 @@
+// Buffer sharing for rank programs: tensors whose lives cannot overlap share device memory.
+//
+// A lowered program gives every resident tensor its own allocation. With several streams that
+// costs 3-5x the memory of a sequential run, because nothing says when a tensor is dead. The
+// planner works that out from the program itself: two tensors X and Y may overlap in memory
+// only when every access to one of them (its write, each Launch that reads it, each Send of it)
+// is ordered before the write of the other by stream order and Record/Wait events, i.e. the GPU
+// cannot run them at the same time whatever the timing. Program order alone is not enough: two
+// streams run in any interleaving the events allow.
+//
+// Passes follow each other whole (the runner synchronises every stream after an eager pass, and
+// graph replays on one stream serialise), so lives never wrap around into the next pass, with
+// two exceptions that stay out of sharing: tensors no instruction of the pass writes (the graph
+// input, written once by set_input) and the graph output (read after the pass). Every node's
+// output is read after the pass only under --verify-nodes, which therefore runs unshared.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "executor/program.hpp"
+
+namespace hios::exec {
+
+// Offsets inside one arena are multiples of this (cuDNN and vectorised kernels like 256 B).
+constexpr int64_t kArenaAlignment = 256;
+
+// Assigns every Alloc of p an offset into one arena and sets p.arena_bytes (first fit, tensors
+// taken in the order they are written). Deterministic; calling it again changes nothing.
+void share_buffers(const Graph& g, RankProgram& p);
+
+// Checks a shared plan: offsets inside the arena and aligned, pinned tensors alone, and every
+// pair of tensors that overlap in memory ordered as above. It derives the ordering by a search
+// over the program's stream and event edges, independently of the planner's vector clocks, so
+// the tests can hold one against the other. One line per violation; empty when sound.
+std::vector<std::string> check_shared_buffers(const Graph& g, const RankProgram& p);
+
+// "the tensor arena shared by N tensors (largest: tensor 'x' (1x64x56x56), 802816 bytes)": what
+// an out-of-memory message names, since the largest tensor is the one a user can shrink.
+std::string arena_description(const Graph& g, const RankProgram& p);
+
+// share_buffers, then check_shared_buffers; a failed check is an internal error (thrown), since
+// running an unsound plan would be a silent race. What hios run and the in-process runner call.
+void plan_and_check_shared_buffers(const Graph& g, RankProgram& p);
+
+}  // namespace hios::exec

@@ -1,0 +1,170 @@
+// Buffer sharing (executor/memory_plan.hpp): every plan passes the independent check, saves
+// memory, keeps the input and output to themselves, and gives the same output as separate
+// buffers under any interleaving of the streams that the program's events allow.
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include "executor/backend.hpp"
+#include "executor/memory_plan.hpp"
+#include "executor/program.hpp"
+#include "executor/registry.hpp"
+#include "executor/weights.hpp"
+#include "helpers.hpp"
+#include "models/models.hpp"
+#include "tests/catch.hpp"
+
+using namespace hios;
+using namespace hios::exec;
+
+namespace {
+
+Schedule one_gpu(const std::string& algo, const Graph& g, int streams) {
+  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  SchedulerOptions opt;
+  opt.num_gpus = 1;
+  opt.max_streams = streams;
+  return run_algorithm(algo, g, *cost, opt);
+}
+
+// Runs one rank's single-GPU program on the CPU backend, picking at every step a random stream
+// whose next instruction may start (a Wait only once its event is recorded): one of the orders
+// a GPU could run the streams in. Returns the output.
+std::vector<float> run_interleaved(const Graph& g, const RankProgram& p, uint32_t seed) {
+  REQUIRE(p.num_ranks == 1);
+  std::unique_ptr<Backend> b = make_backend("cpu", BackendConfig{});
+  b->prepare(g, p);
+  b->set_input(make_input(g));
+  std::vector<std::vector<const Instr*>> queue(p.streams.size());
+  for (const Instr& in : p.instrs) {
+    if (in.kind != InstrKind::Alloc) queue[size_t(in.stream)].push_back(&in);
+  }
+  std::vector<size_t> head(queue.size(), 0);
+  std::vector<char> recorded(size_t(p.num_events), 0);
+  std::mt19937 rng(seed);
+  for (;;) {
+    std::vector<size_t> ready;
+    for (size_t s = 0; s < queue.size(); ++s) {
+      if (head[s] == queue[s].size()) continue;
+      const Instr& in = *queue[s][head[s]];
+      if (in.kind != InstrKind::Wait || recorded[size_t(in.event)]) ready.push_back(s);
+    }
+    if (ready.empty()) break;
+    const size_t s = ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng)];
+    const Instr& in = *queue[s][head[s]++];
+    switch (in.kind) {
+      case InstrKind::Launch: b->launch(in.node, in.stream); break;
+      case InstrKind::Record:
+        b->record(in.event, in.stream);
+        recorded[size_t(in.event)] = 1;
+        break;
+      case InstrKind::Wait: b->wait(in.event, in.stream); break;
+      default: break;
+    }
+  }
+  for (size_t s = 0; s < queue.size(); ++s) REQUIRE(head[s] == queue[s].size());
+  return b->read_tensor(g.output());
+}
+
+}  // namespace
+
+TEST_CASE("memory plan: every schedule's shared plan is sound and smaller than separate buffers") {
+  struct Case {
+    const char* model;
+    int64_t size;
+  };
+  for (const Case& c : {Case{"demo", 15}, Case{"inception_v3", 75}, Case{"randwire_small", 64},
+                        Case{"nasnet_large", 96}}) {
+    const Graph g = build_model(c.model, ModelParams{1, c.size, c.size});
+    std::vector<std::pair<std::string, Schedule>> schedules = {
+        {"sequential", sequential_schedule(g)},
+        {"hios-lp 1 GPU 4 streams", one_gpu("hios-lp", g, 4)},
+        {"ios 1 GPU", one_gpu("ios", g, 4)},
+        {"hios-lp 2 GPUs", test::schedule_with("hios-lp", g, 2)},
+        {"heft 3 GPUs", test::schedule_with("heft", g, 3)},
+    };
+    for (const auto& [label, s] : schedules) {
+      for (RankProgram p : lower_all(g, s)) {
+        INFO(c.model << " " << label << " rank " << p.rank);
+        const int64_t separate = p.bytes_allocated();
+        share_buffers(g, p);
+        CHECK(check_shared_buffers(g, p).empty());
+        CHECK(p.arena_bytes > 0);
+        CHECK(p.arena_bytes <= separate + 256 * int64_t(p.instrs.size()));  // alignment padding at most
+        // Deterministic, and planning again changes nothing.
+        RankProgram again = p;
+        share_buffers(g, again);
+        CHECK(again.arena_bytes == p.arena_bytes);
+        for (size_t i = 0; i < p.instrs.size(); ++i) CHECK(again.instrs[i].offset == p.instrs[i].offset);
+        // One GPU running the whole graph of a real model must at least halve its memory.
+        if (std::string(c.model) != "demo" && s.meta.num_gpus == 1) CHECK(p.arena_bytes * 2 < separate);
+      }
+    }
+  }
+}
+
+TEST_CASE("memory plan: the graph input and output never share their memory") {
+  const Graph g = build_model("inception_v3", ModelParams{1, 75, 75});
+  RankProgram p = lower(g, one_gpu("hios-lp", g, 4), 0);
+  share_buffers(g, p);
+  auto range = [&](int node) {
+    for (const Instr& in : p.instrs) {
+      if (in.kind == InstrKind::Alloc && in.node == node) return std::make_pair(in.offset, in.offset + in.bytes);
+    }
+    FAIL("no Alloc for node " << node);
+    return std::make_pair(int64_t(0), int64_t(0));
+  };
+  for (int pinned : {g.input(), g.output()}) {
+    const auto [b0, e0] = range(pinned);
+    for (const Instr& in : p.instrs) {
+      if (in.kind != InstrKind::Alloc || in.node == pinned) continue;
+      INFO(g.nodes[size_t(pinned)].name << " vs " << g.nodes[size_t(in.node)].name);
+      CHECK((in.offset + in.bytes <= b0 || e0 <= in.offset));
+    }
+  }
+}
+
+TEST_CASE("memory plan: the check catches an unsound plan") {
+  const Graph g = build_model("inception_v3", ModelParams{1, 75, 75});
+  RankProgram p = lower(g, one_gpu("hios-lp", g, 4), 0);
+  share_buffers(g, p);
+  REQUIRE(check_shared_buffers(g, p).empty());
+  // Two tensors of parallel branches of the first inception block, live at once: put the second
+  // over the first.
+  RankProgram bad = p;
+  int a = -1, b = -1;
+  for (Instr& in : bad.instrs) {
+    if (in.kind != InstrKind::Alloc) continue;
+    if (g.nodes[size_t(in.node)].name == "Mixed_5b.branch1x1") a = int(&in - bad.instrs.data());
+    if (g.nodes[size_t(in.node)].name == "Mixed_5b.branch5x5_1") b = int(&in - bad.instrs.data());
+  }
+  REQUIRE(a >= 0);
+  REQUIRE(b >= 0);
+  bad.instrs[size_t(b)].offset = bad.instrs[size_t(a)].offset;
+  const std::vector<std::string> errs = check_shared_buffers(g, bad);
+  REQUIRE_FALSE(errs.empty());
+  CHECK(errs[0].find("overlap in memory") != std::string::npos);
+  // Run, the unsound plan computes something else (the second branch overwrites the first).
+  const std::vector<float> ref = run_interleaved(g, p, 0);
+  CHECK(run_interleaved(g, bad, 0) != ref);
+  // And an offset past the arena's end.
+  RankProgram outside = p;
+  outside.instrs[size_t(a)].offset = outside.arena_bytes;
+  CHECK_FALSE(check_shared_buffers(g, outside).empty());
+}
+
+TEST_CASE("memory plan: shared buffers give the separate buffers' output under any stream interleaving") {
+  for (const auto& [model, size] : {std::pair<const char*, int64_t>{"inception_v3", 75}, {"randwire_small", 64},
+                                     {"nasnet_large", 64}}) {
+    const Graph g = build_model(model, ModelParams{1, size, size});
+    const RankProgram separate = lower(g, one_gpu("hios-lp", g, 4), 0);
+    REQUIRE(separate.num_compute_streams > 1);
+    RankProgram shared = separate;
+    share_buffers(g, shared);
+    const std::vector<float> ref = run_interleaved(g, separate, 0);
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      INFO(model << " interleaving seed " << seed);
+      CHECK(run_interleaved(g, shared, seed) == ref);
+    }
+  }
+}
