@@ -75,8 +75,40 @@ __global__ void combine_product_kernel(const __grid_constant__ CombineParams p) 
   }
 }
 
-// PyTorch's rules: an average's divisor counts the window clipped to the padded input (or to
-// the input itself without count_include_pad); a max ignores padding.
+// The window of output (oy, ox) clipped to the input, and an average's divisor by PyTorch's
+// rules: the window clipped to the padded input, or to the input itself without
+// count_include_pad. A max ignores padding.
+struct PoolWindow {
+  int y0, x0, y1, x1;
+  float divisor;
+};
+
+__device__ __forceinline__ PoolWindow pool_window(const PoolParams& p, int oy, int ox) {
+  int y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+  int y1 = min(y0 + p.kh, p.h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
+  const int padded_area = (y1 - y0) * (x1 - x0);
+  y0 = max(y0, 0);
+  x0 = max(x0, 0);
+  y1 = min(y1, p.h);
+  x1 = min(x1, p.w);
+  return {y0, x0, y1, x1, float(p.count_include_pad ? padded_area : (y1 - y0) * (x1 - x0))};
+}
+
+// load(yy, xx) reads input row yy, column xx (from global memory or a shared-memory tile).
+template <class Load>
+__device__ __forceinline__ float pool_reduce(const PoolParams& p, const PoolWindow& w, Load load) {
+  if (p.is_max) {
+    float out = -INFINITY;
+    for (int yy = w.y0; yy < w.y1; ++yy)
+      for (int xx = w.x0; xx < w.x1; ++xx) out = fmaxf(out, load(yy, xx));
+    return out;
+  }
+  float sum = 0.f;
+  for (int yy = w.y0; yy < w.y1; ++yy)
+    for (int xx = w.x0; xx < w.x1; ++xx) sum += load(yy, xx);
+  return sum / w.divisor;
+}
+
 __global__ void pool_kernel(const __grid_constant__ PoolParams p) {
   const int64_t total = int64_t(p.n) * p.c * p.oh * p.ow;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -86,26 +118,7 @@ __global__ void pool_kernel(const __grid_constant__ PoolParams p) {
     const int ch = int(nc % p.c);
     const int64_t b = nc / p.c;
     const float* x = p.x + b * p.x_batch_stride + int64_t(ch) * p.h * p.w;
-    int y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
-    int y1 = min(y0 + p.kh, p.h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
-    const int padded_area = (y1 - y0) * (x1 - x0);
-    y0 = max(y0, 0);
-    x0 = max(x0, 0);
-    y1 = min(y1, p.h);
-    x1 = min(x1, p.w);
-    float out;
-    if (p.is_max) {
-      out = -INFINITY;
-      for (int yy = y0; yy < y1; ++yy)
-        for (int xx = x0; xx < x1; ++xx) out = fmaxf(out, x[yy * p.w + xx]);
-    } else {
-      float s = 0.f;
-      for (int yy = y0; yy < y1; ++yy)
-        for (int xx = x0; xx < x1; ++xx) s += x[yy * p.w + xx];
-      const int area = p.count_include_pad ? padded_area : (y1 - y0) * (x1 - x0);
-      out = s / float(area);
-    }
-    p.y[i] = out;
+    p.y[i] = pool_reduce(p, pool_window(p, oy, ox), [&](int yy, int xx) { return x[yy * p.w + xx]; });
   }
 }
 
@@ -221,25 +234,9 @@ __global__ void __launch_bounds__(kBlockThreads) pool_tiled_kernel(const __grid_
   for (int ty = threadIdx.x / kTileW; ty < kTileH; ty += kRowsPerPass) {
     const int oy = oy0 + ty;
     if (oy >= p.oh) break;
-    int y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
-    int y1 = min(y0 + p.kh, p.h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
-    const int padded_area = (y1 - y0) * (x1 - x0);
-    y0 = max(y0, 0);
-    x0 = max(x0, 0);
-    y1 = min(y1, p.h);
-    x1 = min(x1, p.w);
-    float out;
-    if (p.is_max) {
-      out = -INFINITY;
-      for (int yy = y0; yy < y1; ++yy)
-        for (int xx = x0; xx < x1; ++xx) out = fmaxf(out, smem[(yy - iy0) * iw + (xx - ix0)]);
-    } else {
-      float sum = 0.f;
-      for (int yy = y0; yy < y1; ++yy)
-        for (int xx = x0; xx < x1; ++xx) sum += smem[(yy - iy0) * iw + (xx - ix0)];
-      out = sum / float(p.count_include_pad ? padded_area : (y1 - y0) * (x1 - x0));
-    }
-    yc[int64_t(oy) * p.ow + ox] = out;
+    yc[int64_t(oy) * p.ow + ox] = pool_reduce(p, pool_window(p, oy, ox), [&](int yy, int xx) {
+      return smem[(yy - iy0) * iw + (xx - ix0)];
+    });
   }
 }
 
