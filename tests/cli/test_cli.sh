@@ -74,6 +74,10 @@ expect_error "zero GPUs"           "gpus must be in"                 "$HIOS" sch
 expect_error "schedule for another graph" "schedule was made for graph" "$HIOS" check --graph "$TMP/d16.json" --schedule "$TMP/s15.json"
 expect_error "rank count mismatch" "is for 2 GPU\(s\) but the job has 1 rank" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --backend cpu -o none
 expect_ok "check good"     "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/s15.json"
+expect_error "bad memory mode"     "memory"                          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --memory pooled -o none
+expect_ok "lower shared"   "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --all -o "$TMP/lower.txt"
+grep -q "^# shared arena:" "$TMP/lower.txt" && grep -qE "^alloc .* @[0-9]+$" "$TMP/lower.txt" ||
+  { echo "FAIL hios lower shows no shared arena or offsets"; fails=$((fails + 1)); }
 
 expect_ok "validate good"  "$HIOS" validate "$G/tiny.json"
 expect_ok "models"         "$HIOS" models

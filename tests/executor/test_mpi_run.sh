@@ -90,8 +90,14 @@ case "$SCENARIO" in
       schedule demo $a 2
       schedule demo $a 3
       run_ok demo $a 2 --verify-nodes
+      grep -q ', memory separate,' "$TMP/stdout" || fail "demo $a: --verify-nodes did not run with separate buffers"
       run_ok demo $a 3 --verify-nodes
     done
+    # The default shares one arena per rank; --memory separate gives each tensor its own buffer.
+    run_ok demo heft 2
+    grep -q ', memory shared,' "$TMP/stdout" || fail "demo heft: the default run did not share memory"
+    run_ok demo heft 2 --memory separate
+    grep -q ', memory separate,' "$TMP/stdout" || fail "demo heft: --memory separate was not honoured"
     # Without mpirun: one process, a one-GPU schedule.
     schedule demo hios-lp 1
     "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.1.json" "${FAST[@]}" --verify -o none \
