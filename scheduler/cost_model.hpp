@@ -105,6 +105,10 @@ struct ProfileEntry {
   int64_t samples = 0;
   double stddev_ms = 0;
   std::string example;  // a node name it was measured on (informational)
+  // GPU busy time of the node's kernels and copies (CUPTI), median over samples; -1 when not
+  // measured. ms - kernel_ms is what launching costs the node on its stream (informational).
+  double kernel_ms = -1;
+  int64_t kernels = 0;  // kernels and copies per run (CUPTI), 0 when not measured
 };
 struct ProfileLink {
   int src = 0, dst = 0;

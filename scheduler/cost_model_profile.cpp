@@ -69,6 +69,8 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
     e.samples = o.get_int("samples", 0);
     e.stddev_ms = o.has("stddev_ms") ? non_negative(o, "stddev_ms") : 0.0;
     e.example = o.get_string("example", "");
+    e.kernel_ms = o.has("kernel_ms") ? non_negative(o, "kernel_ms") : -1.0;
+    e.kernels = o.get_int("kernels", 0);
     o.finish();
     auto [it, fresh] = seen.emplace(e.key, i);
     HIOS_CHECK(fresh, "%s: duplicate key (also entries[%zu])", o.child_path("key").c_str(), it->second);
@@ -146,6 +148,8 @@ std::string profile_db_to_text(const ProfileDb& db) {
     j["samples"] = e.samples;
     j["stddev_ms"] = e.stddev_ms;
     if (!e.example.empty()) j["example"] = e.example;
+    if (e.kernel_ms >= 0) j["kernel_ms"] = e.kernel_ms;
+    if (e.kernels > 0) j["kernels"] = e.kernels;
     entries.push_back(std::move(j));
   }
   for (const ProfileLink& l : db.links) {

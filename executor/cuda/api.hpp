@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,8 +67,10 @@ class SingleGpuRunner {
   // Forward passes timed with device events, after `warmup` untimed ones.
   TimingResult time(int warmup, int iters);
   // Device time of every node (index = node; 0 for the input), the mean of `iters` eager passes
-  // with an event between consecutive nodes: where a pass spends its time.
-  std::vector<double> node_times_ms(int iters);
+  // with an event between consecutive nodes: where a pass spends its time. `around(node,
+  // true)` is called just before a node's launches are issued and `around(node, false)` just
+  // after (the profiler tags the node's kernels for CUPTI there).
+  std::vector<double> node_times_ms(int iters, const std::function<void(int, bool)>& around = nullptr);
   std::vector<float> output() const;        // the graph output, copied to the host
   std::vector<float> value(int node) const; // any node's output (only valid without reuse_memory)
   size_t peak_bytes() const;                // device memory this runner holds at its peak

@@ -209,7 +209,7 @@ TimingResult SingleGpuRunner::time(int warmup, int iters) {
   return r;
 }
 
-std::vector<double> SingleGpuRunner::node_times_ms(int iters) {
+std::vector<double> SingleGpuRunner::node_times_ms(int iters, const std::function<void(int, bool)>& around) {
   HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
   const std::vector<int>& order = impl_->forward;
   std::vector<cudaEvent_t> ev(order.size() + 1, nullptr);
@@ -219,7 +219,9 @@ std::vector<double> SingleGpuRunner::node_times_ms(int iters) {
   for (int it = 0; it < iters; ++it) {
     HIOS_CUDA_CHECK(cudaEventRecord(ev[0], st));
     for (size_t k = 0; k < order.size(); ++k) {
+      if (around) around(order[k], true);
       impl_->eng.launch(order[k]);
+      if (around) around(order[k], false);
       HIOS_CUDA_CHECK(cudaEventRecord(ev[k + 1], st));
     }
     HIOS_CUDA_CHECK(cudaStreamSynchronize(st));

@@ -74,6 +74,11 @@ expect_error "zero GPUs"           "gpus must be in"                 "$HIOS" sch
 expect_error "schedule for another graph" "schedule was made for graph" "$HIOS" check --graph "$TMP/d16.json" --schedule "$TMP/s15.json"
 expect_error "rank count mismatch" "is for 2 GPU\(s\) but the job has 1 rank" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --backend cpu -o none
 expect_ok "check good"     "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/s15.json"
+# Without a GPU (CI), hios profile says why it cannot measure; with one it would measure.
+if ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
+  expect_error "profile without a GPU" "hios profile" "$HIOS" profile --graph "$TMP/d15.json" -o "$TMP/p.json"
+  [ ! -e "$TMP/p.json" ] || { echo "FAIL hios profile wrote a database without a GPU"; fails=$((fails + 1)); }
+fi
 expect_error "bad memory mode"     "memory"                          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --memory pooled -o none
 expect_ok "lower shared"   "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --all -o "$TMP/lower.txt"
 grep -q "^# shared arena:" "$TMP/lower.txt" && grep -qE "^alloc .* @[0-9]+$" "$TMP/lower.txt" ||
@@ -85,7 +90,7 @@ expect_ok "graph demo"     "$HIOS" graph --model demo -o "$TMP/demo.json"
 expect_ok "info demo"      "$HIOS" info "$TMP/demo.json" --json
 expect_ok "dot demo"       "$HIOS" dot "$TMP/demo.json" -o "$TMP/demo.dot"
 grep -q "subgraph \"cluster_1\"" "$TMP/demo.dot" || { echo "FAIL dot has no block clusters"; fails=$((fails + 1)); }
-for cmd in models graph info dot validate schedule check show trace simulate-random lower run; do
+for cmd in models graph info dot validate schedule check show trace simulate-random lower run profile; do
   "$HIOS" $cmd --help >"$TMP/help" 2>&1 && grep -q "Example" "$TMP/help" \
     || { echo "FAIL $cmd --help has no example"; fails=$((fails + 1)); }
 done

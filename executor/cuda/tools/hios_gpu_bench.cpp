@@ -19,6 +19,7 @@
 #include "models/models.hpp"
 #include "scheduler/algorithms.hpp"
 #include "scheduler/cost_model.hpp"
+#include "scheduler/simulator.hpp"
 
 using namespace hios;
 
@@ -82,10 +83,14 @@ static int gpus_used(const Schedule& s) {
 int main(int argc, char** argv) {
   CLI::App app{"Time one model on this machine's GPUs (hios sequential, one-GPU and two-GPU schedules)"};
   std::string model = "inception_v3", math = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
+  std::string cost_name = "analytic";
   int size = 0, warmup = 10, iters = 30, gpus = 2, streams = 4;
   bool summary = false;
   int profile = 0;
   app.add_option("--model", model, "model name (hios models)");
+  app.add_option("--cost", cost_name,
+                 "cost model the schedules are made with: analytic (H200 preset) or a profile database "
+                 "(hios profile) of this model at this size");
   app.add_option("--size", size, "square input resolution (0: the model's default)");
   app.add_option("--math", math, "tf32 or fp32")->check(CLI::IsMember({"tf32", "fp32"}));
   app.add_option("--cuda-graph", graph_mode, "on: capture and replay; off: issue every pass; both")
@@ -106,6 +111,7 @@ int main(int argc, char** argv) {
     const int64_t res = g.height;
     std::ofstream jout;
     if (!json_file.empty()) jout.open(json_file, std::ios::app);
+    double predicted = NAN;  // the schedule's simulated latency, for rows that ran a schedule
     auto emit = [&](const std::string& variant, int ngpus, bool graph, const cuda::TimingResult& t, double peak_mib,
                     double err, int nstreams, int transfers) {
       std::printf("%-14s %-22s %5lld  %d  %-4s %-5s %9.3f %9.3f %9.3f %10.1f  %-9s %3d %5d\n", model.c_str(),
@@ -120,6 +126,10 @@ int main(int argc, char** argv) {
                 {"transfers", transfers}, {"iters", int(t.samples_ms.size())},
                 {"device", cuda::device_description(0)}};
       if (!std::isnan(err)) j["rel_err_vs_sequential"] = err;
+      if (!std::isnan(predicted)) {
+        j["predicted_ms"] = predicted;
+        j["cost"] = cost_name;
+      }
       jout << j.dump() << "\n";
       jout.flush();
     };
@@ -140,7 +150,8 @@ int main(int argc, char** argv) {
       emit("sequential", 1, graph, t, double(r.peak_bytes()) / (1 << 20), NAN, 1, 0);
     }
     if (!algo.empty()) {
-      auto cost = make_analytic_cost_model(find_device_preset("h200"));
+      auto cost = cost_name == "analytic" ? make_analytic_cost_model(find_device_preset("h200"))
+                                          : load_profile_cost_model(cost_name);
       for (int n = 1; n <= std::min(gpus, cuda::device_count()); ++n) {
         SchedulerOptions so;
         so.num_gpus = n;
@@ -155,6 +166,7 @@ int main(int argc, char** argv) {
           runs.emplace_back(strprintf("%s-%dgpu-spread", algo.c_str(), n), run_algorithm(algo, g, *cost, so));
         }
         for (const auto& [variant, s] : runs) {
+          predicted = simulate(g, s, *cost).latency_ms;
           for (bool graph : modes) {
             cuda::InProcessOptions io;
             io.math = math;
