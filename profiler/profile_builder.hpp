@@ -34,8 +34,9 @@ struct LinkFit {
   double max_rel_residual = 0;  // worst |fit - sample| / sample: how well a line explains it
 };
 
-// Least squares ms = a + bytes * b over the samples: latency a (clamped at 0), bandwidth 1/b.
-// Needs at least two distinct sizes; throws otherwise, or when time does not grow with size.
+// Least squares ms = a + bytes * b over the samples, weighted to minimise relative error:
+// latency a (clamped at 0), bandwidth 1/b. Needs at least two distinct sizes and positive
+// times; throws otherwise, or when time does not grow with size.
 LinkFit fit_link(const std::vector<LinkSample>& samples);
 
 // Median and sample standard deviation (0 for fewer than two values).

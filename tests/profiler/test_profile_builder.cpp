@@ -10,6 +10,7 @@
 
 #include "graph/error.hpp"
 #include "models/models.hpp"
+#include "profiler/gpu_profiler.hpp"
 #include "profiler/profile_builder.hpp"
 #include "scheduler/algorithms.hpp"
 #include "scheduler/cost_model.hpp"
@@ -52,6 +53,24 @@ std::string fit_error(const std::vector<LinkSample>& samples) {
   return "";
 }
 }  // namespace
+
+TEST_CASE("profiler: one slow size moves the fitted latency by under a microsecond") {
+  // The profiler's default sweep, 4 KiB to 64 MiB, each size in turn 10% slow. The weighted fit
+  // keeps the latency within 1 us (an unweighted one is off by up to 1.4 us here: the large
+  // sizes dominate its squares).
+  const double lat_us = 30.0, bw = 300.0;
+  const prof::ProfileOptions defaults;
+  for (size_t slow = 0; slow < defaults.link_bytes.size(); ++slow) {
+    std::vector<LinkSample> s;
+    for (int64_t b : defaults.link_bytes) s.push_back({b, lat_us / 1000.0 + double(b) / (bw * 1e6)});
+    s[slow].ms *= 1.10;
+    const LinkFit f = fit_link(s);
+    INFO("size " << s[slow].bytes << " slow: " << f.latency_us << " us, " << f.bandwidth_gbs << " GB/s");
+    CHECK(f.latency_us == Approx(lat_us).margin(1.0));
+    CHECK(f.bandwidth_gbs == Approx(bw).epsilon(0.08));  // the 64 MiB point alone sets it
+    CHECK(f.max_rel_residual > 0.03);
+  }
+}
 
 TEST_CASE("profiler: a link fit refuses samples a line cannot explain") {
   CHECK(fit_error({{1024, 0.01}}).find("at least two transfer sizes") != std::string::npos);
