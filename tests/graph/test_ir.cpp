@@ -2,25 +2,11 @@
 #include "graph/error.hpp"
 #include "graph/graph.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
-
-namespace {
-
-// Runs f and returns the hios::Error message ("" if nothing was thrown).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-}  // namespace
+using test::contains;
+using test::error_of;
 
 TEST_CASE("conv output size follows PyTorch's formula", "[graph]") {
   GraphBuilder b("t", 2, 35, 35);

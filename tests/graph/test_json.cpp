@@ -7,23 +7,19 @@
 #include "graph/validate.hpp"
 #include "models/models.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
+using test::contains;
+using test::error_of;
 
 namespace {
 
 std::string data_file(const std::string& name) { return std::string(HIOS_SOURCE_DIR) + "/tests/data/graphs/" + name; }
 
 std::string load_error(const std::string& file) {
-  try {
-    load_graph(data_file(file));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { load_graph(data_file(file)); });
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

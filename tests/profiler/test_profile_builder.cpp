@@ -15,6 +15,7 @@
 #include "scheduler/algorithms.hpp"
 #include "scheduler/cost_model.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
 using namespace hios::prof;
@@ -45,12 +46,7 @@ TEST_CASE("profiler: a link fit recovers latency and bandwidth") {
 namespace {
 // The message of the hios::Error that fit_link throws ("" if it does not throw).
 std::string fit_error(const std::vector<LinkSample>& samples) {
-  try {
-    fit_link(samples);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { fit_link(samples); });
 }
 }  // namespace
 

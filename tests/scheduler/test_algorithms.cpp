@@ -17,8 +17,11 @@
 #include "scheduler/random_dag.hpp"
 #include "scheduler/simulator.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
+using test::contains;
+using test::error_of;
 
 namespace {
 
@@ -66,17 +69,6 @@ int64_t test_size(const std::string& model) {
   if (model == "inception_v3") return 96;
   return 64;
 }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 double total_stage_ms(const Graph& g, const Schedule& s, const CostModel& cost) {
   double t = 0;

@@ -11,8 +11,11 @@
 #include "models/models.hpp"
 #include "scheduler/cost_model.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
+using test::contains;
+using test::error_of;
 
 namespace {
 
@@ -31,15 +34,6 @@ Graph one_relu(int64_t c, int64_t hw) {
   gb.begin_block("blk");
   gb.end_block(gb.activation("relu", x, Activation::Relu));
   return gb.finish();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -9,19 +9,13 @@
 #include "models/models.hpp"
 #include "scheduler/cost_model.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
+using test::contains;
+using test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Every demo kernel measured except the one of node `skip` (b1.out and b2.out share theirs);
 // times are distinct so a wrong lookup shows.

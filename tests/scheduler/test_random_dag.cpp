@@ -11,23 +11,11 @@
 #include "scheduler/random_dag.hpp"
 #include "scheduler/simulator.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
-
-namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-}  // namespace
+using test::contains;
+using test::error_of;
 
 TEST_CASE("random dag: splitmix64 matches the reference sequence and draws stay in range", "[random-dag]") {
   // The reference outputs of splitmix64 for seed 1234567 (Vigna's test vector).
