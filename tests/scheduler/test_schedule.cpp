@@ -8,24 +8,16 @@
 #include "models/models.hpp"
 #include "scheduler/schedule.hpp"
 #include "tests/catch.hpp"
+#include "tests/scheduler/helpers.hpp"
 
 #include <sstream>
 
 using namespace hios;
+using test::grp;
 
 namespace {
 
 Graph demo() { return build_model("demo", ModelParams{}); }
-
-Group grp(const Graph& g, std::initializer_list<const char*> names) {
-  Group out;
-  for (const char* n : names) {
-    int i = g.find(n);
-    REQUIRE(i >= 0);
-    out.nodes.push_back(i);
-  }
-  return out;
-}
 
 // Two GPUs: conv3 of each block on GPU 1, everything else on GPU 0 with conv1 and conv2 on two
 // streams. It needs the input on GPU 1, both conv3 outputs back on GPU 0 and b1.out on GPU 1.

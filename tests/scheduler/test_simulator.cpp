@@ -8,8 +8,10 @@
 #include "models/models.hpp"
 #include "scheduler/simulator.hpp"
 #include "tests/catch.hpp"
+#include "tests/scheduler/helpers.hpp"
 
 using namespace hios;
+using test::grp;
 
 namespace {
 
@@ -37,16 +39,6 @@ class ToyCost : public CostModel {
     return serialise ? sum : longest;
   }
 };
-
-Group grp(const Graph& g, std::initializer_list<const char*> names) {
-  Group out;
-  for (const char* n : names) {
-    int i = g.find(n);
-    REQUIRE(i >= 0);
-    out.nodes.push_back(i);
-  }
-  return out;
-}
 
 // x -> a -> c, x -> b -> d, out = concat(c, d): one block.
 Graph cross() {
