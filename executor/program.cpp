@@ -164,6 +164,12 @@ class Lowerer {
 
  private:
   void push(Instr in) { p_.instrs.push_back(in); }
+  // Tagged with the stage it belongs to, for listings and error messages.
+  void push_at(Instr in, int block, int stage) {
+    in.block = block;
+    in.stage = stage;
+    push(in);
+  }
   int new_event() { return next_event_++; }
 
   void make_streams() {
@@ -231,19 +237,13 @@ class Lowerer {
         continue;
       }
       int e = new_event();
-      Instr in{InstrKind::Record, -1, int(k), e};
-      in.block = prev.block;
-      in.stage = prev.stage;
-      push(in);
+      push_at({InstrKind::Record, -1, int(k), e}, prev.block, prev.stage);
       events.push_back(e);
     }
     for (size_t j = 0; j < next.st->groups.size(); ++j) {
       for (size_t k = 0; k < events.size(); ++k) {
         if (k == j || events[k] < 0) continue;
-        Instr in{InstrKind::Wait, -1, int(j), events[k]};
-        in.block = next.block;
-        in.stage = next.stage;
-        push(in);
+        push_at({InstrKind::Wait, -1, int(j), events[k]}, next.block, next.stage);
       }
     }
     // What any stream of the previous stage waited for is now visible to every stream.
@@ -266,14 +266,9 @@ class Lowerer {
       Instr r{InstrKind::Recv, t, stream};
       r.peer = peer;
       r.bytes = tensor_bytes(g_, t);
-      r.block = block;
-      r.stage = stage;
-      push(r);
+      push_at(r, block, stage);
       int e = new_event();
-      Instr rec{InstrKind::Record, -1, stream, e};
-      rec.block = block;
-      rec.stage = stage;
-      push(rec);
+      push_at({InstrKind::Record, -1, stream, e}, block, stage);
       ready_event_[t] = e;
       if (t == y) return;
     }
@@ -286,25 +281,17 @@ class Lowerer {
     int e = -1;
     if (stream >= 0) {
       e = new_event();
-      Instr rec{InstrKind::Record, -1, stream, e};
-      rec.block = block;
-      rec.stage = stage;
-      push(rec);
+      push_at({InstrKind::Record, -1, stream, e}, block, stage);
     }
     for (int d : dst_[v]) {
       int ss = p_.send_stream(d);
       if (e >= 0) {
-        Instr w{InstrKind::Wait, -1, ss, e};
-        w.block = block;
-        w.stage = stage;
-        push(w);
+        push_at({InstrKind::Wait, -1, ss, e}, block, stage);
       }
       Instr snd{InstrKind::Send, v, ss};
       snd.peer = d;
       snd.bytes = tensor_bytes(g_, v);
-      snd.block = block;
-      snd.stage = stage;
-      push(snd);
+      push_at(snd, block, stage);
     }
   }
 
@@ -316,16 +303,10 @@ class Lowerer {
           if (gpu_[u] == rank_) continue;
           receive_up_to(u, sr.block, sr.stage);
           if (covered_.count(u) || waited_[stream].count(u)) continue;
-          Instr w{InstrKind::Wait, -1, stream, ready_event_.at(u)};
-          w.block = sr.block;
-          w.stage = sr.stage;
-          push(w);
+          push_at({InstrKind::Wait, -1, stream, ready_event_.at(u)}, sr.block, sr.stage);
           waited_[stream].insert(u);
         }
-        Instr l{InstrKind::Launch, v, stream};
-        l.block = sr.block;
-        l.stage = sr.stage;
-        push(l);
+        push_at({InstrKind::Launch, v, stream}, sr.block, sr.stage);
         p_.launched.push_back(v);
         emit_sends(v, stream, sr.block, sr.stage);
       }
