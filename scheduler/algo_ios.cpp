@@ -110,19 +110,25 @@ class PartSolver {
     uint64_t ending;
   };
 
+  // The connected component of U (undirected edges) that holds U's lowest node.
+  uint64_t component(uint64_t U) const {
+    uint64_t comp = bit(low_bit(U)), frontier = comp;
+    while (frontier) {
+      int u = low_bit(frontier);
+      frontier &= frontier - 1;
+      uint64_t add = adj_[u] & U & ~comp;
+      comp |= add;
+      frontier |= add;
+    }
+    return comp;
+  }
+
   // Components of E in index order, each a group of global ids in index order.
   std::vector<std::vector<int>> groups_of(uint64_t E) const {
     std::vector<std::vector<int>> groups;
     uint64_t left = E;
     while (left) {
-      uint64_t comp = bit(low_bit(left)), frontier = comp;
-      while (frontier) {
-        int u = low_bit(frontier);
-        frontier &= frontier - 1;
-        uint64_t add = adj_[u] & E & ~comp;
-        comp |= add;
-        frontier |= add;
-      }
+      const uint64_t comp = component(left);  // whole components leave, so left suffices
       left &= ~comp;
       std::vector<int> grp;
       for (uint64_t c = comp; c; c &= c - 1) grp.push_back(nodes_[low_bit(c)]);
@@ -141,15 +147,7 @@ class PartSolver {
   }
 
   bool connected(uint64_t U) const {
-    uint64_t comp = bit(low_bit(U)), frontier = comp;
-    while (frontier) {
-      int u = low_bit(frontier);
-      frontier &= frontier - 1;
-      uint64_t add = adj_[u] & U & ~comp;
-      comp |= add;
-      frontier |= add;
-    }
-    return comp == U;
+    return component(U) == U;
   }
 
   double stage_cost(uint64_t E) {
