@@ -18,43 +18,27 @@ std::vector<float> iota_values(int64_t n, float start = 1) {
   return v;
 }
 
+// The graph's own op constructors, square windows, as attribute structs.
 ConvAttrs conv_attrs(int64_t out, int k, int stride, int pad, int64_t groups = 1, int dilation = 1,
                      Activation act = Activation::None) {
-  ConvAttrs a;
-  a.out_channels = out;
-  a.kernel = {k, k};
-  a.stride = {stride, stride};
-  a.padding = {pad, pad};
-  a.dilation = {dilation, dilation};
-  a.groups = groups;
-  a.activation = act;
-  return a;
+  return conv_op(out, {k, k}, {stride, stride}, {pad, pad}, act, groups, true, {dilation, dilation}).conv();
 }
 
-Shape conv_out(const ConvAttrs& a, const Shape& in) {
+// The output shape the graph infers for op applied to one input.
+Shape out_shape(OpKind kind, const decltype(Op::attrs)& attrs, const Shape& in) {
   std::string name = "test";
-  Op op = make_op(OpKind::Conv);
-  op.attrs = a;
+  Op op = make_op(kind);
+  op.attrs = attrs;
   return infer_op(op, {in}, InferContext{name, in.n, in.h, in.w});
 }
+
+Shape conv_out(const ConvAttrs& a, const Shape& in) { return out_shape(OpKind::Conv, a, in); }
 
 PoolAttrs pool_attrs(PoolKind kind, int k, int stride, int pad, bool ceil_mode = false, bool include_pad = true) {
-  PoolAttrs a;
-  a.kind = kind;
-  a.kernel = {k, k};
-  a.stride = {stride, stride};
-  a.padding = {pad, pad};
-  a.ceil_mode = ceil_mode;
-  a.count_include_pad = include_pad;
-  return a;
+  return pool_op(kind, k, stride, pad, ceil_mode, include_pad).pool();
 }
 
-Shape pool_out(const PoolAttrs& a, const Shape& in) {
-  std::string name = "test";
-  Op op = make_op(OpKind::Pool);
-  op.attrs = a;
-  return infer_op(op, {in}, InferContext{name, in.n, in.h, in.w});
-}
+Shape pool_out(const PoolAttrs& a, const Shape& in) { return out_shape(OpKind::Pool, a, in); }
 
 std::vector<float> run_conv(const ConvAttrs& a, const Shape& in, const std::vector<float>& x,
                             const std::vector<float>& w, const std::vector<float>* b, Shape* out_shape = nullptr) {
