@@ -146,6 +146,9 @@ void add_executor_commands(CLI::App& app) {
   run->add_option("--timeout", ropt->run.timeout_s, "Abort the whole job after this many seconds (default: none)");
   run->add_option("--threads", ropt->run.threads, "OpenMP threads per rank for the cpu backend (default: OpenMP's)");
   run->add_option("--seed", ropt->run.seed, "Seed of the deterministic weights and input");
+  run->add_option("--trace", ropt->run.trace_file,
+                  "After the timed passes, trace one more (eager) pass with a marker around every launch and "
+                  "transfer, and write it as a Chrome/Perfetto trace in the layout of 'hios trace'");
   run->add_option("--output,-o", ropt->output,
                   "Results JSON (default output/run-<graph>-<HxW>-<algo>-<N>gpu-<backend>.json; 'none' for no file)");
   // Testing only, hidden from --help: make one rank fail, or cap backend memory.
@@ -156,7 +159,8 @@ void add_executor_commands(CLI::App& app) {
       "Exits with 2 on any error (the whole job is aborted) or when verification fails.\n\n"
       "Examples:\n"
       "  mpirun -np 2 hios run --graph inception.json --schedule inception.hios-lp.json --backend cuda\n"
-      "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --backend cpu --verify\n");
+      "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --backend cpu --verify\n"
+      "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --trace measured.json   # vs hios trace\n");
   run->callback([ropt] {
     exec::RunOptions opt = ropt->run;
     opt.devices = parse_devices(ropt->devices);
@@ -178,6 +182,7 @@ void add_executor_commands(CLI::App& app) {
           if (!parent.empty()) std::filesystem::create_directories(parent);
           write_file_atomic(output, report_to_json(rep).dump(2) + "\n");
         }
+        if (!opt.trace_file.empty()) write_file_atomic(opt.trace_file, rep.trace);
       }
     } catch (const std::exception& e) {
       // One line naming rank and host, then the whole job ends: peers blocked in a receive

@@ -3,11 +3,19 @@
 // backend never sees a schedule, a peer or MPI.
 //
 // Contract:
-//  * prepare() is called once, before any pass. It allocates every tensor the program Allocs
+//  * prepare() is called before any pass. It allocates every tensor the program Allocs
 //    exactly once (no allocation ever happens during a pass), builds the weights of every node
 //    the program launches through executor/weights.hpp (so every backend and rank holds the
 //    same values), and creates program.streams.size() streams and program.num_events events.
 //    Out of memory is an hios::Error naming the tensor and its size.
+//  * prepare() may be called again with another program of the same graph (a rank session
+//    runs many schedules, executor/session.hpp): tensors, events and launch plans are made anew
+//    for it, and a captured pass is dropped, but weights already built and algorithm choices
+//    are kept, because building them is the expensive part and they depend on the node only.
+//  * A node may be launched on any stream the program launches it on, in its pass or in its
+//    `standby` list (measurement programs issue stages of their own choosing).
+//  * Markers time the device: mark(m, s) records marker m when stream s reaches it, and
+//    marker_ms(a, b) is the time between two recorded markers once the host has synchronised.
 //  * launch/record/wait only enqueue (asynchronous backends) or run immediately (the CPU
 //    backend, whose "streams" are the host thread in program order). They throw hios::Error.
 //  * set_input / read_output / read_tensor are synchronous and happen outside timed regions.
@@ -47,6 +55,9 @@ struct BackendConfig {
   // 0: no limit. Otherwise the backend fails as out of memory, naming the tensor and its size,
   // when its allocations would pass this many bytes (tests the OOM path on any machine).
   size_t memory_limit = 0;
+  // CUDA backend: which convolution family may run (auto | graph | legacy | hios; tests force
+  // each one to check it against the CPU). Other backends ignore it.
+  std::string conv_impl = "auto";
 };
 
 class Backend {
@@ -66,6 +77,13 @@ class Backend {
   virtual void sync_stream(int stream) = 0;  // the host waits until `stream` is idle
   virtual void synchronize() = 0;            // the host waits until every stream is idle
 
+  // Timing markers (0..n-1 after reserve_markers(n); reserving again keeps at least n). The
+  // CPU backend reads the host clock, whose "streams" run as they are issued; the CUDA backend
+  // records timing events. Never inside a capture.
+  virtual void reserve_markers(int n) = 0;
+  virtual void mark(int marker, int stream) = 0;
+  virtual double marker_ms(int from, int to) = 0;
+
   // Resident tensors, for transports.
   virtual TensorView tensor(int node) = 0;
   virtual HostBuffer alloc_host(size_t bytes) = 0;
@@ -84,6 +102,10 @@ class Backend {
 
   // Device memory in use at its highest point since prepare (tensors, weights, workspaces).
   virtual size_t peak_memory_bytes() const = 0;
+
+  // Free-form description of what prepare() chose (the CUDA backend: algorithm per
+  // convolution signature, weight bytes), for benchmark reports. Empty by default.
+  virtual std::string plan_report() const { return ""; }
 
   // Whole-pass capture (CUDA Graphs). The runner calls begin_capture(), issues one pass, calls
   // end_capture(), and from then on replay() issues the pass. The default: not supported.

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -83,6 +84,10 @@ struct RankProgram {
   // tensor at its Alloc's offset, shared between tensors whose lives cannot overlap
   // (executor/memory_plan.hpp).
   int64_t arena_bytes = 0;
+  // Launches the backend must be ready for besides the pass's own ({node, stream}, in any
+  // order): a measurement program issues stages of its own choosing, with a node on whichever
+  // stream its group gets (executor/session.hpp, RankSession::issue).
+  std::vector<std::pair<int, int>> standby;
 
   int send_stream(int peer) const;  // -1 when this rank sends nothing to peer
   int recv_stream(int peer) const;  // -1 when this rank receives nothing from peer

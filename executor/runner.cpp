@@ -15,6 +15,9 @@
 #include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
+#include "executor/session.hpp"
+#include "executor/trace_pass.hpp"
+#include "executor/watchdog.hpp"
 #include "executor/transport.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
@@ -92,109 +95,28 @@ Injection parse_injection(const std::string& opt) {
   throw_error("injected failure during %s (HIOS_INJECT_FAILURE / --inject-failure)", phase);
 }
 
-// Ends the whole job when the run takes longer than --timeout: a rank stuck in a receive or a
-// barrier cannot notice that a peer is gone, so a separate thread aborts through MPI.
-class Watchdog {
+// Failure injection through the host loop: a "run" failure throws right after the first
+// launch of the first timed pass, in the middle of a pass (or, for a captured pass or a rank
+// without launches, at its start or end).
+class InjectedFailure final : public PassObserver {
  public:
-  Watchdog(double seconds, Comm& comm, const std::atomic<const char*>& phase) : comm_(comm), phase_(phase) {
-    if (seconds <= 0) return;
-    thread_ = std::thread([this, seconds] {
-      std::unique_lock<std::mutex> lock(mu_);
-      auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-      if (cv_.wait_until(lock, deadline, [this] { return done_; })) return;
-      std::fprintf(stderr, "hios: error: %s: timed out after %g s (--timeout) during %s; aborting the job\n",
-                   comm_.where().c_str(), seconds, phase_.load());
-      std::fflush(stderr);
-      comm_.abort(2);
-    });
+  bool armed = false;
+  void pass_begin(RankSession&, bool captured) override {
+    if (armed && captured) fire();
   }
-  ~Watchdog() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
+  void after(RankSession&, const Instr& in) override {
+    if (armed && in.kind == InstrKind::Launch) fire();
+  }
+  void pass_end(RankSession&) override {
+    if (armed) fire();
   }
 
  private:
-  Comm& comm_;
-  const std::atomic<const char*>& phase_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-};
-
-// ---------------------------------------------------------------------------------------------
-// The host loop.
-
-// Issues one pass: each instruction becomes one backend or transport call. `fail_after_launch`
-// (failure injection) throws right after the first launch, in the middle of a pass.
-void issue(const RankProgram& p, Backend& b, Transport* t, bool fail_after_launch = false) {
-  for (const Instr& in : p.instrs) {
-    switch (in.kind) {
-      case InstrKind::Alloc: break;  // done once, in prepare
-      case InstrKind::Launch:
-        b.launch(in.node, in.stream);
-        if (fail_after_launch) injected("a timed pass");
-        break;
-      case InstrKind::Record: b.record(in.event, in.stream); break;
-      case InstrKind::Wait: b.wait(in.event, in.stream); break;
-      case InstrKind::Send:
-        HIOS_CHECK(t != nullptr, "internal error: a send in a one-rank program");
-        t->send(in.node, in.peer, in.stream);
-        break;
-      case InstrKind::Recv:
-        HIOS_CHECK(t != nullptr, "internal error: a receive in a one-rank program");
-        t->recv(in.node, in.peer, in.stream);
-        break;
-      case InstrKind::Gather: break;  // output-ready: the host synchronises after the pass
-    }
-  }
-  // A rank the schedule gives no node still fails, at the end of its pass.
-  if (fail_after_launch) injected("a timed pass");
-}
-
-struct Runner {
-  const Graph& g;
-  const RankProgram& p;
-  Backend& b;
-  Transport* t;
-  bool captured = false;
-
-  void pass(bool fail_midway = false) {
-    if (captured) {
-      if (fail_midway) injected("a timed pass");
-      b.replay();
-    } else {
-      issue(p, b, t, fail_midway);
-    }
-    if (t) t->end_pass();
-    b.synchronize();
+  void fire() {
+    armed = false;
+    injected("a timed pass");
   }
 };
-
-// A one-rank sequential run of the whole graph on a fresh backend: the reference.
-std::unique_ptr<Backend> run_sequential(const Graph& g, const std::string& backend, const BackendConfig& cfg,
-                                        const std::vector<float>& input) {
-  Schedule seq = sequential_schedule(g);
-  RankProgram sp = lower(g, seq, 0);
-  std::unique_ptr<Backend> b = make_backend(backend, cfg);
-  b->prepare(g, sp);
-  b->set_input(input);
-  issue(sp, *b, nullptr);
-  b->synchronize();
-  return b;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 json diff_json(const Diff& d) {
   json j;
@@ -244,7 +166,12 @@ Diff compare_nodes(const Graph& g, const RankProgram& p, Backend& got, Backend& 
 
 RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt, Comm& comm) {
   std::atomic<const char*> phase{"setup"};
-  Watchdog watchdog(opt.timeout_s, comm, phase);
+  Watchdog watchdog(opt.timeout_s, [&] {
+    std::fprintf(stderr, "hios: error: %s: timed out after %g s (--timeout) during %s; aborting the job\n",
+                 comm.where().c_str(), opt.timeout_s, phase.load());
+    std::fflush(stderr);
+    comm.abort(2);
+  });
   const int rank = comm.rank();
   Injection inj = parse_injection(opt.inject_failure);
   HIOS_CHECK(inj.rank < comm.size(), "failure injection names rank %d, but the job has %d rank(s)", inj.rank,
@@ -254,105 +181,63 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
              opt.repeat);
   // Names first: a misspelt backend or transport is the same mistake whatever the job size.
   const BackendEntry& be = find_backend(opt.backend);
-  std::string transport_name = opt.transport.empty() ? be.default_transport : opt.transport;
-  find_transport(transport_name);
+  find_transport(opt.transport.empty() ? be.default_transport : opt.transport);
   HIOS_CHECK(comm.size() == s.meta.num_gpus,
              "schedule '%s' is for %d GPU(s) but the job has %d rank(s); start it with mpirun -np %d",
              s.meta.algorithm.c_str(), s.meta.num_gpus, comm.size(), s.meta.num_gpus);
   HIOS_CHECK(opt.cuda_graph == "on" || opt.cuda_graph == "off" || opt.cuda_graph == "auto",
              "--cuda-graph must be on, off or auto (got '%s')", opt.cuda_graph.c_str());
+  tolerance(opt.math.empty() ? be.default_math : opt.math);  // rejects unknown modes before anything is built
+  HIOS_CHECK(opt.memory == "shared" || opt.memory == "separate", "--memory must be shared or separate, not '%s'",
+             opt.memory.c_str());
 
-  BackendConfig cfg;
-  cfg.math = opt.math.empty() ? be.default_math : opt.math;
-  tolerance(cfg.math);  // rejects unknown modes before anything is built
-  cfg.seed = opt.seed;
-  cfg.threads = opt.threads;
-  cfg.memory_limit = opt.memory_limit;
-  if (be.device_count) {
-    int visible = be.device_count();
-    int local = comm.local_rank();
-    if (opt.devices.empty()) {
-      HIOS_CHECK(local < visible,
-                 "%d rank(s) on host %s but only %d GPU(s) visible: rank %d (local rank %d) has no GPU; use fewer "
-                 "ranks per host or --devices",
-                 comm.local_size(), comm.hostname().c_str(), visible, rank, local);
-      cfg.device = local;
-    } else {
-      HIOS_CHECK(local < static_cast<int>(opt.devices.size()),
-                 "--devices lists %zu device(s) but host %s runs %d rank(s); local rank %d has none",
-                 opt.devices.size(), comm.hostname().c_str(), comm.local_size(), local);
-      cfg.device = opt.devices[static_cast<size_t>(local)];
-      HIOS_CHECK(cfg.device >= 0 && cfg.device < visible, "--devices names GPU %d but host %s has %d visible",
-                 cfg.device, comm.hostname().c_str(), visible);
-    }
-  } else {
-    HIOS_CHECK(opt.devices.empty(), "--devices applies to GPU backends; the %s backend has no devices",
-               opt.backend.c_str());
-  }
+  SessionOptions so;
+  so.backend = opt.backend;
+  so.transport = opt.transport;
+  so.math = opt.math;
+  so.devices = opt.devices;
+  so.seed = opt.seed;
+  so.threads = opt.threads;
+  so.memory_limit = opt.memory_limit;
+  RankSession session(g, so, comm);
+  const BackendConfig& cfg = session.backend_config();
 
   phase = "lowering";
   RankProgram prog = lower(g, s, rank);
-  HIOS_CHECK(opt.memory == "shared" || opt.memory == "separate", "--memory must be shared or separate, not '%s'",
-             opt.memory.c_str());
   const bool shared_memory = opt.memory == "shared" && !opt.verify_nodes;
   if (shared_memory) plan_and_check_shared_buffers(g, prog);
 
   phase = "prepare";
   if (inj.at(rank, "prepare")) injected("prepare");
-  std::unique_ptr<Backend> backend = make_backend(opt.backend, cfg);
-  backend->prepare(g, prog);
-  std::unique_ptr<Transport> transport;
-  if (comm.size() > 1) {
-    transport = make_transport(transport_name, comm, *backend);
-    transport->prepare(g, prog);
-  }
-  // Locals die in reverse order: this guard, declared after the transport, drops the captured
-  // pass before the NCCL communicators it references are destroyed (ncclCommDestroy waits for
-  // graphs that still hold them, which hung every captured multi-GPU run at exit).
-  struct ReleaseCaptureFirst {
-    Backend& b;
-    ~ReleaseCaptureFirst() { b.release_capture(); }
-  } release_capture_first{*backend};
+  session.load(std::move(prog));
+  const RankProgram& p = session.program();
+  Backend& backend = session.backend();
+  Transport* transport = session.transport();
 
-  const bool can_capture = backend->can_capture() && (!transport || transport->capturable());
   if (opt.cuda_graph == "on") {
-    HIOS_CHECK(backend->can_capture(), "--cuda-graph on: the %s backend cannot capture a pass",
-               backend->name().c_str());
+    HIOS_CHECK(backend.can_capture(), "--cuda-graph on: the %s backend cannot capture a pass", backend.name().c_str());
     HIOS_CHECK(!transport || transport->capturable(),
                "--cuda-graph on: the %s transport cannot be captured (host-side MPI calls); use --transport nccl "
                "or --cuda-graph off",
                transport->name().c_str());
   }
-  const bool use_graph = opt.cuda_graph == "on" || (opt.cuda_graph == "auto" && can_capture);
+  const bool use_graph = opt.cuda_graph == "on" || (opt.cuda_graph == "auto" && session.can_capture());
 
   std::vector<float> input;
   if (rank == 0 || opt.verify_nodes) input = make_input(g, opt.seed);
-  if (rank == 0) backend->set_input(input);
+  if (rank == 0) backend.set_input(input);
 
-  Runner run{g, prog, *backend, transport.get()};
   phase = "warm-up";
   if (inj.at(rank, "warmup")) injected("warm-up");
-  // The first pass is never captured: GPU libraries pick algorithms and allocate workspaces
-  // on first use, which must not land inside a graph.
+  // The first pass is never captured (RankSession::capture issues one eagerly if needed).
   for (int i = 0; i < opt.warmup; ++i) {
     comm.barrier();
-    if (i == 1 && use_graph) {
-      backend->begin_capture();
-      issue(prog, *backend, transport.get());
-      backend->end_capture();
-      run.captured = true;
-    }
-    run.pass();
+    if (i == 1 && use_graph) session.capture();
+    session.pass();
   }
-  if (use_graph && !run.captured) {
-    if (opt.warmup == 0) {
-      comm.barrier();
-      run.pass();  // the eager first pass capture must not contain, even without warm-up
-    }
-    backend->begin_capture();
-    issue(prog, *backend, transport.get());
-    backend->end_capture();
-    run.captured = true;
+  if (use_graph && !session.captured()) {
+    if (opt.warmup == 0) comm.barrier();
+    session.capture();
   }
 
   phase = "timed runs";
@@ -360,23 +245,26 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     // Testing the watchdog: this rank never reaches the barrier the others wait at.
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+  InjectedFailure fail;
+  fail.armed = inj.at(rank, "run");
+  session.add_observer(&fail);
   RunReport rep;
   std::vector<double> run_ms;  // every timed pass, rank 0
   for (int r = 0; r < opt.repeat; ++r) {
+    const std::vector<double> ms = session.timed_passes(opt.number);
     double total = 0;
-    for (int i = 0; i < opt.number; ++i) {
-      comm.barrier();
-      auto t0 = Clock::now();
-      run.pass(inj.at(rank, "run") && r == 0 && i == 0);
-      double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      total += ms;
-      run_ms.push_back(ms);
-    }
+    for (double x : ms) total += x;
+    run_ms.insert(run_ms.end(), ms.begin(), ms.end());
     rep.repeats_ms.push_back(total / opt.number);
   }
+  session.remove_observer(&fail);
 
   // Read before verification: its reference runs allocate on the same device and would count.
-  const size_t peak_bytes = backend->peak_memory_bytes();
+  const size_t peak_bytes = backend.peak_memory_bytes();
+
+  // ---- a traced pass (--trace): one more pass, eager, with a marker around every instruction
+  phase = "trace";
+  if (!opt.trace_file.empty()) rep.trace = trace_one_pass(session);
 
   // ---- verification
   phase = "verification";
@@ -386,30 +274,37 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   if (verify) {
     comm.barrier();
     struct Ref {
-      std::string label, backend;
-      BackendConfig cfg;
+      std::string label;
+      SessionOptions opt;
       double tol;
     };
     std::vector<Ref> refs;
-    refs.push_back({"sequential " + opt.backend + " run", opt.backend, cfg, cpu_is_backend ? 0.0 : tolerance(cfg.math)});
+    SessionOptions same = so;
+    same.device = cfg.device;  // the reference shares this rank's device
+    same.devices.clear();
+    same.transport.clear();
+    same.math = cfg.math;
+    refs.push_back({"sequential " + opt.backend + " run", same, cpu_is_backend ? 0.0 : tolerance(cfg.math)});
     if (!cpu_is_backend) {
-      BackendConfig ccfg;
-      ccfg.seed = opt.seed;
-      ccfg.threads = opt.threads;
-      refs.push_back({"cpu reference", "cpu", ccfg, tolerance(cfg.math)});
+      SessionOptions cpu;
+      cpu.backend = "cpu";
+      cpu.seed = opt.seed;
+      cpu.threads = opt.threads;
+      refs.push_back({"cpu reference", cpu, tolerance(cfg.math)});
     }
+    std::unique_ptr<Comm> self = make_self_comm();
     for (const Ref& ref : refs) {
       VerifyResult vr;
       vr.against = ref.label;
       vr.tolerance = ref.tol;
-      std::unique_ptr<Backend> rb;
-      if (rank == 0 || opt.verify_nodes) rb = run_sequential(g, ref.backend, ref.cfg, input);
+      std::unique_ptr<RankSession> rb;
+      if (rank == 0 || opt.verify_nodes) rb = run_reference(g, ref.opt, *self, input);
       if (rank == 0) {
-        vr.diff = compare(backend->read_tensor(g.output()), rb->read_tensor(g.output()));
+        vr.diff = compare(backend.read_tensor(g.output()), rb->backend().read_tensor(g.output()));
         vr.diff.where = g.nodes[g.output()].name;
       }
       if (opt.verify_nodes) {
-        Diff mine = compare_nodes(g, prog, *backend, *rb);
+        Diff mine = compare_nodes(g, p, backend, rb->backend());
         json mj = diff_json(mine);
         mj["max_abs"] = finite(mine.max_abs);
         mj["max_rel"] = finite(mine.max_rel);
@@ -438,15 +333,15 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   RankInfo mine;
   mine.rank = rank;
   mine.host = comm.hostname();
-  mine.device = backend->device_name();
+  mine.device = backend.device_name();
   mine.device_index = cfg.device;
-  mine.launched = static_cast<int>(prog.launched.size());
-  for (const Instr& in : prog.instrs) {
+  mine.launched = static_cast<int>(p.launched.size());
+  for (const Instr& in : p.instrs) {
     mine.sends += in.kind == InstrKind::Send;
     mine.recvs += in.kind == InstrKind::Recv;
   }
   mine.memory_mb = double(peak_bytes) / 1e6;
-  mine.tensors_mb = double(prog.tensor_memory()) / 1e6;
+  mine.tensors_mb = double(p.tensor_memory()) / 1e6;
   json mj;
   mj["rank"] = mine.rank;
   mj["host"] = mine.host;
@@ -479,12 +374,12 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   rep.height = g.height;
   rep.width = g.width;
   rep.num_ranks = comm.size();
-  rep.backend = backend->name();
-  rep.transport = transport ? transport->name() : transport_name + " (unused: one rank)";
-  rep.math = backend->math();
+  rep.backend = backend.name();
+  rep.transport = transport ? transport->name() : session.transport_name() + " (unused: one rank)";
+  rep.math = backend.math();
   rep.cuda_graph = use_graph ? "on" : "off";
   rep.memory = shared_memory ? "shared" : "separate";
-  rep.versions = backend->versions();
+  rep.versions = backend.versions();
   if (transport && !transport->versions().empty() && transport->versions() != comm.library()) {
     rep.versions += "; " + transport->versions();
   }
@@ -497,7 +392,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   rep.mean_ms = 0;
   for (double x : v) rep.mean_ms += x;
   rep.mean_ms /= double(v.size());
-  rep.median_ms = median_of(v);
+  rep.median_ms = median_ms(v);
   rep.min_ms = *std::min_element(v.begin(), v.end());
   rep.max_ms = *std::max_element(v.begin(), v.end());
   double ss = 0;

@@ -40,6 +40,9 @@ struct RunOptions {
   // forever, at PHASE in {prepare, warmup, run, verify, hang}. Also read from the environment
   // variable HIOS_INJECT_FAILURE when empty.
   std::string inject_failure;
+  // Non-empty: after the timed passes, one more pass is traced (executor/trace_pass.hpp) and
+  // RunReport::trace holds its Chrome trace on rank 0; the CLI writes it to this file.
+  std::string trace_file;
 };
 
 // How far a result is from a reference: max |a - r| and that divided by max |r| (the error
@@ -89,6 +92,7 @@ struct RunReport {
   std::vector<RankInfo> ranks;
   std::vector<VerifyResult> verify;  // empty without --verify
   bool ok = true;                    // every verification passed
+  std::string trace;                 // rank 0, with RunOptions::trace_file: the traced pass
 };
 
 // Runs on every rank of comm; the report is complete on rank 0 (other ranks get theirs with

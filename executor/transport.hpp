@@ -4,7 +4,8 @@
 //   "mpi-cuda-aware"  hands device pointers to MPI; only when MPIX_Query_cuda_support() says 1.
 //   "nccl"            ncclSend/ncclRecv on the comm stream (executor/cuda/, CUDA builds only).
 //
-// Contract: the runner calls prepare() once after Backend::prepare(), then per pass send/recv
+// Contract: the runner calls prepare() after Backend::prepare() (again after each new program
+// of a rank session: connections made for earlier programs are kept), then per pass send/recv
 // in program order (the send stream already waits on the producer, see program.hpp) and
 // end_pass() after the last instruction of a pass, before the host synchronises the backend.
 // Per (src, dst) pair Recvs come in exactly the order of the Sends, so in-order matching

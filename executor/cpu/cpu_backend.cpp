@@ -2,6 +2,7 @@
 // order as they are issued, so record/wait only check that the program is well formed and
 // sync_stream/synchronize have nothing to wait for.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -47,11 +48,18 @@ class CpuBackend final : public Backend {
   std::string math() const override { return "fp32"; }
 
   void prepare(const Graph& g, const RankProgram& p) override {
-    HIOS_CHECK(!prepared_, "cpu backend: prepare() called twice");
+    HIOS_CHECK(!prepared_ || g_ == &g, "cpu backend: prepare() again with another graph ('%s' after '%s')",
+               g.name.c_str(), g_->name.c_str());
+    if (!prepared_) {
+      params_.assign(g.nodes.size(), {});
+      views_.assign(g.nodes.size(), {});
+      built_.assign(g.nodes.size(), false);
+    }
     g_ = &g;
+    // A new program: its tensors replace the last one's; weights stay (their bytes stay counted).
     tensors_.assign(g.nodes.size(), {});
-    params_.assign(g.nodes.size(), {});
-    views_.assign(g.nodes.size(), {});
+    storage_.clear();
+    reserved_ = weight_bytes_;
     if (p.arena_bytes > 0) {
       // One arena, tensors at their planned offsets (a multiple of kArenaAlignment, so of 4).
       reserve(p.arena_bytes, arena_description(g, p));
@@ -72,15 +80,23 @@ class CpuBackend final : public Backend {
         tensors_[in.node] = {storage_.back().data(), elems};
       }
     }
+    std::vector<int> nodes = p.launched;
+    for (const auto& [v, stream] : p.standby) nodes.push_back(v);
     int64_t assembly = 0, scratch = 0;
-    for (int v : p.launched) {
+    for (int v : nodes) {
       const Node& nd = g.nodes[v];
-      for (OpParams& op : make_node_params(g, v, cfg_.seed)) {
-        reserve(int64_t(op.weight.size() + op.bias.size()) * 4, "weights of '" + nd.name + "'");
-        params_[v].push_back(std::move(op));
-      }
-      for (const OpParams& op : params_[v]) {
-        views_[v].push_back({op.weight.empty() ? nullptr : op.weight.data(), op.bias.empty() ? nullptr : op.bias.data()});
+      if (!built_[v]) {
+        built_[v] = true;
+        for (OpParams& op : make_node_params(g, v, cfg_.seed)) {
+          const int64_t bytes = int64_t(op.weight.size() + op.bias.size()) * 4;
+          reserve(bytes, "weights of '" + nd.name + "'");
+          weight_bytes_ += bytes;
+          params_[v].push_back(std::move(op));
+        }
+        for (const OpParams& op : params_[v]) {
+          views_[v].push_back(
+              {op.weight.empty() ? nullptr : op.weight.data(), op.bias.empty() ? nullptr : op.bias.data()});
+        }
       }
       Shape in = assembled_input_shape(g, v);
       if (!cpu::reads_one_whole_tensor(g, v)) {
@@ -105,11 +121,29 @@ class CpuBackend final : public Backend {
     prepared_ = true;
   }
 
+  // The host thread is every stream, so a marker is the moment it is issued.
+  void reserve_markers(int n) override {
+    if (n > int(marks_.size())) marks_.resize(size_t(n));
+  }
+  void mark(int marker, int stream) override {
+    check_stream(stream);
+    HIOS_CHECK(marker >= 0 && marker < int(marks_.size()), "cpu backend: marker %d out of range (%zu reserved)",
+               marker, marks_.size());
+    marks_[size_t(marker)] = std::chrono::steady_clock::now();
+  }
+  double marker_ms(int from, int to) override {
+    HIOS_CHECK(from >= 0 && to >= 0 && from < int(marks_.size()) && to < int(marks_.size()),
+               "cpu backend: markers %d, %d out of range (%zu reserved)", from, to, marks_.size());
+    return std::chrono::duration<double, std::milli>(marks_[size_t(to)] - marks_[size_t(from)]).count();
+  }
+
   void launch(int node, int stream) override {
     check_stream(stream);
     const Graph& g = *g_;
     const Node& nd = g.nodes[node];
     HIOS_CHECK(tensors_[node].data, "cpu backend: '%s' launched without a tensor", nd.name.c_str());
+    HIOS_CHECK(built_[node], "cpu backend: '%s' launched, but the program neither launches it nor holds it on standby",
+               nd.name.c_str());
     std::vector<const float*> in;
     std::vector<Shape> shapes;
     if (cpu::reads_one_whole_tensor(g, node)) {
@@ -233,6 +267,9 @@ class CpuBackend final : public Backend {
   int num_streams_ = 0;
   std::vector<bool> recorded_;
   int64_t reserved_ = 0;
+  std::vector<bool> built_;   // index: node; its weights exist (kept across programs)
+  int64_t weight_bytes_ = 0;  // counted in reserved_ whatever program is loaded
+  std::vector<std::chrono::steady_clock::time_point> marks_;
 };
 
 }  // namespace

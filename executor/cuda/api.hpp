@@ -31,6 +31,7 @@ MathMode parse_math_mode(const std::string& s);  // "tf32" or "fp32"; otherwise 
 // tests check each against the CPU.
 enum class ConvImpl { Auto, Graph, Legacy, Hios };
 const char* conv_impl_name(ConvImpl c);
+ConvImpl parse_conv_impl(const std::string& s);  // "auto", "graph", "legacy", "hios"; otherwise hios::Error
 
 // Number of usable CUDA devices; 0 when there is no driver or no GPU. Never throws, so tests
 // can decide to skip.
@@ -51,6 +52,7 @@ struct TimingResult {
   double median_ms = 0, min_ms = 0, max_ms = 0;
   std::vector<double> samples_ms;
 };
+TimingResult summarise_ms(const std::vector<double>& samples);
 
 // Runs a whole graph on one GPU, one node after another on one stream, in the graph's
 // topological order: the sequential executor. All memory is allocated in the constructor,

@@ -27,6 +27,7 @@ CudaBackend::~CudaBackend() {
   if (exec_) (void)cudaGraphExecDestroy(exec_);
   if (graph_) (void)cudaGraphDestroy(graph_);
   for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+  for (cudaEvent_t e : markers_) (void)cudaEventDestroy(e);
   // The engine and the tensors go after the events; their own destructors free them.
 }
 
@@ -66,17 +67,39 @@ cudaStream_t CudaBackend::stream_handle(int stream) {
 }
 
 void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
-  HIOS_CHECK(eng_ == nullptr, "cuda backend: prepare() called twice");
+  HIOS_CHECK(eng_ == nullptr || g_ == &g, "cuda backend: prepare() again with another graph ('%s' after '%s')",
+             g.name.c_str(), g_->name.c_str());
   HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  if (eng_) {
+    // Another program of the same graph: drop everything tied to the last one. The engine
+    // keeps the weights and the algorithm choices, which is the point of a rank session.
+    release_capture();
+    eng_->reset_plans();
+    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+    events_.clear();
+    tensors_.clear();
+    storage_.clear();
+  } else {
+    eng_ = std::make_unique<Engine>(g, Engine::Options{device_, math_, cfg_.seed, parse_conv_impl(cfg_.conv_impl)});
+  }
   g_ = &g;
-  eng_ = std::make_unique<Engine>(g, Engine::Options{device_, math_, cfg_.seed});
   eng_->ensure_streams(int(p.streams.size()));
-  tensors_.resize(size_t(g.size()));
-  launch_stream_.assign(size_t(g.size()), -1);
+  tensors_.assign(size_t(g.size()), Tensor{});
+  launchable_.assign(size_t(g.size()), 0);
   if (p.arena_bytes > 0) {
     storage_.emplace_back(device_, size_t(p.arena_bytes), exec::arena_description(g, p));
   }
   std::vector<std::pair<int, int>> plan;
+  auto plan_on = [&](int node, int stream) {
+    HIOS_CHECK(node >= 0 && node < g.size() && stream >= 0 && stream < int(p.streams.size()),
+               "cuda backend: launch of node %d on stream %d is outside the program", node, stream);
+    HIOS_CHECK(stream < 64, "cuda backend: node '%s' is launched on compute stream %d; at most 64 are supported",
+               g.nodes[size_t(node)].name.c_str(), stream);
+    const uint64_t bit = uint64_t(1) << stream;
+    if (launchable_[size_t(node)] & bit) return;  // the pass and the standby list may both name it
+    launchable_[size_t(node)] |= bit;
+    plan.emplace_back(node, stream);
+  };
   for (const exec::Instr& in : p.instrs) {
     if (in.kind == exec::InstrKind::Alloc) {
       const Node& nd = g.nodes.at(size_t(in.node));
@@ -96,10 +119,10 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
       }
       eng_->bind_output(in.node, t.data);
     } else if (in.kind == exec::InstrKind::Launch) {
-      launch_stream_[size_t(in.node)] = in.stream;
-      plan.emplace_back(in.node, in.stream);
+      plan_on(in.node, in.stream);
     }
   }
+  for (const auto& [node, stream] : p.standby) plan_on(node, stream);
   eng_->plan(plan);
   events_.resize(size_t(p.num_events), nullptr);
   for (cudaEvent_t& e : events_) HIOS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -109,10 +132,39 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
 
 void CudaBackend::launch(int node, int stream) {
   require_prepared("launch");
-  HIOS_CHECK(node >= 0 && node < g_->size() && launch_stream_[size_t(node)] == stream,
-             "cuda backend: node %d launched on stream %d, but the program placed it on stream %d", node, stream,
-             node >= 0 && node < g_->size() ? launch_stream_[size_t(node)] : -1);
-  eng_->launch(node);
+  HIOS_CHECK(node >= 0 && node < g_->size() && stream >= 0 && stream < 64 &&
+                 (launchable_[size_t(node)] >> stream & 1),
+             "cuda backend: node %d launched on stream %d, where the program never launches it", node, stream);
+  eng_->launch(node, stream);
+}
+
+std::string CudaBackend::plan_report() const {
+  if (!eng_) return "";
+  return strprintf("weights %s\n", format_bytes(eng_->weight_bytes()).c_str()) + eng_->algorithm_report();
+}
+
+void CudaBackend::reserve_markers(int n) {
+  HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  while (int(markers_.size()) < n) {
+    cudaEvent_t e = nullptr;
+    HIOS_CUDA_CHECK(cudaEventCreate(&e));  // timing enabled: that is what markers are for
+    markers_.push_back(e);
+  }
+}
+
+void CudaBackend::mark(int marker, int stream) {
+  HIOS_CHECK(marker >= 0 && marker < int(markers_.size()), "cuda backend: marker %d out of range (%zu reserved)",
+             marker, markers_.size());
+  HIOS_CHECK(!capturing_, "cuda backend: a timing marker inside a captured pass");
+  HIOS_CUDA_CHECK(cudaEventRecord(markers_[size_t(marker)], stream_handle(stream)));
+}
+
+double CudaBackend::marker_ms(int from, int to) {
+  HIOS_CHECK(from >= 0 && to >= 0 && from < int(markers_.size()) && to < int(markers_.size()),
+             "cuda backend: markers %d, %d out of range (%zu reserved)", from, to, markers_.size());
+  float ms = 0;
+  HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, markers_[size_t(from)], markers_[size_t(to)]));
+  return double(ms);
 }
 
 void CudaBackend::record(int event, int stream) {

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,9 @@ class CudaBackend final : public exec::Backend {
   void wait(int event, int stream) override;
   void sync_stream(int stream) override;
   void synchronize() override;
+  void reserve_markers(int n) override;
+  void mark(int marker, int stream) override;
+  double marker_ms(int from, int to) override;
 
   exec::TensorView tensor(int node) override;
   exec::HostBuffer alloc_host(size_t bytes) override;
@@ -40,6 +44,7 @@ class CudaBackend final : public exec::Backend {
   void set_input(const std::vector<float>& values) override;
   std::vector<float> read_tensor(int node) override;
   size_t peak_memory_bytes() const override;
+  std::string plan_report() const override;
 
   bool can_capture() const override { return true; }
   void begin_capture() override;
@@ -67,8 +72,11 @@ class CudaBackend final : public exec::Backend {
   };
   std::vector<Tensor> tensors_;
   std::vector<DeviceBuffer> storage_;
-  std::vector<int> launch_stream_;     // index: node; -1 when not launched here
+  // Index: node; bit s set when the program launches the node on stream s (the engine planned
+  // it there). Launches on streams past 63 are refused.
+  std::vector<uint64_t> launchable_;
   std::vector<cudaEvent_t> events_;
+  std::vector<cudaEvent_t> markers_;  // timing events, kept across programs
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   bool capturing_ = false;

@@ -68,12 +68,12 @@ View Engine::value_view(const Value& v) const {
 
 void Engine::plan(const std::vector<std::pair<int, int>>& node_streams) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts_.device));
-  HIOS_CHECK(plans_.empty(), "CUDA engine: plan() called twice (launches hold pointers into the arenas it sizes)");
+  plans_.clear();  // launches hold pointers into the arenas this call may grow
   int most = 0;
   for (const auto& [node, st] : node_streams) {
     HIOS_CHECK(node >= 0 && node < g_.size(), "CUDA engine: node index %d out of range", node);
-    HIOS_CHECK(st >= 0, "CUDA engine: negative stream index for node '%s'", g_.nodes[size_t(node)].name.c_str());
-    HIOS_CHECK(plans_.count(node) == 0, "CUDA engine: node '%s' planned twice", g_.nodes[size_t(node)].name.c_str());
+    HIOS_CHECK(st >= 0 && st < kStreamKeys, "CUDA engine: stream index %d out of range for node '%s'", st,
+               g_.nodes[size_t(node)].name.c_str());
     for (const Term& t : g_.nodes[size_t(node)].inputs) {
       for (const Value& v : t) {
         HIOS_CHECK(outputs_[size_t(v.node)] != nullptr, "CUDA engine: node '%s' reads '%s', which has no device buffer",
@@ -103,23 +103,30 @@ void Engine::plan(const std::vector<std::pair<int, int>>& node_streams) {
     PlanCtx c{*this, stream(st), false, g_.nodes[size_t(node)].name, &np.launches};
     plan_node(c, node);
     workspace[size_t(st)] = std::max(workspace[size_t(st)], c.workspace_need);
-    plans_.emplace(node, std::move(np));
+    plans_[plan_key(node, st)] = std::move(np);
   }
   find_ws_.reset();
   for (size_t s = 0; s < streams_.size(); ++s) streams_[s]->reserve_workspace(workspace[s]);
   HIOS_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void Engine::launch(int node) {
-  auto it = plans_.find(node);
-  HIOS_CHECK(it != plans_.end(), "CUDA engine: node '%s' was not planned on this device",
-             g_.nodes.at(size_t(node)).name.c_str());
+void Engine::reset_plans() {
+  HIOS_CUDA_CHECK(cudaSetDevice(opts_.device));
+  HIOS_CUDA_CHECK(cudaDeviceSynchronize());  // nothing in flight may still use a plan's buffers
+  plans_.clear();
+  std::fill(outputs_.begin(), outputs_.end(), nullptr);
+}
+
+void Engine::launch(int node, int stream_index) {
+  auto it = plans_.find(plan_key(node, stream_index));
+  HIOS_CHECK(it != plans_.end(), "CUDA engine: node '%s' was not planned on stream %d of this device",
+             g_.nodes.at(size_t(node)).name.c_str(), stream_index);
   StreamResources& r = stream(it->second.stream);
   for (const Launch& l : it->second.launches) l(r);
 }
 
-size_t Engine::launch_count(int node) const {
-  auto it = plans_.find(node);
+size_t Engine::launch_count(int node, int stream_index) const {
+  auto it = plans_.find(plan_key(node, stream_index));
   return it == plans_.end() ? 0 : it->second.launches.size();
 }
 

@@ -115,13 +115,17 @@ class Engine {
   View node_view(int node) const;
   View value_view(const Value& v) const;
 
-  // Plans the nodes, node_streams[i] = {node, stream}, once per engine (scratch arenas and
-  // workspaces are sized for exactly these nodes); finishes with the device idle.
+  // Plans the nodes, node_streams[i] = {node, stream}; a node may be planned on several
+  // streams (each plan uses its stream's scratch and workspace). Scratch arenas and workspaces
+  // are sized for exactly these plans; finishes with the device idle. Planning again first
+  // drops every plan (reset_plans): launches hold pointers into the arenas a plan sizes.
   void plan(const std::vector<std::pair<int, int>>& node_streams);
-  // Enqueues a planned node on its stream.
-  void launch(int node);
-  bool planned(int node) const { return plans_.count(node) != 0; }
-  size_t launch_count(int node) const;
+  // Drops every plan and output binding, keeping weights, streams and algorithm choices: the
+  // engine is then ready for another program of the same graph (a rank session's next load).
+  void reset_plans();
+  // Enqueues a node planned on `stream` there.
+  void launch(int node, int stream = 0);
+  size_t launch_count(int node, int stream = 0) const;
 
   // Parameters of a conv or linear op, by prefix ("<node>" or "<node>.steps[i]"), built by
   // executor/weights.hpp (the values every backend and rank uses) and uploaded once.
@@ -158,7 +162,10 @@ class Engine {
   Options opts_;
   std::vector<std::unique_ptr<StreamResources>> streams_;
   std::vector<float*> outputs_;
-  std::unordered_map<int, NodePlan> plans_;
+  // Key: node * kStreamKeys + stream.
+  static constexpr int64_t kStreamKeys = int64_t(1) << 20;
+  static int64_t plan_key(int node, int stream) { return int64_t(node) * kStreamKeys + stream; }
+  std::unordered_map<int64_t, NodePlan> plans_;
   std::unordered_map<std::string, DeviceBuffer> weights_;
   std::unordered_map<std::string, Params> params_;
   std::vector<bool> params_loaded_;

@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <cstdio>
 #include <thread>
 
@@ -13,40 +11,11 @@
 #include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
+#include "executor/session.hpp"
+#include "executor/watchdog.hpp"
 #include "executor/weights.hpp"
 
 namespace hios::cuda {
-
-namespace {
-
-void issue_pass(const exec::RankProgram& p, exec::Backend& b, exec::Transport* t) {
-  for (const exec::Instr& in : p.instrs) {
-    switch (in.kind) {
-      case exec::InstrKind::Alloc: break;
-      case exec::InstrKind::Launch: b.launch(in.node, in.stream); break;
-      case exec::InstrKind::Record: b.record(in.event, in.stream); break;
-      case exec::InstrKind::Wait: b.wait(in.event, in.stream); break;
-      case exec::InstrKind::Send: t->send(in.node, in.peer, in.stream); break;
-      case exec::InstrKind::Recv: t->recv(in.node, in.peer, in.stream); break;
-      case exec::InstrKind::Gather: break;  // the output is on rank 0's stream 0 when the pass ends
-    }
-  }
-  if (t) t->end_pass();
-}
-
-TimingResult summarise(std::vector<double> samples) {
-  TimingResult r;
-  r.samples_ms = samples;
-  if (samples.empty()) return r;
-  std::sort(samples.begin(), samples.end());
-  r.min_ms = samples.front();
-  r.max_ms = samples.back();
-  const size_t n = samples.size();
-  r.median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-  return r;
-}
-
-}  // namespace
 
 InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const InProcessOptions& o) {
   InProcessResult res;
@@ -71,65 +40,36 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
   auto rank_main = [&](int r) {
     auto at = [&](const char* what) { phase[size_t(r)] = what; };
     ThreadComm comm(shared, r);
-    const exec::RankProgram& p = progs[size_t(r)];
-    exec::BackendConfig cfg;
-    cfg.device = r;
-    cfg.math = o.math;
-    cfg.seed = o.seed;
-    at("preparing the backend");
-    std::unique_ptr<exec::Backend> b = exec::make_backend("cuda", cfg);
-    b->prepare(g, p);
-    std::unique_ptr<exec::Transport> t;
-    if (n > 1) {
-      at("setting up NCCL");
-      t = exec::make_transport("nccl", comm, *b);
-      t->prepare(g, p);
-    }
+    exec::SessionOptions so;
+    so.backend = "cuda";
+    so.transport = "nccl";
+    so.device = r;
+    so.math = o.math;
+    so.seed = o.seed;
+    at("preparing the backend and NCCL");
+    exec::RankSession session(g, so, comm);
+    session.load(progs[size_t(r)]);
     at("running the first (eager) pass");
-    if (r == 0) b->set_input(exec::make_input(g, o.seed));
+    if (r == 0) session.backend().set_input(exec::make_input(g, o.seed));
     comm.barrier();
-    issue_pass(p, *b, t.get());
-    b->synchronize();
+    session.pass();
     comm.barrier();
-    if (r == 0) res.first_output = b->read_tensor(p.output);
-    at(o.cuda_graph ? "capturing a pass" : "timing passes");
+    if (r == 0) res.first_output = session.backend().read_tensor(g.output());
     if (o.cuda_graph) {
-      b->begin_capture();
-      issue_pass(p, *b, t.get());
-      b->end_capture();
-      at("timing passes");
+      at("capturing a pass");
+      session.capture();
     }
-    auto pass = [&] {
-      if (o.cuda_graph) {
-        b->replay();
-        if (t) t->end_pass();
-      } else {
-        issue_pass(p, *b, t.get());
-      }
-    };
-    cudaStream_t st = static_cast<cudaStream_t>(b->native_stream(0));
-    cudaEvent_t start = nullptr, stop = nullptr;
-    HIOS_CUDA_CHECK(cudaEventCreate(&start));
-    HIOS_CUDA_CHECK(cudaEventCreate(&stop));
-    for (int i = 0; i < o.warmup + o.iters; ++i) {
-      comm.barrier();  // every rank starts its pass together, as after the runner's barrier
-      if (r == 0) HIOS_CUDA_CHECK(cudaEventRecord(start, st));
-      pass();
-      if (r == 0) HIOS_CUDA_CHECK(cudaEventRecord(stop, st));
-      b->synchronize();
-      if (r == 0 && i >= o.warmup) {
-        float ms = 0;
-        HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        samples.push_back(double(ms));
-      }
-    }
+    at("timing passes");
+    // Every rank starts each pass together, as after the runner's barrier; rank 0's stream 0
+    // brackets the pass, which starts and ends there.
+    std::vector<double> ms = session.timed_passes(o.warmup + o.iters, exec::PassClock::Device);
     comm.barrier();
-    (void)cudaEventDestroy(start);
-    (void)cudaEventDestroy(stop);
-    if (r == 0) res.output = b->read_tensor(p.output);
-    res.peak_bytes[size_t(r)] = b->peak_memory_bytes();
+    if (r == 0) {
+      samples.assign(ms.begin() + std::min<ptrdiff_t>(o.warmup, ptrdiff_t(ms.size())), ms.end());
+      res.output = session.backend().read_tensor(g.output());
+    }
+    res.peak_bytes[size_t(r)] = session.backend().peak_memory_bytes();
     at("tearing down");
-    b->release_capture();  // before the transport: ncclCommDestroy waits for graphs holding the comm
     comm.barrier();  // NCCL teardown waits for every rank
     at("done");
   };
@@ -145,30 +85,15 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
       std::_Exit(2);
     }
   };
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  std::thread watchdog;
-  if (o.timeout_s > 0) {
-    watchdog = std::thread([&] {
-      std::unique_lock<std::mutex> lock(mu);
-      if (cv.wait_for(lock, std::chrono::duration<double>(o.timeout_s), [&] { return finished; })) return;
-      for (int r = 0; r < n; ++r) {
-        std::fprintf(stderr, "hios: error: in-process run of '%s' timed out after %.0f s; rank %d (GPU %d) was %s\n",
-                     g.name.c_str(), o.timeout_s, r, r, phase[size_t(r)].load());
-      }
-      std::fflush(stderr);
-      std::_Exit(3);
-    });
-  }
-  auto stop_watchdog = [&] {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      finished = true;
+  exec::Watchdog watchdog(o.timeout_s, [&] {
+    for (int r = 0; r < n; ++r) {
+      std::fprintf(stderr, "hios: error: in-process run of '%s' timed out after %.0f s; rank %d (GPU %d) was %s\n",
+                   g.name.c_str(), o.timeout_s, r, r, phase[size_t(r)].load());
     }
-    cv.notify_all();
-    if (watchdog.joinable()) watchdog.join();
-  };
+    std::fflush(stderr);
+    std::_Exit(3);
+  });
+  auto stop_watchdog = [&] { watchdog.stop(); };
   try {
     if (n == 1) {
       rank_main(0);  // one rank: exceptions reach the caller
@@ -182,7 +107,7 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
     throw;
   }
   stop_watchdog();
-  res.timing = summarise(samples);
+  res.timing = summarise_ms(samples);
   return res;
 }
 

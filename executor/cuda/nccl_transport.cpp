@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <mutex>
 #include <sstream>
 
@@ -64,18 +65,22 @@ class NcclTransport final : public exec::Transport {
   }
   bool capturable() const override { return true; }
 
+  // Collective. A rank session prepares many programs on one transport: the world
+  // communicator is made once, and each prepare adds the directions its program needs that no
+  // earlier program did, so communicators are never made twice.
   void prepare(const Graph& g, const exec::RankProgram& p) override {
-    HIOS_CHECK(world_ == nullptr, "nccl transport: prepare() called twice");
     g_ = &g;
     const int rank = comm_.rank(), size = comm_.size();
     HIOS_CHECK(p.rank == rank && p.num_ranks == size,
                "nccl transport: program for rank %d of %d run by rank %d of %d", p.rank, p.num_ranks, rank, size);
     HIOS_CUDA_CHECK(cudaSetDevice(backend_.device()));
 
-    ncclUniqueId id{};
-    if (rank == 0) HIOS_NCCL_CHECK(ncclGetUniqueId(&id));
-    comm_.broadcast(&id, sizeof id, 0);
-    HIOS_NCCL_CHECK(ncclCommInitRank(&world_, size, id, rank));
+    if (world_ == nullptr) {
+      ncclUniqueId id{};
+      if (rank == 0) HIOS_NCCL_CHECK(ncclGetUniqueId(&id));
+      comm_.broadcast(&id, sizeof id, 0);
+      HIOS_NCCL_CHECK(ncclCommInitRank(&world_, size, id, rank));
+    }
 
     // Every rank learns every direction that carries tensors (from each rank's send peers),
     // so all ranks make the same collective ncclCommSplit calls in the same order.
@@ -91,8 +96,11 @@ class NcclTransport final : public exec::Transport {
       while (in >> dst) dirs.emplace_back(src, dst);
     }
     std::sort(dirs.begin(), dirs.end());
+    // Every rank knows the same `made_` list, so all skip and split alike.
+    dirs.erase(std::remove_if(dirs.begin(), dirs.end(), [&](const auto& d) { return made_.count(d) != 0; }), dirs.end());
     for (size_t i = 0; i < dirs.size(); ++i) {
       const auto [src, dst] = dirs[i];
+      made_.insert(dirs[i]);
       const bool member = rank == src || rank == dst;
       ncclComm_t c = nullptr;
       HIOS_NCCL_CHECK(ncclCommSplit(world_, member ? int(i) : NCCL_SPLIT_NOCOLOR, rank, &c, nullptr));
@@ -155,6 +163,7 @@ class NcclTransport final : public exec::Transport {
   const Graph* g_ = nullptr;
   ncclComm_t world_ = nullptr;
   std::map<std::pair<int, int>, Dir> dir_;
+  std::set<std::pair<int, int>> made_;  // every direction split so far, member or not
 };
 
 }  // namespace

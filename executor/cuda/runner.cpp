@@ -5,6 +5,10 @@
 #include "executor/cuda/api.hpp"
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/engine.hpp"
+#include "executor/memory_plan.hpp"
+#include "executor/program.hpp"
+#include "executor/session.hpp"
+#include "executor/weights.hpp"
 
 namespace hios::cuda {
 
@@ -18,6 +22,13 @@ const char* conv_impl_name(ConvImpl c) {
     case ConvImpl::Hios: return "hios";
   }
   return "auto";
+}
+
+ConvImpl parse_conv_impl(const std::string& s) {
+  for (ConvImpl c : {ConvImpl::Auto, ConvImpl::Graph, ConvImpl::Legacy, ConvImpl::Hios}) {
+    if (s == conv_impl_name(c)) return c;
+  }
+  throw_error("unknown convolution family '%s' (expected auto, graph, legacy or hios)", s.c_str());
 }
 
 MathMode parse_math_mode(const std::string& s) {
@@ -50,195 +61,72 @@ std::string device_description(int device) {
 
 // ---------------------------------------------------------------------------------------------
 
+// The sequential executor is a rank session of one rank over the sequential schedule: the
+// same backend, kernels and host loop as `hios run`, only driven from here.
 struct SingleGpuRunner::Impl {
   const Graph& g;
   SingleGpuOptions opts;
-  Engine eng;
-  std::vector<DeviceBuffer> buffers;
-  std::vector<int> forward;  // nodes of one forward pass, in order
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
+  std::unique_ptr<exec::Comm> self = exec::make_self_comm();
+  std::unique_ptr<exec::RankSession> session;
   size_t peak = 0;
-  size_t launches = 0;
-  // What other owners on this device held when this runner began: the peak reported is its own.
-  size_t baseline = 0;
+  int launches = 0;  // nodes issued per pass
 
-  static size_t held(int device) {
-    HIOS_CUDA_CHECK(cudaSetDevice(device));
-    return memory_stats(device).current;
+  Impl(const Graph& graph_, const SingleGpuOptions& o) : g(graph_), opts(o) {
+    exec::SessionOptions so;
+    so.backend = "cuda";
+    so.device = o.device;
+    so.math = math_mode_name(o.math);
+    so.seed = o.seed;
+    so.conv_impl = conv_impl_name(o.conv_impl);
+    session = std::make_unique<exec::RankSession>(g, so, *self);
+    exec::RankProgram p = exec::lower(g, exec::sequential_schedule(g), 0);
+    if (o.reuse_memory) exec::plan_and_check_shared_buffers(g, p);
+    for (const exec::Instr& in : p.instrs) launches += in.kind == exec::InstrKind::Launch;
+    session->load(std::move(p));
+    session->backend().set_input(exec::make_input(g, o.seed));
+    session->pass();  // eager: loads every kernel module, so nothing loads under capture
+    if (o.cuda_graph) session->capture();
+    peak = session->backend().peak_memory_bytes();
   }
 
-  Impl(const Graph& graph_, const SingleGpuOptions& o)
-      : g(graph_), opts(o), eng(graph_, Engine::Options{o.device, o.math, o.seed, o.conv_impl}), baseline(held(o.device)) {}
-
-  ~Impl() {
-    (void)cudaSetDevice(opts.device);
-    if (exec) (void)cudaGraphExecDestroy(exec);
-    if (graph) (void)cudaGraphDestroy(graph);
-    if (start) (void)cudaEventDestroy(start);
-    if (stop) (void)cudaEventDestroy(stop);
-  }
-
-  // One buffer per node, or, with reuse, buffers handed from values that are dead to later
-  // ones (best fit by size). Nodes run in index order, which is topological.
-  void allocate() {
-    const int n = g.size();
-    std::vector<int> last_use(size_t(n), -1);
-    for (int i = 0; i < n; ++i) {
-      for (int p : g.predecessors(i)) last_use[size_t(p)] = std::max(last_use[size_t(p)], i);
-    }
-    last_use[size_t(g.input())] = n;  // the input is written once and read by every pass
-    last_use[size_t(g.output())] = n;
-    std::multimap<size_t, int> free_bufs;  // bytes -> buffer index
-    std::vector<int> buf_of(size_t(n), -1);
-    for (int i = 0; i < n; ++i) {
-      const Node& nd = g.nodes[size_t(i)];
-      const size_t bytes = size_t(nd.shape.numel()) * sizeof(float);
-      int b = -1;
-      if (opts.reuse_memory) {
-        auto it = free_bufs.lower_bound(bytes);
-        if (it != free_bufs.end()) {
-          b = it->second;
-          free_bufs.erase(it);
-        }
-      }
-      if (b < 0) {
-        buffers.emplace_back(opts.device, bytes, strprintf("the output of node '%s' (%s)", nd.name.c_str(),
-                                                           nd.shape.str().c_str()));
-        b = int(buffers.size()) - 1;
-      }
-      buf_of[size_t(i)] = b;
-      eng.bind_output(i, buffers[size_t(b)].f32());
-      if (!opts.reuse_memory) continue;
-      for (int p : g.predecessors(i)) {
-        if (last_use[size_t(p)] == i) free_bufs.emplace(buffers[size_t(buf_of[size_t(p)])].bytes(), buf_of[size_t(p)]);
-      }
-    }
-  }
-
-  void enqueue_forward() {
-    for (int node : forward) eng.launch(node);
-  }
-
-  void setup() {
-    HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
-    allocate();
-    std::vector<std::pair<int, int>> plan;
-    for (int i = 0; i < g.size(); ++i) plan.emplace_back(i, 0);
-    eng.plan(plan);
-    for (int i = 0; i < g.size(); ++i) {
-      launches += eng.launch_count(i);
-      if (i != g.input()) forward.push_back(i);
-    }
-    cudaStream_t st = eng.stream(0).stream();
-    eng.launch(g.input());  // the input is materialised once, outside the timed passes
-    // One eager pass first: it loads every kernel module, so nothing loads under capture.
-    enqueue_forward();
-    HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-    if (opts.cuda_graph) {
-      HIOS_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      try {
-        enqueue_forward();
-      } catch (...) {
-        cudaGraph_t broken = nullptr;
-        (void)cudaStreamEndCapture(st, &broken);
-        if (broken) (void)cudaGraphDestroy(broken);
-        throw;
-      }
-      HIOS_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-      HIOS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      HIOS_CUDA_CHECK(cudaGraphUpload(exec, st));
-    }
-    HIOS_CUDA_CHECK(cudaEventCreate(&start));
-    HIOS_CUDA_CHECK(cudaEventCreate(&stop));
-    HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-    reset_peak_memory(opts.device);
-    peak = bytes_above(memory_stats(opts.device).peak, baseline);
-  }
-
-  void enqueue_pass() {
-    if (exec) {
-      HIOS_CUDA_CHECK(cudaGraphLaunch(exec, eng.stream(0).stream()));
-    } else {
-      enqueue_forward();
-    }
+  void eager_pass() {
+    session->issue(session->program().instrs);
+    session->backend().synchronize();
   }
 };
 
-SingleGpuRunner::SingleGpuRunner(const Graph& g, const SingleGpuOptions& opts) : impl_(std::make_unique<Impl>(g, opts)) {
-  impl_->setup();
-}
+SingleGpuRunner::SingleGpuRunner(const Graph& g, const SingleGpuOptions& opts) : impl_(std::make_unique<Impl>(g, opts)) {}
 
 SingleGpuRunner::~SingleGpuRunner() = default;
 
-void SingleGpuRunner::run() {
-  HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
-  impl_->enqueue_pass();
-  HIOS_CUDA_CHECK(cudaStreamSynchronize(impl_->eng.stream(0).stream()));
-}
+void SingleGpuRunner::run() { impl_->session->pass(); }
 
-void SingleGpuRunner::run_eager() {
-  HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
-  impl_->enqueue_forward();
-  HIOS_CUDA_CHECK(cudaStreamSynchronize(impl_->eng.stream(0).stream()));
-}
+void SingleGpuRunner::run_eager() { impl_->eager_pass(); }
 
 TimingResult SingleGpuRunner::time(int warmup, int iters) {
-  HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
   HIOS_CHECK(iters > 0, "timing needs at least one iteration");
-  cudaStream_t st = impl_->eng.stream(0).stream();
-  for (int i = 0; i < warmup; ++i) impl_->enqueue_pass();
-  HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-  TimingResult r;
-  for (int i = 0; i < iters; ++i) {
-    HIOS_CUDA_CHECK(cudaEventRecord(impl_->start, st));
-    impl_->enqueue_pass();
-    HIOS_CUDA_CHECK(cudaEventRecord(impl_->stop, st));
-    HIOS_CUDA_CHECK(cudaEventSynchronize(impl_->stop));
-    float ms = 0;
-    HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->start, impl_->stop));
-    r.samples_ms.push_back(double(ms));
-  }
-  std::vector<double> s = r.samples_ms;
-  std::sort(s.begin(), s.end());
-  r.min_ms = s.front();
-  r.max_ms = s.back();
-  r.median_ms = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
-  impl_->peak = std::max(impl_->peak, bytes_above(memory_stats(impl_->opts.device).peak, impl_->baseline));
+  for (int i = 0; i < warmup; ++i) impl_->session->pass();
+  TimingResult r = summarise_ms(impl_->session->timed_passes(iters, exec::PassClock::Device));
+  impl_->peak = std::max(impl_->peak, impl_->session->backend().peak_memory_bytes());
   return r;
 }
 
 std::vector<double> SingleGpuRunner::node_times_ms(int iters, const std::function<void(int, bool)>& around) {
-  HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
-  const std::vector<int>& order = impl_->forward;
-  std::vector<cudaEvent_t> ev(order.size() + 1, nullptr);
-  for (cudaEvent_t& e : ev) HIOS_CUDA_CHECK(cudaEventCreate(&e));
+  exec::RankSession& s = *impl_->session;
+  exec::LaunchMarks marks(s, around);
+  s.add_observer(&marks);
   std::vector<double> t(size_t(impl_->g.size()), 0.0);
-  cudaStream_t st = impl_->eng.stream(0).stream();
-  for (int it = 0; it < iters; ++it) {
-    HIOS_CUDA_CHECK(cudaEventRecord(ev[0], st));
-    for (size_t k = 0; k < order.size(); ++k) {
-      if (around) around(order[k], true);
-      impl_->eng.launch(order[k]);
-      if (around) around(order[k], false);
-      HIOS_CUDA_CHECK(cudaEventRecord(ev[k + 1], st));
+  try {
+    for (int it = 0; it < iters; ++it) {
+      impl_->eager_pass();
+      for (int node : marks.nodes()) t[size_t(node)] += marks.ms(s, node) / iters;
     }
-    HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-    for (size_t k = 0; k < order.size(); ++k) {
-      float ms = 0;
-      HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
-      t[size_t(order[k])] += double(ms) / iters;
-    }
+  } catch (...) {
+    s.remove_observer(&marks);
+    throw;
   }
-  for (cudaEvent_t e : ev) (void)cudaEventDestroy(e);
+  s.remove_observer(&marks);
   return t;
-}
-
-static std::vector<float> download(const float* p, int64_t count) {
-  std::vector<float> out(static_cast<size_t>(count));
-  HIOS_CUDA_CHECK(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  return out;
 }
 
 std::vector<float> SingleGpuRunner::output() const { return value(impl_->g.output()); }
@@ -246,25 +134,37 @@ std::vector<float> SingleGpuRunner::output() const { return value(impl_->g.outpu
 std::vector<float> SingleGpuRunner::value(int node) const {
   HIOS_CHECK(!impl_->opts.reuse_memory || node == impl_->g.output() || node == impl_->g.input(),
              "node %d's buffer is shared with later values (reuse_memory is on)", node);
-  HIOS_CUDA_CHECK(cudaSetDevice(impl_->opts.device));
-  HIOS_CUDA_CHECK(cudaStreamSynchronize(impl_->eng.stream(0).stream()));
-  return download(impl_->eng.output_ptr(node), impl_->g.nodes.at(size_t(node)).shape.numel());
+  return impl_->session->backend().read_tensor(node);
 }
 
 size_t SingleGpuRunner::peak_bytes() const { return impl_->peak; }
 
 std::string SingleGpuRunner::summary() const {
-  size_t act = 0;
-  for (const DeviceBuffer& b : impl_->buffers) act += b.bytes();
-  return strprintf("%s: %d nodes, %zu launches per pass, weights %s, activations %s in %zu buffers, peak %s, %s%s\n",
-                   impl_->g.name.c_str(), impl_->g.size() - 1, impl_->launches,
-                   format_bytes(impl_->eng.weight_bytes()).c_str(), format_bytes(act).c_str(), impl_->buffers.size(),
+  const exec::RankProgram& p = impl_->session->program();
+  return strprintf("%s: %d nodes, activations %s (%s), peak %s, %s%s\n", impl_->g.name.c_str(), impl_->launches,
+                   format_bytes(size_t(p.tensor_memory())).c_str(), p.arena_bytes > 0 ? "one shared arena" : "a buffer each",
                    format_bytes(impl_->peak).c_str(), math_mode_name(impl_->opts.math),
-                   impl_->exec ? ", CUDA graph" : ", eager") +
-         impl_->eng.algorithm_report();
+                   impl_->session->captured() ? ", CUDA graph" : ", eager") +
+         impl_->session->backend().plan_report();
+}
+
+TimingResult summarise_ms(const std::vector<double>& samples) {
+  TimingResult r;
+  r.samples_ms = samples;
+  if (samples.empty()) return r;
+  r.min_ms = *std::min_element(samples.begin(), samples.end());
+  r.max_ms = *std::max_element(samples.begin(), samples.end());
+  r.median_ms = exec::median_ms(samples);
+  return r;
 }
 
 // ---------------------------------------------------------------------------------------------
+
+static std::vector<float> download(const float* p, int64_t count) {
+  std::vector<float> out(static_cast<size_t>(count));
+  HIOS_CUDA_CHECK(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return out;
+}
 
 std::vector<float> run_single_node(const Graph& g, int node, const std::vector<std::vector<float>>& values,
                                    const SingleGpuOptions& opts) {

@@ -1,0 +1,247 @@
+#include "executor/session.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "executor/memory_plan.hpp"
+#include "executor/registry.hpp"
+#include "graph/error.hpp"
+
+namespace hios::exec {
+
+double median_ms(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) : g_(g), comm_(comm), opt_(opt) {
+  const BackendEntry& be = find_backend(opt.backend);
+  transport_name_ = opt.transport.empty() ? be.default_transport : opt.transport;
+  find_transport(transport_name_);
+  cfg_.math = opt.math.empty() ? be.default_math : opt.math;
+  cfg_.seed = opt.seed;
+  cfg_.threads = opt.threads;
+  cfg_.memory_limit = opt.memory_limit;
+  cfg_.conv_impl = opt.conv_impl;
+  const int rank = comm.rank();
+  if (be.device_count) {
+    const int visible = be.device_count();
+    const int local = comm.local_rank();
+    if (opt.device >= 0) {
+      HIOS_CHECK(opt.device < visible, "GPU %d was asked for, but host %s has %d visible", opt.device,
+                 comm.hostname().c_str(), visible);
+      cfg_.device = opt.device;
+    } else if (opt.devices.empty()) {
+      HIOS_CHECK(local < visible,
+                 "%d rank(s) on host %s but only %d GPU(s) visible: rank %d (local rank %d) has no GPU; use fewer "
+                 "ranks per host or --devices",
+                 comm.local_size(), comm.hostname().c_str(), visible, rank, local);
+      cfg_.device = local;
+    } else {
+      HIOS_CHECK(local < static_cast<int>(opt.devices.size()),
+                 "--devices lists %zu device(s) but host %s runs %d rank(s); local rank %d has none",
+                 opt.devices.size(), comm.hostname().c_str(), comm.local_size(), local);
+      cfg_.device = opt.devices[static_cast<size_t>(local)];
+      HIOS_CHECK(cfg_.device >= 0 && cfg_.device < visible, "--devices names GPU %d but host %s has %d visible",
+                 cfg_.device, comm.hostname().c_str(), visible);
+    }
+  } else {
+    HIOS_CHECK(opt.devices.empty(), "--devices applies to GPU backends; the %s backend has no devices",
+               opt.backend.c_str());
+  }
+  backend_ = make_backend(opt.backend, cfg_);
+}
+
+RankSession::~RankSession() {
+  // A captured pass holds references to the NCCL communicators it used, and ncclCommDestroy
+  // waits for such graphs: drop the capture before the transport (the other order hung every
+  // captured multi-GPU run at exit).
+  if (backend_) backend_->release_capture();
+  transport_.reset();
+}
+
+bool RankSession::can_capture() const {
+  if (!backend_->can_capture()) return false;
+  if (comm_.size() == 1) return true;
+  // Before the first load there is no transport object to ask; nccl is the capturable one.
+  return transport_ ? transport_->capturable() : transport_name_ == "nccl";
+}
+
+void RankSession::load(RankProgram p) {
+  HIOS_CHECK(p.rank == comm_.rank() && p.num_ranks == comm_.size(),
+             "internal error: rank %d of %d given the program of rank %d of %d", comm_.rank(), comm_.size(), p.rank,
+             p.num_ranks);
+  program_ = std::move(p);
+  captured_ = false;
+  eager_passes_ = 0;
+  backend_->prepare(g_, program_);
+  if (comm_.size() > 1) {
+    if (!transport_) transport_ = make_transport(transport_name_, comm_, *backend_);
+    transport_->prepare(g_, program_);
+  }
+  loaded_ = true;
+  ++loads_;
+}
+
+void RankSession::load_schedule(const Schedule& s, bool shared_memory) {
+  HIOS_CHECK(comm_.size() == s.meta.num_gpus,
+             "schedule '%s' is for %d GPU(s) but the job has %d rank(s); start it with mpirun -np %d",
+             s.meta.algorithm.c_str(), s.meta.num_gpus, comm_.size(), s.meta.num_gpus);
+  RankProgram p = lower(g_, s, comm_.rank());
+  if (shared_memory) plan_and_check_shared_buffers(g_, p);
+  load(std::move(p));
+}
+
+void RankSession::issue(const std::vector<Instr>& instrs) {
+  HIOS_CHECK(loaded_, "internal error: a pass before any program was loaded");
+  Backend& b = *backend_;
+  Transport* t = transport_.get();
+  for (const Instr& in : instrs) {
+    for (PassObserver* o : observers_) o->before(*this, in);
+    switch (in.kind) {
+      case InstrKind::Alloc: break;  // done once, in prepare
+      case InstrKind::Launch: b.launch(in.node, in.stream); break;
+      case InstrKind::Record: b.record(in.event, in.stream); break;
+      case InstrKind::Wait: b.wait(in.event, in.stream); break;
+      case InstrKind::Send:
+        HIOS_CHECK(t != nullptr, "internal error: a send in a one-rank program");
+        t->send(in.node, in.peer, in.stream);
+        break;
+      case InstrKind::Recv:
+        HIOS_CHECK(t != nullptr, "internal error: a receive in a one-rank program");
+        t->recv(in.node, in.peer, in.stream);
+        break;
+      case InstrKind::Gather: break;  // output-ready: the host synchronises after the pass
+    }
+    for (PassObserver* o : observers_) o->after(*this, in);
+  }
+}
+
+void RankSession::capture() {
+  HIOS_CHECK(can_capture(), "--cuda-graph on: the %s backend with the %s transport cannot capture a pass",
+             backend_->name().c_str(), comm_.size() > 1 ? transport_name_.c_str() : "(no)");
+  if (eager_passes_ == 0) pass();
+  backend_->begin_capture();
+  try {
+    // Observers stay out of a capture: markers and host callbacks cannot be recorded there.
+    std::vector<PassObserver*> keep;
+    keep.swap(observers_);
+    struct Restore {
+      std::vector<PassObserver*>& dst;
+      std::vector<PassObserver*>& src;
+      ~Restore() { dst.swap(src); }
+    } restore{observers_, keep};
+    issue(program_.instrs);
+  } catch (...) {
+    try {
+      backend_->end_capture();
+    } catch (...) {
+    }
+    backend_->release_capture();
+    throw;
+  }
+  backend_->end_capture();
+  captured_ = true;
+}
+
+void RankSession::enqueue_pass(bool eager) {
+  const bool replay = captured_ && !eager;
+  for (PassObserver* o : observers_) o->pass_begin(*this, replay);
+  if (replay) {
+    backend_->replay();
+  } else {
+    issue(program_.instrs);
+    ++eager_passes_;
+  }
+  if (transport_) transport_->end_pass();
+}
+
+void RankSession::finish_pass() {
+  backend_->synchronize();
+  for (PassObserver* o : observers_) o->pass_end(*this);
+}
+
+void RankSession::pass(bool eager) {
+  enqueue_pass(eager);
+  finish_pass();
+}
+
+std::vector<double> RankSession::timed_passes(int count, PassClock clock) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> ms;
+  if (clock == PassClock::Device && pass_markers_ < 0) pass_markers_ = reserve_markers(2);
+  for (int i = 0; i < count; ++i) {
+    comm_.barrier();
+    if (clock == PassClock::Device) {
+      // Every pass starts and ends on stream 0 (program.hpp), so markers there bracket it; the
+      // second is enqueued before the host waits, so the wait is not in the time.
+      backend_->mark(pass_markers_, 0);
+      enqueue_pass();
+      backend_->mark(pass_markers_ + 1, 0);
+      finish_pass();
+      ms.push_back(backend_->marker_ms(pass_markers_, pass_markers_ + 1));
+    } else {
+      const auto t0 = Clock::now();
+      pass();
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+  }
+  return ms;
+}
+
+int RankSession::reserve_markers(int n) {
+  HIOS_CHECK(n >= 0, "internal error: reserving %d markers", n);
+  const int first = markers_;
+  markers_ += n;
+  backend_->reserve_markers(markers_);
+  return first;
+}
+
+void RankSession::add_observer(PassObserver* o) { observers_.push_back(o); }
+
+void RankSession::remove_observer(PassObserver* o) {
+  observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
+}
+
+LaunchMarks::LaunchMarks(RankSession& s, std::function<void(int, bool)> around)
+    : around_(std::move(around)), slot_(size_t(s.graph().size()), -1) {
+  for (const Instr& in : s.program().instrs) {
+    if (in.kind != InstrKind::Launch) continue;
+    HIOS_CHECK(slot_[size_t(in.node)] < 0, "internal error: node %d launched twice in one pass", in.node);
+    slot_[size_t(in.node)] = int(nodes_.size());
+    nodes_.push_back(in.node);
+  }
+  first_ = s.reserve_markers(2 * int(nodes_.size()));
+}
+
+void LaunchMarks::before(RankSession& s, const Instr& in) {
+  if (in.kind != InstrKind::Launch || slot_[size_t(in.node)] < 0) return;
+  s.backend().mark(first_ + 2 * slot_[size_t(in.node)], in.stream);
+  if (around_) around_(in.node, true);
+}
+
+void LaunchMarks::after(RankSession& s, const Instr& in) {
+  if (in.kind != InstrKind::Launch || slot_[size_t(in.node)] < 0) return;
+  if (around_) around_(in.node, false);
+  s.backend().mark(first_ + 2 * slot_[size_t(in.node)] + 1, in.stream);
+}
+
+double LaunchMarks::ms(RankSession& s, int node) const {
+  const int k = slot_.at(size_t(node));
+  HIOS_CHECK(k >= 0, "internal error: node %d is not launched by the program", node);
+  return s.backend().marker_ms(first_ + 2 * k, first_ + 2 * k + 1);
+}
+
+std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,
+                                           const std::vector<float>& input) {
+  HIOS_CHECK(self.size() == 1, "internal error: the reference runs on one rank");
+  auto s = std::make_unique<RankSession>(g, opt, self);
+  s->load(lower(g, sequential_schedule(g), 0));
+  s->backend().set_input(input);
+  s->pass();
+  return s;
+}
+
+}  // namespace hios::exec

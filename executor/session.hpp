@@ -1,0 +1,165 @@
+// RankSession: one rank's executor, made once and driven by everyone who runs programs.
+//
+// `hios run` (executor/runner.cpp), the in-process bench (executor/cuda/inprocess.cpp), the
+// sequential single-GPU runner, the profiler and the tuner all issue passes through this one
+// class. It owns the backend and the transport of a rank and keeps what is expensive to make
+// across programs: weights, algorithm choices, NCCL communicators. Loading another schedule
+// only lowers it, lays out its tensors and plans its launches, so a tuner can time dozens of
+// candidate schedules in one job without reloading a model.
+//
+// Observers (the model is Taskflow's executor observer) see every instruction of an eager
+// pass just before and just after it is issued. Per-launch timing (`hios run --trace`), CUPTI
+// tagging (the profiler) and failure injection (tests) are observers; the host loop itself
+// exists once, in RankSession::issue.
+//
+// Collective calls (load, capture, pass, timed_passes) must be made by every rank of the
+// session's Comm in the same order, as under mpirun every rank runs the same driver code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/backend.hpp"
+#include "executor/comm.hpp"
+#include "executor/init.hpp"
+#include "executor/program.hpp"
+#include "executor/transport.hpp"
+#include "graph/graph.hpp"
+#include "scheduler/schedule.hpp"
+
+namespace hios::exec {
+
+struct SessionOptions {
+  std::string backend = "cpu";
+  std::string transport;        // empty: the backend's default ("nccl" for cuda, "mpi-host" otherwise)
+  std::string math;             // empty: the backend's default ("tf32" on cuda, "fp32" on cpu)
+  std::vector<int> devices;     // device per node-local rank; empty: the local rank
+  int device = -1;              // >= 0: this device, whatever the rank (reference runs, in-process ranks)
+  uint64_t seed = init::kDefaultSeed;
+  int threads = 0;              // CPU backend OpenMP threads; 0: default
+  size_t memory_limit = 0;      // BackendConfig::memory_limit
+  std::string conv_impl = "auto";  // BackendConfig::conv_impl
+};
+
+class RankSession;
+
+// Sees the instructions of eager passes. A pass replayed from a CUDA Graph shows only
+// pass_begin(captured = true) and pass_end: its instructions are not issued by the host.
+class PassObserver {
+ public:
+  virtual ~PassObserver() = default;
+  virtual void pass_begin(RankSession& /*s*/, bool /*captured*/) {}
+  virtual void before(RankSession& /*s*/, const Instr& /*in*/) {}
+  virtual void after(RankSession& /*s*/, const Instr& /*in*/) {}
+  virtual void pass_end(RankSession& /*s*/) {}
+};
+
+// Which clock timed_passes() reads. Host: from the barrier's return to the host knowing the
+// output is complete (HIOS's definition, what `hios run` reports). Device: markers on stream 0
+// around the pass, without the host's synchronisation (the in-process bench).
+enum class PassClock { Host, Device };
+
+class RankSession {
+ public:
+  // Makes the backend on this rank's device (from opt.device, opt.devices or the local rank)
+  // and checks the names and the device count, with one-line errors.
+  RankSession(const Graph& g, const SessionOptions& opt, Comm& comm);
+  ~RankSession();
+  RankSession(const RankSession&) = delete;
+  RankSession& operator=(const RankSession&) = delete;
+
+  const Graph& graph() const { return g_; }
+  Comm& comm() { return comm_; }
+  Backend& backend() { return *backend_; }
+  Transport* transport() { return transport_.get(); }
+  const BackendConfig& backend_config() const { return cfg_; }
+  const std::string& transport_name() const { return transport_name_; }
+  // Whether a pass of a program with transfers can be captured (backend and transport agree).
+  bool can_capture() const;
+
+  // Collective. Makes `p` (this rank's program) the one passes run: the backend lays out its
+  // tensors and plans its launches, the transport connects what it needs. Drops a capture.
+  void load(RankProgram p);
+  // Collective. Lowers this rank's part of `s`, with tensors sharing one arena where their
+  // lives cannot overlap (shared_memory) or each in its own buffer, and loads it.
+  void load_schedule(const Schedule& s, bool shared_memory);
+  const RankProgram& program() const { return program_; }
+  int loads() const { return loads_; }
+
+  // Collective. Captures one pass into a CUDA Graph; later passes replay it. A pass is issued
+  // eagerly first if none has been since load(): GPU libraries pick algorithms and allocate
+  // workspaces on first use, which must not land inside a graph.
+  void capture();
+  bool captured() const { return captured_; }
+  // Collective. One pass: the replay or the eager instructions (always the instructions when
+  // `eager`, as a traced pass needs), the transport's end of pass, and the host waits for
+  // every stream.
+  void pass(bool eager = false);
+  // Collective. `count` passes, every rank released from a barrier before each; returns this
+  // rank's time per pass in ms (rank 0's is the job's latency).
+  std::vector<double> timed_passes(int count, PassClock clock = PassClock::Host);
+
+  // Issues instructions of the loaded program eagerly, as a pass would, without the
+  // transport's end of pass or a synchronisation: a measurement program's stages
+  // (profiler/stage_timer) and one-off passes. Observers see them.
+  void issue(const std::vector<Instr>& instrs);
+
+  // `n` timing markers for the caller's own use; returns the first index. Markers are never
+  // given out twice in a session.
+  int reserve_markers(int n);
+
+  void add_observer(PassObserver* o);
+  void remove_observer(PassObserver* o);
+
+ private:
+  void enqueue_pass(bool eager = false);  // observers' pass_begin, the instructions or the replay, end of pass
+  void finish_pass();   // the host waits for every stream; observers' pass_end
+
+  const Graph& g_;
+  Comm& comm_;
+  SessionOptions opt_;
+  BackendConfig cfg_;
+  std::string transport_name_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Transport> transport_;
+  RankProgram program_;
+  bool loaded_ = false;
+  bool captured_ = false;
+  int eager_passes_ = 0;  // since the last load
+  int loads_ = 0;
+  int markers_ = 0;       // markers handed out so far
+  int pass_markers_ = -1; // two markers for PassClock::Device
+  std::vector<PassObserver*> observers_;
+};
+
+// Marks every launch of an eager pass on its own stream (a marker just before and just after
+// its launches) and calls `around(node, begin)` around them: where a pass spends its time,
+// node by node. ms(node) is valid after the host has synchronised with the pass.
+class LaunchMarks final : public PassObserver {
+ public:
+  LaunchMarks(RankSession& s, std::function<void(int, bool)> around = nullptr);
+  void before(RankSession& s, const Instr& in) override;
+  void after(RankSession& s, const Instr& in) override;
+  double ms(RankSession& s, int node) const;
+  const std::vector<int>& nodes() const { return nodes_; }  // the program's launches, in order
+
+ private:
+  std::function<void(int, bool)> around_;
+  std::vector<int> slot_;   // index: node; its pair of markers, -1 when not launched
+  std::vector<int> nodes_;
+  int first_ = 0;
+};
+
+// The sequential one-rank reference: every node on one stream of a fresh session on `device`
+// (the graph's topological order), run once on `input`. --verify compares against it.
+std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,
+                                           const std::vector<float>& input);
+
+// Median of a list (0 for an empty one): the one median every driver reports.
+double median_ms(std::vector<double> v);
+
+}  // namespace hios::exec

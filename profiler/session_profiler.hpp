@@ -1,0 +1,59 @@
+// Measuring through a rank session, on any backend: the nodes, the concurrent stages and the
+// links that the profiler and the tuner need. Everything here drives exec::RankSession, the
+// same host loop, kernels and transport that `hios run` uses, so what is measured is what a
+// run pays. CUDA-specific extras (CUPTI) hook in as pass observers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "executor/session.hpp"
+#include "graph/graph.hpp"
+#include "profiler/profile_builder.hpp"
+#include "scheduler/schedule.hpp"
+
+namespace hios::prof {
+
+// The program a measuring rank loads: every tensor in its own buffer (so a stage can be issued
+// alone and read what the pass left there), a pass that runs every node in order on stream 0
+// (it fills every tensor with real data), and every node on standby on streams 1..streams-1 so
+// that a stage may put any node on any stream. Other ranks (rank != 0) get an empty program:
+// loading is collective, measuring is not.
+exec::RankProgram measurement_program(const Graph& g, int rank, int num_ranks, int streams);
+
+// Rank 0 of a session that loaded measurement_program. Not collective.
+class StageTimer {
+ public:
+  explicit StageTimer(exec::RankSession& s);
+  // Per node, the device time of `iters` eager passes (warm-up first), a marker before and after
+  // every launch on stream 0. `around(node, begin)` is called around each node's launches
+  // (the profiler tags them for CUPTI there).
+  std::vector<NodeSamples> nodes(int warmup, int iters, const std::function<void(int, bool)>& around = nullptr);
+  // One stage alone: a fork on stream 0, group j on stream j, a join, markers from fork to
+  // join; the median of `iters` runs after `warmup`.
+  double stage_ms(const Stage& st, int warmup, int iters);
+
+ private:
+  exec::RankSession& s_;
+  int marks_ = 0;
+};
+
+// Collective over every rank of the session. For every ordered pair of ranks, moves the
+// output of each node in `nodes` (their sizes are the sizes measured) through the session's
+// transport, `iters` times after `warmup`, timed on the receiver from posting the receive to
+// the data being there; fits latency + bytes / bandwidth per pair (fit_link). Loads a small
+// program per pair and size: call it before loading anything that must stay loaded.
+struct LinkMeasurement {
+  ProfileLink link;
+  std::vector<LinkSample> samples;  // median per size
+  double max_rel_residual = 0;
+};
+std::vector<LinkMeasurement> measure_links(exec::RankSession& s, const std::vector<int>& nodes, int warmup, int iters);
+
+// Up to `most` nodes whose outputs span the sizes the graph's edges carry (smallest, largest,
+// and evenly in log scale between), one per distinct size.
+std::vector<int> link_probe_nodes(const Graph& g, int most = 6);
+
+}  // namespace hios::prof
