@@ -1,6 +1,7 @@
 // Executor subcommands: lower (print a rank's program) and run (the MPI launcher).
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -33,6 +34,13 @@ struct RunCliOptions {
   exec::RunOptions run;
 };
 
+std::string default_output(const Graph& g, const Schedule& s, const exec::RunOptions& o) {
+  return strprintf("output/run-%s-%lldx%lld-%s-%dgpu-%s.json", g.name.c_str(), (long long)g.height,
+                   (long long)g.width, s.meta.algorithm.c_str(), s.meta.num_gpus, o.backend.c_str());
+}
+
+}  // namespace
+
 std::vector<int> parse_devices(const std::string& s) {
   std::vector<int> out;
   if (s.empty()) return out;
@@ -48,11 +56,6 @@ std::vector<int> parse_devices(const std::string& s) {
   return out;
 }
 
-std::string default_output(const Graph& g, const Schedule& s, const exec::RunOptions& o) {
-  return strprintf("output/run-%s-%lldx%lld-%s-%dgpu-%s.json", g.name.c_str(), (long long)g.height,
-                   (long long)g.width, s.meta.algorithm.c_str(), s.meta.num_gpus, o.backend.c_str());
-}
-
 // Under MPI every message names rank and host (a message that already does is kept as is); a
 // plain one-process run has no rank to name.
 std::string with_where(const exec::Comm& comm, const std::string& msg) {
@@ -66,7 +69,22 @@ void one_line(std::string& s) {
   }
 }
 
-}  // namespace
+void run_job(exec::Comm& comm, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    // One line naming rank and host, then the whole job ends: peers blocked in a receive
+    // or barrier would otherwise wait forever.
+    std::string msg = with_where(comm, e.what());
+    one_line(msg);
+    if (comm.size() > 1) {
+      std::fprintf(stderr, "hios: error: %s\n", msg.c_str());
+      std::fflush(stderr);
+      comm.abort(2);
+    }
+    throw Error(msg);
+  }
+}
 
 void add_executor_commands(CLI::App& app) {
   // lower
@@ -168,7 +186,7 @@ void add_executor_commands(CLI::App& app) {
     std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
     exec::RunReport rep;
     std::string output;
-    try {
+    run_job(*comm, [&] {
       Graph g = load_graph(ropt->graph);
       Schedule s = load_schedule(g, ropt->schedule);
       output = ropt->output.empty() ? default_output(g, s, opt) : ropt->output;
@@ -184,18 +202,7 @@ void add_executor_commands(CLI::App& app) {
         }
         if (!opt.trace_file.empty()) write_file_atomic(opt.trace_file, rep.trace);
       }
-    } catch (const std::exception& e) {
-      // One line naming rank and host, then the whole job ends: peers blocked in a receive
-      // or barrier would otherwise wait forever.
-      std::string msg = with_where(*comm, e.what());
-      one_line(msg);
-      if (comm->size() > 1) {
-        std::fprintf(stderr, "hios: error: %s\n", msg.c_str());
-        std::fflush(stderr);
-        comm->abort(2);
-      }
-      throw Error(msg);
-    }
+    });
     int rank = comm->rank();
     comm.reset();  // MPI_Finalize on every rank before rank 0 reports a failed verification
     if (rank == 0 && !rep.ok) {

@@ -15,6 +15,28 @@ void add_executor_commands(CLI::App& app);   // lower, run
 void add_profiler_commands(CLI::App& app);   // profile
 
 // Writes text to a file atomically, or to stdout when file is empty or "-".
+void add_tuner_commands(CLI::App& app);      // tune (cli/cmd_tuner.cpp)
+
 void write_output(const std::string& file, const std::string& text);
 
 }  // namespace hios::cli
+
+#ifdef HIOS_WITH_EXECUTOR
+#include <functional>
+#include <vector>
+
+#include "executor/comm.hpp"
+
+namespace hios::cli {
+
+// "0,1" -> {0, 1} (--devices); "" -> {}.
+std::vector<int> parse_devices(const std::string& s);
+// Under MPI every message names rank and host (a message that already does is kept as is).
+std::string with_where(const exec::Comm& comm, const std::string& msg);
+void one_line(std::string& s);
+// Runs an MPI job's body: any error becomes one line naming rank and host, and in a job of
+// several ranks the whole job is aborted (peers blocked in a receive would wait forever).
+void run_job(exec::Comm& comm, const std::function<void()>& body);
+
+}  // namespace hios::cli
+#endif

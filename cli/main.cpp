@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
 #ifdef HIOS_WITH_PROFILER
   hios::cli::add_profiler_commands(app);
 #endif
+#ifdef HIOS_WITH_TUNER
+  hios::cli::add_tuner_commands(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

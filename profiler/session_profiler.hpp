@@ -23,6 +23,10 @@ namespace hios::prof {
 // loading is collective, measuring is not.
 exec::RankProgram measurement_program(const Graph& g, int rank, int num_ranks, int streams);
 
+// A program with no work: one compute stream, nothing resident. Loading it is how ranks with
+// nothing to measure take part in a collective load, and its passes cost only the pass itself.
+exec::RankProgram empty_program(const Graph& g, int rank, int num_ranks);
+
 // Rank 0 of a session that loaded measurement_program. Not collective.
 class StageTimer {
  public:
@@ -34,6 +38,7 @@ class StageTimer {
   // One stage alone: a fork on stream 0, group j on stream j, a join, markers from fork to
   // join; the median of `iters` runs after `warmup`.
   double stage_ms(const Stage& st, int warmup, int iters);
+  int streams() const { return s_.program().num_compute_streams; }  // most groups a stage may have
 
  private:
   exec::RankSession& s_;
@@ -49,6 +54,7 @@ struct LinkMeasurement {
   ProfileLink link;
   std::vector<LinkSample> samples;  // median per size
   double max_rel_residual = 0;
+  std::string fit_note;  // non-empty: no line fitted (why), latency = median time, bandwidth unbounded
 };
 std::vector<LinkMeasurement> measure_links(exec::RankSession& s, const std::vector<int>& nodes, int warmup, int iters);
 

@@ -85,6 +85,14 @@ double combine_stage_ms(const DevicePreset& p, const std::vector<std::vector<Sta
 
 std::unique_ptr<CostModel> make_analytic_cost_model(const DevicePreset& preset);
 
+// A stage's demand as the stage model sees it when node times are measured: each node's
+// `nodes.node_ms`, with the SM, bandwidth and launch shares the analytic model of `preset`
+// gives for the same node scaled to that time (docs/cost-model.md, "stages not measured").
+// The profile cost model predicts unmeasured stages from it, and the tuner fits the
+// concurrency model to measured stages through it.
+std::vector<std::vector<StageItem>> measured_stage_items(const Graph& g, const Stage& stage, const CostModel& nodes,
+                                                         const DevicePreset& preset, int gpu);
+
 // ---------------------------------------------------------------------------------------------
 // Profile database (format in docs/cost-model.md). The profiler writes it; ProfileCostModel
 // reads it. Keys are node_signature / stage_key, never node names, so one entry serves every
@@ -122,11 +130,24 @@ struct ProfileStage {
 struct ProfileDb {
   std::string device;  // e.g. "h200"; also names the preset used for stages not measured
   json meta = json::object();  // free-form provenance (GPU, driver, cuDNN, date); kept as is
+  // What the measurements depend on, as flat string fields: the device's name, the driver,
+  // runtime, cuDNN and NCCL versions, the backend, the math mode and the graph's digest
+  // (hios tune writes it; profile_identity_difference compares). Empty in older databases.
+  json identity = json::object();
+  // The concurrency model fitted from the measured stages (scheduler/concurrency_fit.hpp), as
+  // its JSON; null when none was fitted. The cost model uses it for stages it has not measured.
+  json concurrency = nullptr;
+  // Measured cost of a pass beyond its GPU work (the barrier, the launch of the pass, the
+  // host's wait), which a simulation of the stages does not contain. 0: not measured.
+  double pass_overhead_ms = 0;
   std::vector<ProfileEntry> entries;
   std::vector<ProfileLink> links;
   std::vector<ProfileStage> stages;
 };
 ProfileDb profile_db_from_json(const json& j, const std::string& source = "$");
+// "" when the two identities agree; otherwise one line naming every field that differs, e.g.
+// "device 'NVIDIA H100 80GB HBM3' here, 'NVIDIA H200' in the database; cudnn '9.14.0' here, ...".
+std::string profile_identity_difference(const json& database, const json& here);
 ProfileDb load_profile_db(const std::string& file);
 std::string profile_db_to_text(const ProfileDb& db);  // canonical, one entry per line
 void save_profile_db(const ProfileDb& db, const std::string& file);  // atomic

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "graph/error.hpp"
+#include "scheduler/concurrency_fit.hpp"
 #include "scheduler/cost_model.hpp"
 
 namespace hios {
@@ -58,6 +59,19 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
   ProfileDb db;
   db.device = root.get_string("device");
   if (root.has("meta")) db.meta = root.get_object("meta");
+  if (root.has("identity")) {
+    db.identity = root.get_object("identity");
+    for (const auto& [k, v] : db.identity.items()) json_string(v, root.child_path("identity") + "." + k);
+  }
+  if (root.has("concurrency")) {
+    db.concurrency = root.get_object("concurrency");
+    (void)concurrency_fit_from_json(db.concurrency, root.child_path("concurrency"));  // range-checked here
+  }
+  if (root.has("pass_overhead_ms")) {
+    db.pass_overhead_ms = non_negative(root, "pass_overhead_ms");
+    HIOS_CHECK(db.pass_overhead_ms <= 1000, "%s: must be at most 1000 ms (got %g)",
+               root.child_path("pass_overhead_ms").c_str(), db.pass_overhead_ms);
+  }
 
   std::map<std::string, size_t> seen;
   const json& entries = root.get_array("entries");
@@ -120,6 +134,25 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
   return db;
 }
 
+std::string profile_identity_difference(const json& database, const json& here) {
+  std::string out;
+  auto text = [](const json& j, const std::string& k) {
+    return j.contains(k) && j[k].is_string() ? "'" + j[k].get<std::string>() + "'" : std::string("nothing");
+  };
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : here.items()) keys.push_back(k);
+  for (const auto& [k, v] : database.items()) {
+    if (!here.contains(k)) keys.push_back(k);
+  }
+  for (const std::string& k : keys) {
+    const std::string a = text(here, k), b = text(database, k);
+    if (a == b) continue;
+    if (!out.empty()) out += "; ";
+    out += k + " " + a + " here, " + b + " in the database";
+  }
+  return out;
+}
+
 ProfileDb load_profile_db(const std::string& file) {
   json j = read_json_file(file);
   try {
@@ -134,6 +167,9 @@ std::string profile_db_to_text(const ProfileDb& db) {
   std::string out = "{\n  \"format\": \"hios-profile\",\n  \"version\": 1,\n";
   out += "  \"device\": " + json(db.device).dump() + ",\n";
   out += "  \"meta\": " + (db.meta.is_null() ? json::object() : db.meta).dump() + ",\n";
+  if (!db.identity.empty()) out += "  \"identity\": " + db.identity.dump() + ",\n";
+  if (!db.concurrency.is_null()) out += "  \"concurrency\": " + db.concurrency.dump() + ",\n";
+  if (db.pass_overhead_ms > 0) out += "  \"pass_overhead_ms\": " + json(db.pass_overhead_ms).dump() + ",\n";
   auto list = [&](const char* name, const std::vector<json>& items, bool last) {
     out += std::string("  \"") + name + "\": [";
     for (size_t i = 0; i < items.size(); ++i) out += (i ? ",\n    " : "\n    ") + items[i].dump();
@@ -168,12 +204,32 @@ void save_profile_db(const ProfileDb& db, const std::string& file) { write_file_
 // ---------------------------------------------------------------------------------------------
 // The profile cost model
 
+std::vector<std::vector<StageItem>> measured_stage_items(const Graph& g, const Stage& stage, const CostModel& nodes,
+                                                         const DevicePreset& preset, int gpu) {
+  std::vector<std::vector<StageItem>> groups;
+  for (const Group& gr : stage.groups) {
+    std::vector<StageItem> items;
+    for (int v : gr.nodes) {
+      const double ms = nodes.node_ms(g, v, gpu);
+      const NodeEstimate e = analytic_node_estimate(preset, g, v);
+      const double scale = e.ms > 0 ? ms / e.ms : 0;
+      items.push_back({ms, e.sm_ms * scale, e.memory_ms * scale, std::min(e.launch_ms, ms)});
+    }
+    groups.push_back(std::move(items));
+  }
+  return groups;
+}
+
 namespace {
 
 class ProfileCostModel : public CostModel {
  public:
   ProfileCostModel(ProfileDb db, std::string name, DevicePreset preset)
       : db_(std::move(db)), name_(std::move(name)), preset_(std::move(preset)) {
+    // Unmeasured stages use the concurrency fitted to the measured ones, when there is one.
+    if (!db_.concurrency.is_null()) {
+      preset_ = apply_concurrency_fit(preset_, concurrency_fit_from_json(db_.concurrency, name_ + ": concurrency"));
+    }
     for (const ProfileEntry& e : db_.entries) nodes_.emplace(e.key, e.ms);
     for (const ProfileStage& s : db_.stages) stages_.emplace(s.key.dump(), s.ms);
   }
@@ -208,20 +264,7 @@ class ProfileCostModel : public CostModel {
       auto it = stages_.find(stage_key(g, stage).dump());
       if (it != stages_.end()) return it->second;
     }
-    // Measured node times, with the SM, bandwidth and launch shares the analytic model gives
-    // for the same node scaled to the measured time (docs/cost-model.md, "stages not measured").
-    std::vector<std::vector<StageItem>> groups;
-    for (const Group& gr : stage.groups) {
-      std::vector<StageItem> items;
-      for (int v : gr.nodes) {
-        double ms = node_ms(g, v, gpu);
-        NodeEstimate e = analytic_node_estimate(preset_, g, v);
-        double scale = e.ms > 0 ? ms / e.ms : 0;
-        items.push_back({ms, e.sm_ms * scale, e.memory_ms * scale, std::min(e.launch_ms, ms)});
-      }
-      groups.push_back(std::move(items));
-    }
-    return combine_stage_ms(preset_, groups);
+    return combine_stage_ms(preset_, measured_stage_items(g, stage, *this, preset_, gpu));
   }
 
  private:

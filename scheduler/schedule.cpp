@@ -105,6 +105,7 @@ static json meta_json(const ScheduleMeta& m) {
   j["predicted_ms"] = m.predicted_ms;
   j["lower_bound_ms"] = m.lower_bound_ms;
   j["optimisation_cost"] = json{{"profiling_s", m.profiling_seconds}, {"search_s", m.search_seconds}};
+  if (!m.tune.is_null()) j["tune"] = m.tune;
   return j;
 }
 
@@ -269,6 +270,7 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
     m.search_seconds = oc.get_number("search_s", 0.0);
     oc.finish();
   }
+  if (mo.has("tune")) m.tune = mo.get_object("tune");
   mo.finish();
 }
 

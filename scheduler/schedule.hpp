@@ -50,6 +50,9 @@ struct ScheduleMeta {
   double lower_bound_ms = 0;
   double profiling_seconds = 0;  // optimisation cost, split in two
   double search_seconds = 0;
+  // hios tune's report (null for other schedules): every candidate's predicted and measured
+  // latency, the phases and their seconds, what the profile database held (docs/tuner.md).
+  json tune = nullptr;
 };
 
 struct Schedule {

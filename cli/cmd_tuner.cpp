@@ -1,0 +1,91 @@
+// `hios tune`: the fastest schedule for this machine, chosen by measurement in one MPI job
+// (tuner/tune.hpp has the method).
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "executor/comm.hpp"
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+#include "scheduler/schedule.hpp"
+#include "tuner/tune.hpp"
+
+namespace hios::cli {
+
+namespace {
+
+struct TuneCliOptions {
+  std::string graph, output, devices;
+  tune::TuneOptions tune;
+  bool quiet = false;
+};
+
+}  // namespace
+
+void add_tuner_commands(CLI::App& app) {
+  auto o = std::make_shared<TuneCliOptions>();
+  CLI::App* cmd = app.add_subcommand("tune", "Choose the fastest schedule by measuring it on this machine (run under mpirun)");
+  cmd->add_option("--graph,-g", o->graph, "Graph JSON")->required();
+  cmd->add_option("--gpus", o->tune.gpus, "GPUs, one MPI rank each (= mpirun -np)")->required();
+  cmd->add_option("--output,-o", o->output, "Schedule JSON to write (atomically), the fastest measured candidate")
+      ->required();
+  cmd->add_option("--backend", o->tune.session.backend, "cpu or cuda (default cpu)");
+  cmd->add_option("--transport", o->tune.session.transport, "nccl, mpi-host or mpi-cuda-aware (default: the backend's)");
+  cmd->add_option("--math", o->tune.session.math, "tf32 or fp32 (default: tf32 on cuda, fp32 on cpu)");
+  cmd->add_option("--devices", o->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
+  cmd->add_option("--threads", o->tune.session.threads, "OpenMP threads per rank for the cpu backend");
+  cmd->add_option("--seed", o->tune.session.seed, "Seed of the deterministic weights and input");
+  cmd->add_option("--device", o->tune.device,
+                  "Device preset whose SM and bandwidth shares seed the stage model (default: from the GPU's name)");
+  cmd->add_option("--profile-db", o->tune.profile_db,
+                  "Profile database: reused when it exists and matches, extended, written back (atomically)");
+  cmd->add_option("--profile-db-mismatch", o->tune.mismatch,
+                  "A database from another device, driver, library or graph: refuse (default) or remeasure")
+      ->check(CLI::IsMember({"refuse", "remeasure"}));
+  cmd->add_option("--streams", o->tune.max_streams, "Most concurrent groups per stage in the searches (default 4)")
+      ->check(CLI::Range(1, 16));
+  cmd->add_option("--warmup", o->tune.warmup, "Untimed passes per candidate (default 3)")->check(CLI::Range(0, 1000));
+  cmd->add_option("--passes", o->tune.passes, "Timed passes per candidate, the median counts (default 20)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--node-iters", o->tune.node_iters, "Passes timing every node (default 10)")->check(CLI::Range(1, 10000));
+  cmd->add_option("--stage-iters", o->tune.stage_iters, "Timed runs per stage measured (default 5)")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--link-iters", o->tune.link_iters, "Timed transfers per size and GPU pair (default 10)")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--stage-budget", o->tune.stage_budget_s,
+                  "Seconds for measuring the stages the searches propose; past it the fitted model predicts "
+                  "(default 40)")
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--timeout", o->tune.timeout_s, "Abort the whole job after this many seconds (default: none)")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
+  cmd->footer(
+      "Measures links, nodes and every concurrent stage the searches propose, runs hios-lp, hios-mr,\n"
+      "heft and IOS on the measured costs, then times every distinct candidate (the best one-GPU\n"
+      "schedule and today's analytic hios-lp included) on the GPUs and writes the fastest.\n"
+      "meta.tune lists every candidate's predicted and measured latency. docs/tuner.md has the method.\n\n"
+      "Examples:\n"
+      "  mpirun -np 2 hios tune --graph inception.json --gpus 2 --backend cuda --profile-db inc.db.json -o s.json\n"
+      "  mpirun -np 2 hios tune --graph demo.json --gpus 2 --backend cpu -o demo.tuned.json\n");
+  cmd->callback([o] {
+    tune::TuneOptions opt = o->tune;
+    opt.session.devices = parse_devices(o->devices);
+    opt.progress = !o->quiet;
+    std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
+    run_job(*comm, [&] {
+      const Graph g = load_graph(o->graph);
+      const tune::TuneResult r = tune::tune(g, opt, *comm);
+      if (comm->rank() != 0) return;
+      const std::string table = tune::tune_report(r);
+      std::fwrite(table.data(), 1, table.size(), stdout);
+      std::filesystem::path parent = std::filesystem::path(o->output).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent);
+      write_output(o->output, schedule_to_json(g, r.chosen).dump(2) + "\n");
+      std::printf("wrote %s\n", o->output.c_str());
+      std::fflush(stdout);
+    });
+  });
+}
+
+}  // namespace hios::cli
