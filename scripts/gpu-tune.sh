@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# On a 2-GPU machine, one device call: build with CUDA, then for every configuration tune a
+# schedule with a fresh profile database, tune again with the saved database, and print the
+# table of issue 8's done-when last. Every baseline is a candidate of the same tune job, so
+# the ratios compare numbers timed the same way in the same process:
+#   best1   hios-lp on one GPU with analytic costs (the best one-GPU run of docs/benchmarks.md)
+#   lp2     hios-lp on two GPUs with analytic costs (what `hios schedule` gives today)
+#   tuned   the schedule hios tune writes
+#
+#   OUT=/some/dir bash scripts/gpu-tune.sh inception_v3:331:1 nasnet_large:2048:1 ...
+#
+# Arguments: MODEL:SIZE:BATCH (default: the 13 configurations of the issue). Environment:
+# BUILD_DIR (/tmp/b), JOBS (32), GPUS (2), TUNE_ARGS (extra hios tune options), SMOKE=1 also
+# runs `ctest -L gpu` and `mpirun hios run --verify --trace` on the first configuration.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/output/gpu-tune}
+B=${BUILD_DIR:-/tmp/b}
+JOBS=${JOBS:-32}
+GPUS=${GPUS:-2}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+configs=("$@")
+if [ ${#configs[@]} -eq 0 ]; then
+  configs=(inception_v3:331:1 inception_v3:512:1 inception_v3:1024:1 inception_v3:2048:1 inception_v3:512:8
+           nasnet_large:331:1 nasnet_large:512:1 nasnet_large:1024:1 nasnet_large:2048:1
+           randwire:331:1 randwire:512:1 randwire:1024:1 randwire:2048:1)
+fi
+
+if [ ! -x "$B/cli/hios" ] || [ -n "${REBUILD:-}" ] || [ -n "${SMOKE:-}" ]; then
+  tests=OFF; [ -n "${SMOKE:-}" ] && tests=ON
+  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON -DHIOS_BUILD_TESTS=$tests &&
+    cmake --build "$B" -j "$JOBS"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+fi
+H=$B/cli/hios
+{ nvidia-smi --query-gpu=index,name,driver_version --format=csv; git rev-parse --short HEAD; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
+
+if [ -n "${SMOKE:-}" ]; then
+  (cd "$B" && timeout 300 ctest -L gpu --output-on-failure) >"$OUT/ctest-gpu.log" 2>&1
+  echo "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$OUT/ctest-gpu.log" | tail -1)"
+fi
+
+for spec in "${configs[@]}"; do
+  IFS=: read -r model size batch <<<"$spec"
+  name=$model-$size-b$batch
+  g=$OUT/$name.graph.json
+  "$H" graph --model "$model" --height "$size" --width "$size" --batch "$batch" -o "$g" >/dev/null || continue
+  rm -f "$OUT/$name.db.json"
+  s0=$(date +%s.%N)
+  timeout 280 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --profile-db "$OUT/$name.db.json" \
+    -o "$OUT/$name.tuned.json" --timeout 270 ${TUNE_ARGS:-} >"$OUT/$name.tune.log" 2>&1
+  echo "$name tune rc=$? wall $(echo "$(date +%s.%N) - $s0" | bc) s" | tee -a "$OUT/walls.txt"
+  s0=$(date +%s.%N)
+  timeout 120 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --profile-db "$OUT/$name.db.json" \
+    -o "$OUT/$name.retuned.json" --timeout 110 ${TUNE_ARGS:-} >"$OUT/$name.retune.log" 2>&1
+  echo "$name retune rc=$? wall $(echo "$(date +%s.%N) - $s0" | bc) s" | tee -a "$OUT/walls.txt"
+  if [ -n "${SMOKE:-}" ] && [ -z "${smoked:-}" ]; then
+    smoked=1
+    timeout 120 mpirun -np "$GPUS" "$H" run --graph "$g" --schedule "$OUT/$name.tuned.json" --backend cuda --verify \
+      --trace "$OUT/$name.trace.json" --timeout 100 -o none >"$OUT/$name.run.log" 2>&1
+    echo "$name hios run rc=$?: $(grep -E '^# latency|^# correctness' "$OUT/$name.run.log" | tr '\n' ' ')"
+  fi
+done
+
+python3 - "$OUT" "${configs[@]}" <<'PY' | tee "$OUT/summary.txt"
+import json, os, re, sys
+out, configs = sys.argv[1], sys.argv[2:]
+walls = {}
+for line in open(os.path.join(out, "walls.txt")):
+    m = re.match(r"(\S+) (tune|retune) rc=(\d+) wall ([\d.]+) s", line)
+    if m: walls[(m.group(1), m.group(2))] = (int(m.group(3)), float(m.group(4)))
+print(f"| config | best1 ms | lp2 ms | tuned ms | tuned / min | predicted ms | error | chosen | tune s | re-tune s |")
+print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+for spec in configs:
+    model, size, batch = spec.split(":")
+    name = f"{model}-{size}-b{batch}"
+    try:
+        t = json.load(open(os.path.join(out, name + ".tuned.json")))["meta"]["tune"]
+    except Exception as e:
+        print(f"| {name} | failed: {walls.get((name, 'tune'))} |"); continue
+    by = {c["label"]: c for c in t["candidates"]}
+    for d in t["duplicates"]: by[d["label"]] = by[d["same_as"]]
+    b1 = by.get("hios-lp 1 GPU, 4 streams, window 4 (analytic)", {}).get("measured_ms", float("nan"))
+    l2 = by.get("hios-lp 2 GPUs, 4 streams, window 4 (analytic)", {}).get("measured_ms", float("nan"))
+    ch = by[t["chosen"]]
+    ref = min(b1, l2)
+    err = ch["predicted_ms"] / ch["measured_ms"] - 1
+    rw = walls.get((name, "retune"), (None, float("nan")))[1]
+    print(f"| {name} | {b1:.3f} | {l2:.3f} | {ch['measured_ms']:.3f} | {ch['measured_ms']/ref:.3f} | {ch['predicted_ms']:.3f} | {100*err:+.1f}% | {t['chosen']} | {t['seconds']['total']:.1f} | {rw:.1f} |")
+PY
