@@ -36,8 +36,13 @@ class StageTimer {
   // (the profiler tags them for CUPTI there).
   std::vector<NodeSamples> nodes(int warmup, int iters, const std::function<void(int, bool)>& around = nullptr);
   // One stage alone: a fork on stream 0, group j on stream j, a join, markers from fork to
-  // join; the median of `iters` runs after `warmup`.
-  double stage_ms(const Stage& st, int warmup, int iters);
+  // join; `iters` runs after `warmup`. On a backend that captures (CUDA), the stage is timed
+  // as a CUDA Graph replay, repeated inside the graph often enough (from `expected_ms`, a
+  // model's guess) to hide the replay's launch latency; elsewhere it is issued eagerly.
+  std::vector<double> samples(const Stage& st, int warmup, int iters, double expected_ms = 0);
+  double stage_ms(const Stage& st, int warmup, int iters, double expected_ms = 0);  // the median
+  static constexpr double kGraphTargetMs = 0.25;
+  static constexpr int kMaxReps = 16;
   int streams() const { return s_.program().num_compute_streams; }  // most groups a stage may have
 
  private:

@@ -47,14 +47,14 @@ for spec in "${configs[@]}"; do
   g=$OUT/$name.graph.json
   "$H" graph --model "$model" --height "$size" --width "$size" --batch "$batch" -o "$g" >/dev/null || continue
   rm -f "$OUT/$name.db.json"
-  s0=$(date +%s.%N)
+  s0=$(date +%s%N)
   timeout 280 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --profile-db "$OUT/$name.db.json" \
     -o "$OUT/$name.tuned.json" --timeout 270 ${TUNE_ARGS:-} >"$OUT/$name.tune.log" 2>&1
-  echo "$name tune rc=$? wall $(echo "$(date +%s.%N) - $s0" | bc) s" | tee -a "$OUT/walls.txt"
-  s0=$(date +%s.%N)
+  echo "$name tune rc=$? wall $(( ($(date +%s%N) - s0) / 1000000 ))e-3 s" | tee -a "$OUT/walls.txt"
+  s0=$(date +%s%N)
   timeout 120 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --profile-db "$OUT/$name.db.json" \
     -o "$OUT/$name.retuned.json" --timeout 110 ${TUNE_ARGS:-} >"$OUT/$name.retune.log" 2>&1
-  echo "$name retune rc=$? wall $(echo "$(date +%s.%N) - $s0" | bc) s" | tee -a "$OUT/walls.txt"
+  echo "$name retune rc=$? wall $(( ($(date +%s%N) - s0) / 1000000 ))e-3 s" | tee -a "$OUT/walls.txt"
   if [ -n "${SMOKE:-}" ] && [ -z "${smoked:-}" ]; then
     smoked=1
     timeout 120 mpirun -np "$GPUS" "$H" run --graph "$g" --schedule "$OUT/$name.tuned.json" --backend cuda --verify \
@@ -68,7 +68,7 @@ import json, os, re, sys
 out, configs = sys.argv[1], sys.argv[2:]
 walls = {}
 for line in open(os.path.join(out, "walls.txt")):
-    m = re.match(r"(\S+) (tune|retune) rc=(\d+) wall ([\d.]+) s", line)
+    m = re.match(r"(\S+) (tune|retune) rc=(\d+) wall ([\d.e-]+) s", line)
     if m: walls[(m.group(1), m.group(2))] = (int(m.group(3)), float(m.group(4)))
 print(f"| config | best1 ms | lp2 ms | tuned ms | tuned / min | predicted ms | error | chosen | tune s | re-tune s |")
 print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")

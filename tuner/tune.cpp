@@ -102,7 +102,8 @@ class MeasuringCostModel final : public CostModel {
     // questions for the model, not for the device.
     if (timer_ && int(busy.groups.size()) <= timer_->streams() && measuring_s_ < opt_.stage_budget_s) {
       const auto t0 = Clock::now();
-      const double ms = timer_->stage_ms(busy, opt_.stage_warmup, opt_.stage_iters);
+      const double guess = combine_stage_ms(fitted_, measured_stage_items(g, busy, *base_, preset_, gpu));
+      const double ms = timer_->stage_ms(busy, opt_.stage_warmup, opt_.stage_iters, guess);
       measuring_s_ += seconds_since(t0);
       cache_.emplace(key, ms);
       fresh_.insert(key);
@@ -400,11 +401,22 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     job.lead({{"op", "measure-load"}, {"streams", streams}});
     timer = std::make_unique<prof::StageTimer>(session);
     if (need_nodes) {
-      const std::vector<prof::NodeSamples> samples = timer->nodes(o.node_warmup, o.node_iters);
+      std::vector<prof::NodeSamples> samples = timer->nodes(o.node_warmup, o.node_iters);
+      if (session.backend().can_capture()) {
+        // Candidates replay CUDA Graphs: time every node that way too, each alone in a graph,
+        // with the eager time as the guess that sets how often it repeats there.
+        for (prof::NodeSamples& ns : samples) {
+          if (ns.wall_ms.empty()) continue;
+          Stage one;
+          one.groups.push_back(Group{{ns.node}});
+          ns.wall_ms = timer->samples(one, 1, o.node_iters, prof::median(ns.wall_ms));
+        }
+      }
       merge_entries(db, prof::pool_by_signature(g, samples));
       double sum = 0;
       for (const prof::NodeSamples& ns : samples) sum += ns.wall_ms.empty() ? 0 : prof::median(ns.wall_ms);
-      progress.line("nodes", strprintf("%d nodes x %d passes: %.3f ms in nodes", g.size() - 1, o.node_iters, sum));
+      progress.line("nodes", strprintf("%d nodes x %d runs (%s): %.3f ms in nodes", g.size() - 1, o.node_iters,
+                                       session.backend().can_capture() ? "CUDA Graph replays" : "eager", sum));
       res.nodes_measured = true;
     }
   }
