@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# hios tune under mpirun on the CPU backend (CI has no GPU): the whole job runs, the schedule
+# written is the fastest verified candidate its own meta lists, a second tune with the saved
+# database measures no node, link or stage again, a database of another graph is refused with
+# one line (and replaced with --profile-db-mismatch remeasure), and `hios run --trace` on the
+# tuned schedule writes a trace with every node. Usage: test_tune.sh HIOS MPIRUN
+set -u
+HIOS=$1
+MPIRUN=$2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI=("$MPIRUN" --oversubscribe -np 2)
+FAST=(--gpus 2 --backend cpu --threads 1 --warmup 1 --passes 3 --node-iters 2 --stage-iters 2 --link-iters 3 --timeout 240)
+fails=0
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+"$HIOS" graph --model demo -o "$TMP/demo.json" >/dev/null || fail "hios graph demo"
+"$HIOS" graph --model demo --height 24 --width 24 -o "$TMP/demo24.json" >/dev/null || fail "hios graph demo 24"
+
+# 1. A fresh tune.
+if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db "$TMP/db.json" -o "$TMP/s.json" \
+  >"$TMP/out1" 2>"$TMP/err1"; then
+  fail "hios tune exited $?"
+  cat "$TMP/out1" "$TMP/err1"
+fi
+grep -q "<- chosen" "$TMP/out1" || fail "no candidate marked as chosen"
+grep -q "links      GPU 0 -> GPU 1" "$TMP/err1" || fail "no progress line for the links"
+grep -q "timing     1 of" "$TMP/err1" || fail "no progress line 'item k of n' for the candidates"
+"$HIOS" check --graph "$TMP/demo.json" --schedule "$TMP/s.json" >/dev/null || fail "the tuned schedule does not pass hios check"
+
+python3 - "$TMP/s.json" "$TMP/db.json" <<'PY' || fail "meta.tune or the database is wrong (see above)"
+import json, sys
+s = json.load(open(sys.argv[1]))
+t = s["meta"]["tune"]
+c = t["candidates"]
+assert len(c) >= 3, f"only {len(c)} candidates"
+labels = [x["label"] for x in c] + [d["label"] for d in t["duplicates"]]  # a duplicate names the candidate it equals
+assert any(x.startswith("hios-lp 1 GPU") for x in labels), labels   # the best one-GPU schedule is always a candidate
+assert any(x.startswith("hios-lp 2 GPUs") or x.startswith("hios-mr 2 GPUs") or x.startswith("heft 2 GPUs") for x in labels), labels
+for x in c:
+    assert x["measured_ms"] > 0 and x["predicted_ms"] > 0, x
+    assert x["verified"] and x["max_rel"] == 0.0, x                 # cpu: every schedule equals the sequential run
+best = min((x for x in c if x["verified"]), key=lambda x: x["measured_ms"])
+chosen = [x for x in c if x["chosen"]]
+assert len(chosen) == 1 and chosen[0]["label"] == best["label"] == t["chosen"], (chosen, best)
+assert abs(s["meta"]["predicted_ms"] - best["predicted_ms"]) < 1e-9
+assert s["meta"]["gpus"] == 2
+assert t["nodes_measured"] and t["links_measured"] and t["stages"]["measured"] > 0, t
+db = json.load(open(sys.argv[2]))
+assert db["identity"]["graph_digest"] == s["meta"]["graph"]["digest"]
+assert db["identity"]["backend"] == "cpu" and db["identity"]["math"] == "fp32"
+assert len(db["links"]) == 2 and len(db["stages"]) > 0 and len(db["entries"]) > 0
+PY
+
+# 2. The same graph again with the saved database: nothing is measured but the candidates.
+if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db "$TMP/db.json" -o "$TMP/s2.json" \
+  >"$TMP/out2" 2>"$TMP/err2"; then
+  fail "the second hios tune exited $?"
+  cat "$TMP/out2" "$TMP/err2"
+fi
+grep -q "loading the measuring program" "$TMP/err2" && fail "the second tune loaded the measuring program"
+grep -q "links      2 ordered" "$TMP/err2" && fail "the second tune measured the links again"
+python3 - "$TMP/s2.json" <<'PY' || fail "the second tune measured something again"
+import json, sys
+t = json.load(open(sys.argv[1]))["meta"]["tune"]
+assert not t["nodes_measured"] and not t["links_measured"], t
+assert t["stages"]["measured"] == 0 and t["stages"]["reused"] > 0, t["stages"]
+PY
+
+# 3. Another graph against that database: refused with one line naming what differs.
+cp "$TMP/db.json" "$TMP/db.before"
+"${MPI[@]}" "$HIOS" tune --graph "$TMP/demo24.json" "${FAST[@]}" --profile-db "$TMP/db.json" -o "$TMP/s3.json" \
+  >"$TMP/out3" 2>"$TMP/err3"
+rc=$?
+[ "$rc" -ne 0 ] || fail "a mismatched database was accepted"
+[ -e "$TMP/s3.json" ] && fail "a refused tune wrote a schedule"
+grep -q "^hios: error: .*does not match this run: graph_digest" "$TMP/err3" ||
+  { fail "no one-line error naming the graph digest"; cat "$TMP/err3"; }
+cmp -s "$TMP/db.json" "$TMP/db.before" || fail "a refused tune changed the database"
+if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo24.json" "${FAST[@]}" --profile-db "$TMP/db.json" \
+  --profile-db-mismatch remeasure -o "$TMP/s3.json" -q >"$TMP/out4" 2>"$TMP/err4"; then
+  fail "--profile-db-mismatch remeasure exited $?"
+  cat "$TMP/err4"
+fi
+python3 -c "
+import json,sys
+db=json.load(open('$TMP/db.json')); g=json.load(open('$TMP/s3.json'))
+assert db['identity']['graph_digest']==g['meta']['graph']['digest']" || fail "remeasure did not replace the database"
+
+# 4. hios run --trace on the tuned schedule: every node of the graph appears once.
+if ! "${MPI[@]}" "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/s.json" --backend cpu --threads 1 --warmup 1 \
+  --number 1 --repeat 1 --verify --trace "$TMP/trace.json" -o none >"$TMP/out5" 2>&1; then
+  fail "hios run --trace exited $?"
+  cat "$TMP/out5"
+fi
+"$HIOS" info "$TMP/demo.json" --json >"$TMP/info.json"
+python3 - "$TMP/trace.json" "$TMP/info.json" <<'PY' || fail "the measured trace is wrong"
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"] if isinstance(t, dict) else t
+nodes = [e for e in ev if e.get("cat") == "node"]
+n = json.load(open(sys.argv[2]))["nodes"] - 1  # every node but the input
+assert len(nodes) == n and len({e["name"] for e in nodes}) == n, (len(nodes), n)
+assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in nodes)
+assert {e["pid"] for e in nodes} <= {0, 1}
+PY
+
+if [ "$fails" -eq 0 ]; then echo "tune: all checks passed"; exit 0; fi
+echo "tune: $fails check(s) failed"
+exit 1
