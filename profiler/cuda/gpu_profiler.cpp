@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "executor/backend.hpp"
+#include "executor/comm.hpp"
 #include "executor/cuda/api.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
@@ -19,6 +20,8 @@
 #include "graph/error.hpp"
 #include "profiler/cuda/cupti_tracer.hpp"
 #include "profiler/profile_builder.hpp"
+#include "profiler/session_profiler.hpp"
+#include "executor/session.hpp"
 
 namespace hios::prof {
 
@@ -46,27 +49,35 @@ struct Events {
   }
 };
 
-// ---- nodes: the sequential executor's per-node pass, once per sample, CUPTI around it.
-std::vector<NodeSamples> profile_nodes(const Graph& g, const ProfileOptions& opt) {
-  cuda::SingleGpuOptions so;
-  so.device = 0;
-  so.math = cuda::parse_math_mode(opt.math);
-  so.cuda_graph = false;
-  cuda::SingleGpuRunner runner(g, so);
-  for (int i = 0; i < opt.warmup; ++i) runner.run_eager();
-  std::vector<NodeSamples> out(size_t(g.size()));
-  for (int v = 0; v < g.size(); ++v) out[size_t(v)].node = v;
-  for (int it = 0; it < opt.iters; ++it) {
-    const std::vector<double> t = runner.node_times_ms(1);
-    for (int v = 0; v < g.size(); ++v) {
-      if (v != g.input()) out[size_t(v)].wall_ms.push_back(t[size_t(v)]);
-    }
+// ---- nodes and stages: a rank session of one rank on GPU 0 with the measuring program
+// (profiler/session_profiler.hpp): every tensor its own buffer, filled by one pass, every node
+// ready on every stream.
+struct Measurer {
+  std::unique_ptr<exec::Comm> self = exec::make_self_comm();
+  std::unique_ptr<exec::RankSession> session;
+  std::unique_ptr<StageTimer> timer;
+  Measurer(const Graph& g, const ProfileOptions& opt, int streams) {
+    exec::SessionOptions so;
+    so.backend = "cuda";
+    so.device = 0;
+    so.math = opt.math;
+    session = std::make_unique<exec::RankSession>(g, so, *self);
+    session->load(measurement_program(g, 0, 1, streams));
+    session->backend().set_input(exec::make_input(g));
+    session->pass(true);
+    timer = std::make_unique<StageTimer>(*session);
   }
+};
+
+// Every node alone on one stream of an eager sequential pass, markers around its launches;
+// CUPTI in passes of its own (its bookkeeping would otherwise land in the wall times).
+std::vector<NodeSamples> profile_nodes(const Graph& g, const ProfileOptions& opt) {
+  Measurer m(g, opt, 1);
+  std::vector<NodeSamples> out = m.timer->nodes(opt.warmup, opt.iters);
   if (opt.cupti) {
-    // A separate pass: CUPTI's own bookkeeping would otherwise land in the wall times.
     CuptiTracer tracer;
     for (int it = 0; it < opt.iters; ++it) {
-      runner.node_times_ms(1, [&](int node, bool begin) {
+      m.timer->nodes(0, 1, [&](int node, bool begin) {
         if (begin) {
           tracer.push(uint64_t(node) + 1);  // 0 would read as "no tag"
         } else {
@@ -196,49 +207,23 @@ std::vector<ProfileLink> profile_links(const ProfileOptions& opt, ProfileReport*
   return out;
 }
 
-// ---- stages: the one-GPU schedule's program with separate buffers; one eager pass makes every
-// tensor real, then each multi-group stage is re-issued alone between a fork and a join.
+// ---- stages: every multi-group stage of a one-GPU schedule, alone, timed as the tuner times
+// them (StageTimer: a CUDA Graph replay from fork to join).
 std::vector<StageSamples> profile_stages(const Graph& g, const Schedule& s, const ProfileOptions& opt) {
   HIOS_CHECK(s.meta.num_gpus == 1, "profiler: --stages needs a one-GPU schedule (this one uses %d GPUs)",
              s.meta.num_gpus);
-  const exec::RankProgram p = exec::lower(g, s, 0);
-  exec::BackendConfig cfg;
-  cfg.device = 0;
-  cfg.math = opt.math;
-  std::unique_ptr<exec::Backend> b = exec::make_backend("cuda", cfg);
-  b->prepare(g, p);
-  b->set_input(exec::make_input(g));
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const exec::Instr& in : p.instrs) {
-      if (in.kind == exec::InstrKind::Launch) b->launch(in.node, in.stream);
-      if (in.kind == exec::InstrKind::Record) b->record(in.event, in.stream);
-      if (in.kind == exec::InstrKind::Wait) b->wait(in.event, in.stream);
-    }
-    b->synchronize();
+  int streams = 1;
+  for (const auto& block : s.blocks) {
+    for (const Stage& st : block.at(0)) streams = std::max(streams, int(st.groups.size()));
   }
-  auto stream = [&](int k) { return static_cast<cudaStream_t>(b->native_stream(k)); };
+  Measurer m(g, opt, streams);
   std::vector<StageSamples> out;
   for (const auto& block : s.blocks) {
     for (const Stage& st : block.at(0)) {
       if (st.groups.size() < 2) continue;
-      const int k = int(st.groups.size());
-      Events ev(size_t(k) + 2);  // fork, one join per group after the first, end
       StageSamples ss;
       ss.stage = st;
-      for (int it = -opt.warmup; it < opt.iters; ++it) {
-        HIOS_PROF_CUDA(cudaEventRecord(ev.ev[0], stream(0)));
-        for (int j = 1; j < k; ++j) HIOS_PROF_CUDA(cudaStreamWaitEvent(stream(j), ev.ev[0], 0));
-        for (int j = 0; j < k; ++j) {
-          for (int v : st.groups[size_t(j)].nodes) b->launch(v, j);
-        }
-        for (int j = 1; j < k; ++j) {
-          HIOS_PROF_CUDA(cudaEventRecord(ev.ev[size_t(j)], stream(j)));
-          HIOS_PROF_CUDA(cudaStreamWaitEvent(stream(0), ev.ev[size_t(j)], 0));
-        }
-        HIOS_PROF_CUDA(cudaEventRecord(ev.ev[size_t(k) + 1], stream(0)));
-        HIOS_PROF_CUDA(cudaEventSynchronize(ev.ev[size_t(k) + 1]));
-        if (it >= 0) ss.wall_ms.push_back(ev.ms(0, size_t(k) + 1));
-      }
+      ss.wall_ms = m.timer->samples(st, opt.warmup, opt.iters);
       out.push_back(std::move(ss));
     }
   }
