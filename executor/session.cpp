@@ -234,6 +234,13 @@ double LaunchMarks::ms(RankSession& s, int node) const {
   return s.backend().marker_ms(first_ + 2 * k, first_ + 2 * k + 1);
 }
 
+double LaunchMarks::ms_since_previous(RankSession& s, int node) const {
+  const int k = slot_.at(size_t(node));
+  HIOS_CHECK(k >= 0, "internal error: node %d is not launched by the program", node);
+  const int from = k == 0 ? first_ : first_ + 2 * (k - 1) + 1;
+  return s.backend().marker_ms(from, first_ + 2 * k + 1);
+}
+
 std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,
                                            const std::vector<float>& input) {
   HIOS_CHECK(self.size() == 1, "internal error: the reference runs on one rank");

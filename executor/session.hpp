@@ -145,6 +145,11 @@ class LaunchMarks final : public PassObserver {
   void before(RankSession& s, const Instr& in) override;
   void after(RankSession& s, const Instr& in) override;
   double ms(RankSession& s, int node) const;
+  // From the end of the launch before it on the same stream (the pass's first marker for the
+  // first) to its end: the node's interval including the host's time to launch it, which is
+  // what a node costs an eagerly issued stream. Valid for programs whose launches share one
+  // stream (the sequential and measuring programs).
+  double ms_since_previous(RankSession& s, int node) const;
   const std::vector<int>& nodes() const { return nodes_; }  // the program's launches, in order
 
  private:

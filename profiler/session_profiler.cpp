@@ -79,7 +79,7 @@ std::vector<NodeSamples> StageTimer::nodes(int warmup, int iters, const std::fun
   try {
     for (int it = 0; it < iters; ++it) {
       s_.pass(true);
-      for (int v : marks.nodes()) out[size_t(v)].wall_ms.push_back(marks.ms(s_, v));
+      for (int v : marks.nodes()) out[size_t(v)].wall_ms.push_back(marks.ms_since_previous(s_, v));
     }
   } catch (...) {
     s_.remove_observer(&marks);

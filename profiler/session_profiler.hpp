@@ -31,8 +31,9 @@ exec::RankProgram empty_program(const Graph& g, int rank, int num_ranks);
 class StageTimer {
  public:
   explicit StageTimer(exec::RankSession& s);
-  // Per node, the device time of `iters` eager passes (warm-up first), a marker before and after
-  // every launch on stream 0. `around(node, begin)` is called around each node's launches
+  // Per node, its time in `iters` eager passes (warm-up first): markers after every launch on
+  // stream 0, a node's time running from the end of the node before it, so that the host's
+  // time to launch it counts, as it does on an eagerly issued stream. `around(node, begin)` is called around each node's launches
   // (the profiler tags them for CUPTI there).
   std::vector<NodeSamples> nodes(int warmup, int iters, const std::function<void(int, bool)>& around = nullptr);
   // One stage alone: a fork on stream 0, group j on stream j, a join, markers from fork to
