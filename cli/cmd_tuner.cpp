@@ -1,7 +1,6 @@
 // `hios tune`: the fastest schedule for this machine, chosen by measurement in one MPI job
 // (tuner/tune.hpp has the method).
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -79,8 +78,6 @@ void add_tuner_commands(CLI::App& app) {
       if (comm->rank() != 0) return;
       const std::string table = tune::tune_report(r);
       std::fwrite(table.data(), 1, table.size(), stdout);
-      std::filesystem::path parent = std::filesystem::path(o->output).parent_path();
-      if (!parent.empty()) std::filesystem::create_directories(parent);
       write_output(o->output, schedule_to_json(g, r.chosen).dump(2) + "\n");
       std::printf("wrote %s\n", o->output.c_str());
       std::fflush(stdout);

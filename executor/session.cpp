@@ -6,15 +6,11 @@
 #include "executor/memory_plan.hpp"
 #include "executor/registry.hpp"
 #include "graph/error.hpp"
+#include "graph/stats.hpp"
 
 namespace hios::exec {
 
-double median_ms(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median_ms(std::vector<double> v) { return median(std::move(v)); }
 
 RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) : g_(g), comm_(comm), opt_(opt) {
   const BackendEntry& be = find_backend(opt.backend);

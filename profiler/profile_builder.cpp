@@ -9,13 +9,6 @@
 
 namespace hios::prof {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double stddev(const std::vector<double>& v) {
   if (v.size() < 2) return 0;
   double mean = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/stats.hpp"
 #include "scheduler/cost_model.hpp"
 #include "scheduler/schedule.hpp"
 
@@ -40,7 +41,7 @@ struct LinkFit {
 LinkFit fit_link(const std::vector<LinkSample>& samples);
 
 // Median and sample standard deviation (0 for fewer than two values).
-double median(std::vector<double> v);
+using ::hios::median;  // graph/stats.hpp
 double stddev(const std::vector<double>& v);
 
 // Pools the samples of every node with the same node_signature (one entry per signature,
