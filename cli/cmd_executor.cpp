@@ -149,9 +149,10 @@ void add_executor_commands(CLI::App& app) {
   run->add_option("--cuda-graph", ropt->run.cuda_graph,
                   "on, off or auto: capture each rank's pass into one CUDA Graph (default auto: when possible)");
   run->add_option("--math", ropt->run.math, "tf32 or fp32 (default: tf32 on cuda, fp32 on cpu)");
-  run->add_option("--warmup", ropt->run.warmup, "Untimed passes first (default 2)");
-  run->add_option("--number", ropt->run.number, "Passes averaged into one repeat (default 6)");
-  run->add_option("--repeat", ropt->run.repeat, "Repeats reported (default 6)");
+  run->add_option("--warmup", ropt->run.warmup, "Untimed passes first, 0 to 100000 (default 2)")->check(CLI::Range(0, 100000));
+  run->add_option("--number", ropt->run.number, "Passes averaged into one repeat, 1 to 100000 (default 6)")
+      ->check(CLI::Range(1, 100000));
+  run->add_option("--repeat", ropt->run.repeat, "Repeats reported, 1 to 100000 (default 6)")->check(CLI::Range(1, 100000));
   run->add_flag("--verify", ropt->run.verify,
                 "Compare the output with a sequential run (same backend) and the CPU reference");
   run->add_flag("--verify-nodes", ropt->run.verify_nodes,
@@ -161,8 +162,10 @@ void add_executor_commands(CLI::App& app) {
                   "per tensor)")
       ->check(CLI::IsMember({"shared", "separate"}));
   run->add_option("--devices", ropt->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
-  run->add_option("--timeout", ropt->run.timeout_s, "Abort the whole job after this many seconds (default: none)");
-  run->add_option("--threads", ropt->run.threads, "OpenMP threads per rank for the cpu backend (default: OpenMP's)");
+  run->add_option("--timeout", ropt->run.timeout_s, "Abort the whole job after this many seconds, 0 to 1e7 (default: none)")
+      ->check(finite_range(0.0, 1e7));
+  run->add_option("--threads", ropt->run.threads, "OpenMP threads per rank for the cpu backend, 0 to 1024 (default: OpenMP's)")
+      ->check(CLI::Range(0, 1024));
   run->add_option("--seed", ropt->run.seed, "Seed of the deterministic weights and input");
   run->add_option("--trace", ropt->run.trace_file,
                   "After the timed passes, trace one more (eager) pass with a marker around every launch and "

@@ -40,9 +40,13 @@ void add_graph_commands(CLI::App& app) {
   auto gopt = std::make_shared<GraphOptions>();
   CLI::App* graph = app.add_subcommand("graph", "Build a model and write its graph JSON");
   graph->add_option("--model,-m", gopt->model, "Model name (see 'hios models')")->required();
-  graph->add_option("--batch,-b", gopt->batch, "Batch size")->capture_default_str();
-  graph->add_option("--height", gopt->height, "Input height (default: the model's standard size)");
-  graph->add_option("--width", gopt->width, "Input width (default: the model's standard size)");
+  // 0 stands for "the model's standard size" inside, so the options themselves start at 1:
+  // `--height 0` is a mistake, not a request for the default.
+  graph->add_option("--batch,-b", gopt->batch, "Batch size (1 to 65536)")->capture_default_str()->check(CLI::Range(1, 65536));
+  graph->add_option("--height", gopt->height, "Input height, 1 to 65536 (default: the model's standard size)")
+      ->check(CLI::Range(1, 65536));
+  graph->add_option("--width", gopt->width, "Input width, 1 to 65536 (default: the model's standard size)")
+      ->check(CLI::Range(1, 65536));
   graph->add_option("--output,-o", gopt->output, "Output file (default: stdout)");
   graph->footer("Example:\n  hios graph --model inception_v3 --batch 1 --height 1024 --width 1024 -o inception.json\n");
   graph->callback([gopt] {

@@ -26,14 +26,15 @@ void add_tuner_commands(CLI::App& app) {
   auto o = std::make_shared<TuneCliOptions>();
   CLI::App* cmd = app.add_subcommand("tune", "Choose the fastest schedule by measuring it on this machine (run under mpirun)");
   cmd->add_option("--graph,-g", o->graph, "Graph JSON")->required();
-  cmd->add_option("--gpus", o->tune.gpus, "GPUs, one MPI rank each (= mpirun -np)")->required();
+  cmd->add_option("--gpus", o->tune.gpus, "GPUs, one MPI rank each (= mpirun -np), 1 to 1024")->required()->check(CLI::Range(1, 1024));
   cmd->add_option("--output,-o", o->output, "Schedule JSON to write (atomically), the fastest measured candidate")
       ->required();
   cmd->add_option("--backend", o->tune.session.backend, "cpu or cuda (default cpu)");
   cmd->add_option("--transport", o->tune.session.transport, "nccl, mpi-host or mpi-cuda-aware (default: the backend's)");
   cmd->add_option("--math", o->tune.session.math, "tf32 or fp32 (default: tf32 on cuda, fp32 on cpu)");
   cmd->add_option("--devices", o->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
-  cmd->add_option("--threads", o->tune.session.threads, "OpenMP threads per rank for the cpu backend");
+  cmd->add_option("--threads", o->tune.session.threads, "OpenMP threads per rank for the cpu backend, 0 to 1024")
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--seed", o->tune.session.seed, "Seed of the deterministic weights and input");
   cmd->add_option("--device", o->tune.device,
                   "Device preset whose SM and bandwidth shares seed the stage model (default: from the GPU's name)");
@@ -55,9 +56,9 @@ void add_tuner_commands(CLI::App& app) {
   cmd->add_option("--stage-budget", o->tune.stage_budget_s,
                   "Seconds for measuring the stages the searches propose; past it the fitted model predicts "
                   "(default 40)")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(finite_range(0.0, 86400.0));
   cmd->add_option("--timeout", o->tune.timeout_s, "Abort the whole job after this many seconds (default: none)")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(finite_range(0.0, 1e7));
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->footer(
       "Measures links, nodes and every concurrent stage the searches propose, runs hios-lp, hios-mr,\n"

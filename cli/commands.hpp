@@ -19,6 +19,25 @@ void add_tuner_commands(CLI::App& app);      // tune (cli/cmd_tuner.cpp)
 
 void write_output(const std::string& file, const std::string& text);
 
+// A CLI11 check for a floating-point option: finite and within [lo, hi]. CLI::Range alone lets
+// NaN through (every comparison with NaN is false) and accepts inf as "above".
+inline CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        try {
+          size_t used = 0;
+          v = std::stod(text, &used);
+          if (used != text.size()) return "'" + text + "' is not a number";
+        } catch (...) {
+          return "'" + text + "' is not a number";
+        }
+        if (!(v >= lo && v <= hi)) return "'" + text + "' is outside " + std::to_string(lo) + " to " + std::to_string(hi);
+        return "";
+      },
+      "finite, " + std::to_string(lo) + " to " + std::to_string(hi));
+}
+
 }  // namespace hios::cli
 
 #ifdef HIOS_WITH_EXECUTOR

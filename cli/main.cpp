@@ -46,6 +46,18 @@ int main(int argc, char** argv) {
 #ifdef HIOS_WITH_TUNER
   hios::cli::add_tuner_commands(app);
 #endif
+  // CLI11 answers an unknown first word with "A subcommand is required", which hides the
+  // typo: name it, and the commands there are.
+  if (argc >= 2 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) known = known || sub->check_name(argv[1]);
+    if (!known) {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::fprintf(stderr, "hios: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,7 @@
 #include "graph/graph.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <functional>
 #include <set>
 
@@ -90,11 +91,34 @@ std::string describe_cycle(const Graph& g, const std::vector<char>& unsorted) {
 
 }  // namespace
 
+// The limit on one tensor (documented in docs/graph-format.md): every dimension positive and
+// at most 2^31 - 1, and at most 2^38 elements (1 TiB of float32). The product is computed with
+// overflow checks, so that a channel count of 2^62 is refused instead of wrapping into a small
+// tensor that every later byte count would get wrong.
+constexpr int64_t kMaxDimension = INT32_MAX;
+constexpr int64_t kMaxElements = int64_t(1) << 38;
+
+static void check_size(const Shape& s, const std::string& node, const char* what) {
+  HIOS_CHECK(s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0, "node '%s': %s has a non-positive size %s", node.c_str(), what,
+             s.str().c_str());
+  HIOS_CHECK(s.n <= kMaxDimension && s.c <= kMaxDimension && s.h <= kMaxDimension && s.w <= kMaxDimension,
+             "node '%s': %s %s has a dimension over %lld", node.c_str(), what, s.str().c_str(),
+             (long long)kMaxDimension);
+  int64_t e = 0;
+  const bool overflow = __builtin_mul_overflow(s.n, s.c, &e) || __builtin_mul_overflow(e, s.h, &e) ||
+                        __builtin_mul_overflow(e, s.w, &e);
+  HIOS_CHECK(!overflow && e <= kMaxElements, "node '%s': %s %s has more than 2^38 elements, the limit on one tensor",
+             node.c_str(), what, s.str().c_str());
+}
+
 void Graph::finalize() {
   HIOS_CHECK(!nodes.empty(), "graph '%s': has no nodes", name.c_str());
   HIOS_CHECK(batch > 0 && height > 0 && width > 0,
              "graph '%s': batch, height and width must be positive (got %lld, %lld, %lld)", name.c_str(),
              (long long)batch, (long long)height, (long long)width);
+  HIOS_CHECK(batch <= kMaxDimension && height <= kMaxDimension && width <= kMaxDimension,
+             "graph '%s': batch, height and width must be at most %lld (got %lld, %lld, %lld)", name.c_str(),
+             (long long)kMaxDimension, (long long)batch, (long long)height, (long long)width);
   HIOS_CHECK(!blocks.empty(), "graph '%s': has no blocks", name.c_str());
 
   // Names.
@@ -240,12 +264,9 @@ void Graph::finalize() {
       }
       in = {cat};
     }
-    for (const Shape& s : in) {
-      HIOS_CHECK(s.numel() > 0, "node '%s': input has a non-positive size %s", nd.name.c_str(), s.str().c_str());
-    }
+    for (const Shape& s : in) check_size(s, nd.name, "input");
     nd.shape = infer_op(nd.op, in, ctx);
-    HIOS_CHECK(nd.shape.numel() > 0, "node '%s': output has a non-positive size %s", nd.name.c_str(),
-               nd.shape.str().c_str());
+    check_size(nd.shape, nd.name, "output");
     nd.cost = count_op(nd.op, in, nd.shape, dtype);
     // Assembling the input reads every value once; summing within a term costs one FLOP per
     // extra addend element.

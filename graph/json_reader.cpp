@@ -1,11 +1,21 @@
 #include "graph/json_reader.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "graph/error.hpp"
@@ -63,12 +73,14 @@ std::array<int, 2> JsonObject::get_pair(const std::string& key, std::array<int, 
   if (!has(key)) return def;
   const json& v = at(key);
   std::string p = child_path(key);
+  // Range-checked into int: a kernel of 4294967299 must not wrap to 3.
   if (v.is_number_integer()) {
-    int a = static_cast<int>(v.get<int64_t>());
+    int a = static_cast<int>(json_int_in(v, p, INT32_MIN, INT32_MAX));
     return {a, a};
   }
   HIOS_CHECK(v.is_array() && v.size() == 2, "%s: expected [int, int], got %s", p.c_str(), json_type_name(v));
-  return {static_cast<int>(json_int(v[0], p + "[0]")), static_cast<int>(json_int(v[1], p + "[1]"))};
+  return {static_cast<int>(json_int_in(v[0], p + "[0]", INT32_MIN, INT32_MAX)),
+          static_cast<int>(json_int_in(v[1], p + "[1]", INT32_MIN, INT32_MAX))};
 }
 
 void JsonObject::expect_header(const char* format, int version) {
@@ -87,12 +99,28 @@ void JsonObject::finish() const {
 
 int64_t json_int(const json& j, const std::string& path) {
   HIOS_CHECK(j.is_number_integer(), "%s: expected an integer, got %s", path.c_str(), json_type_name(j));
+  // An unsigned value past INT64_MAX would wrap negative in get<int64_t>().
+  HIOS_CHECK(!j.is_number_unsigned() || j.get<uint64_t>() <= uint64_t(INT64_MAX), "%s: %llu is out of range",
+             path.c_str(), (unsigned long long)j.get<uint64_t>());
   return j.get<int64_t>();
+}
+
+int64_t json_int_in(const json& j, const std::string& path, int64_t lo, int64_t hi) {
+  const int64_t v = json_int(j, path);
+  HIOS_CHECK(v >= lo && v <= hi, "%s: %lld is out of range (%lld to %lld)", path.c_str(), (long long)v, (long long)lo,
+             (long long)hi);
+  return v;
+}
+
+int64_t JsonObject::get_int_in(const std::string& key, int64_t lo, int64_t hi) {
+  return json_int_in(at(key), child_path(key), lo, hi);
 }
 
 double json_number(const json& j, const std::string& path) {
   HIOS_CHECK(j.is_number(), "%s: expected a number, got %s", path.c_str(), json_type_name(j));
-  return j.get<double>();
+  const double v = j.get<double>();
+  HIOS_CHECK(std::isfinite(v), "%s: %g is not a finite number", path.c_str(), v);
+  return v;
 }
 
 std::string json_string(const json& j, const std::string& path) {
@@ -106,37 +134,187 @@ const json& json_array(const json& j, const std::string& path) {
 }
 
 json parse_json_text(const std::string& text, const std::string& source_name) {
+  // Duplicate keys are refused: nlohmann keeps the last one silently, and a hand-edited file
+  // with two "kernel" keys would run with whichever came second.
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  auto check_keys = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: keys.emplace_back(); break;
+      case json::parse_event_t::object_end:
+        if (!keys.empty()) keys.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!keys.empty() && !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+        break;
+      default: break;
+    }
+    return true;
+  };
+  json j;
   try {
-    return json::parse(text);
+    j = json::parse(text, check_keys);
   } catch (const json::parse_error& e) {
     throw Error(strprintf("%s: malformed JSON at byte %zu", source_name.c_str(), e.byte));
+  } catch (const json::out_of_range& e) {
+    // e.g. 1e400: "number overflow parsing '1e400'"
+    std::string what = e.what();
+    const size_t at = what.find("number overflow");
+    throw Error(strprintf("%s: %s", source_name.c_str(),
+                          at == std::string::npos ? "a number is out of range" : what.substr(at).c_str()));
   }
+  HIOS_CHECK(duplicate.empty(), "%s: duplicate key \"%s\" in an object", source_name.c_str(), duplicate.c_str());
+  return j;
 }
 
 json read_json_file(const std::string& file) {
+  struct stat st {};
+  HIOS_CHECK(::stat(file.c_str(), &st) == 0, "%s: cannot open: %s", file.c_str(), std::strerror(errno));
+  HIOS_CHECK(!S_ISDIR(st.st_mode), "%s: is a directory, not a JSON file", file.c_str());
+  HIOS_CHECK(!S_ISREG(st.st_mode) || uint64_t(st.st_size) <= kMaxInputBytes,
+             "%s: %lld bytes, more than the %llu-byte limit on an input file", file.c_str(), (long long)st.st_size,
+             (unsigned long long)kMaxInputBytes);
   std::ifstream in(file, std::ios::binary);
   HIOS_CHECK(in.good(), "%s: cannot open: %s", file.c_str(), std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json_text(ss.str(), file);
+  // Read with a cap, so that /dev/zero or an endless pipe ends with an error, not out of memory.
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, size_t(in.gcount()));
+    HIOS_CHECK(text.size() <= kMaxInputBytes, "%s: more than the %llu-byte limit on an input file", file.c_str(),
+               (unsigned long long)kMaxInputBytes);
+  }
+  return parse_json_text(text, file);
 }
 
-void write_file_atomic(const std::string& file, const std::string& text) {
-  std::string tmp = file + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    HIOS_CHECK(out.good(), "%s: cannot write: %s", file.c_str(), std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out.good()) {
-      std::remove(tmp.c_str());
-      throw_error("%s: write failed", file.c_str());
-    }
+namespace {
+
+// The temporary file being written, for the signal handler. Writes are serialised by a mutex,
+// so there is at most one; the handler may only use async-signal-safe calls (unlink, raise).
+char g_pending[PATH_MAX + 64];
+std::atomic<bool> g_has_pending{false};
+std::mutex g_write_mu;
+struct sigaction g_old_int {}, g_old_term {};
+
+extern "C" void remove_pending_and_reraise(int sig) {
+  if (g_has_pending.load()) ::unlink(g_pending);
+  ::sigaction(sig, sig == SIGINT ? &g_old_int : &g_old_term, nullptr);
+  ::raise(sig);
+}
+
+void install_cleanup_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_handler = remove_pending_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &g_old_int);
+    ::sigaction(SIGTERM, &sa, &g_old_term);
+  });
+}
+
+void write_all(int fd, const std::string& text, const std::string& file) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    HIOS_CHECK(n > 0, "%s: write failed: %s", file.c_str(), std::strerror(errno));
+    done += size_t(n);
   }
-  if (std::rename(tmp.c_str(), file.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    throw_error("%s: cannot rename temporary file into place: %s", file.c_str(), std::strerror(err));
+}
+
+// Where `file` really points: a symlink's target (resolved even when it does not exist yet).
+std::string follow_symlink(const std::string& file) {
+  struct stat lst {};
+  if (::lstat(file.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return file;
+  if (char* real = ::realpath(file.c_str(), nullptr)) {
+    std::string out = real;
+    std::free(real);
+    return out;
+  }
+  std::string link(PATH_MAX, '\0');
+  const ssize_t n = ::readlink(file.c_str(), link.data(), link.size());
+  HIOS_CHECK(n > 0, "%s: cannot read the symlink: %s", file.c_str(), std::strerror(errno));
+  link.resize(size_t(n));
+  if (link[0] == '/') return link;
+  const size_t slash = file.rfind('/');
+  return slash == std::string::npos ? link : file.substr(0, slash + 1) + link;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& file, const std::string& text) {
+  const std::string target = follow_symlink(file);
+  struct stat st {};
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  if (exists) {
+    HIOS_CHECK(!S_ISDIR(st.st_mode), "%s: is a directory", file.c_str());
+    if (!S_ISREG(st.st_mode)) {
+      // A device, FIFO or socket is written into, never replaced: `-o /dev/null` must leave
+      // /dev/null a device, also for root.
+      const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+      HIOS_CHECK(fd >= 0, "%s: cannot open for writing: %s", file.c_str(), std::strerror(errno));
+      try {
+        write_all(fd, text, file);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);
+      return;
+    }
+    // Root may write anything; a file nobody may write was made read-only on purpose.
+    HIOS_CHECK((st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0, "%s: is read-only (mode %04o); refusing to replace it",
+               file.c_str(), unsigned(st.st_mode & 07777));
+  }
+  std::lock_guard<std::mutex> lock(g_write_mu);
+  install_cleanup_handlers();
+  const std::string tmp = target + ".tmp." + std::to_string(::getpid());
+  HIOS_CHECK(tmp.size() < sizeof g_pending, "%s: path too long", file.c_str());
+  std::memcpy(g_pending, tmp.c_str(), tmp.size() + 1);
+  g_has_pending = true;
+  auto fail = [&](const char* what, int err) {
+    ::unlink(tmp.c_str());
+    g_has_pending = false;
+    throw_error("%s: %s: %s", file.c_str(), what, std::strerror(err));
+  };
+  ::unlink(tmp.c_str());  // a stale one of an earlier process with this pid
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? (st.st_mode & 07777) : 0666);
+  if (fd < 0) {
+    g_has_pending = false;
+    throw_error("%s: cannot write: %s", file.c_str(), std::strerror(errno));
+  }
+  // The umask narrowed the mode of a replaced file: give it back what it had.
+  if (exists && ::fchmod(fd, st.st_mode & 07777) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("cannot keep the file's mode", err);
+  }
+  try {
+    write_all(fd, text, file);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    g_has_pending = false;
+    throw;
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("fsync failed", err);
+  }
+  if (::close(fd) != 0) fail("close failed", errno);
+  if (::rename(tmp.c_str(), target.c_str()) != 0) fail("cannot rename the temporary file into place", errno);
+  g_has_pending = false;
+  // The rename is durable once the folder is.
+  const size_t slash = target.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : target.substr(0, slash));
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
   }
 }
 

@@ -35,7 +35,8 @@ class JsonObject {
   // Required accessors throw "<path>.<key>: missing" when the key is absent.
   const json& at(const std::string& key);
   int64_t get_int(const std::string& key);
-  double get_number(const std::string& key);
+  int64_t get_int_in(const std::string& key, int64_t lo, int64_t hi);  // range-checked
+  double get_number(const std::string& key);  // finite
   bool get_bool(const std::string& key);
   std::string get_string(const std::string& key);
   const json& get_array(const std::string& key);
@@ -66,16 +67,27 @@ class JsonObject {
 
 // Free-standing typed checks for array elements and nested values.
 int64_t json_int(const json& j, const std::string& path);
+int64_t json_int_in(const json& j, const std::string& path, int64_t lo, int64_t hi);
 double json_number(const json& j, const std::string& path);
 std::string json_string(const json& j, const std::string& path);
 const json& json_array(const json& j, const std::string& path);
 
-// Parses text as JSON; a syntax error names the file and the byte offset.
+// Parses text as JSON; a syntax error names the file and the byte offset, a duplicate key in
+// an object or a number out of double's range is refused with one line.
 json parse_json_text(const std::string& text, const std::string& source_name);
+// The largest input file hios reads: 1 GiB (the biggest graph a built-in model writes at 2048
+// is well under 1 MiB). A directory, a larger file or an endless stream is refused.
+inline constexpr uint64_t kMaxInputBytes = uint64_t(1) << 30;
 json read_json_file(const std::string& file);
 
-// Writes text to file atomically: a temporary file in the same folder, then rename, so that a
-// crash never leaves a half-written result behind.
+// Writes text to `file` so that a crash or a signal never leaves a half-written result:
+//  * a regular file (or none yet) is replaced atomically: a temporary file in the same folder,
+//    written, fsync'ed and renamed over it, keeping the old file's permissions; the temporary
+//    file is removed on an error and on SIGINT/SIGTERM;
+//  * a symlink is followed, and its target is what gets replaced;
+//  * anything else that exists (/dev/null, /dev/stdout, a FIFO) is written in place, never
+//    replaced;
+//  * a target nobody may write (mode without any w bit) is refused, also for root.
 void write_file_atomic(const std::string& file, const std::string& text);
 
 }  // namespace hios

@@ -16,7 +16,7 @@ expect_error() {
   "$@" >"$TMP/out" 2>"$TMP/err"
   local rc=$? lines
   lines=$(wc -l <"$TMP/err")
-  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qiE "$pattern" "$TMP/err"; then
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qiE -e "$pattern" "$TMP/err"; then
     echo "FAIL $name: rc=$rc, $lines stderr lines, wanted /$pattern/:"
     sed 's/^/    /' "$TMP/err"
     fails=$((fails + 1))
@@ -50,8 +50,9 @@ expect_error "unknown key"         "nodes\[0\]\.kernal: unknown key" "$HIOS" inf
 expect_error "wrong type"          "out_channels: expected an integer" "$HIOS" info "$G/wrong_type.json"
 expect_error "missing file"        "cannot open"                     "$HIOS" info "$TMP/nope.json"
 expect_error "unknown model"       "unknown model 'nope'"            "$HIOS" graph --model nope
-expect_error "bad size"            "must be positive"                "$HIOS" graph --model demo --height -3
-expect_error "unknown subcommand"  "hios"                            "$HIOS" frobnicate
+expect_error "bad size"            "not in range 1 to 65536"         "$HIOS" graph --model demo --height -3
+expect_error "zero size"           "--height.*not in range"          "$HIOS" graph --model demo --height 0
+expect_error "unknown subcommand"  "unknown command 'frobnicate'"    "$HIOS" frobnicate
 expect_error "missing option"      "model"                           "$HIOS" graph
 expect_error "validate one"        "cycle through"                   "$HIOS" validate "$G/cycle.json"
 
@@ -97,6 +98,45 @@ done
 # No half-written files: a failing write leaves nothing behind.
 "$HIOS" graph --model demo -o "$TMP/no/such/dir/x.json" 2>/dev/null
 [ -z "$(ls "$TMP" | grep '\.tmp\.')" ] || { echo "FAIL temporary file left behind"; fails=$((fails + 1)); }
+
+# ---- Hardening (issue 9): numbers range-checked where they enter, files never clobbered.
+"$HIOS" graph --model demo -o "$TMP/base.json" >/dev/null
+# mutate NAME PYTHON-EXPRESSION-ON-TEXT: writes $TMP/NAME.json from the demo graph's text.
+mutate() { python3 -c "import sys; t=open(sys.argv[1]).read(); open(sys.argv[2],'w').write($2)" "$TMP/base.json" "$TMP/$1.json"; }
+mutate kernel32 "t.replace('\"kernel\":[3,3]', '\"kernel\":[4294967299,4294967299]', 1)"
+expect_error "kernel wraps int"    "kernel.*4294967299 is out of range" "$HIOS" info "$TMP/kernel32.json"
+mutate huge_channels "t.replace('\"out_channels\":48', '\"out_channels\":4611686018427387904', 1)"
+expect_error "numel overflow"      "dimension over|2\\^38 elements"  "$HIOS" info "$TMP/huge_channels.json"
+mutate overflow_number "t.replace('\"batch\": 1', '\"batch\": 1e400', 1)"
+expect_error "number overflow"     "overflow_number.json: number overflow" "$HIOS" info "$TMP/overflow_number.json"
+mutate duplicate_key "t.replace('\"batch\": 1', '\"batch\": 1, \"batch\": 2', 1)"
+expect_error "duplicate key"       "duplicate key \"batch\""        "$HIOS" info "$TMP/duplicate_key.json"
+expect_error "directory input"     "is a directory"                   "$HIOS" info "$TMP"
+expect_error "threads range"       "--threads.*not in range"          "$HIOS" run -g "$TMP/base.json" -s x.json --threads 100000
+expect_error "timeout nan"         "--timeout.*'nan' is outside"      "$HIOS" run -g "$TMP/base.json" -s x.json --timeout nan
+expect_error "timeout inf"         "--timeout.*'inf' is outside"      "$HIOS" run -g "$TMP/base.json" -s x.json --timeout inf
+grep -q '"kernel":\[3,3\]' "$TMP/base.json" && grep -q '"out_channels":48' "$TMP/base.json" && grep -q '"batch": 1' "$TMP/base.json" ||
+  { echo "FAIL the mutation tests no longer find what they change in the demo graph"; fails=$((fails + 1)); }
+
+# Output that is not a regular file is written into, never replaced; symlinks are followed.
+expect_ok "write to /dev/null" "$HIOS" graph --model demo -o /dev/null
+[ -c /dev/null ] || { echo "FAIL /dev/null is no longer a character device"; fails=$((fails + 1)); }
+ln -s "$TMP/link_target.json" "$TMP/link.json"
+expect_ok "write through a symlink" "$HIOS" graph --model demo -o "$TMP/link.json"
+[ -L "$TMP/link.json" ] && [ -s "$TMP/link_target.json" ] || { echo "FAIL the symlink was replaced or not followed"; fails=$((fails + 1)); }
+mkfifo "$TMP/fifo"
+cat "$TMP/fifo" >"$TMP/from_fifo" &
+expect_ok "write into a FIFO" "$HIOS" graph --model demo -o "$TMP/fifo"
+wait
+[ -p "$TMP/fifo" ] && grep -q hios-graph "$TMP/from_fifo" || { echo "FAIL the FIFO was replaced or got nothing"; fails=$((fails + 1)); }
+echo keep >"$TMP/ro.json"
+chmod 0444 "$TMP/ro.json"
+expect_error "read-only target"    "ro.json: is read-only"            "$HIOS" graph --model demo -o "$TMP/ro.json"
+[ "$(cat "$TMP/ro.json")" = keep ] || { echo "FAIL a read-only file was replaced"; fails=$((fails + 1)); }
+echo old >"$TMP/mode.json"
+chmod 0640 "$TMP/mode.json"
+expect_ok "replace keeps the mode" "$HIOS" graph --model demo -o "$TMP/mode.json"
+[ "$(stat -c %a "$TMP/mode.json")" = 640 ] || { echo "FAIL the replaced file's mode changed to $(stat -c %a "$TMP/mode.json")"; fails=$((fails + 1)); }
 
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]
