@@ -1,5 +1,6 @@
 // Scheduling subcommands: schedule (run one algorithm on a graph file) and simulate-random (the
 // HIOS random-DAG study).
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -118,7 +119,13 @@ void add_algorithm_commands(CLI::App& app) {
   sim->footer("Example:\n  hios simulate-random --nodes 200 --edges 400 --layers 8 --ccr 0.5 --seeds 10 --gpus 2,4,8 "
               "--csv random.csv\n");
   sim->callback([ro] {
-    std::vector<RandomDagRow> rows = run_random_dag_experiment(ro->p, ro->seeds, ro->gpus, ro->opt);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<RandomDagRow> rows = run_random_dag_experiment(ro->p, ro->seeds, ro->gpus, ro->opt, [&](int k, int n) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "hios simulate-random: [%7.1f s] DAG %d of %d done, about %.0f s left\n", s, k, n,
+                   s / k * (n - k));
+      std::fflush(stderr);
+    });
     std::printf("random layered DAGs: %d nodes, %d edges, %d layers, weights U[%g, %g] ms, CCR %g, alpha %g\n",
                 ro->p.nodes, ro->p.edges, ro->p.layers, ro->p.min_weight, ro->p.max_weight, ro->p.ccr, ro->p.alpha);
     std::printf("mean simulated latency in ms over %d seeds (%llu..%llu); window %d, streams %d\n", ro->seeds,

@@ -204,7 +204,8 @@ std::unique_ptr<CostModel> make_random_dag_cost_model(const RandomDag& dag) {
 // Experiment
 
 std::vector<RandomDagRow> run_random_dag_experiment(const RandomDagParams& p, int seeds, const std::vector<int>& gpus,
-                                                   const SchedulerOptions& opt) {
+                                                   const SchedulerOptions& opt,
+                                                   const std::function<void(int, int)>& progress) {
   HIOS_CHECK(seeds >= 1, "random DAG: --seeds must be at least 1 (got %d)", seeds);
   HIOS_CHECK(!gpus.empty(), "random DAG: --gpus lists no GPU count");
   for (int G : gpus) HIOS_CHECK(G >= 1 && G <= 64, "random DAG: GPU counts must be in [1, 64] (got %d)", G);
@@ -234,6 +235,7 @@ std::vector<RandomDagRow> run_random_dag_experiment(const RandomDagParams& p, in
       r.heft += schedule_heft(dag.graph, *cost, o).meta.predicted_ms;
       r.lower_bound += lower_bound_ms(dag.graph, *cost, gpus[i]);
     }
+    if (progress) progress(k + 1, seeds);
   }
   for (RandomDagRow& r : rows) {
     for (double* x : {&r.seq, &r.ios, &r.hios_lp, &r.hios_lp_window, &r.hios_mr, &r.hios_mr_window, &r.heft,

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -78,8 +79,11 @@ struct RandomDagRow {
 // For every GPU count, every seed in [p.seed, p.seed + seeds): generate, schedule with every
 // algorithm (window and streams from opt), average. IOS runs on one GPU whatever the count, so
 // it is computed once per seed.
+// `progress(k, seeds)` is called after each DAG (seed k of seeds) is done: the study can run
+// for minutes, and the CLI shows where it is on stderr.
 std::vector<RandomDagRow> run_random_dag_experiment(const RandomDagParams& p, int seeds, const std::vector<int>& gpus,
-                                                   const SchedulerOptions& opt);
+                                                   const SchedulerOptions& opt,
+                                                   const std::function<void(int, int)>& progress = nullptr);
 std::string random_dag_table(const std::vector<RandomDagRow>& rows);  // aligned text
 std::string random_dag_csv(const std::vector<RandomDagRow>& rows);    // header + one line per row
 
