@@ -164,6 +164,10 @@ void add_executor_commands(CLI::App& app) {
   run->add_option("--devices", ropt->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
   run->add_option("--timeout", ropt->run.timeout_s, "Abort the whole job after this many seconds, 0 to 1e7 (default: none)")
       ->check(finite_range(0.0, 1e7));
+  run->add_option("--stall-timeout", ropt->run.stall_timeout_s,
+                  "While passes run, abort the job when a rank finishes no pass for this many seconds (a stopped "
+                  "or hung peer); 0 turns it off (default 300)")
+      ->check(finite_range(0.0, 1e7));
   run->add_option("--threads", ropt->run.threads, "OpenMP threads per rank for the cpu backend, 0 to 1024 (default: OpenMP's)")
       ->check(CLI::Range(0, 1024));
   run->add_option("--seed", ropt->run.seed, "Seed of the deterministic weights and input");

@@ -172,6 +172,21 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     std::fflush(stderr);
     comm.abort(2);
   });
+  StallWatchdog stall(opt.stall_timeout_s, [&](double idle) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "hios: error: %s: no pass finished for %.0f s during %s (--stall-timeout %g): another rank is "
+                 "stopped or hung; aborting the job\n",
+                 comm.where().c_str(), idle, phase.load(), opt.stall_timeout_s);
+    std::fflush(stderr);
+    comm.abort(2);
+  });
+  // Every finished pass is progress.
+  struct Heartbeat final : PassObserver {
+    StallWatchdog& w;
+    explicit Heartbeat(StallWatchdog& w_) : w(w_) {}
+    void pass_end(RankSession&) override { w.beat(); }
+  };
   const int rank = comm.rank();
   Injection inj = parse_injection(opt.inject_failure);
   HIOS_CHECK(inj.rank < comm.size(), "failure injection names rank %d, but the job has %d rank(s)", inj.rank,
@@ -227,6 +242,10 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   if (rank == 0 || opt.verify_nodes) input = make_input(g, opt.seed);
   if (rank == 0) backend.set_input(input);
 
+  Heartbeat heartbeat(stall);
+  session.add_observer(&heartbeat);
+  comm.barrier();  // every rank is ready: from here on, a rank that stops making progress is stuck
+  stall.arm(true);
   phase = "warm-up";
   if (inj.at(rank, "warmup")) injected("warm-up");
   // The first pass is never captured (RankSession::capture issues one eagerly if needed).
@@ -259,12 +278,18 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   }
   session.remove_observer(&fail);
 
+  stall.arm(false);
   // Read before verification: its reference runs allocate on the same device and would count.
   const size_t peak_bytes = backend.peak_memory_bytes();
 
   // ---- a traced pass (--trace): one more pass, eager, with a marker around every instruction
   phase = "trace";
-  if (!opt.trace_file.empty()) rep.trace = trace_one_pass(session);
+  if (!opt.trace_file.empty()) {
+    stall.arm(true);
+    rep.trace = trace_one_pass(session);
+    stall.arm(false);
+  }
+  session.remove_observer(&heartbeat);
 
   // ---- verification
   phase = "verification";

@@ -4,6 +4,7 @@
 // one, and its on_timeout ends the job (MPI_Abort, or _Exit for in-process ranks).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -15,7 +16,11 @@ namespace hios::exec {
 class Watchdog {
  public:
   // seconds <= 0: no watchdog (nothing is started).
-  Watchdog(double seconds, std::function<void()> on_timeout) {
+  Watchdog(double seconds, std::function<void()> on_timeout) { start(seconds, std::move(on_timeout)); }
+  Watchdog() = default;
+
+  void start(double seconds, std::function<void()> on_timeout) {
+    if (thread_.joinable()) stop();
     if (!(seconds > 0)) return;
     thread_ = std::thread([this, seconds, on_timeout = std::move(on_timeout)] {
       std::unique_lock<std::mutex> lock(mu_);
@@ -38,9 +43,67 @@ class Watchdog {
     }
     cv_.notify_all();
     thread_.join();
+    done_ = false;
   }
 
  private:
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+}  // namespace hios::exec
+
+namespace hios::exec {
+
+// Ends the job when a rank makes no progress for `seconds`: a peer that was stopped (SIGSTOP)
+// or hangs inside a library leaves the others blocked in a barrier or a receive, and only a
+// clock can notice. Progress is whatever the driver calls beat() for (a phase begun, a pass
+// finished). on_stall gets how long it waited. seconds <= 0: off.
+class StallWatchdog {
+ public:
+  StallWatchdog(double seconds, std::function<void(double)> on_stall) {
+    if (!(seconds > 0)) return;
+    beat();
+    thread_ = std::thread([this, seconds, on_stall = std::move(on_stall)] {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (;;) {
+        if (cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return done_; })) return;
+        const double idle = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() -
+                            last_.load();
+        if (armed_.load() && idle > seconds) {
+          on_stall(idle);
+          return;
+        }
+      }
+    });
+  }
+  ~StallWatchdog() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  StallWatchdog(const StallWatchdog&) = delete;
+  StallWatchdog& operator=(const StallWatchdog&) = delete;
+
+  void beat() {
+    last_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  // Armed only where every rank is busy with bounded work (passes). While one rank computes
+  // a long reference alone, the others wait without progress of their own: not a stall.
+  void arm(bool on) {
+    beat();
+    armed_ = on;
+  }
+
+ private:
+  std::atomic<bool> armed_{false};
+  std::atomic<double> last_{0};
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

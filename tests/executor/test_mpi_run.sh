@@ -133,6 +133,38 @@ case "$SCENARIO" in
     run_fails demo hios-lp 3 'is for 2 GPU\(s\) but the job has 3 rank' 20
     run_fails demo hios-lp 2 "out of memory .*tensor 'input'.*337500 bytes" 20 --memory-limit 200000
     run_fails demo hios-lp 2 "mpi-cuda-aware|unknown transport" 20 --transport mpi-cuda-aware
+    # A rank stopped with SIGSTOP, no --timeout: the default stall watchdog (here 3 s) of the
+    # rank left waiting ends the whole job with one line naming it and the phase.
+    "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" --backend cpu \
+      --threads 1 --warmup 1 --number 1 --repeat 100000 --stall-timeout 3 -o none >"$TMP/stall.out" 2>"$TMP/stall.err" &
+    job=$!
+    victim=""
+    for _ in $(seq 1 100); do  # find rank 1 by its environment once it runs
+      for p in $(pgrep -f "$HIOS run --graph $TMP/demo.json" || true); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$p; fi
+      done
+      [ -n "$victim" ] && break
+      sleep 0.1
+    done
+    if [ -z "$victim" ]; then
+      fail "stall: rank 1 never started"
+      kill "$job" 2>/dev/null
+    else
+      sleep 1.5  # into the timed passes
+      kill -STOP "$victim"
+      start=$(date +%s)
+      ( sleep 40; kill -KILL "$job" 2>/dev/null; kill -CONT "$victim" 2>/dev/null ) &
+      guard=$!
+      wait "$job"
+      rc=$?
+      took=$(($(date +%s) - start))
+      kill -CONT "$victim" 2>/dev/null
+      kill "$guard" 2>/dev/null
+      [ "$rc" -ne 0 ] || fail "stall: the job exited 0"
+      [ "$took" -le 20 ] || fail "stall: the job took $took s to end (stall timeout 3 s)"
+      grep -qE "rank 0 on host .*no pass finished for [0-9]+ s during timed runs" "$TMP/stall.err" ||
+        { fail "stall: no line naming the stuck rank and phase"; cat "$TMP/stall.err"; }
+    fi
     ;;
   *)
     echo "unknown scenario '$SCENARIO'"
