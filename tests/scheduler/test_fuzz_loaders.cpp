@@ -1,0 +1,135 @@
+// A mutation fuzzer over the three loaders that take files from users: graphs, schedules and
+// profile databases. Each case mutates a valid document's text (a byte changed, a digit run
+// replaced by an extreme number, a span deleted or duplicated, a truncation) and loads it. A
+// loader may accept the result or throw hios::Error with a message; anything else (another
+// exception type, a crash, a sanitizer report in the sanitizer build) fails.
+//
+// HIOS_FUZZ_CASES sets the number of cases per loader (CI: the default, 3000; docs/benchmarks
+// records a longer run). The generator is a fixed-seed splitmix64, so a failure reproduces.
+#include <cstdint>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+#include "graph/json_reader.hpp"
+#include "models/models.hpp"
+#include "scheduler/algorithms.hpp"
+#include "scheduler/cost_model.hpp"
+#include "scheduler/schedule.hpp"
+#include "tests/catch.hpp"
+
+using namespace hios;
+
+namespace {
+
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) { return n ? size_t(next() % n) : 0; }
+};
+
+const char* kExtremes[] = {"0", "-1", "4294967299", "9223372036854775807", "18446744073709551615", "-9223372036854775808",
+                           "1e400", "-1e400", "1e-400", "2.5", "null", "\"x\"", "[]", "{}", "true", "4611686018427387904"};
+
+std::string mutate(const std::string& text, Rng& r) {
+  std::string t = text;
+  const int edits = 1 + int(r.below(3));
+  for (int e = 0; e < edits && !t.empty(); ++e) {
+    const size_t at = r.below(t.size());
+    switch (r.below(6)) {
+      case 0: t[at] = char(r.below(256)); break;  // any byte
+      case 1: {  // a run of digits becomes an extreme value
+        size_t b = at;
+        while (b < t.size() && !(t[b] >= '0' && t[b] <= '9')) ++b;
+        size_t end = b;
+        while (end < t.size() && ((t[end] >= '0' && t[end] <= '9') || t[end] == '.' || t[end] == 'e')) ++end;
+        if (b < t.size()) t.replace(b, end - b, kExtremes[r.below(sizeof kExtremes / sizeof *kExtremes)]);
+        break;
+      }
+      case 2: t.erase(at, r.below(40)); break;                         // a span deleted
+      case 3: t.insert(at, t.substr(at, r.below(80))); break;          // a span duplicated
+      case 4: t.resize(at); break;                                     // truncated
+      default: t.insert(at, kExtremes[r.below(sizeof kExtremes / sizeof *kExtremes)]); break;
+    }
+  }
+  return t;
+}
+
+int cases() {
+  const char* env = std::getenv("HIOS_FUZZ_CASES");
+  const long n = env ? std::strtol(env, nullptr, 10) : 3000;
+  return n > 0 && n < 100000000 ? int(n) : 3000;
+}
+
+// Loads every mutation; counts what was accepted and what was refused with an hios::Error.
+template <class Load>
+void fuzz(const std::string& what, const std::string& text, uint64_t seed, Load load) {
+  load(parse_json_text(text, what));  // the unmutated document loads: the cases start from valid input
+  Rng r{seed};
+  int accepted = 0, refused = 0;
+  const int n = cases();
+  for (int i = 0; i < n; ++i) {
+    const std::string t = mutate(text, r);
+    try {
+      load(parse_json_text(t, "fuzz"));
+      ++accepted;
+    } catch (const Error& e) {
+      ++refused;
+      REQUIRE(std::string(e.what()).size() > 0);
+    } catch (const std::exception& e) {
+      FAIL(what << " case " << i << ": " << typeid(e).name() << ": " << e.what() << "\n" << t.substr(0, 400));
+    }
+  }
+  INFO(what << ": " << accepted << " accepted, " << refused << " refused");
+  CHECK(accepted + refused == n);
+  CHECK(refused > n / 2);  // the mutations do reach the checks
+}
+
+}  // namespace
+
+TEST_CASE("fuzz: the graph, schedule and profile loaders refuse mutated files with hios::Error only") {
+  const Graph g = build_model("demo", ModelParams{1, 15, 15});
+  const std::string graph_text = graph_to_text(g);
+  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  SchedulerOptions so;
+  so.num_gpus = 2;
+  so.single_gpu_fallback = false;
+  Schedule s = run_algorithm("hios-lp", g, *cost, so);
+  s.meta.search_seconds = 0;  // a clock reading: the text, and so every case, must not depend on it
+  const std::string schedule_text = schedule_to_json(g, s).dump(1);
+  ProfileDb db;
+  db.device = "h200";
+  std::set<std::string> signatures;
+  for (int v = 1; v < g.size(); ++v) {
+    if (signatures.insert(node_signature(g, v)).second) {
+      db.entries.push_back(ProfileEntry{node_signature(g, v), 0.01 * v, 3, 0.001, g.nodes[v].name});
+    }
+  }
+  db.links.push_back(ProfileLink{0, 1, 20, 300});
+  db.stages.push_back(ProfileStage{stage_key(g, s.blocks[0][0][0]), 0.05, 3});
+  db.identity = json{{"device", "NVIDIA H200"}, {"graph_digest", graph_digest(g)}};
+  db.concurrency = json{{"alpha", 0.3}, {"stage_overhead_us", 2.0}};
+  db.pass_overhead_ms = 0.01;
+  const std::string profile_text = profile_db_to_text(db);
+
+  fuzz("graph", graph_text, 1, [](const json& j) {
+    Graph x = graph_from_json(j);
+    (void)x;
+  });
+  fuzz("schedule", schedule_text, 2, [&](const json& j) {
+    Schedule x = schedule_from_json(g, j);
+    (void)check_schedule(g, x);
+  });
+  fuzz("profile", profile_text, 3, [&](const json& j) {
+    ProfileDb x = profile_db_from_json(j);
+    auto c = make_profile_cost_model(x, "fuzz", find_device_preset("h200"));
+    (void)c;
+  });
+}
