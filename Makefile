@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test run bench clean
+.PHONY: all deps configure build test test-sanitize run bench clean
 
 all: build
 
@@ -22,8 +22,14 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-run: build
+# The main job needs only the hios binary: the tests are built by `make test`.
+# The CPU tests again under ASan and UBSan, in their own build folder (CI runs it too).
+test-sanitize: deps
+	@bash scripts/test-sanitizers.sh $(BUILD_DIR)-asan
+
+run: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target hios
 	@bash scripts/main-job.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-asan

@@ -195,8 +195,9 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
              "need --warmup >= 0, --number >= 1 and --repeat >= 1 (got %d, %d, %d)", opt.warmup, opt.number,
              opt.repeat);
   // Names first: a misspelt backend or transport is the same mistake whatever the job size.
+  // A one-rank job moves nothing, so it needs no transport (and runs in builds without MPI).
   const BackendEntry& be = find_backend(opt.backend);
-  find_transport(opt.transport.empty() ? be.default_transport : opt.transport);
+  if (comm.size() > 1 || !opt.transport.empty()) find_transport(opt.transport.empty() ? be.default_transport : opt.transport);
   HIOS_CHECK(comm.size() == s.meta.num_gpus,
              "schedule '%s' is for %d GPU(s) but the job has %d rank(s); start it with mpirun -np %d",
              s.meta.algorithm.c_str(), s.meta.num_gpus, comm.size(), s.meta.num_gpus);

@@ -15,7 +15,8 @@ double median_ms(std::vector<double> v) { return median(std::move(v)); }
 RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) : g_(g), comm_(comm), opt_(opt) {
   const BackendEntry& be = find_backend(opt.backend);
   transport_name_ = opt.transport.empty() ? be.default_transport : opt.transport;
-  find_transport(transport_name_);
+  // A one-rank session moves nothing, so it needs no transport (and works in builds without MPI).
+  if (comm.size() > 1 || !opt.transport.empty()) find_transport(transport_name_);
   cfg_.math = opt.math.empty() ? be.default_math : opt.math;
   cfg_.seed = opt.seed;
   cfg_.threads = opt.threads;

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The CPU test suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails
+# the test that triggered it). CUDA and MPI are off: the sanitizers check hios's own host code,
+# and CI has no GPU. About 15 minutes to build on 2 cores, 2 to run.
+#   bash scripts/test-sanitizers.sh [BUILD_DIR]    (default build-asan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build-asan}
+JOBS=${JOBS:-$(nproc)}
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHIOS_CUDA=OFF -DHIOS_MPI=OFF \
+  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" >/dev/null
+cmake --build "$B" -j "$JOBS"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+cd "$B" && ctest --output-on-failure -j "$JOBS" --timeout 900
