@@ -20,10 +20,16 @@ GraphSummary summarize(const Graph& g) {
   s.total = g.total_cost();
   for (const Node& n : g.nodes) s.activation_bytes += double(n.shape.numel()) * dtype_size(g.dtype);
   Dag d = Dag::from_graph(g);
-  s.dag_width = dag_width(d);
+  // Width needs the reachability relation, n^2 bits: past kWidthNodeLimit nodes it is not
+  // computed (-1) rather than run out of memory. Everything else here is linear.
+  s.dag_width = g.size() <= kWidthNodeLimit ? dag_width(d) : -1;
+  std::vector<int> local(size_t(g.size()), -1);  // one index map for every block, reset after each
   for (const Block& b : g.blocks) {
     // A block's width: the induced sub-DAG of its nodes.
-    std::vector<int> local(g.size(), -1);
+    if (int(b.nodes.size()) > kWidthNodeLimit) {
+      s.max_block_width = -1;
+      continue;
+    }
     for (size_t i = 0; i < b.nodes.size(); ++i) local[b.nodes[i]] = static_cast<int>(i);
     Dag sub(static_cast<int>(b.nodes.size()));
     for (int v : b.nodes) {
@@ -31,7 +37,8 @@ GraphSummary summarize(const Graph& g) {
         if (local[p] >= 0) sub.add_edge(local[p], local[v]);
       }
     }
-    s.max_block_width = std::max(s.max_block_width, dag_width(sub));
+    for (int v : b.nodes) local[v] = -1;
+    if (s.max_block_width >= 0) s.max_block_width = std::max(s.max_block_width, dag_width(sub));
   }
   PathResult lp = longest_path(d, [&](int v) { return g.nodes[v].cost.flops; });
   s.longest_path_flops = lp.length;
@@ -76,7 +83,11 @@ std::string summary_to_text(const Graph& g, const GraphSummary& s) {
   out += strprintf("activations  %.1f MiB (all node outputs)\n", s.activation_bytes / (1024.0 * 1024.0));
   out += strprintf("traffic      %.1f MiB read, %.1f MiB written\n", s.total.bytes_read / (1024.0 * 1024.0),
                    s.total.bytes_written / (1024.0 * 1024.0));
-  out += strprintf("width        %d (whole graph), %d (widest block)\n", s.dag_width, s.max_block_width);
+  auto width_text = [](int w) {
+    return w >= 0 ? std::to_string(w) : strprintf("not computed (over %d nodes)", kWidthNodeLimit);
+  };
+  out += strprintf("width        %s (whole graph), %s (widest block)\n", width_text(s.dag_width).c_str(),
+                   width_text(s.max_block_width).c_str());
   out += strprintf("longest path %.3f GFLOPs over %zu nodes (%.1f%% of all FLOPs)\n", s.longest_path_flops / 1e9,
                    s.longest_path.size(), s.total.flops > 0 ? 100.0 * s.longest_path_flops / s.total.flops : 0.0);
   out += strprintf("digest       %s\n", s.digest.c_str());

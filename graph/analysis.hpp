@@ -9,6 +9,10 @@
 
 namespace hios {
 
+// Graphs with more nodes than this (or blocks, for the block width) get no width in their
+// summary (-1): the width needs the n^2-bit reachability relation.
+inline constexpr int kWidthNodeLimit = 20000;
+
 struct GraphSummary {
   std::string name;
   int64_t batch = 0, height = 0, width = 0;
