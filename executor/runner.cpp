@@ -245,8 +245,11 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
 
   Heartbeat heartbeat(stall);
   session.add_observer(&heartbeat);
-  comm.barrier();  // every rank is ready: from here on, a rank that stops making progress is stuck
+  // Armed before the barrier: a peer stopped while it was still preparing is caught there too.
+  // Preparing is bounded per rank (the slowest, cudnnFind on a big model, takes seconds to a
+  // minute), far below the default.
   stall.arm(true);
+  comm.barrier();
   phase = "warm-up";
   if (inj.at(rank, "warmup")) injected("warm-up");
   // The first pass is never captured (RankSession::capture issues one eagerly if needed).
