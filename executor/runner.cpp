@@ -21,6 +21,7 @@
 #include "executor/transport.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
+#include "graph/stats.hpp"
 #include "graph/json_codec.hpp"
 
 namespace hios::exec {
@@ -244,7 +245,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   if (rank == 0) backend.set_input(input);
 
   Heartbeat heartbeat(stall);
-  session.add_observer(&heartbeat);
+  ScopedObserver beating(session, heartbeat);
   // Armed before the barrier: a peer stopped while it was still preparing is caught there too.
   // Preparing is bounded per rank (the slowest, cudnnFind on a big model, takes seconds to a
   // minute), far below the default.
@@ -252,16 +253,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   comm.barrier();
   phase = "warm-up";
   if (inj.at(rank, "warmup")) injected("warm-up");
-  // The first pass is never captured (RankSession::capture issues one eagerly if needed).
-  for (int i = 0; i < opt.warmup; ++i) {
-    comm.barrier();
-    if (i == 1 && use_graph) session.capture();
-    session.pass();
-  }
-  if (use_graph && !session.captured()) {
-    if (opt.warmup == 0) comm.barrier();
-    session.capture();
-  }
+  session.warm_up(opt.warmup, use_graph);
 
   phase = "timed runs";
   if (inj.at(rank, "hang")) {
@@ -270,17 +262,18 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   }
   InjectedFailure fail;
   fail.armed = inj.at(rank, "run");
-  session.add_observer(&fail);
   RunReport rep;
   std::vector<double> run_ms;  // every timed pass, rank 0
-  for (int r = 0; r < opt.repeat; ++r) {
-    const std::vector<double> ms = session.timed_passes(opt.number);
-    double total = 0;
-    for (double x : ms) total += x;
-    run_ms.insert(run_ms.end(), ms.begin(), ms.end());
-    rep.repeats_ms.push_back(total / opt.number);
+  {
+    ScopedObserver failing(session, fail);
+    for (int r = 0; r < opt.repeat; ++r) {
+      const std::vector<double> ms = session.timed_passes(opt.number);
+      double total = 0;
+      for (double x : ms) total += x;
+      run_ms.insert(run_ms.end(), ms.begin(), ms.end());
+      rep.repeats_ms.push_back(total / opt.number);
+    }
   }
-  session.remove_observer(&fail);
 
   stall.arm(false);
   // Read before verification: its reference runs allocate on the same device and would count.
@@ -293,7 +286,6 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     rep.trace = trace_one_pass(session);
     stall.arm(false);
   }
-  session.remove_observer(&heartbeat);
 
   // ---- verification
   phase = "verification";
@@ -421,7 +413,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   rep.mean_ms = 0;
   for (double x : v) rep.mean_ms += x;
   rep.mean_ms /= double(v.size());
-  rep.median_ms = median_ms(v);
+  rep.median_ms = median(v);
   rep.min_ms = *std::min_element(v.begin(), v.end());
   rep.max_ms = *std::max_element(v.begin(), v.end());
   double ss = 0;

@@ -10,7 +10,6 @@
 
 namespace hios::exec {
 
-double median_ms(std::vector<double> v) { return median(std::move(v)); }
 
 RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) : g_(g), comm_(comm), opt_(opt) {
   const BackendEntry& be = find_backend(opt.backend);
@@ -91,12 +90,17 @@ void RankSession::load_schedule(const Schedule& s, bool shared_memory) {
   load(std::move(p));
 }
 
-void RankSession::issue(const std::vector<Instr>& instrs) {
+void RankSession::issue(const std::vector<Instr>& instrs) { issue(instrs, true); }
+
+void RankSession::issue(const std::vector<Instr>& instrs, bool observed) {
   HIOS_CHECK(loaded_, "internal error: a pass before any program was loaded");
+  // Observers stay out of a capture: markers and host callbacks cannot be recorded there.
+  static const std::vector<PassObserver*> none;
+  const std::vector<PassObserver*>& observers = observed ? observers_ : none;
   Backend& b = *backend_;
   Transport* t = transport_.get();
   for (const Instr& in : instrs) {
-    for (PassObserver* o : observers_) o->before(*this, in);
+    for (PassObserver* o : observers) o->before(*this, in);
     switch (in.kind) {
       case InstrKind::Alloc: break;  // done once, in prepare
       case InstrKind::Launch: b.launch(in.node, in.stream); break;
@@ -112,7 +116,7 @@ void RankSession::issue(const std::vector<Instr>& instrs) {
         break;
       case InstrKind::Gather: break;  // output-ready: the host synchronises after the pass
     }
-    for (PassObserver* o : observers_) o->after(*this, in);
+    for (PassObserver* o : observers) o->after(*this, in);
   }
 }
 
@@ -122,15 +126,7 @@ void RankSession::capture() {
   if (eager_passes_ == 0) pass();
   backend_->begin_capture();
   try {
-    // Observers stay out of a capture: markers and host callbacks cannot be recorded there.
-    std::vector<PassObserver*> keep;
-    keep.swap(observers_);
-    struct Restore {
-      std::vector<PassObserver*>& dst;
-      std::vector<PassObserver*>& src;
-      ~Restore() { dst.swap(src); }
-    } restore{observers_, keep};
-    issue(program_.instrs);
+    issue(program_.instrs, false);
   } catch (...) {
     try {
       backend_->end_capture();
@@ -186,6 +182,18 @@ std::vector<double> RankSession::timed_passes(int count, PassClock clock) {
     }
   }
   return ms;
+}
+
+void RankSession::warm_up(int count, bool graph) {
+  for (int i = 0; i < count; ++i) {
+    comm_.barrier();
+    if (i == 1 && graph) capture();
+    pass();
+  }
+  if (graph && !captured_) {
+    comm_.barrier();
+    capture();  // issues the eager first pass itself when there was none
+  }
 }
 
 int RankSession::reserve_markers(int n) {

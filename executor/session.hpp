@@ -115,7 +115,14 @@ class RankSession {
   void add_observer(PassObserver* o);
   void remove_observer(PassObserver* o);
 
+  // Collective. `count` untimed passes, every rank released from a barrier before each; with
+  // `capture`, the pass is captured into a CUDA Graph after the first one (which stays eager:
+  // libraries pick algorithms and allocate on first use) and later passes replay it, even
+  // when count is 0 or 1. `hios run` and the tuner's candidates warm up the same way.
+  void warm_up(int count, bool capture);
+
  private:
+  void issue(const std::vector<Instr>& instrs, bool observed);
   void enqueue_pass(bool eager = false);  // observers' pass_begin, the instructions or the replay, end of pass
   void finish_pass();   // the host waits for every stream; observers' pass_end
 
@@ -134,6 +141,19 @@ class RankSession {
   int markers_ = 0;       // markers handed out so far
   int pass_markers_ = -1; // two markers for PassClock::Device
   std::vector<PassObserver*> observers_;
+};
+
+// An observer attached for the life of this object (also when what it observes throws).
+class ScopedObserver {
+ public:
+  ScopedObserver(RankSession& s, PassObserver& o) : s_(s), o_(o) { s_.add_observer(&o_); }
+  ~ScopedObserver() { s_.remove_observer(&o_); }
+  ScopedObserver(const ScopedObserver&) = delete;
+  ScopedObserver& operator=(const ScopedObserver&) = delete;
+
+ private:
+  RankSession& s_;
+  PassObserver& o_;
 };
 
 // Marks every launch of an eager pass on its own stream (a marker just before and just after
@@ -164,7 +184,5 @@ class LaunchMarks final : public PassObserver {
 std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,
                                            const std::vector<float>& input);
 
-// Median of a list (0 for an empty one): the one median every driver reports.
-double median_ms(std::vector<double> v);
 
 }  // namespace hios::exec

@@ -60,15 +60,10 @@ std::string trace_one_pass(RankSession& session) {
   Comm& comm = session.comm();
   Spans spans(session);
   comm.barrier();
-  session.add_observer(&spans);
-  try {
-    // An eager pass even when passes are replayed: markers cannot live inside a graph.
-    session.pass(/*eager=*/true);
-  } catch (...) {
-    session.remove_observer(&spans);
-    throw;
+  {
+    ScopedObserver tracing(session, spans);
+    session.pass(/*eager=*/true);  // eager even when passes are replayed: markers cannot live in a graph
   }
-  session.remove_observer(&spans);
   const std::vector<std::string> all = comm.allgather(spans.spans(session).dump());
   if (comm.rank() != 0) return "";
 

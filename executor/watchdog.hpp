@@ -16,11 +16,7 @@ namespace hios::exec {
 class Watchdog {
  public:
   // seconds <= 0: no watchdog (nothing is started).
-  Watchdog(double seconds, std::function<void()> on_timeout) { start(seconds, std::move(on_timeout)); }
-  Watchdog() = default;
-
-  void start(double seconds, std::function<void()> on_timeout) {
-    if (thread_.joinable()) stop();
+  Watchdog(double seconds, std::function<void()> on_timeout) {
     if (!(seconds > 0)) return;
     thread_ = std::thread([this, seconds, on_timeout = std::move(on_timeout)] {
       std::unique_lock<std::mutex> lock(mu_);
@@ -43,7 +39,6 @@ class Watchdog {
     }
     cv_.notify_all();
     thread_.join();
-    done_ = false;
   }
 
  private:

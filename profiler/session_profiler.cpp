@@ -75,17 +75,11 @@ std::vector<NodeSamples> StageTimer::nodes(int warmup, int iters, const std::fun
   exec::LaunchMarks marks(s_, around);
   std::vector<NodeSamples> out(size_t(g.size()));
   for (int v = 0; v < g.size(); ++v) out[size_t(v)].node = v;
-  s_.add_observer(&marks);
-  try {
-    for (int it = 0; it < iters; ++it) {
-      s_.pass(true);
-      for (int v : marks.nodes()) out[size_t(v)].wall_ms.push_back(marks.ms_since_previous(s_, v));
-    }
-  } catch (...) {
-    s_.remove_observer(&marks);
-    throw;
+  exec::ScopedObserver marking(s_, marks);
+  for (int it = 0; it < iters; ++it) {
+    s_.pass(true);
+    for (int v : marks.nodes()) out[size_t(v)].wall_ms.push_back(marks.ms_since_previous(s_, v));
   }
-  s_.remove_observer(&marks);
   return out;
 }
 
@@ -241,9 +235,9 @@ std::vector<LinkMeasurement> measure_links(exec::RankSession& s, const std::vect
   HIOS_CHECK(nodes.size() >= 2, "link measurement needs two or more transfer sizes (the graph's edges carry %zu)",
              nodes.size());
   RecvTimes recv(s);
-  s.add_observer(&recv);
   json mine = json::array();  // [src, dst, bytes, median ms] for the pairs this rank receives on
-  try {
+  {
+    exec::ScopedObserver timing(s, recv);
     for (int src = 0; src < n; ++src) {
       for (int dst = 0; dst < n; ++dst) {
         if (src == dst) continue;
@@ -258,11 +252,7 @@ std::vector<LinkMeasurement> measure_links(exec::RankSession& s, const std::vect
         }
       }
     }
-  } catch (...) {
-    s.remove_observer(&recv);
-    throw;
   }
-  s.remove_observer(&recv);
   std::map<std::pair<int, int>, std::vector<LinkSample>> pairs;
   for (const std::string& text : comm.allgather(mine.dump())) {
     for (const json& e : json::parse(text)) {

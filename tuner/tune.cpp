@@ -16,6 +16,7 @@
 #include "executor/watchdog.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
+#include "graph/stats.hpp"
 #include "graph/json_codec.hpp"
 #include "profiler/profile_builder.hpp"
 #include "profiler/session_profiler.hpp"
@@ -200,23 +201,15 @@ class Job {
       // simulation of the stages does not contain: passes of a program with no work.
       s_.load(prof::empty_program(g_, rank, n));
       for (int i = 0; i < o_.warmup; ++i) s_.pass();
-      return json(exec::median_ms(s_.timed_passes(cmd.at("passes").get<int>())));
+      return json(median(s_.timed_passes(cmd.at("passes").get<int>())));
     }
     if (op == "time") {
       const Schedule sched = schedule_from_json(g_, cmd.at("schedule"), "candidate");
       s_.load_schedule(sched, true);
       if (rank == 0) s_.backend().set_input(exec::make_input(g_, o_.session.seed));
-      const bool graph = cmd.at("capture").get<bool>() && s_.can_capture();
-      for (int i = 0; i < o_.warmup; ++i) {
-        comm_.barrier();
-        if (i == 1 && graph) s_.capture();
-        s_.pass();
-      }
-      if (graph && !s_.captured()) {
-        comm_.barrier();
-        s_.capture();
-      }
-      const double ms = exec::median_ms(s_.timed_passes(o_.passes));
+      // Exactly as `hios run` warms up and times a schedule.
+      s_.warm_up(o_.warmup, cmd.at("capture").get<bool>() && s_.can_capture());
+      const double ms = median(s_.timed_passes(o_.passes));
       if (rank == 0) output = s_.backend().read_tensor(g_.output());
       return json(ms);
     }

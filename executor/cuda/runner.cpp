@@ -9,6 +9,7 @@
 #include "executor/program.hpp"
 #include "executor/session.hpp"
 #include "executor/weights.hpp"
+#include "graph/stats.hpp"
 
 namespace hios::cuda {
 
@@ -114,18 +115,12 @@ TimingResult SingleGpuRunner::time(int warmup, int iters) {
 std::vector<double> SingleGpuRunner::node_times_ms(int iters, const std::function<void(int, bool)>& around) {
   exec::RankSession& s = *impl_->session;
   exec::LaunchMarks marks(s, around);
-  s.add_observer(&marks);
+  exec::ScopedObserver marking(s, marks);
   std::vector<double> t(size_t(impl_->g.size()), 0.0);
-  try {
-    for (int it = 0; it < iters; ++it) {
-      impl_->eager_pass();
-      for (int node : marks.nodes()) t[size_t(node)] += marks.ms(s, node) / iters;
-    }
-  } catch (...) {
-    s.remove_observer(&marks);
-    throw;
+  for (int it = 0; it < iters; ++it) {
+    impl_->eager_pass();
+    for (int node : marks.nodes()) t[size_t(node)] += marks.ms(s, node) / iters;
   }
-  s.remove_observer(&marks);
   return t;
 }
 
@@ -154,7 +149,7 @@ TimingResult summarise_ms(const std::vector<double>& samples) {
   if (samples.empty()) return r;
   r.min_ms = *std::min_element(samples.begin(), samples.end());
   r.max_ms = *std::max_element(samples.begin(), samples.end());
-  r.median_ms = exec::median_ms(samples);
+  r.median_ms = median(samples);
   return r;
 }
 
