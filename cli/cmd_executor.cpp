@@ -149,6 +149,9 @@ void add_executor_commands(CLI::App& app) {
   run->add_option("--cuda-graph", ropt->run.cuda_graph,
                   "on, off or auto: capture each rank's pass into one CUDA Graph (default auto: when possible)");
   run->add_option("--math", ropt->run.math, "tf32 or fp32 (default: tf32 on cuda, fp32 on cpu)");
+  run->add_option("--comm-priority", ropt->run.comm_priority,
+                  "high or normal: CUDA priority of the send and receive streams (default high)")
+      ->check(CLI::IsMember({"high", "normal"}));
   run->add_option("--warmup", ropt->run.warmup, "Untimed passes first, 0 to 100000 (default 2)")->check(CLI::Range(0, 100000));
   run->add_option("--number", ropt->run.number, "Passes averaged into one repeat, 1 to 100000 (default 6)")
       ->check(CLI::Range(1, 100000));

@@ -32,6 +32,9 @@ void add_tuner_commands(CLI::App& app) {
   cmd->add_option("--backend", o->tune.session.backend, "cpu or cuda (default cpu)");
   cmd->add_option("--transport", o->tune.session.transport, "nccl, mpi-host or mpi-cuda-aware (default: the backend's)");
   cmd->add_option("--math", o->tune.session.math, "tf32 or fp32 (default: tf32 on cuda, fp32 on cpu)");
+  cmd->add_option("--comm-priority", o->tune.session.comm_priority,
+                  "high or normal: CUDA priority of the send and receive streams (default high)")
+      ->check(CLI::IsMember({"high", "normal"}));
   cmd->add_option("--devices", o->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
   cmd->add_option("--threads", o->tune.session.threads, "OpenMP threads per rank for the cpu backend, 0 to 1024")
       ->check(CLI::Range(0, 1024));

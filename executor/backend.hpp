@@ -58,6 +58,10 @@ struct BackendConfig {
   // CUDA backend: which convolution family may run (auto | graph | legacy | hios; tests force
   // each one to check it against the CPU). Other backends ignore it.
   std::string conv_impl = "auto";
+  // CUDA backend: priority of the send and receive streams. "high" lets NCCL's kernels take SMs
+  // as soon as any free up, instead of queueing behind a wave of the other streams' kernels;
+  // "normal" gives them the compute streams' priority. Other backends ignore it.
+  std::string comm_priority = "high";
 };
 
 class Backend {

@@ -145,8 +145,11 @@ class Lowerer {
     if (rank_ == 0) emit_sends(g_.input(), -1, -1, -1);
     for (size_t i = 0; i < stages_.size(); ++i) {
       if (i > 0) barrier(stages_[i - 1], stages_[i]);
+      stage_index_ = static_cast<int>(i);
+      mark_stage_start(stages_[i]);
       emit_stage(stages_[i]);
     }
+    stage_index_ = static_cast<int>(stages_.size());
     if (rank_ == 0 && gpu_[p_.output] != 0) {
       // The output gather: posted like any other receive, then joined into stream 0 below.
       receive_up_to(p_.output, -1, -1);
@@ -251,7 +254,20 @@ class Lowerer {
     waited_.clear();
   }
 
-  // Posts the pending receives from y's producer up to and including y.
+  // With a receive lead, stream 0 records where each stage starts (after the barrier: the
+  // previous stage is complete), so a receive stream can wait for it.
+  void mark_stage_start(const StageRef& sr) {
+    if (s_.meta.recv_lead < 0 || recv_order_.empty()) return;
+    int e = new_event();
+    push_at({InstrKind::Record, -1, 0, e}, sr.block, sr.stage);
+    stage_start_event_.push_back(e);
+  }
+
+  // Posts the pending receives from y's producer up to and including y. With a receive lead L,
+  // the receive stream first waits until stage (this stage - L) has started, so the NCCL
+  // receive kernel is not launched, and does not hold SMs, long before its data can come.
+  // Receives are posted in send order at nondecreasing stages, so these gates are monotone and
+  // cannot deadlock: a stage before the gate never needs a tensor queued behind it.
   void receive_up_to(int y, int block, int stage) {
     int peer = gpu_[y];
     auto it = recv_order_.find(peer);
@@ -261,6 +277,11 @@ class Lowerer {
     size_t& next = next_recv_[peer];
     if (ready_event_.count(y)) return;
     int stream = p_.recv_stream(peer);
+    const int gate_stage = std::min(stage_index_, static_cast<int>(stage_start_event_.size()) - 1) - s_.meta.recv_lead;
+    if (s_.meta.recv_lead >= 0 && gate_stage > 0 && gate_stage > recv_gate_[peer]) {
+      push_at({InstrKind::Wait, -1, stream, stage_start_event_.at(static_cast<size_t>(gate_stage))}, block, stage);
+      recv_gate_[peer] = gate_stage;
+    }
     while (next < order.size()) {
       int t = order[next++];
       Instr r{InstrKind::Recv, t, stream};
@@ -324,6 +345,9 @@ class Lowerer {
   std::map<int, std::vector<int>> recv_order_;  // peer -> tensors in its send order
   std::map<int, size_t> next_recv_;             // peer -> first unposted index
   std::map<int, int> ready_event_;              // received tensor -> event recorded after its Recv
+  int stage_index_ = 0;                         // index into stages_ of the stage being emitted
+  std::vector<int> stage_start_event_;          // with a receive lead: event where stage i starts
+  std::map<int, int> recv_gate_;                // peer -> latest stage its receive stream waited for
   std::set<int> covered_;                       // received tensors every compute stream has seen
   std::map<int, std::set<int>> waited_;         // this stage: stream -> received tensors waited on
 };

@@ -216,6 +216,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   so.seed = opt.seed;
   so.threads = opt.threads;
   so.memory_limit = opt.memory_limit;
+  so.comm_priority = opt.comm_priority;
   RankSession session(g, so, comm);
   const BackendConfig& cfg = session.backend_config();
 

@@ -21,6 +21,9 @@ RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) 
   cfg_.threads = opt.threads;
   cfg_.memory_limit = opt.memory_limit;
   cfg_.conv_impl = opt.conv_impl;
+  HIOS_CHECK(opt.comm_priority == "high" || opt.comm_priority == "normal",
+             "--comm-priority must be high or normal, not '%s'", opt.comm_priority.c_str());
+  cfg_.comm_priority = opt.comm_priority;
   const int rank = comm.rank();
   if (be.device_count) {
     const int visible = be.device_count();

@@ -43,6 +43,7 @@ struct SessionOptions {
   int threads = 0;              // CPU backend OpenMP threads; 0: default
   size_t memory_limit = 0;      // BackendConfig::memory_limit
   std::string conv_impl = "auto";  // BackendConfig::conv_impl
+  std::string comm_priority = "high";  // BackendConfig::comm_priority: high | normal
 };
 
 class RankSession;

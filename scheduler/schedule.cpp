@@ -96,6 +96,7 @@ static json meta_json(const ScheduleMeta& m) {
   j["params"] = m.params.is_null() ? json::object() : m.params;
   j["gpus"] = m.num_gpus;
   j["max_streams"] = m.max_streams;
+  if (m.recv_lead >= 0) j["recv_lead"] = m.recv_lead;
   j["batch"] = m.batch;
   j["height"] = m.height;
   j["width"] = m.width;
@@ -253,6 +254,7 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
   if (mo.has("params")) m.params = mo.get_object("params");
   m.num_gpus = to_int(mo.get_int("gpus"), mo.child_path("gpus"));
   m.max_streams = to_int(mo.get_int("max_streams"), mo.child_path("max_streams"));
+  m.recv_lead = static_cast<int>(mo.has("recv_lead") ? mo.get_int_in("recv_lead", -1, 1 << 20) : -1);
   m.batch = mo.get_int("batch", g.batch);
   m.height = mo.get_int("height", g.height);
   m.width = mo.get_int("width", g.width);

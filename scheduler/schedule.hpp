@@ -41,6 +41,11 @@ struct ScheduleMeta {
   json params = json::object();  // the algorithm's parameters (window, streams, r, s, ...)
   int num_gpus = 1;
   int max_streams = 1;           // most groups allowed in one stage
+  // How many stages ahead of its first consumer's stage a GPU posts a receive; -1 posts every
+  // receive as early as the send order allows. A posted receive is an NCCL kernel that holds
+  // SMs while it waits for its sender, so posting late leaves the consumer's GPU to its own
+  // stages (docs/executor.md, "When receives are posted").
+  int recv_lead = -1;
   int64_t batch = 1, height = 0, width = 0;
   std::string device;            // cost model device, e.g. "h200"
   std::string cost_model;        // "analytic" or the profile database file

@@ -61,9 +61,10 @@ float* CudaBackend::resident(int node, const char* what) {
 
 cudaStream_t CudaBackend::stream_handle(int stream) {
   require_prepared("stream access");
-  HIOS_CHECK(stream >= 0 && stream < eng_->num_streams(), "cuda backend: stream %d out of range (%d streams)", stream,
-             eng_->num_streams());
-  return eng_->stream(stream).stream();
+  HIOS_CHECK(stream >= 0 && stream < num_streams_, "cuda backend: stream %d out of range (%d streams)", stream,
+             num_streams_);
+  if (stream < num_compute_) return eng_->stream(stream).stream();
+  return comm_streams_[size_t(stream - num_compute_)]->stream();
 }
 
 void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
@@ -83,7 +84,25 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
     eng_ = std::make_unique<Engine>(g, Engine::Options{device_, math_, cfg_.seed, parse_conv_impl(cfg_.conv_impl)});
   }
   g_ = &g;
-  eng_->ensure_streams(int(p.streams.size()));
+  // Lowering puts the compute streams first; the send and receive streams follow.
+  num_compute_ = 0;
+  while (num_compute_ < int(p.streams.size()) && p.streams[size_t(num_compute_)].kind == exec::StreamKind::Compute) {
+    ++num_compute_;
+  }
+  for (size_t s = size_t(num_compute_); s < p.streams.size(); ++s) {
+    HIOS_CHECK(p.streams[s].kind != exec::StreamKind::Compute,
+               "cuda backend: compute stream %zu comes after a send or receive stream", s);
+  }
+  num_streams_ = int(p.streams.size());
+  eng_->ensure_streams(std::max(num_compute_, 1));
+  if (comm_streams_.size() < size_t(num_streams_ - num_compute_)) {
+    int least = 0, greatest = 0;
+    HIOS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    const int priority = cfg_.comm_priority == "high" ? greatest : 0;
+    while (comm_streams_.size() < size_t(num_streams_ - num_compute_)) {
+      comm_streams_.push_back(std::make_unique<StreamResources>(device_, 1000 + int(comm_streams_.size()), priority));
+    }
+  }
   tensors_.assign(size_t(g.size()), Tensor{});
   launchable_.assign(size_t(g.size()), 0);
   if (p.arena_bytes > 0) {
@@ -184,6 +203,7 @@ void CudaBackend::sync_stream(int stream) { HIOS_CUDA_CHECK(cudaStreamSynchroniz
 void CudaBackend::synchronize() {
   require_prepared("synchronize");
   for (int s = 0; s < eng_->num_streams(); ++s) HIOS_CUDA_CHECK(cudaStreamSynchronize(eng_->stream(s).stream()));
+  for (const auto& c : comm_streams_) HIOS_CUDA_CHECK(cudaStreamSynchronize(c->stream()));
 }
 
 exec::TensorView CudaBackend::tensor(int node) {
@@ -253,7 +273,9 @@ void CudaBackend::end_capture() {
   HIOS_CHECK(capturing_, "cuda backend: end_capture() without begin_capture()");
   capturing_ = false;
   HIOS_CUDA_CHECK(cudaStreamEndCapture(stream_handle(0), &graph_));
-  HIOS_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  // Kernels captured from the high-priority send and receive streams keep that priority only
+  // when the graph is instantiated to use per-node priorities.
+  HIOS_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, cudaGraphInstantiateFlagUseNodePriority));
   HIOS_CUDA_CHECK(cudaGraphUpload(exec_, stream_handle(0)));
   HIOS_CUDA_CHECK(cudaStreamSynchronize(stream_handle(0)));
 }

@@ -77,6 +77,12 @@ class CudaBackend final : public exec::Backend {
   std::vector<uint64_t> launchable_;
   std::vector<cudaEvent_t> events_;
   std::vector<cudaEvent_t> markers_;  // timing events, kept across programs
+  // The program's send and receive streams are not engine streams (they launch no node): they
+  // come from this pool, made at cfg_.comm_priority and kept across programs. A program's
+  // stream s < num_compute_ is engine stream s; stream num_compute_ + i is comm_streams_[i].
+  std::vector<std::unique_ptr<StreamResources>> comm_streams_;
+  int num_compute_ = 0;
+  int num_streams_ = 0;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   bool capturing_ = false;
