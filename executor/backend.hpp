@@ -31,6 +31,7 @@
 #include "executor/init.hpp"
 #include "executor/program.hpp"
 #include "graph/graph.hpp"
+#include "graph/json_reader.hpp"
 
 namespace hios::exec {
 
@@ -74,6 +75,14 @@ class Backend {
   virtual std::string math() const = 0;         // the math mode actually in effect
 
   virtual void prepare(const Graph& g, const RankProgram& p) = 0;
+
+  // Algorithm choices made so far in this process (CUDA: the convolution implementation of
+  // every problem signature), as an object of signature -> recipe that a profile database keeps.
+  // Adopting recipes makes later prepares rebuild those choices instead of timing every
+  // implementation; a recipe that no longer builds is ignored and timed afresh. Backends that
+  // choose nothing return an empty object and ignore what they are given.
+  virtual json algorithm_choices() const { return json::object(); }
+  virtual void adopt_algorithm_choices(const json& /*recipes*/) {}
 
   virtual void launch(int node, int stream) = 0;
   virtual void record(int event, int stream) = 0;

@@ -140,6 +140,15 @@ struct ProfileDb {
   // Measured cost of a pass beyond its GPU work (the barrier, the launch of the pass, the
   // host's wait), which a simulation of the stages does not contain. 0: not measured.
   double pass_overhead_ms = 0;
+  // The backend's algorithm choices (CUDA: which convolution implementation runs each problem
+  // signature), as the backend exports them: an object of signature -> recipe. A tune that
+  // reuses the database adopts them instead of timing every implementation again. Valid only
+  // under the same identity; an empty object when there are none.
+  json choices = json::object();
+  // hios tune's searches over this database ({"gpus", "streams", "candidates": [...]}), so
+  // that a re-tune which measures nothing new re-times the same candidates without searching
+  // again; null when none. Each candidate's schedule is checked against the graph on reuse.
+  json searched = nullptr;
   std::vector<ProfileEntry> entries;
   std::vector<ProfileLink> links;
   std::vector<ProfileStage> stages;

@@ -67,6 +67,15 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
     db.concurrency = root.get_object("concurrency");
     (void)concurrency_fit_from_json(db.concurrency, root.child_path("concurrency"));  // range-checked here
   }
+  if (root.has("choices")) {
+    // Checked field by field by the backend that adopts them; here only the outer shape.
+    db.choices = root.get_object("choices");
+    for (const auto& [k, v] : db.choices.items()) {
+      HIOS_CHECK(v.is_object(), "%s.%s: expected an object, got %s", root.child_path("choices").c_str(), k.c_str(),
+                 json_type_name(v));
+    }
+  }
+  if (root.has("searched")) db.searched = root.get_object("searched");
   if (root.has("pass_overhead_ms")) {
     db.pass_overhead_ms = non_negative(root, "pass_overhead_ms");
     HIOS_CHECK(db.pass_overhead_ms <= 1000, "%s: must be at most 1000 ms (got %g)",
@@ -170,6 +179,16 @@ std::string profile_db_to_text(const ProfileDb& db) {
   if (!db.identity.empty()) out += "  \"identity\": " + db.identity.dump() + ",\n";
   if (!db.concurrency.is_null()) out += "  \"concurrency\": " + db.concurrency.dump() + ",\n";
   if (db.pass_overhead_ms > 0) out += "  \"pass_overhead_ms\": " + json(db.pass_overhead_ms).dump() + ",\n";
+  if (!db.choices.empty()) {
+    out += "  \"choices\": {";
+    bool first = true;
+    for (const auto& [k, v] : db.choices.items()) {
+      out += (first ? "\n    " : ",\n    ") + json(k).dump() + ": " + v.dump();
+      first = false;
+    }
+    out += "\n  },\n";
+  }
+  if (!db.searched.is_null()) out += "  \"searched\": " + db.searched.dump() + ",\n";
   auto list = [&](const char* name, const std::vector<json>& items, bool last) {
     out += std::string("  \"") + name + "\": [";
     for (size_t i = 0; i < items.size(); ++i) out += (i ? ",\n    " : "\n    ") + items[i].dump();

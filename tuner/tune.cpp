@@ -180,6 +180,11 @@ class Job {
     const std::string op = cmd.at("op").get<std::string>();
     const int rank = comm_.rank(), n = comm_.size();
     if (op == "quit") return json();
+    if (op == "adopt") {
+      // Algorithm choices to rebuild instead of timing (rank 0's, or the database's).
+      s_.backend().adopt_algorithm_choices(cmd.at("choices"));
+      return json();
+    }
     if (op == "load-empty") {
       s_.load(prof::empty_program(g_, rank, n));
       return json();
@@ -209,7 +214,7 @@ class Job {
       if (rank == 0) s_.backend().set_input(exec::make_input(g_, o_.session.seed));
       // Exactly as `hios run` warms up and times a schedule.
       s_.warm_up(o_.warmup, cmd.at("capture").get<bool>() && s_.can_capture());
-      const double ms = median(s_.timed_passes(o_.passes));
+      const double ms = median(s_.timed_passes(cmd.at("passes").get<int>()));
       if (rank == 0) output = s_.backend().read_tensor(g_.output());
       return json(ms);
     }
@@ -355,6 +360,10 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
   }
   const DevicePreset preset = find_device_preset(db.device);
   db.identity = here;
+  if (from_file && !db.choices.empty()) {
+    job.lead({{"op", "adopt"}, {"choices", db.choices}});
+    progress.line("database", strprintf("%zu algorithm choices adopted on every rank", db.choices.size()));
+  }
 
   // The sequential run every candidate is checked against, before anything large is loaded.
   std::vector<float> reference;
@@ -365,6 +374,12 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     ro.transport.clear();
     std::unique_ptr<exec::Comm> self = exec::make_self_comm();
     reference = exec::run_reference(g, ro, *self, exec::make_input(g, o.session.seed))->backend().read_tensor(g.output());
+  }
+  if (o.gpus > 1) {
+    // The reference run chose an algorithm for every node on this device; the other ranks,
+    // on devices of the same kind, rebuild those choices instead of timing them again.
+    const json mine = session.backend().algorithm_choices();
+    if (!mine.empty()) job.lead({{"op", "adopt"}, {"choices", mine}});
   }
   const double tolerance = session.backend().name() == "cpu" ? 0.0 : exec::tolerance(session.backend().math());
 
@@ -438,7 +453,34 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
   }
   std::map<std::string, size_t> seen;  // structure -> candidate index
   json duplicates = json::array();
-  for (size_t k = 0; k < configs.size(); ++k) {
+  // A re-tune that measured nothing new would search the same costs to the same schedules.
+  const bool reuse_searches = from_file && !res.nodes_measured && !res.links_measured && db.searched.is_object() &&
+                              db.searched.value("gpus", 0) == N && db.searched.value("streams", 0) == S &&
+                              db.searched.contains("candidates") && db.searched["candidates"].is_array();
+  if (reuse_searches) {
+    const json& list = db.searched["candidates"];
+    for (size_t k = 0; k < list.size(); ++k) {
+      const std::string where = o.profile_db + ": searched.candidates[" + std::to_string(k) + "]";
+      JsonObject c(list[k], where);
+      Candidate cand;
+      cand.label = c.get_string("label");
+      cand.algorithm = c.get_string("algorithm");
+      cand.cost = c.get_string("cost");
+      cand.gpus = int(c.get_int_in("gpus", 1, N));
+      cand.streams = int(c.get_int_in("streams", 1, 16));
+      cand.window = int(c.get_int_in("window", 0, 1 << 20));
+      cand.predicted_ms = c.get_number("predicted_ms");
+      cand.schedule = schedule_from_json(g, c.get_object("schedule"), where + ".schedule");
+      c.finish();
+      HIOS_CHECK(cand.schedule.meta.num_gpus == N, "%s: a %d-GPU schedule in a %d-GPU tune", where.c_str(),
+                 cand.schedule.meta.num_gpus, N);
+      res.candidates.push_back(std::move(cand));
+    }
+    if (db.searched.contains("duplicates")) duplicates = db.searched["duplicates"];
+    progress.line("search", strprintf("%zu candidates from the database's searches (nothing new was measured)",
+                                      res.candidates.size()));
+  }
+  for (size_t k = 0; k < configs.size() && !reuse_searches; ++k) {
     const Config& c = configs[k];
     progress.line("search", strprintf("%zu of %zu: %s", k + 1, configs.size(), label_of(c).c_str()));
     SchedulerOptions so;
@@ -467,6 +509,20 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     cand.schedule = widen_schedule(s, N);
     res.candidates.push_back(std::move(cand));
   }
+  if (!reuse_searches) {
+    json list = json::array();
+    for (const Candidate& c : res.candidates) {
+      list.push_back(json{{"label", c.label},
+                          {"algorithm", c.algorithm},
+                          {"cost", c.cost},
+                          {"gpus", c.gpus},
+                          {"streams", c.streams},
+                          {"window", c.window},
+                          {"predicted_ms", c.predicted_ms},
+                          {"schedule", schedule_to_json(g, c.schedule)}});
+    }
+    db.searched = json{{"gpus", N}, {"streams", S}, {"candidates", list}, {"duplicates", duplicates}};
+  }
   res.stages_measured = cost.measured;
   res.stages_reused = cost.reused;
   res.stages_predicted = cost.predicted;
@@ -488,16 +544,53 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
   // ---- candidates on the real devices
   const auto t_time = Clock::now();
   db.pass_overhead_ms = job.lead({{"op", "overhead"}, {"passes", o.passes}}).get<double>();
-  for (size_t k = 0; k < res.candidates.size(); ++k) {
-    Candidate& c = res.candidates[k];
-    c.predicted_ms += db.pass_overhead_ms;
-    c.measured_ms = job.lead({{"op", "time"}, {"schedule", schedule_to_json(g, c.schedule)}, {"capture", true}}).get<double>();
+  for (Candidate& c : res.candidates) c.predicted_ms += db.pass_overhead_ms;
+  // Two rounds: a quick one over every candidate, then the full count of passes for those that
+  // can still win. A quick round alone would let noise pick; a full round for all costs most
+  // of a re-tune.
+  const int quick = o.passes <= 5 ? o.passes : std::max(5, o.passes / 4);
+  auto time_one = [&](Candidate& c, int passes, const char* round, size_t k, size_t n) {
+    c.measured_ms =
+        job.lead({{"op", "time"}, {"schedule", schedule_to_json(g, c.schedule)}, {"capture", true}, {"passes", passes}})
+            .get<double>();
+    c.passes = passes;
     const exec::Diff d = exec::compare(job.output, reference);
     c.max_rel = d.max_rel;
     c.ok = d.max_rel <= tolerance;
-    progress.line("timing", strprintf("%zu of %zu: %-48s predicted %8.3f ms, measured %8.3f ms, max_rel %.1e%s", k + 1,
-                                      res.candidates.size(), c.label.c_str(), c.predicted_ms, c.measured_ms, c.max_rel,
+    progress.line("timing", strprintf("%s %zu of %zu: %-58s predicted %8.3f ms, measured %8.3f ms (%d passes), max_rel %.1e%s",
+                                      round, k, n, c.label.c_str(), c.predicted_ms, c.measured_ms, passes, c.max_rel,
                                       c.ok ? "" : "  FAILED verification"));
+  };
+  for (size_t k = 0; k < res.candidates.size(); ++k) time_one(res.candidates[k], quick, "quick", k + 1, res.candidates.size());
+  // Receives posted later: NCCL's receive kernel waits on the consumer's GPU, holding SMs, from
+  // the moment it is posted. How much later pays depends on the stages, so it is measured on
+  // the fastest multi-GPU candidate (docs/executor.md, "When receives are posted").
+  {
+    const Candidate* base = nullptr;
+    for (const Candidate& c : res.candidates) {
+      if (c.ok && c.gpus > 1 && c.schedule.meta.recv_lead < 0 && (!base || c.measured_ms < base->measured_ms)) base = &c;
+    }
+    if (base) {
+      const Candidate from = *base;
+      for (int lead : {0, 2}) {
+        Candidate v = from;
+        v.schedule.meta.recv_lead = lead;
+        v.label = from.label + strprintf(", receives %d stage%s ahead", lead, lead == 1 ? "" : "s");
+        res.candidates.push_back(std::move(v));
+        time_one(res.candidates.back(), quick, "quick", res.candidates.size(), res.candidates.size());
+      }
+    }
+  }
+  if (quick < o.passes) {
+    double fastest = 0;
+    for (const Candidate& c : res.candidates) {
+      if (c.ok && (fastest == 0 || c.measured_ms < fastest)) fastest = c.measured_ms;
+    }
+    std::vector<Candidate*> finalists;
+    for (Candidate& c : res.candidates) {
+      if (c.ok && c.measured_ms <= fastest * (1 + o.finalist_margin)) finalists.push_back(&c);
+    }
+    for (size_t k = 0; k < finalists.size(); ++k) time_one(*finalists[k], o.passes, "final", k + 1, finalists.size());
   }
   job.lead({{"op", "quit"}});
   const double time_s = seconds_since(t_time);
@@ -510,6 +603,7 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
              tolerance);
 
   // ---- the database and the report
+  db.choices = session.backend().algorithm_choices();
   db.meta["date"] = json(today_utc());
   db.meta["written_by"] = "hios tune";
   db.meta["gpus"] = std::max(o.gpus, db.meta.value("gpus", 1));
@@ -535,6 +629,8 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
                          {"window", c.window},
                          {"predicted_ms", c.predicted_ms},
                          {"measured_ms", c.measured_ms},
+                         {"passes", c.passes},
+                         {"recv_lead", c.schedule.meta.recv_lead},
                          {"error", c.measured_ms > 0 ? c.predicted_ms / c.measured_ms - 1 : 0.0},
                          {"max_rel", c.max_rel},
                          {"verified", c.ok},
@@ -549,6 +645,7 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
                 {"pass_overhead_ms", db.pass_overhead_ms},
                 {"stages", {{"measured", res.stages_measured}, {"reused", res.stages_reused}, {"predicted", res.stages_predicted}}},
                 {"nodes_measured", res.nodes_measured},
+                {"searches_reused", reuse_searches},
                 {"links_measured", res.links_measured},
                 {"concurrency", fit_json},
                 {"profile_db", o.profile_db},
@@ -561,11 +658,12 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
 }
 
 std::string tune_report(const TuneResult& r) {
-  std::string out = strprintf("# %-52s %9s %9s %7s %9s %s\n", "candidate", "pred ms", "meas ms", "error", "max_rel", "");
+  std::string out = strprintf("# %-74s %9s %9s %6s %7s %9s %s\n", "candidate", "pred ms", "meas ms", "passes", "error",
+                              "max_rel", "");
   for (const Candidate& c : r.candidates) {
     const bool chosen = c.label == r.chosen.meta.tune.value("chosen", std::string());
-    out += strprintf("  %-52s %9.3f %9.3f %+6.1f%% %9.1e %s\n", c.label.c_str(), c.predicted_ms, c.measured_ms,
-                     c.measured_ms > 0 ? 100 * (c.predicted_ms / c.measured_ms - 1) : 0.0, c.max_rel,
+    out += strprintf("  %-74s %9.3f %9.3f %6d %+6.1f%% %9.1e %s\n", c.label.c_str(), c.predicted_ms, c.measured_ms,
+                     c.passes, c.measured_ms > 0 ? 100 * (c.predicted_ms / c.measured_ms - 1) : 0.0, c.max_rel,
                      chosen ? "<- chosen" : (c.ok ? "" : "FAILED verification"));
   }
   out += strprintf("# stages: %d measured, %d reused, %d predicted; nodes %s, links %s; %.1f s\n", r.stages_measured,

@@ -22,7 +22,12 @@
 //  5. fit: the concurrency model (scheduler/concurrency_fit.hpp) over the measured stages;
 //  6. candidates: every distinct schedule, plus today's analytic hios-lp on one and on N
 //     GPUs, run on all ranks (CUDA Graphs where the transport allows) and checked against
-//     the sequential run; the fastest measured one is written, and meta.tune lists them all.
+//     the sequential run. A quick round times each; the best multi-GPU one is also timed with
+//     its receives posted 0 and 2 stages ahead (meta.recv_lead); the candidates near the
+//     fastest are timed again in full. The fastest measured one is written, and meta.tune
+//     lists them all.
+// A database keeps the backend's algorithm choices and the searches' candidates, so a
+// re-tune that measures nothing new adopts the choices on every rank and skips the searches.
 #pragma once
 
 #include <string>
@@ -47,6 +52,9 @@ struct TuneOptions {
   int stage_warmup = 2, stage_iters = 5;
   int link_warmup = 3, link_iters = 10;
   int warmup = 3, passes = 20;  // per candidate: untimed passes, then timed ones (the median counts)
+  // Every candidate is first timed over passes / 4 (at least 5) passes; those within
+  // finalist_margin of the fastest are timed again over `passes`.
+  double finalist_margin = 0.10;
   double stage_budget_s = 40;   // wall time for measuring stages during the searches
   double timeout_s = 0;         // watchdog over the whole job; 0: none
   bool progress = true;         // lines on stderr
@@ -59,6 +67,7 @@ struct Candidate {
   Schedule schedule;     // widened to the job's GPU count
   double predicted_ms = 0;  // simulate() under the measured costs, plus the pass overhead
   double measured_ms = 0;   // median over the timed passes (rank 0, barrier to output-ready)
+  int passes = 0;           // how many passes that median is of (finalists get TuneOptions::passes)
   double max_rel = 0;       // output against the sequential run
   bool ok = false;          // verified within tolerance
 };

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/conv.hpp"
 #include "executor/cuda/cuda_backend.hpp"
 #include "executor/memory_plan.hpp"
 #include "executor/registry.hpp"
@@ -58,6 +59,10 @@ float* CudaBackend::resident(int node, const char* what) {
              "cuda backend: %s of node %d, which is not resident on this rank", what, node);
   return tensors_[size_t(node)].data;
 }
+
+json CudaBackend::algorithm_choices() const { return conv_choices(device_); }
+
+void CudaBackend::adopt_algorithm_choices(const json& recipes) { adopt_conv_choices(device_, recipes); }
 
 cudaStream_t CudaBackend::stream_handle(int stream) {
   require_prepared("stream access");

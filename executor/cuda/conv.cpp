@@ -336,6 +336,7 @@ struct Choice {
   cudnnConvolutionFwdAlgo_t algo{};
   cudnnMathType_t math{};
   bool legacy_fused = false;
+  int config_index = -1;           // graph API: position in heuristic_configs_for's list
   size_t workspace = 0;
   double ms = 0;
   std::string what;
@@ -372,6 +373,110 @@ std::string key_of(const ConvProblem& p, const float* x) {
                    int(aligned16(p.y.ptr)), int(aligned16(p.w)));
 }
 
+// The graph API's candidate configurations of one operation graph, in a fixed order: a
+// recipe names its choice by position here (the heuristics answer alike for the same device,
+// cuDNN and problem, which the profile database's identity pins).
+std::vector<BeP> heuristic_configs_for(const BeGraph& g) {
+  std::vector<BeP> cfgs = heuristic_configs(g, CUDNN_HEUR_MODE_A, 12);
+  for (BeP& extra : heuristic_configs(g, CUDNN_HEUR_MODE_FALLBACK, 4)) cfgs.push_back(extra);
+  return cfgs;
+}
+
+// Recipes adopted from a profile database, per device: signature key -> recipe.
+struct RecipeBook {
+  std::mutex mu;
+  std::map<std::string, json> entries;
+};
+RecipeBook& recipe_book(int device) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<RecipeBook>> books;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& b = books[device];
+  if (!b) b = std::make_unique<RecipeBook>();
+  return *b;
+}
+
+const char* impl_recipe_name(Impl i) {
+  switch (i) {
+    case Impl::GraphFused: return "graph-fused";
+    case Impl::GraphConv: return "graph";
+    case Impl::Legacy: return "legacy";
+    case Impl::Depthwise: return "depthwise";
+  }
+  return "?";
+}
+
+json recipe_of(const Choice& ch) {
+  json r = json::object();
+  r["impl"] = impl_recipe_name(ch.impl);
+  if (ch.impl == Impl::GraphFused || ch.impl == Impl::GraphConv) r["config"] = ch.config_index;
+  if (ch.impl == Impl::Legacy) {
+    r["algo"] = int(ch.algo);
+    r["math"] = int(ch.math);
+    r["fused"] = ch.legacy_fused;
+  }
+  r["ms"] = ch.ms;
+  return r;
+}
+
+// Rebuilds a recorded choice without timing anything; null when the recipe does not fit this
+// problem any more (then the caller times the candidates as usual).
+std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r) {
+  const std::string impl = r.value("impl", std::string());
+  const float* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  auto ch = std::make_shared<Choice>();
+  ch->ms = r.value("ms", 0.0);
+  if (impl == "depthwise") {
+    if (!depthwise_kernel_fits(p)) return nullptr;
+    ch->impl = Impl::Depthwise;
+    ch->what = "hios depthwise";
+  } else if (impl == "graph-fused" || impl == "graph") {
+    const bool fused = impl == "graph-fused";
+    const int64_t index = r.value("config", int64_t(-1));
+    std::shared_ptr<BeGraph> g = build_graph(c.res.cudnn(), p, x, fused);
+    if (!g) return nullptr;
+    const std::vector<BeP> cfgs = heuristic_configs_for(*g);
+    if (index < 0 || index >= int64_t(cfgs.size())) return nullptr;
+    const EngineInfo info = engine_info(cfgs[size_t(index)]);
+    if (info.down_convert || info.nondeterministic || (p.fp32 && info.tensor_core) || info.runtime_compiled) return nullptr;
+    BeP plan = make_plan(c.res.cudnn(), cfgs[size_t(index)]);
+    if (!plan) return nullptr;
+    size_t ws_bytes = 0;
+    (void)c.eng.find_workspace(&ws_bytes);
+    const int64_t need = plan_workspace(plan);
+    if (need < 0 || size_t(need) > ws_bytes) return nullptr;
+    ch->impl = fused ? Impl::GraphFused : Impl::GraphConv;
+    ch->plan = plan;
+    ch->graph = g;
+    ch->graph_bias = fused && g->has_bias;
+    ch->workspace = size_t(need);
+    ch->config_index = int(index);
+    ch->what = strprintf("graph engine %lld%s%s", (long long)info.index, fused ? " fused" : " + epilogue",
+                         info.tensor_core ? " tc" : "");
+  } else if (impl == "legacy") {
+    const int64_t algo = r.value("algo", int64_t(-1)), math = r.value("math", int64_t(-1));
+    if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || math < 0 || math > 3) return nullptr;
+    if (p.fp32 && cudnnMathType_t(math) != CUDNN_FMA_MATH) return nullptr;
+    LegacyDescs d(p);
+    HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, cudnnMathType_t(math)));
+    size_t need = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(c.res.cudnn(), d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(algo),
+                                                &need) != CUDNN_STATUS_SUCCESS) {
+      return nullptr;
+    }
+    ch->impl = Impl::Legacy;
+    ch->algo = cudnnConvolutionFwdAlgo_t(algo);
+    ch->math = cudnnMathType_t(math);
+    ch->legacy_fused = r.value("fused", false);
+    ch->workspace = need;
+    ch->what = strprintf("legacy algo %d%s", int(algo), ch->legacy_fused ? " fused" : " + epilogue");
+  } else {
+    return nullptr;
+  }
+  ch->what += strprintf(" %.3f ms (recalled)", ch->ms);
+  return ch;
+}
+
 std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::string& key) {
   Engine& eng = c.eng;
   StreamResources& res = c.res;
@@ -398,12 +503,12 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
     if (fused && p.b == nullptr && p.act == Activation::None) continue;  // nothing to fuse
     std::shared_ptr<BeGraph> g = build_graph(res.cudnn(), p, x, fused);
     if (!g) continue;
-    std::vector<BeP> cfgs = heuristic_configs(*g, CUDNN_HEUR_MODE_A, 12);
-    for (BeP& extra : heuristic_configs(*g, CUDNN_HEUR_MODE_FALLBACK, 4)) cfgs.push_back(extra);
+    const std::vector<BeP> cfgs = heuristic_configs_for(*g);
     std::vector<int64_t> seen;
     int built = 0;
     const int most = fused ? 3 : 6;
-    for (const BeP& cfg : cfgs) {
+    for (size_t ci = 0; ci < cfgs.size(); ++ci) {
+      const BeP& cfg = cfgs[ci];
       if (built >= most) break;
       const EngineInfo info = engine_info(cfg);
       if (info.down_convert || info.nondeterministic || (p.fp32 && info.tensor_core)) continue;
@@ -423,6 +528,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       ch->graph = g;
       ch->graph_bias = fused && g->has_bias;
       ch->workspace = size_t(need);
+      ch->config_index = int(ci);
       ch->what = strprintf("graph engine %lld%s%s", (long long)info.index, fused ? " fused" : " + epilogue",
                            info.tensor_core ? " tc" : "");
       auto exec = std::make_shared<BeExec>();
@@ -518,6 +624,29 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
 
 }  // namespace
 
+json conv_choices(int device) {
+  json out = json::object();
+  {
+    RecipeBook& book = recipe_book(device);
+    std::lock_guard<std::mutex> lock(book.mu);
+    for (const auto& [key, r] : book.entries) out[key] = r;
+  }
+  ChoiceCache& cache = choice_cache(device);
+  std::lock_guard<std::mutex> lock(cache.mu);
+  for (const auto& [key, ch] : cache.entries) out[key] = recipe_of(*ch);
+  return out;
+}
+
+void adopt_conv_choices(int device, const json& recipes) {
+  HIOS_CHECK(recipes.is_object(), "algorithm choices: expected an object of signature -> recipe");
+  RecipeBook& book = recipe_book(device);
+  std::lock_guard<std::mutex> lock(book.mu);
+  for (const auto& [key, r] : recipes.items()) {
+    // Malformed recipes are skipped, not fatal: the choice is timed again instead.
+    if (r.is_object() && r.contains("impl") && r["impl"].is_string()) book.entries[key] = r;
+  }
+}
+
 bool depthwise_kernel_fits(const ConvProblem& p) {
   const int64_t c = p.x.shape.c;
   return p.groups == c && p.out_channels == c && p.dilation[0] == 1 && p.dilation[1] == 1 &&
@@ -537,7 +666,15 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
     if (it != cache.entries.end()) ch = it->second;
   }
   if (!ch) {
-    ch = choose(c, p, key);
+    json recipe;
+    {
+      RecipeBook& book = recipe_book(c.eng.device());
+      std::lock_guard<std::mutex> lock(book.mu);
+      auto it = book.entries.find(key);
+      if (it != book.entries.end()) recipe = it->second;
+    }
+    if (!recipe.is_null()) ch = rebuild(c, p, recipe);
+    if (!ch) ch = choose(c, p, key);
     std::lock_guard<std::mutex> lock(cache.mu);
     cache.entries.emplace(key, ch);
   }

@@ -42,6 +42,12 @@ struct ConvProblem {
 // c.workspace_need to what it needs.
 void plan_convolution(PlanCtx& c, const ConvProblem& p);
 
+// The choices made on a device so far (and the recipes adopted there), as signature key ->
+// recipe JSON: {"impl": "graph-fused" | "graph" | "legacy" | "depthwise", ...}.
+json conv_choices(int device);
+// Recipes to rebuild instead of timing, for keys not chosen yet in this process.
+void adopt_conv_choices(int device, const json& recipes);
+
 // Whether hios's depthwise kernel can compute this convolution.
 bool depthwise_kernel_fits(const ConvProblem& p);
 

@@ -46,6 +46,9 @@ class CudaBackend final : public exec::Backend {
   size_t peak_memory_bytes() const override;
   std::string plan_report() const override;
 
+  json algorithm_choices() const override;
+  void adopt_algorithm_choices(const json& recipes) override;
+
   bool can_capture() const override { return true; }
   void begin_capture() override;
   void end_capture() override;

@@ -29,7 +29,7 @@ if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db
 fi
 grep -q "<- chosen" "$TMP/out1" || fail "no candidate marked as chosen"
 grep -q "links      GPU 0 -> GPU 1" "$TMP/err1" || fail "no progress line for the links"
-grep -q "timing     1 of" "$TMP/err1" || fail "no progress line 'item k of n' for the candidates"
+grep -q "timing     quick 1 of" "$TMP/err1" || fail "no progress line 'item k of n' for the candidates"
 "$HIOS" check --graph "$TMP/demo.json" --schedule "$TMP/s.json" >/dev/null || fail "the tuned schedule does not pass hios check"
 
 python3 - "$TMP/s.json" "$TMP/db.json" <<'PY' || fail "meta.tune or the database is wrong (see above)"
@@ -54,6 +54,14 @@ db = json.load(open(sys.argv[2]))
 assert db["identity"]["graph_digest"] == s["meta"]["graph"]["digest"]
 assert db["identity"]["backend"] == "cpu" and db["identity"]["math"] == "fp32"
 assert len(db["links"]) == 2 and len(db["stages"]) > 0 and len(db["entries"]) > 0
+assert db["searched"]["gpus"] == 2 and len(db["searched"]["candidates"]) >= 3, "the searches were not kept"
+# The fastest multi-GPU candidate is also timed with its receives posted later.
+leads = [x for x in c if x["recv_lead"] >= 0]
+assert len(leads) == 2 and {x["recv_lead"] for x in leads} == {0, 2}, leads
+for x in c:
+    assert x["passes"] >= 1, x
+# The chosen one was timed in full (the finalists' round).
+assert chosen[0]["passes"] == max(x["passes"] for x in c), chosen
 PY
 
 # 2. The same graph again with the saved database: nothing is measured but the candidates.
@@ -64,11 +72,16 @@ if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db
 fi
 grep -q "loading the measuring program" "$TMP/err2" && fail "the second tune loaded the measuring program"
 grep -q "links      2 ordered" "$TMP/err2" && fail "the second tune measured the links again"
-python3 - "$TMP/s2.json" <<'PY' || fail "the second tune measured something again"
+python3 - "$TMP/s2.json" "$TMP/s.json" <<'PY' || fail "the second tune measured something again"
 import json, sys
 t = json.load(open(sys.argv[1]))["meta"]["tune"]
 assert not t["nodes_measured"] and not t["links_measured"], t
-assert t["stages"]["measured"] == 0 and t["stages"]["reused"] > 0, t["stages"]
+assert t["stages"]["measured"] == 0, t["stages"]
+# Nothing new was measured, so the searches' candidates come from the database.
+assert t["searches_reused"], t
+first = json.load(open(sys.argv[2]))["meta"]["tune"]
+searched = lambda tune: [c["label"] for c in tune["candidates"] if c["recv_lead"] < 0]
+assert searched(t) == searched(first), "other candidates"
 PY
 
 # 3. Another graph against that database: refused with one line naming what differs.
