@@ -85,7 +85,9 @@ class MeasuringCostModel final : public CostModel {
   std::string name() const override { return "measured"; }
   std::string device() const override { return db_.device; }
   double node_ms(const Graph& g, int node, int gpu) const override { return base_->node_ms(g, node, gpu); }
-  double transfer_ms(double bytes, int src, int dst) const override { return base_->transfer_ms(bytes, src, dst); }
+  double transfer_ms(double bytes, int src, int dst) const override {
+    return base_->transfer_ms(bytes, src, dst) + transfer_extra_ms;
+  }
 
   double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
     Stage busy;
@@ -129,6 +131,9 @@ class MeasuringCostModel final : public CostModel {
 
   mutable int measured = 0, reused = 0, predicted = 0;
   mutable std::vector<StageObservation> observations;
+  // Calibrated cost of a transfer inside a pass beyond the link measured between idle GPUs
+  // (fit_transfer_extra); 0 until the candidates are timed.
+  double transfer_extra_ms = 0;
 
  private:
   ProfileDb& db_;
@@ -142,6 +147,72 @@ class MeasuringCostModel final : public CostModel {
   mutable std::set<std::string> fresh_, used_;
   mutable double measuring_s_ = 0;
 };
+
+// One schedule's simulation again with another per-transfer cost: the stage times are asked
+// of the measured model once and remembered (by the stage's address in that schedule), so the
+// calibration below can simulate a candidate hundreds of times.
+class CalibratedCost final : public CostModel {
+ public:
+  explicit CalibratedCost(const CostModel& base) : base_(base) {}
+  std::string name() const override { return base_.name(); }
+  std::string device() const override { return base_.device(); }
+  double node_ms(const Graph& g, int node, int gpu) const override { return base_.node_ms(g, node, gpu); }
+  double transfer_ms(double bytes, int src, int dst) const override {
+    return base_.transfer_ms(bytes, src, dst) + extra_ms;
+  }
+  double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
+    auto [it, fresh] = memo_.try_emplace({&stage, gpu}, 0.0);
+    if (fresh) it->second = base_.stage_ms(g, stage, gpu);
+    return it->second;
+  }
+  double extra_ms = 0;
+
+ private:
+  const CostModel& base_;
+  mutable std::map<std::pair<const Stage*, int>, double> memo_;
+};
+
+// The per-transfer cost inside a pass, beyond the idle link, that best explains the measured
+// multi-GPU candidates: the least squares of log(predicted / measured) between 0 and the
+// slowest of their passes (one transfer cannot cost more), golden-section search (the predictions grow with it). Transfers inside a pass share the SMs
+// with the stages and wait for the block scheduler; an idle-link measurement sees neither.
+double fit_transfer_extra(const Graph& g, const std::vector<const Candidate*>& points, CalibratedCost& cost,
+                          double pass_overhead_ms) {
+  if (points.empty()) return 0;
+  auto loss = [&](double x) {
+    cost.extra_ms = x;
+    double l = 0;
+    for (const Candidate* c : points) {
+      const double r = std::log((simulate(g, c->schedule, cost).latency_ms + pass_overhead_ms) / c->measured_ms);
+      l += r * r;
+    }
+    return l;
+  };
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double lo = 0, hi = 0;
+  for (const Candidate* c : points) hi = std::max(hi, c->measured_ms);
+  double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
+  double fa = loss(a), fb = loss(b);
+  for (int i = 0; i < 40; ++i) {
+    if (fa <= fb) {
+      hi = b;
+      b = a;
+      fb = fa;
+      a = hi - phi * (hi - lo);
+      fa = loss(a);
+    } else {
+      lo = a;
+      a = b;
+      fa = fb;
+      b = lo + phi * (hi - lo);
+      fb = loss(b);
+    }
+  }
+  const double best = (lo + hi) / 2;
+  const bool none = loss(0) <= loss(best);
+  cost.extra_ms = 0;
+  return none ? 0.0 : best;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The job: rank 0 leads, every other rank follows its commands.
@@ -474,55 +545,48 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
       c.finish();
       HIOS_CHECK(cand.schedule.meta.num_gpus == N, "%s: a %d-GPU schedule in a %d-GPU tune", where.c_str(),
                  cand.schedule.meta.num_gpus, N);
+      seen.emplace(structure_key(g, cand.schedule), res.candidates.size());
       res.candidates.push_back(std::move(cand));
     }
     if (db.searched.contains("duplicates")) duplicates = db.searched["duplicates"];
     progress.line("search", strprintf("%zu candidates from the database's searches (nothing new was measured)",
                                       res.candidates.size()));
   }
-  for (size_t k = 0; k < configs.size() && !reuse_searches; ++k) {
-    const Config& c = configs[k];
-    progress.line("search", strprintf("%zu of %zu: %s", k + 1, configs.size(), label_of(c).c_str()));
-    SchedulerOptions so;
-    so.num_gpus = c.gpus;
-    so.max_streams = c.streams;
-    so.window = c.window;
-    // Today's analytic schedule as `hios schedule` makes it; the measured searches leave the
-    // one-GPU alternative to the one-GPU candidates.
-    so.single_gpu_fallback = c.cost == "analytic";
-    Schedule s = run_algorithm(c.algorithm, g, c.cost == "analytic" ? *analytic : static_cast<const CostModel&>(cost), so);
-    const double predicted = simulate(g, s, cost).latency_ms;  // measures what it has not seen
-    const std::string key = structure_key(g, widen_schedule(s, N));
-    auto [it, fresh] = seen.emplace(key, res.candidates.size());
-    if (!fresh) {
-      duplicates.push_back(json{{"label", label_of(c)}, {"same_as", res.candidates[it->second].label}});
-      continue;
+  auto search = [&](const std::vector<Config>& list, const std::string& round) {
+    for (size_t k = 0; k < list.size(); ++k) {
+      const Config& c = list[k];
+      progress.line("search", strprintf("%s%zu of %zu: %s", round.c_str(), k + 1, list.size(), label_of(c).c_str()));
+      SchedulerOptions so;
+      so.num_gpus = c.gpus;
+      so.max_streams = c.streams;
+      so.window = c.window;
+      // Today's analytic schedule as `hios schedule` makes it; the measured searches leave the
+      // one-GPU alternative to the one-GPU candidates.
+      so.single_gpu_fallback = c.cost == "analytic";
+      Schedule s = run_algorithm(c.algorithm, g, c.cost == "analytic" ? *analytic : static_cast<const CostModel&>(cost), so);
+      const double extra = cost.transfer_extra_ms;
+      cost.transfer_extra_ms = 0;  // predictions start from the idle links; calibration comes after timing
+      const double predicted = simulate(g, s, cost).latency_ms;  // measures what it has not seen
+      cost.transfer_extra_ms = extra;
+      const std::string key = structure_key(g, widen_schedule(s, N));
+      auto [it, fresh] = seen.emplace(key, res.candidates.size());
+      if (!fresh) {
+        duplicates.push_back(json{{"label", label_of(c)}, {"same_as", res.candidates[it->second].label}});
+        continue;
+      }
+      Candidate cand;
+      cand.label = label_of(c);
+      cand.algorithm = c.algorithm;
+      cand.cost = c.cost;
+      cand.gpus = s.meta.num_gpus;
+      cand.streams = c.streams;
+      cand.window = c.window;
+      cand.predicted_ms = predicted;
+      cand.schedule = widen_schedule(s, N);
+      res.candidates.push_back(std::move(cand));
     }
-    Candidate cand;
-    cand.label = label_of(c);
-    cand.algorithm = c.algorithm;
-    cand.cost = c.cost;
-    cand.gpus = s.meta.num_gpus;
-    cand.streams = c.streams;
-    cand.window = c.window;
-    cand.predicted_ms = predicted;
-    cand.schedule = widen_schedule(s, N);
-    res.candidates.push_back(std::move(cand));
-  }
-  if (!reuse_searches) {
-    json list = json::array();
-    for (const Candidate& c : res.candidates) {
-      list.push_back(json{{"label", c.label},
-                          {"algorithm", c.algorithm},
-                          {"cost", c.cost},
-                          {"gpus", c.gpus},
-                          {"streams", c.streams},
-                          {"window", c.window},
-                          {"predicted_ms", c.predicted_ms},
-                          {"schedule", schedule_to_json(g, c.schedule)}});
-    }
-    db.searched = json{{"gpus", N}, {"streams", S}, {"candidates", list}, {"duplicates", duplicates}};
-  }
+  };
+  if (!reuse_searches) search(configs, "");
   res.stages_measured = cost.measured;
   res.stages_reused = cost.reused;
   res.stages_predicted = cost.predicted;
@@ -581,6 +645,76 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
       }
     }
   }
+  // ---- transfers inside a pass, calibrated on the timed multi-GPU candidates
+  // Every multi-GPU candidate's prediction uses the per-transfer cost fitted to the *other*
+  // schedules' measurements (leave one structure out), so no prediction is fitted to its own
+  // measurement. Round 2 searches again with the cost fitted to all of them.
+  auto multi_gpu_points = [&](const std::string& except_key) {
+    std::vector<const Candidate*> pts;
+    for (const Candidate& c : res.candidates) {
+      if (c.ok && c.gpus > 1 && c.schedule.meta.recv_lead < 0 && structure_key(g, c.schedule) != except_key) {
+        pts.push_back(&c);
+      }
+    }
+    return pts;
+  };
+  double transfer_extra_ms = 0;
+  if (N > 1) {
+    {
+      CalibratedCost cal(cost);
+      transfer_extra_ms = fit_transfer_extra(g, multi_gpu_points(""), cal, db.pass_overhead_ms);
+    }
+    progress.line("calibrate", strprintf("transfers inside a pass: +%.1f us each over the idle link (%zu schedules)",
+                                         1e3 * transfer_extra_ms, multi_gpu_points("").size()));
+    if (!reuse_searches && transfer_extra_ms > 0) {
+      if (timer) job.lead({{"op", "measure-load"}, {"streams", std::max(o.max_streams, 4)}});  // new stages are measured
+      cost.transfer_extra_ms = transfer_extra_ms;
+      const size_t before = res.candidates.size();
+      search({{"hios-lp", "calibrated", N, S, 4},
+              {"hios-lp", "calibrated", N, std::min(S, 2), 2},
+              {"hios-mr", "calibrated", N, S, 4},
+              {"heft", "calibrated", N, S, 4}},
+             "round 2, ");
+      cost.transfer_extra_ms = 0;
+      for (size_t k = before; k < res.candidates.size(); ++k) {
+        res.candidates[k].predicted_ms += db.pass_overhead_ms;
+        time_one(res.candidates[k], quick, "quick", k + 1, res.candidates.size());
+      }
+    }
+    for (Candidate& c : res.candidates) {
+      c.predicted_idle_ms = c.predicted_ms;
+      if (c.gpus <= 1) continue;
+      const std::string key = structure_key(g, c.schedule);
+      const std::vector<const Candidate*> others = multi_gpu_points(key);
+      if (others.empty()) continue;  // nothing else to calibrate on: the idle-link prediction stays
+      CalibratedCost cal(cost);
+      cal.extra_ms = fit_transfer_extra(g, others, cal, db.pass_overhead_ms);
+      c.predicted_ms = simulate(g, c.schedule, cal).latency_ms + db.pass_overhead_ms;
+      c.transfer_extra_ms = cal.extra_ms;
+    }
+  }
+  for (Candidate& c : res.candidates) {
+    if (c.predicted_idle_ms == 0) c.predicted_idle_ms = c.predicted_ms;
+  }
+  res.stages_measured = cost.measured;  // round 2 may have measured more
+  res.stages_reused = cost.reused;
+  res.stages_predicted = cost.predicted;
+  if (!reuse_searches) {
+    json list = json::array();
+    for (const Candidate& c : res.candidates) {
+      if (c.schedule.meta.recv_lead >= 0) continue;  // timed variants, not searched
+      list.push_back(json{{"label", c.label},
+                          {"algorithm", c.algorithm},
+                          {"cost", c.cost},
+                          {"gpus", c.gpus},
+                          {"streams", c.streams},
+                          {"window", c.window},
+                          {"predicted_ms", c.predicted_idle_ms - db.pass_overhead_ms},
+                          {"schedule", schedule_to_json(g, c.schedule)}});
+    }
+    db.searched = json{{"gpus", N}, {"streams", S}, {"candidates", list}, {"duplicates", duplicates}};
+  }
+
   if (quick < o.passes) {
     double fastest = 0;
     for (const Candidate& c : res.candidates) {
@@ -628,6 +762,8 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
                          {"streams", c.streams},
                          {"window", c.window},
                          {"predicted_ms", c.predicted_ms},
+                         {"predicted_idle_links_ms", c.predicted_idle_ms},
+                         {"transfer_extra_us", 1e3 * c.transfer_extra_ms},
                          {"measured_ms", c.measured_ms},
                          {"passes", c.passes},
                          {"recv_lead", c.schedule.meta.recv_lead},
@@ -643,6 +779,7 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
                 {"measured_ms", best->measured_ms},
                 {"passes", o.passes},
                 {"pass_overhead_ms", db.pass_overhead_ms},
+                {"transfer_extra_us", 1e3 * transfer_extra_ms},
                 {"stages", {{"measured", res.stages_measured}, {"reused", res.stages_reused}, {"predicted", res.stages_predicted}}},
                 {"nodes_measured", res.nodes_measured},
                 {"searches_reused", reuse_searches},

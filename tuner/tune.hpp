@@ -54,7 +54,7 @@ struct TuneOptions {
   int warmup = 3, passes = 20;  // per candidate: untimed passes, then timed ones (the median counts)
   // Every candidate is first timed over passes / 4 (at least 5) passes; those within
   // finalist_margin of the fastest are timed again over `passes`.
-  double finalist_margin = 0.10;
+  double finalist_margin = 0.05;
   double stage_budget_s = 40;   // wall time for measuring stages during the searches
   double timeout_s = 0;         // watchdog over the whole job; 0: none
   bool progress = true;         // lines on stderr
@@ -66,6 +66,11 @@ struct Candidate {
   int gpus = 1, streams = 1, window = 0;
   Schedule schedule;     // widened to the job's GPU count
   double predicted_ms = 0;  // simulate() under the measured costs, plus the pass overhead
+  // Multi-GPU schedules: predicted_ms uses transfer_extra_ms, the per-transfer cost inside a
+  // pass fitted to the other multi-GPU candidates' measurements; predicted_idle_ms is the
+  // prediction with the links as measured between idle GPUs.
+  double predicted_idle_ms = 0;
+  double transfer_extra_ms = 0;
   double measured_ms = 0;   // median over the timed passes (rank 0, barrier to output-ready)
   int passes = 0;           // how many passes that median is of (finalists get TuneOptions::passes)
   double max_rel = 0;       // output against the sequential run

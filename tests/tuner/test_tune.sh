@@ -60,6 +60,12 @@ leads = [x for x in c if x["recv_lead"] >= 0]
 assert len(leads) == 2 and {x["recv_lead"] for x in leads} == {0, 2}, leads
 for x in c:
     assert x["passes"] >= 1, x
+# Multi-GPU predictions are calibrated on the other schedules; the idle-link ones are kept.
+assert t["transfer_extra_us"] >= 0, t["transfer_extra_us"]
+for x in c:
+    assert x["predicted_idle_links_ms"] > 0 and x["transfer_extra_us"] >= 0, x
+    if x["gpus_used"] == 1:
+        assert x["predicted_ms"] == x["predicted_idle_links_ms"], x
 # The chosen one was timed in full (the finalists' round).
 assert chosen[0]["passes"] == max(x["passes"] for x in c), chosen
 PY
