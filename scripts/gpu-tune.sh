@@ -6,6 +6,10 @@
 #   best1   hios-lp on one GPU with analytic costs (the best one-GPU run of docs/benchmarks.md)
 #   lp2     hios-lp on two GPUs with analytic costs (what `hios schedule` gives today)
 #   tuned   the schedule hios tune writes
+# (n) after a time is the number of passes its median is of: finalists get 20, the rest 5.
+# error: the tuned schedule's prediction (launch gap and transfers calibrated on the other candidates) against
+# its measurement; uncalibrated error: the same from the isolated measurements alone (stages on
+# one GPU, links between idle GPUs), before the calibration on the other candidates.
 #
 #   OUT=/some/dir bash scripts/gpu-tune.sh inception_v3:331:1 nasnet_large:2048:1 ...
 #
@@ -70,8 +74,8 @@ walls = {}
 for line in open(os.path.join(out, "walls.txt")):
     m = re.match(r"(\S+) (tune|retune) rc=(\d+) wall ([\d.e-]+) s", line)
     if m: walls[(m.group(1), m.group(2))] = (int(m.group(3)), float(m.group(4)))
-print(f"| config | best1 ms | lp2 ms | tuned ms | tuned / min | predicted ms | error | chosen | tune s | re-tune s |")
-print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+print(f"| config | best1 ms | lp2 ms | tuned ms | tuned / min | predicted ms | error | uncalibrated error | chosen | tune s | re-tune s |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
 for spec in configs:
     model, size, batch = spec.split(":")
     name = f"{model}-{size}-b{batch}"
@@ -81,11 +85,15 @@ for spec in configs:
         print(f"| {name} | failed: {walls.get((name, 'tune'))} |"); continue
     by = {c["label"]: c for c in t["candidates"]}
     for d in t["duplicates"]: by[d["label"]] = by[d["same_as"]]
-    b1 = by.get("hios-lp 1 GPU, 4 streams, window 4 (analytic)", {}).get("measured_ms", float("nan"))
-    l2 = by.get("hios-lp 2 GPUs, 4 streams, window 4 (analytic)", {}).get("measured_ms", float("nan"))
+    def ms(label):
+        c = by.get(label)
+        return (c["measured_ms"], c["passes"]) if c else (float("nan"), 0)
+    b1, b1p = ms("hios-lp 1 GPU, 4 streams, window 4 (analytic)")
+    l2, l2p = ms("hios-lp 2 GPUs, 4 streams, window 4 (analytic)")
     ch = by[t["chosen"]]
     ref = min(b1, l2)
     err = ch["predicted_ms"] / ch["measured_ms"] - 1
+    ierr = ch["predicted_uncalibrated_ms"] / ch["measured_ms"] - 1
     rw = walls.get((name, "retune"), (None, float("nan")))[1]
-    print(f"| {name} | {b1:.3f} | {l2:.3f} | {ch['measured_ms']:.3f} | {ch['measured_ms']/ref:.3f} | {ch['predicted_ms']:.3f} | {100*err:+.1f}% | {t['chosen']} | {t['seconds']['total']:.1f} | {rw:.1f} |")
+    print(f"| {name} | {b1:.3f} ({b1p}) | {l2:.3f} ({l2p}) | {ch['measured_ms']:.3f} | {ch['measured_ms']/ref:.3f} | {ch['predicted_ms']:.3f} | {100*err:+.1f}% | {100*ierr:+.1f}% | {t['chosen']} | {t['seconds']['total']:.1f} | {rw:.1f} |")
 PY

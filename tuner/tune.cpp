@@ -132,7 +132,7 @@ class MeasuringCostModel final : public CostModel {
   mutable int measured = 0, reused = 0, predicted = 0;
   mutable std::vector<StageObservation> observations;
   // Calibrated cost of a transfer inside a pass beyond the link measured between idle GPUs
-  // (fit_transfer_extra); 0 until the candidates are timed.
+  // (the calibration in tune()); 0 until the candidates are timed.
   double transfer_extra_ms = 0;
 
  private:
@@ -148,9 +148,13 @@ class MeasuringCostModel final : public CostModel {
   mutable double measuring_s_ = 0;
 };
 
-// One schedule's simulation again with another per-transfer cost: the stage times are asked
-// of the measured model once and remembered (by the stage's address in that schedule), so the
-// calibration below can simulate a candidate hundreds of times.
+// A candidate's simulation again with two calibrated costs that an isolated measurement does
+// not see: `launch_ms` after every launch in a stream (in a pass, a kernel waits for its
+// predecessor's completion to be noticed, which timing one stage alone hides) and
+// `transfer_ms` on every transfer (inside a pass a transfer shares the SMs with the stages and
+// waits for the block scheduler; a link measured between idle GPUs sees neither). Stage times
+// are asked of the measured model once per stage and remembered by the stage's address, so a
+// calibration can simulate a candidate many times: the candidates must not move meanwhile.
 class CalibratedCost final : public CostModel {
  public:
   explicit CalibratedCost(const CostModel& base) : base_(base) {}
@@ -158,42 +162,54 @@ class CalibratedCost final : public CostModel {
   std::string device() const override { return base_.device(); }
   double node_ms(const Graph& g, int node, int gpu) const override { return base_.node_ms(g, node, gpu); }
   double transfer_ms(double bytes, int src, int dst) const override {
-    return base_.transfer_ms(bytes, src, dst) + extra_ms;
+    return base_.transfer_ms(bytes, src, dst) + extra_transfer_ms;
   }
   double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
-    auto [it, fresh] = memo_.try_emplace({&stage, gpu}, 0.0);
-    if (fresh) it->second = base_.stage_ms(g, stage, gpu);
-    return it->second;
+    auto [it, fresh] = memo_.try_emplace({&stage, gpu}, std::pair<double, size_t>{0.0, 0});
+    if (fresh) {
+      it->second.first = base_.stage_ms(g, stage, gpu);
+      for (const Group& gr : stage.groups) it->second.second = std::max(it->second.second, gr.nodes.size());
+    }
+    return it->second.first + extra_launch_ms * double(it->second.second);
   }
-  double extra_ms = 0;
+  double extra_launch_ms = 0, extra_transfer_ms = 0;
 
  private:
   const CostModel& base_;
-  mutable std::map<std::pair<const Stage*, int>, double> memo_;
+  mutable std::map<std::pair<const Stage*, int>, std::pair<double, size_t>> memo_;
 };
 
-// The per-transfer cost inside a pass, beyond the idle link, that best explains the measured
-// multi-GPU candidates: the least squares of log(predicted / measured) between 0 and the
-// slowest of their passes (one transfer cannot cost more), golden-section search (the predictions grow with it). Transfers inside a pass share the SMs
-// with the stages and wait for the block scheduler; an idle-link measurement sees neither.
-double fit_transfer_extra(const Graph& g, const std::vector<const Candidate*>& points, CalibratedCost& cost,
-                          double pass_overhead_ms) {
+// A prediction as a function of one calibrated cost x: simulated at a few values, linear in
+// between and beyond the last (the latency is piecewise linear in x, non-decreasing).
+struct Curve {
+  std::vector<double> x, y;
+  double at(double v) const {
+    size_t i = 1;
+    while (i + 1 < x.size() && v > x[i]) ++i;
+    return y[i - 1] + (y[i] - y[i - 1]) * (v - x[i - 1]) / (x[i] - x[i - 1]);
+  }
+};
+
+// The x in [0, the slowest measured pass] (no single launch or transfer can cost more) that
+// minimises the sum of log((curve(x) + overhead) / measured)^2 over the points
+// (golden-section search; 0 when no positive x does better).
+double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms) {
   if (points.empty()) return 0;
+  double hi = 0;
+  for (const auto& p : points) hi = std::max(hi, p.second);
   auto loss = [&](double x) {
-    cost.extra_ms = x;
     double l = 0;
-    for (const Candidate* c : points) {
-      const double r = std::log((simulate(g, c->schedule, cost).latency_ms + pass_overhead_ms) / c->measured_ms);
+    for (const auto& [curve, measured] : points) {
+      const double r = std::log((curve->at(x) + overhead_ms) / measured);
       l += r * r;
     }
     return l;
   };
   const double phi = (std::sqrt(5.0) - 1) / 2;
-  double lo = 0, hi = 0;
-  for (const Candidate* c : points) hi = std::max(hi, c->measured_ms);
+  double lo = 0;
   double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
   double fa = loss(a), fb = loss(b);
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 60; ++i) {
     if (fa <= fb) {
       hi = b;
       b = a;
@@ -209,9 +225,7 @@ double fit_transfer_extra(const Graph& g, const std::vector<const Candidate*>& p
     }
   }
   const double best = (lo + hi) / 2;
-  const bool none = loss(0) <= loss(best);
-  cost.extra_ms = 0;
-  return none ? 0.0 : best;
+  return loss(0) <= loss(best) ? 0.0 : best;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,7 +298,7 @@ class Job {
       s_.load_schedule(sched, true);
       if (rank == 0) s_.backend().set_input(exec::make_input(g_, o_.session.seed));
       // Exactly as `hios run` warms up and times a schedule.
-      s_.warm_up(o_.warmup, cmd.at("capture").get<bool>() && s_.can_capture());
+      s_.warm_up(cmd.at("warmup").get<int>(), cmd.at("capture").get<bool>() && s_.can_capture());
       const double ms = median(s_.timed_passes(cmd.at("passes").get<int>()));
       if (rank == 0) output = s_.backend().read_tensor(g_.output());
       return json(ms);
@@ -541,6 +555,11 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
       cand.streams = int(c.get_int_in("streams", 1, 16));
       cand.window = int(c.get_int_in("window", 0, 1 << 20));
       cand.predicted_ms = c.get_number("predicted_ms");
+      if (c.has("measured_ms")) {
+        cand.stored_ms = c.get_number("measured_ms");
+        cand.stored_max_rel = c.get_number("max_rel", 0.0);
+        cand.ok = c.get_bool("verified", false);
+      }
       cand.schedule = schedule_from_json(g, c.get_object("schedule"), where + ".schedule");
       c.finish();
       HIOS_CHECK(cand.schedule.meta.num_gpus == N, "%s: a %d-GPU schedule in a %d-GPU tune", where.c_str(),
@@ -614,9 +633,15 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
   // of a re-tune.
   const int quick = o.passes <= 5 ? o.passes : std::max(5, o.passes / 4);
   auto time_one = [&](Candidate& c, int passes, const char* round, size_t k, size_t n) {
-    c.measured_ms =
-        job.lead({{"op", "time"}, {"schedule", schedule_to_json(g, c.schedule)}, {"capture", true}, {"passes", passes}})
-            .get<double>();
+    // The quick round warms up once after the capture (the graph is uploaded already); the
+    // finalists as `hios run` does.
+    const int warmup = passes < o.passes ? std::min(o.warmup, 1) : o.warmup;
+    c.measured_ms = job.lead({{"op", "time"},
+                              {"schedule", schedule_to_json(g, c.schedule)},
+                              {"capture", true},
+                              {"warmup", warmup},
+                              {"passes", passes}})
+                        .get<double>();
     c.passes = passes;
     const exec::Diff d = exec::compare(job.output, reference);
     c.max_rel = d.max_rel;
@@ -625,7 +650,24 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
                                       round, k, n, c.label.c_str(), c.predicted_ms, c.measured_ms, passes, c.max_rel,
                                       c.ok ? "" : "  FAILED verification"));
   };
-  for (size_t k = 0; k < res.candidates.size(); ++k) time_one(res.candidates[k], quick, "quick", k + 1, res.candidates.size());
+  // A re-tune does not time again what the last tune measured far from the fastest: it keeps
+  // that measurement (passes 0 in the report).
+  double stored_best = 0;
+  for (const Candidate& c : res.candidates) {
+    if (c.ok && c.stored_ms > 0 && (stored_best == 0 || c.stored_ms < stored_best)) stored_best = c.stored_ms;
+  }
+  for (size_t k = 0; k < res.candidates.size(); ++k) {
+    Candidate& c = res.candidates[k];
+    if (stored_best > 0 && c.stored_ms > o.retime_margin * stored_best) {
+      c.measured_ms = c.stored_ms;
+      c.max_rel = c.stored_max_rel;
+      c.passes = 0;
+      progress.line("timing", strprintf("kept %zu of %zu: %-58s measured %8.3f ms by the last tune (over %.2fx the fastest)",
+                                        k + 1, res.candidates.size(), c.label.c_str(), c.measured_ms, o.retime_margin));
+      continue;
+    }
+    time_one(c, quick, "quick", k + 1, res.candidates.size());
+  }
   // Receives posted later: NCCL's receive kernel waits on the consumer's GPU, holding SMs, from
   // the moment it is posted. How much later pays depends on the stages, so it is measured on
   // the fastest multi-GPU candidate (docs/executor.md, "When receives are posted").
@@ -645,76 +687,101 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
       }
     }
   }
-  // ---- transfers inside a pass, calibrated on the timed multi-GPU candidates
-  // Every multi-GPU candidate's prediction uses the per-transfer cost fitted to the *other*
-  // schedules' measurements (leave one structure out), so no prediction is fitted to its own
-  // measurement. Round 2 searches again with the cost fitted to all of them.
-  auto multi_gpu_points = [&](const std::string& except_key) {
-    std::vector<const Candidate*> pts;
-    for (const Candidate& c : res.candidates) {
-      if (c.ok && c.gpus > 1 && c.schedule.meta.recv_lead < 0 && structure_key(g, c.schedule) != except_key) {
-        pts.push_back(&c);
-      }
-    }
-    return pts;
+  // ---- calibration: what timing a stage or an idle link alone cannot see
+  // A gap after every launch, fitted to the one-GPU candidates, and a cost per transfer, fitted
+  // to the multi-GPU ones with that gap. Every candidate's prediction uses the costs fitted to
+  // the *other* schedules (leave its structure out), so no prediction is fitted to its own
+  // measurement; one-GPU candidates calibrate the multi-GPU ones and never the reverse.
+  // Round 2 searches again with the per-transfer cost fitted to every multi-GPU candidate.
+  struct Calibration {
+    double launch_ms = 0, transfer_ms = 0;
+    size_t one_gpu = 0, multi_gpu = 0;  // schedules fitted
   };
-  double transfer_extra_ms = 0;
-  if (N > 1) {
-    {
-      CalibratedCost cal(cost);
-      transfer_extra_ms = fit_transfer_extra(g, multi_gpu_points(""), cal, db.pass_overhead_ms);
-    }
-    progress.line("calibrate", strprintf("transfers inside a pass: +%.1f us each over the idle link (%zu schedules)",
-                                         1e3 * transfer_extra_ms, multi_gpu_points("").size()));
-    if (!reuse_searches && transfer_extra_ms > 0) {
-      if (timer) job.lead({{"op", "measure-load"}, {"streams", std::max(o.max_streams, 4)}});  // new stages are measured
-      cost.transfer_extra_ms = transfer_extra_ms;
-      const size_t before = res.candidates.size();
-      search({{"hios-lp", "calibrated", N, S, 4},
-              {"hios-lp", "calibrated", N, std::min(S, 2), 2},
-              {"hios-mr", "calibrated", N, S, 4},
-              {"heft", "calibrated", N, S, 4}},
-             "round 2, ");
-      cost.transfer_extra_ms = 0;
-      for (size_t k = before; k < res.candidates.size(); ++k) {
-        res.candidates[k].predicted_ms += db.pass_overhead_ms;
-        time_one(res.candidates[k], quick, "quick", k + 1, res.candidates.size());
+  auto calibrate = [&](bool predict) {
+    static const std::vector<double> kLaunchGrid = {0, 0.002};  // one GPU: exactly linear in the gap
+    static const std::vector<double> kTransferGrid = {0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4};
+    CalibratedCost cal(cost);
+    const size_t n = res.candidates.size();
+    std::vector<std::string> keys(n);
+    std::vector<Curve> curves(n);
+    auto curve = [&](const Schedule& s, const std::vector<double>& grid, double& knob) {
+      Curve c;
+      for (double x : grid) {
+        knob = x;
+        c.x.push_back(x);
+        c.y.push_back(simulate(g, s, cal).latency_ms);
       }
+      knob = 0;
+      return c;
+    };
+    auto fits = [&](const Candidate& c) { return c.ok && c.schedule.meta.recv_lead < 0; };
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = structure_key(g, res.candidates[i].schedule);
+      if (res.candidates[i].gpus == 1) curves[i] = curve(res.candidates[i].schedule, kLaunchGrid, cal.extra_launch_ms);
     }
-    for (Candidate& c : res.candidates) {
-      c.predicted_idle_ms = c.predicted_ms;
-      if (c.gpus <= 1) continue;
-      const std::string key = structure_key(g, c.schedule);
-      const std::vector<const Candidate*> others = multi_gpu_points(key);
-      if (others.empty()) continue;  // nothing else to calibrate on: the idle-link prediction stays
-      CalibratedCost cal(cost);
-      cal.extra_ms = fit_transfer_extra(g, others, cal, db.pass_overhead_ms);
+    auto points = [&](bool multi, const std::string& except) {
+      std::vector<std::pair<const Curve*, double>> pts;
+      for (size_t j = 0; j < n; ++j) {
+        const Candidate& c = res.candidates[j];
+        if (fits(c) && (c.gpus > 1) == multi && keys[j] != except) pts.push_back({&curves[j], c.measured_ms});
+      }
+      return pts;
+    };
+    Calibration all;
+    all.launch_ms = fit_extra(points(false, ""), db.pass_overhead_ms);
+    all.one_gpu = points(false, "").size();
+    cal.extra_launch_ms = all.launch_ms;
+    for (size_t i = 0; i < n; ++i) {
+      if (res.candidates[i].gpus > 1) curves[i] = curve(res.candidates[i].schedule, kTransferGrid, cal.extra_transfer_ms);
+    }
+    all.transfer_ms = fit_extra(points(true, ""), db.pass_overhead_ms);
+    all.multi_gpu = points(true, "").size();
+    if (!predict) return all;
+    for (size_t i = 0; i < n; ++i) {
+      Candidate& c = res.candidates[i];
+      const bool multi = c.gpus > 1;
+      const auto others = points(multi, keys[i]);
+      if (others.empty()) continue;  // nothing else to calibrate on: the uncalibrated prediction stays
+      if (multi) {
+        cal.extra_launch_ms = all.launch_ms;
+        cal.extra_transfer_ms = fit_extra(others, db.pass_overhead_ms);
+      } else {
+        cal.extra_launch_ms = fit_extra(others, db.pass_overhead_ms);
+        cal.extra_transfer_ms = 0;
+      }
+      c.launch_extra_ms = cal.extra_launch_ms;
+      c.transfer_extra_ms = cal.extra_transfer_ms;
       c.predicted_ms = simulate(g, c.schedule, cal).latency_ms + db.pass_overhead_ms;
-      c.transfer_extra_ms = cal.extra_ms;
+    }
+    return all;
+  };
+  for (Candidate& c : res.candidates) c.predicted_uncalibrated_ms = c.predicted_ms;
+  Calibration calibration = calibrate(false);
+  progress.line("calibrate", strprintf("inside a pass: +%.2f us after every launch (%zu one-GPU schedules), +%.1f us "
+                                       "on every transfer (%zu multi-GPU schedules)",
+                                       1e3 * calibration.launch_ms, calibration.one_gpu, 1e3 * calibration.transfer_ms,
+                                       calibration.multi_gpu));
+  if (N > 1 && !reuse_searches && calibration.transfer_ms > 0) {
+    if (timer) job.lead({{"op", "measure-load"}, {"streams", std::max(o.max_streams, 4)}});  // new stages are measured
+    cost.transfer_extra_ms = calibration.transfer_ms;
+    const size_t before = res.candidates.size();
+    search({{"hios-lp", "calibrated", N, S, 4},
+            {"hios-lp", "calibrated", N, std::min(S, 2), 2},
+            {"hios-mr", "calibrated", N, S, 4},
+            {"heft", "calibrated", N, S, 4}},
+           "round 2, ");
+    cost.transfer_extra_ms = 0;
+    for (size_t k = before; k < res.candidates.size(); ++k) {
+      Candidate& c = res.candidates[k];
+      c.predicted_ms += db.pass_overhead_ms;
+      c.predicted_uncalibrated_ms = c.predicted_ms;
+      time_one(c, quick, "quick", k + 1, res.candidates.size());
     }
   }
-  for (Candidate& c : res.candidates) {
-    if (c.predicted_idle_ms == 0) c.predicted_idle_ms = c.predicted_ms;
-  }
+  calibration = calibrate(true);
   res.stages_measured = cost.measured;  // round 2 may have measured more
   res.stages_reused = cost.reused;
   res.stages_predicted = cost.predicted;
-  if (!reuse_searches) {
-    json list = json::array();
-    for (const Candidate& c : res.candidates) {
-      if (c.schedule.meta.recv_lead >= 0) continue;  // timed variants, not searched
-      list.push_back(json{{"label", c.label},
-                          {"algorithm", c.algorithm},
-                          {"cost", c.cost},
-                          {"gpus", c.gpus},
-                          {"streams", c.streams},
-                          {"window", c.window},
-                          {"predicted_ms", c.predicted_idle_ms - db.pass_overhead_ms},
-                          {"schedule", schedule_to_json(g, c.schedule)}});
-    }
-    db.searched = json{{"gpus", N}, {"streams", S}, {"candidates", list}, {"duplicates", duplicates}};
-  }
-
   if (quick < o.passes) {
     double fastest = 0;
     for (const Candidate& c : res.candidates) {
@@ -726,6 +793,26 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     }
     for (size_t k = 0; k < finalists.size(); ++k) time_one(*finalists[k], o.passes, "final", k + 1, finalists.size());
   }
+  // The searches' candidates and what they measured, for a re-tune.
+  {
+    json list = json::array();
+    for (const Candidate& c : res.candidates) {
+      if (c.schedule.meta.recv_lead >= 0) continue;  // timed variants, not searched
+      list.push_back(json{{"label", c.label},
+                          {"algorithm", c.algorithm},
+                          {"cost", c.cost},
+                          {"gpus", c.gpus},
+                          {"streams", c.streams},
+                          {"window", c.window},
+                          {"predicted_ms", c.predicted_uncalibrated_ms - db.pass_overhead_ms},
+                          {"measured_ms", c.measured_ms},
+                          {"max_rel", c.max_rel},
+                          {"verified", c.ok},
+                          {"schedule", schedule_to_json(g, c.schedule)}});
+    }
+    db.searched = json{{"gpus", N}, {"streams", S}, {"candidates", list}, {"duplicates", duplicates}};
+  }
+
   job.lead({{"op", "quit"}});
   const double time_s = seconds_since(t_time);
 
@@ -762,7 +849,8 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
                          {"streams", c.streams},
                          {"window", c.window},
                          {"predicted_ms", c.predicted_ms},
-                         {"predicted_idle_links_ms", c.predicted_idle_ms},
+                         {"predicted_uncalibrated_ms", c.predicted_uncalibrated_ms},
+                         {"launch_gap_us", 1e3 * c.launch_extra_ms},
                          {"transfer_extra_us", 1e3 * c.transfer_extra_ms},
                          {"measured_ms", c.measured_ms},
                          {"passes", c.passes},
@@ -779,7 +867,10 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
                 {"measured_ms", best->measured_ms},
                 {"passes", o.passes},
                 {"pass_overhead_ms", db.pass_overhead_ms},
-                {"transfer_extra_us", 1e3 * transfer_extra_ms},
+                {"calibration", {{"launch_gap_us", 1e3 * calibration.launch_ms},
+                                 {"transfer_extra_us", 1e3 * calibration.transfer_ms},
+                                 {"one_gpu_schedules", calibration.one_gpu},
+                                 {"multi_gpu_schedules", calibration.multi_gpu}}},
                 {"stages", {{"measured", res.stages_measured}, {"reused", res.stages_reused}, {"predicted", res.stages_predicted}}},
                 {"nodes_measured", res.nodes_measured},
                 {"searches_reused", reuse_searches},

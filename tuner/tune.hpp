@@ -55,6 +55,9 @@ struct TuneOptions {
   // Every candidate is first timed over passes / 4 (at least 5) passes; those within
   // finalist_margin of the fastest are timed again over `passes`.
   double finalist_margin = 0.05;
+  // A re-tune keeps the last tune's measurement of candidates slower than this many times the
+  // fastest of them instead of timing them again.
+  double retime_margin = 1.25;
   double stage_budget_s = 40;   // wall time for measuring stages during the searches
   double timeout_s = 0;         // watchdog over the whole job; 0: none
   bool progress = true;         // lines on stderr
@@ -66,13 +69,16 @@ struct Candidate {
   int gpus = 1, streams = 1, window = 0;
   Schedule schedule;     // widened to the job's GPU count
   double predicted_ms = 0;  // simulate() under the measured costs, plus the pass overhead
-  // Multi-GPU schedules: predicted_ms uses transfer_extra_ms, the per-transfer cost inside a
-  // pass fitted to the other multi-GPU candidates' measurements; predicted_idle_ms is the
-  // prediction with the links as measured between idle GPUs.
-  double predicted_idle_ms = 0;
-  double transfer_extra_ms = 0;
+  // predicted_ms is calibrated: it adds launch_extra_ms after every launch and
+  // transfer_extra_ms to every transfer, both fitted to the *other* candidates' measurements
+  // (tune.cpp, "calibration"). predicted_uncalibrated_ms is the prediction from the isolated
+  // measurements alone (stages on one GPU, links between idle GPUs).
+  double predicted_uncalibrated_ms = 0;
+  double launch_extra_ms = 0, transfer_extra_ms = 0;
   double measured_ms = 0;   // median over the timed passes (rank 0, barrier to output-ready)
-  int passes = 0;           // how many passes that median is of (finalists get TuneOptions::passes)
+  int passes = 0;           // how many passes that median is of (finalists get TuneOptions::passes);
+                            // 0: kept from the database (a re-tune does not time it again)
+  double stored_ms = 0, stored_max_rel = 0;  // re-tune: what the last tune measured (0: none)
   double max_rel = 0;       // output against the sequential run
   bool ok = false;          // verified within tolerance
 };
