@@ -541,7 +541,8 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
   // A re-tune that measured nothing new would search the same costs to the same schedules.
   const bool reuse_searches = from_file && !res.nodes_measured && !res.links_measured && db.searched.is_object() &&
                               db.searched.value("gpus", 0) == N && db.searched.value("streams", 0) == S &&
-                              db.searched.contains("candidates") && db.searched["candidates"].is_array();
+                              db.searched.contains("candidates") && db.searched["candidates"].is_array() &&
+                              !db.searched["candidates"].empty();
   if (reuse_searches) {
     const json& list = db.searched["candidates"];
     for (size_t k = 0; k < list.size(); ++k) {

@@ -206,6 +206,48 @@ TEST_CASE("lowering: host replay with blocking receives never deadlocks and matc
   CHECK(transfers > 10);  // the replays did move tensors between ranks
 }
 
+TEST_CASE("lowering: a receive lead gates each receive on its rank's stage and changes no result") {
+  Graph g = build_model("randwire_small", {1, 32, 32});
+  std::vector<float> input = make_input(g);
+  test::LocalJob seq(g, sequential_schedule(g));
+  seq.run(input);
+  const std::vector<float> ref = seq.backends[0]->read_tensor(g.output());
+  for (int lead : {-1, 0, 1, 2}) {
+    INFO("recv_lead " << lead);
+    Schedule s = test::schedule_with("hios-lp", g, 2);
+    s.meta.recv_lead = lead;
+    REQUIRE(!s.transfers.empty());
+    std::vector<RankProgram> all = lower_all(g, s);
+    std::vector<std::string> problems = check_programs(g, all);
+    INFO((problems.empty() ? std::string() : problems[0]));
+    CHECK(problems.empty());
+    // Waits on a receive stream other than the fork's: the gates. Each waits on an event that
+    // stream 0 recorded earlier (where a stage starts).
+    int gates = 0;
+    for (const RankProgram& p : all) {
+      std::map<int, int> recorded_on;  // event -> stream
+      for (size_t i = 0; i < p.instrs.size(); ++i) {
+        const Instr& in = p.instrs[i];
+        if (in.kind == InstrKind::Record) recorded_on[in.event] = in.stream;
+        const bool on_recv = in.stream >= 0 && p.streams[size_t(in.stream)].kind == StreamKind::Recv;
+        if (in.kind == InstrKind::Wait && on_recv && in.block >= 0) {
+          ++gates;
+          REQUIRE(recorded_on.count(in.event));
+          CHECK(recorded_on[in.event] == 0);
+        }
+      }
+    }
+    if (lead < 0) {
+      CHECK(gates == 0);
+    } else {
+      CHECK(gates > 0);
+    }
+    test::LocalJob job(g, s);
+    job.run(input);
+    CHECK(job.backends[0]->read_tensor(g.output()) == ref);
+  }
+}
+
 TEST_CASE("lowering: lowering is deterministic and the listing names nodes and streams") {
   Graph g = build_model("randwire_small", {1, 64, 64});
   Schedule s = test::schedule_with("hios-lp", g, 2);

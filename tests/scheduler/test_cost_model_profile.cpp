@@ -70,8 +70,13 @@ TEST_CASE("profile database: text round trip and strict reading") {
   Graph g = build_model("demo", ModelParams{});
   ProfileDb db = demo_db(g);
   db.stages.push_back({stage_key(g, Stage{{Group{{g.find("b1.conv1")}}, Group{{g.find("b1.conv2")}}}}), 0.123, 20});
+  // hios tune's additions: the backend's algorithm choices and the searches' candidates.
+  db.choices = json{{"x1x3x15x15 w16x3x3x3 impl auto", json{{"impl", "graph"}, {"config", 2}, {"ms", 0.01}}}};
+  db.searched = json{{"gpus", 2}, {"streams", 4}, {"candidates", json::array()}};
   std::string text = profile_db_to_text(db);
   CHECK(profile_db_to_text(profile_db_from_json(parse_json_text(text, "t"))) == text);
+  CHECK(profile_db_from_json(parse_json_text(text, "t")).choices == db.choices);
+  CHECK(profile_db_from_json(parse_json_text(text, "t")).searched == db.searched);
 
   std::string file = std::string(HIOS_BINARY_DIR) + "/test_profile_roundtrip.json";
   save_profile_db(db, file);
@@ -97,6 +102,11 @@ TEST_CASE("profile database: text round trip and strict reading") {
   SECTION("negative time") {
     j["entries"][1]["ms"] = -0.5;
     CHECK(error_of([&] { profile_db_from_json(j); }).find("$.entries[1].ms: must be a non-negative number") == 0);
+  }
+  SECTION("a choice that is not an object") {
+    j["choices"]["x1x3x15x15 w16x3x3x3 impl auto"] = "graph 2";
+    CHECK(error_of([&] { profile_db_from_json(j); }) ==
+          "$.choices.x1x3x15x15 w16x3x3x3 impl auto: expected an object, got string");
   }
   SECTION("malformed stage key") {
     j["stages"][0]["key"] = json::array({"not a group"});

@@ -117,6 +117,8 @@ TEST_CASE("fuzz: the graph, schedule and profile loaders refuse mutated files wi
   db.identity = json{{"device", "NVIDIA H200"}, {"graph_digest", graph_digest(g)}};
   db.concurrency = json{{"alpha", 0.3}, {"stage_overhead_us", 2.0}};
   db.pass_overhead_ms = 0.01;
+  db.choices = json{{"x1x3x15x15 w16x3x3x3 impl auto", json{{"impl", "legacy"}, {"algo", 1}, {"math", 0}}}};
+  db.searched = json{{"gpus", 2}, {"streams", 4}, {"candidates", json::array()}};
   const std::string profile_text = profile_db_to_text(db);
 
   fuzz("graph", graph_text, 1, [](const json& j) {

@@ -317,8 +317,10 @@ TEST_CASE("schedules/schema.json describes the keys the writer writes") {
   Graph g = demo();
   Schedule s = two_gpu(g);
   s.meta.tune = json{{"chosen", "x"}};  // optional: only hios tune writes it
+  s.meta.recv_lead = 2;                  // optional: written only when set
   json j = schedule_to_json(g, s);
   CHECK(schedule_from_json(g, j).meta.tune == s.meta.tune);
+  CHECK(schedule_from_json(g, j).meta.recv_lead == 2);
   auto keys = [](const json& o) {
     std::vector<std::string> k;
     for (auto it = o.begin(); it != o.end(); ++it) k.push_back(it.key());
