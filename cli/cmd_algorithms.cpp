@@ -61,12 +61,23 @@ void add_algorithm_commands(CLI::App& app) {
   sched->add_option("--device", so->device, "Device preset of the analytic model (default h200)");
   sched->add_option("--devices", so->devices, "Device presets file (default: the built-in schedules/devices.json)");
   add_search_options(sched, so->opt);
+  so->opt.time_budget_s = 60;
+  sched->add_option("--time-budget", so->opt.time_budget_s,
+                    "Seconds the search may take, 0 to 1e6 (0: no limit); past it every phase keeps what it has "
+                    "(meta.params.budget says which were cut)")
+      ->check(finite_range(0, 1e6))
+      ->capture_default_str();
   sched->add_option("--output,-o", so->output, "Schedule JSON to write (default: stdout, summary on stderr)");
   sched->footer(
       "Example:\n"
       "  hios graph --model inception_v3 --height 1024 --width 1024 -o inception.json\n"
       "  hios schedule --graph inception.json --algo hios-lp --gpus 2 --cost analytic --device h200 -o s.json\n");
   sched->callback([so] {
+    // Long phases report once a second on stderr (big graphs); a model's search is silent.
+    so->opt.progress = [](const std::string& line) {
+      std::fprintf(stderr, "hios schedule: %s\n", line.c_str());
+      std::fflush(stderr);
+    };
     Graph g = load_graph(so->graph);
     std::unique_ptr<CostModel> cost = make_cost_model(so->cost, so->device, so->devices);
     Schedule s = run_algorithm(so->algo, g, *cost, so->opt);
@@ -88,6 +99,10 @@ void add_algorithm_commands(CLI::App& app) {
       summary += strprintf("  ios hit its state cap on %d part(s), split in halves (%d) or greedy (%d): %s\n",
                            s.meta.params["capped_parts"].get<int>(), s.meta.params["split_parts"].get<int>(),
                            s.meta.params["greedy_parts"].get<int>(), s.meta.params["fallback"].dump().c_str());
+    }
+    if (s.meta.params.contains("budget")) {
+      summary += strprintf("  the %g s time budget ran out; cut short: %s (meta.params.budget)\n",
+                           so->opt.time_budget_s, s.meta.params["budget"]["cut"].dump().c_str());
     }
     if (so->output.empty() || so->output == "-") {
       write_output("", schedule_to_text(g, s));

@@ -31,7 +31,7 @@ std::vector<int> topological_order(const Dag& d);
 // reaches(u, v): is there a path of length >= 1 from u to v. Memory is n^2 / 8 bytes.
 class Reachability {
  public:
-  explicit Reachability(const Dag& d);
+  explicit Reachability(const Dag& d = Dag(0));
   bool reaches(int u, int v) const { return (bits_[size_t(u) * words_ + (v >> 6)] >> (v & 63)) & 1u; }
   // Neither reaches the other: the two can run concurrently.
   bool independent(int u, int v) const { return u != v && !reaches(u, v) && !reaches(v, u); }

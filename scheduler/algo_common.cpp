@@ -33,6 +33,8 @@ void validate_options(const SchedulerOptions& opt) {
   HIOS_CHECK(opt.ios_max_groups >= 1, "scheduler option ios-s must be at least 1 (got %d)", opt.ios_max_groups);
   HIOS_CHECK(opt.ios_max_states >= 1, "scheduler option ios-max-states must be at least 1 (got %lld)",
              (long long)opt.ios_max_states);
+  HIOS_CHECK(std::isfinite(opt.time_budget_s) && opt.time_budget_s >= 0 && opt.time_budget_s <= 1e6,
+             "scheduler option time-budget must be 0 to 1e6 seconds (got %g)", opt.time_budget_s);
 }
 
 Schedule run_algorithm(const std::string& name, const Graph& g, const CostModel& cost, const SchedulerOptions& opt) {
@@ -138,10 +140,67 @@ Plan plan_from_schedule(const Graph& g, const Schedule& s) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// BlockReachability
+
+BlockReachability::BlockReachability(const Graph& g) : g_(g), local_(size_t(g.size()), -1) {}
+
+void BlockReachability::load(int block) {
+  if (block_ >= 0) {
+    for (int v : g_.blocks[size_t(block_)].nodes) local_[size_t(v)] = -1;
+  }
+  block_ = block;
+  const std::vector<int>& nodes = g_.blocks[size_t(block)].nodes;
+  for (size_t i = 0; i < nodes.size(); ++i) local_[size_t(nodes[i])] = int(i);
+  Dag d(int(nodes.size()));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (int q : g_.predecessors(nodes[i])) {
+      if (local_[size_t(q)] >= 0) d.add_edge(local_[size_t(q)], int(i));
+    }
+  }
+  reach_ = Reachability(d);
+}
+
+bool BlockReachability::reaches(int u, int v) {
+  const int b = g_.nodes[size_t(u)].block;
+  HIOS_CHECK(b >= 0 && b == g_.nodes[size_t(v)].block,
+             "internal error: reachability asked across blocks ('%s', '%s')", g_.nodes[size_t(u)].name.c_str(),
+             g_.nodes[size_t(v)].name.c_str());
+  if (b != block_) load(b);
+  return reach_.reaches(local_[size_t(u)], local_[size_t(v)]);
+}
+
+bool BlockReachability::independent(int u, int v) { return u != v && !reaches(u, v) && !reaches(v, u); }
+
+// ---------------------------------------------------------------------------------------------
+// SearchBudget
+
+SearchBudget::SearchBudget(const SchedulerOptions& opt) : budget_s_(opt.time_budget_s), progress_(opt.progress) {}
+
+double SearchBudget::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+bool SearchBudget::expired(const char* phase) {
+  if (!expired_ && budget_s_ > 0 && (calls_++ & 15u) == 0 && seconds() > budget_s_) expired_ = true;
+  if (expired_ && (cut_.empty() || cut_.back() != phase)) {
+    if (std::find(cut_.begin(), cut_.end(), phase) == cut_.end()) cut_.push_back(phase);
+  }
+  return expired_;
+}
+
+void SearchBudget::note(const char* phase, const std::string& what) {
+  if (!progress_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - last_note_).count() < 1.0) return;
+  last_note_ = now;
+  progress_(strprintf("[%6.1f s] %s: %s", seconds(), phase, what.c_str()));
+}
+
+// ---------------------------------------------------------------------------------------------
 // PlanEvaluator
 
-PlanEvaluator::PlanEvaluator(const Graph& g, const CostModel& cost, int num_gpus)
-    : g_(g), cost_(cost), num_gpus_(num_gpus) {
+PlanEvaluator::PlanEvaluator(const Graph& g, const CostModel& cost, int num_gpus, const SchedulerOptions* opt)
+    : g_(g), cost_(cost), num_gpus_(num_gpus), budget_(opt ? SearchBudget(*opt) : SearchBudget()) {
   HIOS_CHECK(num_gpus >= 1, "plan evaluator: GPUs must be at least 1 (got %d)", num_gpus);
   const int n = g.size();
   preds_.resize(n);
@@ -382,7 +441,7 @@ WindowStats window_pass(const Graph& g, PlanEvaluator& ev, Plan& p, const std::v
   WindowStats stats;
   if (window <= 1 || max_streams <= 1) return stats;
   const int n = g.size();
-  Reachability reach(Dag::from_graph(g));
+  BlockReachability reach(g);  // a window never leaves its block
   // Where every node's stage sits: GPU and position in that GPU's list. Only single-node
   // stages are merged, and a merge only touches the head of a GPU's pending suffix, so the
   // positions are refreshed for one GPU after each accepted merge.
@@ -406,7 +465,11 @@ WindowStats window_pass(const Graph& g, PlanEvaluator& ev, Plan& p, const std::v
     return st.groups.size() == 1 && st.groups[0].size() == 1 ? st.groups[0][0] : -1;
   };
 
+  size_t visited = 0;
   for (int v : visit) {
+    if (ev.budget().expired("window pass")) break;  // out of time: the merges so far stand
+    ev.budget().note("window pass", strprintf("%zu of %zu nodes visited, %d merges", visited, visit.size(), stats.merges));
+    ++visited;
     const int gpu = gpu_of[v];
     if (gpu < 0) continue;
     const int pos = pos_of[v];
@@ -616,7 +679,8 @@ Plan intra_gpu_pass(const Graph& g, const CostModel& cost, PlanEvaluator& ev, co
   // One pass, block by block (the order things run in). A second pass over all segments, with
   // the far pairs and release times of the improved plan, gained under 0.1% on the models and
   // nothing on the random DAGs, for twice the DP work.
-  for (int b = 0; b < B; ++b) {
+  for (int b = 0; b < B && !ev.budget().expired("intra-GPU IOS pass"); ++b) {
+    ev.budget().note("intra-GPU IOS pass", strprintf("%d of %d blocks", b, B));
     for (int gpu = 0; gpu < G; ++gpu) {
       std::vector<int>& list = cur.gpu_stages[gpu];
       // The segment: consecutive, since a GPU runs its stages block by block.

@@ -26,6 +26,7 @@
 #include <limits>
 
 #include "graph/dag.hpp"
+#include "graph/error.hpp"
 #include "scheduler/algorithms.hpp"
 
 namespace hios {
@@ -54,12 +55,19 @@ ListResult list_schedule(const Graph& g, PlanEvaluator& ev, const std::vector<in
   r.start.assign(n, 0.0);
   r.finish.assign(n, 0.0);
   const auto& preds = ev.preds();
+  size_t done = 0;
   for (int v : order) {
+    // Out of time: the remaining nodes go to the first processor their fixed GPU allows (GPU 0
+    // when free), after everything already there, with no search for a gap.
+    const bool hurry = ev.budget().expired("heft placement");
+    if (!hurry) ev.budget().note("heft placement", strprintf("%zu of %zu nodes placed", done, order.size()));
+    ++done;
     int best_p = -1;
     double best_start = 0, best_finish = std::numeric_limits<double>::infinity();
     for (int p = 0; p < P; ++p) {
       const int gpu = p / streams;
       if (!fixed_gpu.empty() && fixed_gpu[v] != gpu) continue;
+      if (hurry && best_p >= 0) break;
       double ready = 0;
       for (int q : preds[v]) {
         int qg = q == 0 ? 0 : r.proc_of[q] / streams;
@@ -68,7 +76,9 @@ ListResult list_schedule(const Graph& g, PlanEvaluator& ev, const std::vector<in
       const double dur = ev.node_ms(v, gpu);
       // Insertion: the first idle gap at or after `ready` long enough for the node.
       double t = ready;
+      if (hurry && !busy[p].empty()) t = std::max(ready, busy[p].back().end);  // slots never overlap
       for (const Slot& s : busy[p]) {
+        if (hurry) break;
         if (s.end <= t) continue;
         if (s.start >= t + dur) break;
         t = std::max(t, s.end);
@@ -93,7 +103,7 @@ ListResult list_schedule(const Graph& g, PlanEvaluator& ev, const std::vector<in
 }
 
 // Stages from a list schedule, as described at the top of the file.
-Plan stages_from_list(const Graph& g, PlanEvaluator& ev, const ListResult& lr, int streams, const Reachability& reach) {
+Plan stages_from_list(const Graph& g, PlanEvaluator& ev, const ListResult& lr, int streams, BlockReachability& reach) {
   const int n = g.size();
   const int G = ev.num_gpus();
   const auto& preds = ev.preds();
@@ -154,7 +164,7 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
   const int n = g.size();
   const int K = opt.max_streams;
   const int G = opt.num_gpus;
-  PlanEvaluator ev(g, cost, G);
+  PlanEvaluator ev(g, cost, G, &opt);
   std::vector<double> node_w, edge_w;
   hios_weights(g, ev, node_w, edge_w);
   std::vector<double> rank = bottom_levels(g, node_w, edge_w);
@@ -162,7 +172,7 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
   for (int v = 1; v < n; ++v) order.push_back(v);
   std::sort(order.begin(), order.end(),
             [&](int a, int b) { return rank[a] > rank[b] || (rank[a] == rank[b] && a < b); });
-  Reachability reach(Dag::from_graph(g));
+  BlockReachability reach(g);  // stages join nodes of one block only
 
   // Pass A (GPUs chosen unless fixed_gpu says), then pass B on its GPUs; the faster plan.
   struct Passes {
@@ -218,7 +228,7 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
   // run).
   const double single_bound = opt.single_gpu_fallback && G > 1 ? lower_bound_ms(g, cost, 1) : 0.0;
   if (opt.single_gpu_fallback && G > 1) params["single_gpu_bound_ms"] = single_bound;
-  if (opt.single_gpu_fallback && G > 1 && single_bound < best) {
+  if (opt.single_gpu_fallback && G > 1 && single_bound < best && !ev.budget().expired("one-GPU fallback")) {
     Passes one = passes(std::vector<int>(n, 0));
     intra(one, nullptr);
     const double single = ev.latency(one.plan);
@@ -233,6 +243,7 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
   params["nodes_per_gpu"] = per_gpu;
   params["used_gpus"] = static_cast<int>(std::count_if(per_gpu.begin(), per_gpu.end(), [](int c) { return c > 0; }));
   params["fallback"] = fallback;
+  if (!ev.budget().cut().empty()) params["budget"] = {{"seconds", opt.time_budget_s}, {"cut", ev.budget().cut()}};
 
   Schedule s = plan_to_schedule(g, plan);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "graph/dag.hpp"
+#include "graph/error.hpp"
 #include "scheduler/algorithms.hpp"
 
 namespace hios {
@@ -44,11 +45,16 @@ std::vector<int> hios_lp_placement(const Graph& g, PlanEvaluator& ev, const std:
     for (int v : order) p.gpu_stages[gpu_of[v]].push_back(stage_of[v]);
   };
 
+  int count = 0;
   while (left > 0) {
+    // Out of time: the nodes not placed yet stay on GPU 0, where every candidate left them.
+    if (ev.budget().expired("hios-lp placement")) break;
+    ev.budget().note("hios-lp placement", strprintf("%d of %d nodes placed, %d paths", n - 1 - left, n - 1, count));
     PathResult path = longest_path(
         d, [&](int v) { return node_w[v]; }, [&](int u, int) { return edge_w[u]; }, active);
     if (path.nodes.empty()) break;
     if (paths) ++*paths;
+    ++count;
     // Lowest latency wins; among equal latencies (common while the unplaced nodes on GPU 0 are
     // the bottleneck) the GPU where the path itself ends first, then the lowest index.
     int best_gpu = 0;
@@ -77,7 +83,7 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   validate_options(opt);
   auto t0 = std::chrono::steady_clock::now();
   const int G = opt.num_gpus;
-  PlanEvaluator ev(g, cost, G);
+  PlanEvaluator ev(g, cost, G, &opt);
   std::vector<double> node_w, edge_w;
   hios_weights(g, ev, node_w, edge_w);
   // Latest-start-time order on the model graph (every edge weighted, as HIOS computes it):
@@ -114,7 +120,7 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   // when the one-GPU lower bound already says it cannot be faster (it costs an IOS run).
   const double single_bound = var.single_gpu && G > 1 ? lower_bound_ms(g, cost, 1) : 0.0;
   if (var.single_gpu && G > 1) params["single_gpu_bound_ms"] = single_bound;
-  if (var.single_gpu && G > 1 && single_bound < best) {
+  if (var.single_gpu && G > 1 && single_bound < best && !ev.budget().expired("one-GPU fallback")) {
     Plan one = plan_from_order(g, std::vector<int>(g.size(), 0), order, G);
     if (var.window) window_pass(g, ev, one, order, opt.window, opt.max_streams);
     if (var.intra_ios) one = intra_gpu_pass(g, cost, ev, opt, one);
@@ -131,6 +137,7 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   params["used_gpus"] = static_cast<int>(std::count_if(per_gpu.begin(), per_gpu.end(), [](int c) { return c > 0; }));
   params["fallback"] = fallback;
   params["evaluations"] = ev.evaluations();
+  if (!ev.budget().cut().empty()) params["budget"] = {{"seconds", opt.time_budget_s}, {"cut", ev.budget().cut()}};
   Schedule s = plan_to_schedule(g, p);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   finish_schedule(g, cost, opt, var.mr ? "hios-mr" : "hios-lp", std::move(params), secs, s);

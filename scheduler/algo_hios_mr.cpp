@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "graph/error.hpp"
 #include "scheduler/algorithms.hpp"
 
 namespace hios {
@@ -32,7 +33,12 @@ std::vector<int> hios_mr_placement(const Graph& g, PlanEvaluator& ev, const std:
   states[0].finish.assign(n, 0.0);
   states[0].free_at.assign(G, 0.0);
   const auto& preds = ev.preds();
+  size_t done = 0;
   for (int v : order) {
+    // Out of time: the nodes not visited yet stay on GPU 0 in every partial mapping.
+    if (ev.budget().expired("hios-mr placement")) break;
+    ev.budget().note("hios-mr placement", strprintf("%zu of %zu nodes placed", done, order.size()));
+    ++done;
     std::vector<Partial> next(G);
     for (int t = 0; t < G; ++t) {
       int best = -1;

@@ -157,5 +157,22 @@ expect_ok "info on 25,000 nodes" timeout 30 "$HIOS" info "$TMP/big.json"
 grep -q "width        not computed (over 20000 nodes) (whole graph), 2 (widest block)" "$TMP/out" ||
   { echo "FAIL info on a big graph: no width line saying why it is skipped"; cat "$TMP/out"; fails=$((fails + 1)); }
 
+# The searches have a time budget: past it every phase keeps what it has, the schedule is
+# still valid, the summary and meta.params.budget say what was cut, and progress went to stderr.
+for algo in hios-lp hios-mr heft; do
+  s0=$(date +%s)
+  expect_ok "schedule $algo on 25,000 nodes with a 1 s budget" timeout 120 "$HIOS" schedule --graph "$TMP/big.json" \
+    --algo "$algo" --gpus 2 --time-budget 1 -o "$TMP/big.$algo.json"
+  took=$(( $(date +%s) - s0 ))
+  grep -q "time budget ran out; cut short:" "$TMP/out" ||
+    { echo "FAIL $algo: the summary does not say the budget ran out"; cat "$TMP/out"; fails=$((fails + 1)); }
+  python3 -c "import json,sys; b=json.load(open(sys.argv[1]))['meta']['params']['budget']; assert b['seconds']==1 and b['cut'], b" \
+    "$TMP/big.$algo.json" || { echo "FAIL $algo: no meta.params.budget"; fails=$((fails + 1)); }
+  expect_ok "the $algo schedule cut by its budget is valid" "$HIOS" check --graph "$TMP/big.json" --schedule "$TMP/big.$algo.json"
+  echo "  ($algo with a 1 s budget took ${took} s in all)"
+done
+expect_error "a negative time budget" "--time-budget" "$HIOS" schedule --graph "$G/tiny.json" --time-budget -1
+expect_error "a non-finite time budget" "--time-budget" "$HIOS" schedule --graph "$G/tiny.json" --time-budget nan
+
 echo "$pass passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -697,3 +697,49 @@ TEST_CASE("intra-GPU pass: far pairs come from the other GPUs' stage order, and 
   CHECK(check_schedule(g, s).empty());
   CHECK(simulate(g, s, *cost).latency_ms == Approx(after).epsilon(1e-12));
 }
+
+TEST_CASE("block reachability answers as the whole graph's does, one block at a time") {
+  for (const char* model : {"inception_v3", "nasnet_large", "randwire_small"}) {
+    INFO(model);
+    Graph g = build_model(model, {1, 96, 96});
+    Reachability whole(Dag::from_graph(g));
+    BlockReachability blocks(g);
+    int64_t pairs = 0;
+    for (const Block& b : g.blocks) {
+      for (int u : b.nodes) {
+        for (int v : b.nodes) {
+          REQUIRE(blocks.reaches(u, v) == whole.reaches(u, v));
+          REQUIRE(blocks.independent(u, v) == whole.independent(u, v));
+          ++pairs;
+        }
+      }
+    }
+    CHECK(pairs > 1000);
+    if (g.blocks.size() >= 2) {
+      CHECK(contains(error_of([&] { blocks.reaches(g.blocks[0].nodes[0], g.blocks[1].nodes[0]); }), "across blocks"));
+    }
+  }
+}
+
+TEST_CASE("a search past its time budget keeps what it has and says so; without one it is untouched") {
+  Graph g = build_model("randwire_small", {1, 64, 64});
+  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  for (const char* algo : {"hios-lp", "hios-mr", "heft"}) {
+    INFO(algo);
+    SchedulerOptions opt;
+    opt.num_gpus = 2;
+    Schedule free = run_algorithm(algo, g, *cost, opt);
+    CHECK(!free.meta.params.contains("budget"));
+    opt.time_budget_s = 1e-9;  // spent before the first check
+    std::vector<std::string> lines;
+    opt.progress = [&](const std::string& l) { lines.push_back(l); };
+    Schedule cut = run_algorithm(algo, g, *cost, opt);
+    REQUIRE(cut.meta.params.contains("budget"));
+    CHECK(!cut.meta.params["budget"]["cut"].empty());
+    CHECK(check_schedule(g, cut).empty());
+    CHECK(cut.meta.predicted_ms > 0);
+  }
+  SchedulerOptions bad;
+  bad.time_budget_s = -1;
+  CHECK(contains(error_of([&] { run_algorithm("hios-lp", g, *cost, bad); }), "time-budget"));
+}
