@@ -29,6 +29,8 @@ static std::string one_line(std::string s) {
 }
 
 int main(int argc, char** argv) {
+  // Line-buffered even into a pipe or file: when mpirun kills a rank, what it printed is out.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"hios: run independent DNN operators concurrently across GPUs and CUDA streams"};
   app.require_subcommand(1);
   app.footer("Run 'hios <command> --help' for a command's options and an example.");

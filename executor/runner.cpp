@@ -208,6 +208,8 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   HIOS_CHECK(opt.memory == "shared" || opt.memory == "separate", "--memory must be shared or separate, not '%s'",
              opt.memory.c_str());
 
+  // From here every rank runs the same steps: a peer that dies is named by the survivors.
+  PeerWatch peers(comm, [&] { return phase.load(); });
   SessionOptions so;
   so.backend = opt.backend;
   so.transport = opt.transport;

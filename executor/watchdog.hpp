@@ -106,3 +106,33 @@ class StallWatchdog {
 };
 
 }  // namespace hios::exec
+
+namespace hios::exec {
+
+class Comm;
+
+// Says which rank died. When a rank dies (killed, crashed), mpirun ends the job by signalling
+// every other rank, and the survivors go without a word: the user sees only mpirun's own
+// notice. Each rank therefore watches the processes of its peers on the same host (their pids
+// are exchanged when the watch starts, a collective call) and, when one is gone, prints one line
+// naming it and the phase, then aborts the job itself. A rank ended by SIGTERM also prints a
+// line saying so. Peers on other hosts are not watched (a pid means nothing there).
+// After this, a SIGTERM ends the rank without PeerWatch's line (a rank that aborts the job has
+// said why; the SIGTERM that mpirun then sends back is no news). Async-signal-safe.
+void silence_termination_line();
+
+class PeerWatch {
+ public:
+  PeerWatch(Comm& comm, std::function<const char*()> phase);
+  ~PeerWatch();
+  PeerWatch(const PeerWatch&) = delete;
+  PeerWatch& operator=(const PeerWatch&) = delete;
+
+ private:
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+}  // namespace hios::exec

@@ -406,6 +406,7 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     comm.abort(2);
   });
 
+  exec::PeerWatch peers(comm, [] { return "hios tune"; });  // a peer that dies is named
   exec::RankSession session(g, o.session, comm);
   Job job(g, o, session);
   if (rank != 0) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "executor/watchdog.hpp"
 #include "graph/error.hpp"
 
 namespace hios::exec {
@@ -94,6 +95,7 @@ void MpiComm::broadcast(void* data, size_t bytes, int root) {
 }
 
 void MpiComm::abort(int code) {
+  silence_termination_line();  // this rank said why already; mpirun's SIGTERM that follows is ours
   std::fflush(stdout);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, code);

@@ -165,6 +165,37 @@ case "$SCENARIO" in
       grep -qE "rank 0 on host .*no pass finished for [0-9]+ s during timed runs" "$TMP/stall.err" ||
         { fail "stall: no line naming the stuck rank and phase"; cat "$TMP/stall.err"; }
     fi
+    # A rank killed (SIGKILL) during the passes: its peer says which rank died, and in which
+    # phase, before mpirun's own notice; the job ends at once.
+    "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" --backend cpu \
+      --threads 1 --warmup 1 --number 1 --repeat 100000 -o none >"$TMP/dead.out" 2>"$TMP/dead.err" &
+    job=$!
+    victim=""
+    for _ in $(seq 1 100); do
+      for p in $(pgrep -f "$HIOS run --graph $TMP/demo.json" || true); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$p; fi
+      done
+      [ -n "$victim" ] && break
+      sleep 0.1
+    done
+    if [ -z "$victim" ]; then
+      fail "dead rank: rank 1 never started"
+      kill "$job" 2>/dev/null
+    else
+      sleep 1.5
+      kill -KILL "$victim"
+      start=$(date +%s)
+      ( sleep 40; kill -KILL "$job" 2>/dev/null ) &
+      guard=$!
+      wait "$job"
+      rc=$?
+      took=$(($(date +%s) - start))
+      kill "$guard" 2>/dev/null
+      [ "$rc" -ne 0 ] || fail "dead rank: the job exited 0"
+      [ "$took" -le 20 ] || fail "dead rank: the job took $took s to end"
+      grep -qE "rank 0 on host .*: rank 1 \(pid $victim on this host\) died during timed runs" "$TMP/dead.err" ||
+        { fail "dead rank: rank 0 did not name the rank that died"; cat "$TMP/dead.err"; }
+    fi
     ;;
   *)
     echo "unknown scenario '$SCENARIO'"

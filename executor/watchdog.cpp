@@ -1,0 +1,96 @@
+#include "executor/watchdog.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "executor/comm.hpp"
+#include "graph/error.hpp"
+
+namespace hios::exec {
+
+namespace {
+
+// The SIGTERM line, composed before any signal can come: a handler may only write(2).
+char g_term_line[512];
+std::atomic<size_t> g_term_len{0};
+struct sigaction g_old_term {};
+
+extern "C" void say_terminated_and_reraise(int sig) {
+  const size_t len = g_term_len.load();
+  if (len > 0) {
+    ssize_t ignored = ::write(STDERR_FILENO, g_term_line, len);
+    (void)ignored;
+  }
+  ::sigaction(sig, &g_old_term, nullptr);
+  ::raise(sig);
+}
+
+struct Peer {
+  int rank;
+  long pid;
+};
+
+}  // namespace
+
+void silence_termination_line() { g_term_len = 0; }
+
+PeerWatch::PeerWatch(Comm& comm, std::function<const char*()> phase) {
+  if (comm.size() <= 1) return;
+  const std::string host = comm.hostname();
+  const std::vector<std::string> all = comm.allgather(host + " " + std::to_string(long(::getpid())));
+  std::vector<Peer> peers;
+  for (int r = 0; r < int(all.size()); ++r) {
+    if (r == comm.rank()) continue;
+    std::istringstream in(all[size_t(r)]);
+    std::string h;
+    long pid = 0;
+    if ((in >> h >> pid) && h == host && pid > 0) peers.push_back({r, pid});
+  }
+  const std::string where = comm.where();
+  const int n = std::snprintf(g_term_line, sizeof g_term_line,
+                              "hios: %s: ended by SIGTERM (mpirun stops every rank when one fails or is killed; "
+                              "look for that rank's line)\n",
+                              where.c_str());
+  g_term_len = n > 0 ? std::min(size_t(n), sizeof g_term_line - 1) : size_t(0);
+  struct sigaction sa {};
+  sa.sa_handler = say_terminated_and_reraise;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &g_old_term);
+  if (peers.empty()) return;
+  thread_ = std::thread([this, peers, where, phase = std::move(phase), &comm] {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return done_; })) return;
+      for (const Peer& p : peers) {
+        if (::kill(pid_t(p.pid), 0) == 0 || errno != ESRCH) continue;
+        std::fflush(stdout);
+        std::fprintf(stderr, "hios: error: %s: rank %d (pid %ld on this host) died during %s; aborting the job\n",
+                     where.c_str(), p.rank, p.pid, phase());
+        std::fflush(stderr);
+        comm.abort(2);
+      }
+    }
+  });
+}
+
+PeerWatch::~PeerWatch() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+}
+
+}  // namespace hios::exec
