@@ -66,31 +66,17 @@ PeerWatch::PeerWatch(Comm& comm, std::function<const char*()> phase) {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, &g_old_term);
   if (peers.empty()) return;
-  thread_ = std::thread([this, peers, where, phase = std::move(phase), &comm] {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      if (cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return done_; })) return;
-      for (const Peer& p : peers) {
-        if (::kill(pid_t(p.pid), 0) == 0 || errno != ESRCH) continue;
-        std::fflush(stdout);
-        std::fprintf(stderr, "hios: error: %s: rank %d (pid %ld on this host) died during %s; aborting the job\n",
-                     where.c_str(), p.rank, p.pid, phase());
-        std::fflush(stderr);
-        comm.abort(2);
-      }
+  ticker_.start(std::chrono::milliseconds(100), [peers, where, phase = std::move(phase), &comm] {
+    for (const Peer& p : peers) {
+      if (::kill(pid_t(p.pid), 0) == 0 || errno != ESRCH) continue;
+      std::fflush(stdout);
+      std::fprintf(stderr, "hios: error: %s: rank %d (pid %ld on this host) died during %s; aborting the job\n",
+                   where.c_str(), p.rank, p.pid, phase());
+      std::fflush(stderr);
+      comm.abort(2);
     }
+    return true;
   });
-}
-
-PeerWatch::~PeerWatch() {
-  if (thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
 }
 
 }  // namespace hios::exec

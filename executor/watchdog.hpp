@@ -52,6 +52,41 @@ class Watchdog {
 
 namespace hios::exec {
 
+// A thread that calls tick() every `period` until tick returns false or the Ticker is
+// destroyed (which waits for the thread). The periodic checks below share it.
+class Ticker {
+ public:
+  Ticker() = default;
+  ~Ticker() { stop(); }
+  Ticker(const Ticker&) = delete;
+  Ticker& operator=(const Ticker&) = delete;
+
+  void start(std::chrono::milliseconds period, std::function<bool()> tick) {
+    thread_ = std::thread([this, period, tick = std::move(tick)] {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (;;) {
+        if (cv_.wait_for(lock, period, [this] { return done_; })) return;
+        if (!tick()) return;
+      }
+    });
+  }
+  void stop() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
 // Ends the job when a rank makes no progress for `seconds`: a peer that was stopped (SIGSTOP)
 // or hangs inside a library leaves the others blocked in a barrier or a receive, and only a
 // clock can notice. Progress is whatever the driver calls beat() for (a phase begun, a pass
@@ -61,34 +96,17 @@ class StallWatchdog {
   StallWatchdog(double seconds, std::function<void(double)> on_stall) {
     if (!(seconds > 0)) return;
     beat();
-    thread_ = std::thread([this, seconds, on_stall = std::move(on_stall)] {
-      std::unique_lock<std::mutex> lock(mu_);
-      for (;;) {
-        if (cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return done_; })) return;
-        const double idle = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() -
-                            last_.load();
-        if (armed_.load() && idle > seconds) {
-          on_stall(idle);
-          return;
-        }
+    ticker_.start(std::chrono::milliseconds(200), [this, seconds, on_stall = std::move(on_stall)] {
+      const double idle = now_s() - last_.load();
+      if (armed_.load() && idle > seconds) {
+        on_stall(idle);
+        return false;
       }
+      return true;
     });
   }
-  ~StallWatchdog() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  StallWatchdog(const StallWatchdog&) = delete;
-  StallWatchdog& operator=(const StallWatchdog&) = delete;
 
-  void beat() {
-    last_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
+  void beat() { last_ = now_s(); }
   // Armed only where every rank is busy with bounded work (passes). While one rank computes
   // a long reference alone, the others wait without progress of their own: not a stall.
   void arm(bool on) {
@@ -97,12 +115,12 @@ class StallWatchdog {
   }
 
  private:
+  static double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
   std::atomic<bool> armed_{false};
   std::atomic<double> last_{0};
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
+  Ticker ticker_;  // last: stopped before the members its thread reads go
 };
 
 }  // namespace hios::exec
@@ -124,15 +142,9 @@ void silence_termination_line();
 class PeerWatch {
  public:
   PeerWatch(Comm& comm, std::function<const char*()> phase);
-  ~PeerWatch();
-  PeerWatch(const PeerWatch&) = delete;
-  PeerWatch& operator=(const PeerWatch&) = delete;
 
  private:
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
+  Ticker ticker_;
 };
 
 }  // namespace hios::exec

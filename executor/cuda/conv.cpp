@@ -382,6 +382,29 @@ std::vector<BeP> heuristic_configs_for(const BeGraph& g) {
   return cfgs;
 }
 
+// Engines hios may run: no down-conversion to half precision, deterministic (a captured graph
+// replays the eager result bit for bit), no TF32 in fp32 mode, and precompiled (engines
+// compiled at run time, NVRTC, take up to a second each to finalize, for every signature of
+// every model; precompiled ones cover these problems).
+bool usable_engine(const EngineInfo& info, bool fp32) {
+  return !info.down_convert && !info.nondeterministic && !(fp32 && info.tensor_core) && !info.runtime_compiled;
+}
+
+// A graph-API choice: configuration `index` of heuristic_configs_for, planned as `plan`.
+std::shared_ptr<Choice> graph_choice(bool fused, const std::shared_ptr<BeGraph>& g, const BeP& plan, size_t workspace,
+                                     int index, const EngineInfo& info) {
+  auto ch = std::make_shared<Choice>();
+  ch->impl = fused ? Impl::GraphFused : Impl::GraphConv;
+  ch->plan = plan;
+  ch->graph = g;
+  ch->graph_bias = fused && g->has_bias;
+  ch->workspace = workspace;
+  ch->config_index = index;
+  ch->what = strprintf("graph engine %lld%s%s", (long long)info.index, fused ? " fused" : " + epilogue",
+                       info.tensor_core ? " tc" : "");
+  return ch;
+}
+
 // Recipes adopted from a profile database, per device: signature key -> recipe.
 struct RecipeBook {
   std::mutex mu;
@@ -438,21 +461,16 @@ std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r)
     const std::vector<BeP> cfgs = heuristic_configs_for(*g);
     if (index < 0 || index >= int64_t(cfgs.size())) return nullptr;
     const EngineInfo info = engine_info(cfgs[size_t(index)]);
-    if (info.down_convert || info.nondeterministic || (p.fp32 && info.tensor_core) || info.runtime_compiled) return nullptr;
+    if (!usable_engine(info, p.fp32)) return nullptr;
     BeP plan = make_plan(c.res.cudnn(), cfgs[size_t(index)]);
     if (!plan) return nullptr;
     size_t ws_bytes = 0;
     (void)c.eng.find_workspace(&ws_bytes);
     const int64_t need = plan_workspace(plan);
     if (need < 0 || size_t(need) > ws_bytes) return nullptr;
-    ch->impl = fused ? Impl::GraphFused : Impl::GraphConv;
-    ch->plan = plan;
-    ch->graph = g;
-    ch->graph_bias = fused && g->has_bias;
-    ch->workspace = size_t(need);
-    ch->config_index = int(index);
-    ch->what = strprintf("graph engine %lld%s%s", (long long)info.index, fused ? " fused" : " + epilogue",
-                         info.tensor_core ? " tc" : "");
+    const double ms = ch->ms;
+    ch = graph_choice(fused, g, plan, size_t(need), int(index), info);
+    ch->ms = ms;
   } else if (impl == "legacy") {
     const int64_t algo = r.value("algo", int64_t(-1)), math = r.value("math", int64_t(-1));
     if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || math < 0 || math > 3) return nullptr;
@@ -511,10 +529,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       const BeP& cfg = cfgs[ci];
       if (built >= most) break;
       const EngineInfo info = engine_info(cfg);
-      if (info.down_convert || info.nondeterministic || (p.fp32 && info.tensor_core)) continue;
-      // Engines compiled at run time (NVRTC) take up to a second each to finalize, for every
-      // signature of every model; precompiled ones cover these problems.
-      if (info.runtime_compiled) continue;
+      if (!usable_engine(info, p.fp32)) continue;
       if (std::find(seen.begin(), seen.end(), info.index) != seen.end()) continue;
       seen.push_back(info.index);
       BeP plan = make_plan(res.cudnn(), cfg);
@@ -522,15 +537,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       const int64_t need = plan_workspace(plan);
       if (need < 0 || size_t(need) > ws_bytes) continue;
       ++built;
-      auto ch = std::make_shared<Choice>();
-      ch->impl = fused ? Impl::GraphFused : Impl::GraphConv;
-      ch->plan = plan;
-      ch->graph = g;
-      ch->graph_bias = fused && g->has_bias;
-      ch->workspace = size_t(need);
-      ch->config_index = int(ci);
-      ch->what = strprintf("graph engine %lld%s%s", (long long)info.index, fused ? " fused" : " + epilogue",
-                           info.tensor_core ? " tc" : "");
+      std::shared_ptr<Choice> ch = graph_choice(fused, g, plan, size_t(need), int(ci), info);
       auto exec = std::make_shared<BeExec>();
       exec->graph = g;
       exec->plan = plan;

@@ -83,6 +83,18 @@ run_fails() {
   fi
 }
 
+# The pid of rank 1 of the demo job just started, found by its environment once it runs (up to
+# 10 s); empty when it never started.
+rank1_pid() {
+  local p
+  for _ in $(seq 1 100); do
+    for p in $(pgrep -f "$HIOS run --graph $TMP/demo.json" || true); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then echo "$p"; return; fi
+    done
+    sleep 0.1
+  done
+}
+
 case "$SCENARIO" in
   demo)
     graph demo demo 15
@@ -138,14 +150,7 @@ case "$SCENARIO" in
     "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" --backend cpu \
       --threads 1 --warmup 1 --number 1 --repeat 100000 --stall-timeout 3 -o none >"$TMP/stall.out" 2>"$TMP/stall.err" &
     job=$!
-    victim=""
-    for _ in $(seq 1 100); do  # find rank 1 by its environment once it runs
-      for p in $(pgrep -f "$HIOS run --graph $TMP/demo.json" || true); do
-        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$p; fi
-      done
-      [ -n "$victim" ] && break
-      sleep 0.1
-    done
+    victim=$(rank1_pid)
     if [ -z "$victim" ]; then
       fail "stall: rank 1 never started"
       kill "$job" 2>/dev/null
@@ -170,14 +175,7 @@ case "$SCENARIO" in
     "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" --backend cpu \
       --threads 1 --warmup 1 --number 1 --repeat 100000 -o none >"$TMP/dead.out" 2>"$TMP/dead.err" &
     job=$!
-    victim=""
-    for _ in $(seq 1 100); do
-      for p in $(pgrep -f "$HIOS run --graph $TMP/demo.json" || true); do
-        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$p; fi
-      done
-      [ -n "$victim" ] && break
-      sleep 0.1
-    done
+    victim=$(rank1_pid)
     if [ -z "$victim" ]; then
       fail "dead rank: rank 1 never started"
       kill "$job" 2>/dev/null
