@@ -410,30 +410,106 @@ static std::string describe_sequential(const Op& op) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Row dependence (row splits)
+
+static RowRange clip_rows(int64_t begin, int64_t end, int64_t in_h) {
+  RowRange r{std::max<int64_t>(begin, 0), std::min<int64_t>(end, in_h)};
+  return r.empty() ? RowRange{} : r;
+}
+// Output row o's window starts at o * stride - pad and spans dilation * (kernel - 1) + 1 rows;
+// a ceil_mode window past the input is clipped like the padding.
+static RowRange window_rows(RowRange out, int k, int s, int p, int d, int64_t in_h) {
+  if (out.empty()) return {};
+  return clip_rows(out.begin * s - p, (out.end - 1) * s - p + int64_t(d) * (k - 1) + 1, in_h);
+}
+static RowRange rows_none(const Op&, RowRange, int64_t) { return {}; }
+static RowRange rows_same(const Op&, RowRange out, int64_t in_h) { return clip_rows(out.begin, out.end, in_h); }
+static RowRange rows_whole(const Op&, RowRange out, int64_t in_h) { return out.empty() ? RowRange{} : RowRange{0, in_h}; }
+static RowRange rows_conv(const Op& op, RowRange out, int64_t in_h) {
+  const ConvAttrs& a = op.conv();
+  return window_rows(out, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], in_h);
+}
+static RowRange rows_pool(const Op& op, RowRange out, int64_t in_h) {
+  const PoolAttrs& a = op.pool();
+  if (is_global(a.kind)) return rows_whole(op, out, in_h);
+  return window_rows(out, a.kernel[0], a.stride[0], a.padding[0], 1, in_h);
+}
+// Output rows of one step of a sequential, from its input rows.
+static int64_t step_out_rows(const Op& step, int64_t in_h) {
+  switch (step.kind) {
+    case OpKind::Conv: {
+      const ConvAttrs& a = step.conv();
+      return window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false);
+    }
+    case OpKind::Pool: {
+      const PoolAttrs& a = step.pool();
+      return is_global(a.kind) ? 1 : window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], 1, a.ceil_mode);
+    }
+    case OpKind::Linear: return 1;
+    default: return in_h;
+  }
+}
+// Backwards through the steps, each reading the rows its successor needs.
+static RowRange rows_sequential(const Op& op, RowRange out, int64_t in_h) {
+  const std::vector<Op>& steps = op.sequential().steps;
+  std::vector<int64_t> h{in_h};
+  for (const Op& step : steps) h.push_back(step_out_rows(step, h.back()));
+  RowRange r = out;
+  for (size_t i = steps.size(); i-- > 0;) r = op_def(steps[i].kind).input_rows(steps[i], r, h[i]);
+  return r;
+}
+
+RowRange input_rows_op(const Op& op, RowRange out, int64_t in_h) { return op_def(op.kind).input_rows(op, out, in_h); }
+
+bool row_local_op(const Op& op) {
+  if (op.kind == OpKind::Pool) return !is_global(op.pool().kind);
+  if (op.kind == OpKind::Sequential) {
+    for (const Op& step : op.sequential().steps) {
+      if (!row_local_op(step)) return false;
+    }
+    return true;
+  }
+  return op_def(op.kind).row_local;
+}
+
+std::vector<RowRange> split_rows(int64_t rows, int parts) {
+  HIOS_CHECK(parts >= 1 && rows >= 0, "split_rows: %lld rows into %d parts", (long long)rows, parts);
+  std::vector<RowRange> out;
+  int64_t at = 0;
+  for (int i = 0; i < parts; ++i) {
+    const int64_t n = rows / parts + (i < rows % parts ? 1 : 0);
+    out.push_back({at, at + n});
+    at += n;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The table. Order matches OpKind.
 
 static const std::vector<OpDef>& table() {
   static const std::vector<OpDef> t = {
       {OpKind::Input, "input", "network input placeholder (N x channels x H x W)", false, false, infer_input,
-       count_input, write_input, read_input, describe_plain},
+       count_input, write_input, read_input, describe_plain, rows_none, false},
       {OpKind::Conv, "conv", "2-D convolution with optional bias, groups, dilation and fused activation", true,
-       false, infer_conv, count_conv, write_conv, read_conv, describe_conv},
+       false, infer_conv, count_conv, write_conv, read_conv, describe_conv, rows_conv, true},
       {OpKind::Pool, "pool", "max / avg / global max / global avg pooling", true, false, infer_pool, count_pool,
-       write_pool, read_pool, describe_pool},
+       write_pool, read_pool, describe_pool, rows_pool, true},
       {OpKind::Activation, "activation", "relu, sigmoid or tanh", true, false, infer_same, count_pointwise,
-       write_activation, read_activation, describe_activation},
+       write_activation, read_activation, describe_activation, rows_same, true},
       {OpKind::Add, "add", "element-wise sum of its operands (one per input term)", false, true,
-       infer_elementwise, count_elementwise, write_none, read_none, describe_plain},
+       infer_elementwise, count_elementwise, write_none, read_none, describe_plain, rows_same, true},
       {OpKind::Mul, "mul", "element-wise product of its operands (one per input term)", false, true,
-       infer_elementwise, count_elementwise, write_none, read_none, describe_plain},
+       infer_elementwise, count_elementwise, write_none, read_none, describe_plain, rows_same, true},
       {OpKind::Identity, "identity", "its assembled input: sum within terms, concat across terms", true, false,
-       infer_same, count_identity, write_none, read_none, describe_plain},
+       infer_same, count_identity, write_none, read_none, describe_plain, rows_same, true},
       {OpKind::Sequential, "sequential", "a chain of single-input ops scheduled as one unit", false, false,
-       infer_sequential, count_sequential, write_sequential, read_sequential, describe_sequential},
+       infer_sequential, count_sequential, write_sequential, read_sequential, describe_sequential, rows_sequential,
+       true},
       {OpKind::Linear, "linear", "fully connected layer over the flattened input", true, false, infer_linear,
-       count_linear, write_linear, read_linear, describe_linear},
+       count_linear, write_linear, read_linear, describe_linear, rows_whole, false},
       {OpKind::Softmax, "softmax", "softmax over channels", true, false, infer_same, count_softmax, write_none,
-       read_none, describe_plain},
+       read_none, describe_plain, rows_same, true},
   };
   return t;
 }

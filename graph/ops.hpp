@@ -110,6 +110,15 @@ struct OpCost {
   OpCost& operator+=(const OpCost& o);
 };
 
+// A band of rows (the H dimension) of a tensor, [begin, end). Row splits (one operator's
+// output rows computed on several GPUs) reason in these.
+struct RowRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end > begin ? end - begin : 0; }
+  bool empty() const { return end <= begin; }
+  bool operator==(const RowRange& o) const { return begin == o.begin && end == o.end; }
+};
+
 // What shape inference needs to know beyond the op itself.
 struct InferContext {
   const std::string& node;  // for error messages
@@ -129,6 +138,13 @@ struct OpDef {
   void (*write_attrs)(const Op& op, json& out);
   void (*read_attrs)(Op& op, JsonObject& obj);  // also installs the attribute struct
   std::string (*describe)(const Op& op);        // short label for DOT and listings
+  // The input rows that output rows `out` read, clipped to [0, in_h) (an empty band reads
+  // nothing). A window op reads the rows under its windows, stride, padding, dilation and
+  // ceil_mode included; row-wise ops (activations, element-wise ops, softmax over channels)
+  // read the same rows; ops whose output reads every input row (linear, global pools) read the
+  // whole input and cannot be split by rows without a reduction.
+  RowRange (*input_rows)(const Op& op, RowRange out, int64_t in_h);
+  bool row_local;  // input_rows is a bounded band: a row split of this op needs only a halo
 };
 
 const OpDef& op_def(OpKind kind);
@@ -145,6 +161,14 @@ OpCost count_op(const Op& op, const std::vector<Shape>& in, const Shape& out, DT
 // attribute keys from obj; the caller calls obj.finish().
 void write_op(const Op& op, json& out);
 Op read_op(JsonObject& obj);
+
+// Input rows that output rows `out` of `op` read, for an input of in_h rows (a sequential walks
+// its steps backwards). Whether that band is bounded: row_local_op.
+RowRange input_rows_op(const Op& op, RowRange out, int64_t in_h);
+bool row_local_op(const Op& op);
+// `rows` split into `parts` contiguous bands as even as possible, the first ones a row longer
+// (empty bands when parts > rows).
+std::vector<RowRange> split_rows(int64_t rows, int parts);
 
 // A short human description, e.g. "conv 3x3/2 64 relu".
 std::string describe_op(const Op& op);
