@@ -434,26 +434,25 @@ static RowRange rows_pool(const Op& op, RowRange out, int64_t in_h) {
   if (is_global(a.kind)) return rows_whole(op, out, in_h);
   return window_rows(out, a.kernel[0], a.stride[0], a.padding[0], 1, in_h);
 }
-// Output rows of one step of a sequential, from its input rows.
-static int64_t step_out_rows(const Op& step, int64_t in_h) {
-  switch (step.kind) {
-    case OpKind::Conv: {
-      const ConvAttrs& a = step.conv();
-      return window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false);
-    }
-    case OpKind::Pool: {
-      const PoolAttrs& a = step.pool();
-      return is_global(a.kind) ? 1 : window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], 1, a.ceil_mode);
-    }
-    case OpKind::Linear: return 1;
-    default: return in_h;
-  }
+static int64_t out_rows_same(const Op&, int64_t in_h) { return in_h; }
+static int64_t out_rows_one(const Op&, int64_t) { return 1; }
+static int64_t out_rows_conv(const Op& op, int64_t in_h) {
+  const ConvAttrs& a = op.conv();
+  return window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false);
+}
+static int64_t out_rows_pool(const Op& op, int64_t in_h) {
+  const PoolAttrs& a = op.pool();
+  return is_global(a.kind) ? 1 : window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], 1, a.ceil_mode);
+}
+static int64_t out_rows_sequential(const Op& op, int64_t in_h) {
+  for (const Op& step : op.sequential().steps) in_h = op_def(step.kind).output_rows(step, in_h);
+  return in_h;
 }
 // Backwards through the steps, each reading the rows its successor needs.
 static RowRange rows_sequential(const Op& op, RowRange out, int64_t in_h) {
   const std::vector<Op>& steps = op.sequential().steps;
   std::vector<int64_t> h{in_h};
-  for (const Op& step : steps) h.push_back(step_out_rows(step, h.back()));
+  for (const Op& step : steps) h.push_back(op_def(step.kind).output_rows(step, h.back()));
   RowRange r = out;
   for (size_t i = steps.size(); i-- > 0;) r = op_def(steps[i].kind).input_rows(steps[i], r, h[i]);
   return r;
@@ -490,26 +489,26 @@ std::vector<RowRange> split_rows(int64_t rows, int parts) {
 static const std::vector<OpDef>& table() {
   static const std::vector<OpDef> t = {
       {OpKind::Input, "input", "network input placeholder (N x channels x H x W)", false, false, infer_input,
-       count_input, write_input, read_input, describe_plain, rows_none, false},
+       count_input, write_input, read_input, describe_plain, rows_none, out_rows_same, false},
       {OpKind::Conv, "conv", "2-D convolution with optional bias, groups, dilation and fused activation", true,
-       false, infer_conv, count_conv, write_conv, read_conv, describe_conv, rows_conv, true},
+       false, infer_conv, count_conv, write_conv, read_conv, describe_conv, rows_conv, out_rows_conv, true},
       {OpKind::Pool, "pool", "max / avg / global max / global avg pooling", true, false, infer_pool, count_pool,
-       write_pool, read_pool, describe_pool, rows_pool, true},
+       write_pool, read_pool, describe_pool, rows_pool, out_rows_pool, true},
       {OpKind::Activation, "activation", "relu, sigmoid or tanh", true, false, infer_same, count_pointwise,
-       write_activation, read_activation, describe_activation, rows_same, true},
+       write_activation, read_activation, describe_activation, rows_same, out_rows_same, true},
       {OpKind::Add, "add", "element-wise sum of its operands (one per input term)", false, true,
-       infer_elementwise, count_elementwise, write_none, read_none, describe_plain, rows_same, true},
+       infer_elementwise, count_elementwise, write_none, read_none, describe_plain, rows_same, out_rows_same, true},
       {OpKind::Mul, "mul", "element-wise product of its operands (one per input term)", false, true,
-       infer_elementwise, count_elementwise, write_none, read_none, describe_plain, rows_same, true},
+       infer_elementwise, count_elementwise, write_none, read_none, describe_plain, rows_same, out_rows_same, true},
       {OpKind::Identity, "identity", "its assembled input: sum within terms, concat across terms", true, false,
-       infer_same, count_identity, write_none, read_none, describe_plain, rows_same, true},
+       infer_same, count_identity, write_none, read_none, describe_plain, rows_same, out_rows_same, true},
       {OpKind::Sequential, "sequential", "a chain of single-input ops scheduled as one unit", false, false,
        infer_sequential, count_sequential, write_sequential, read_sequential, describe_sequential, rows_sequential,
-       true},
+       out_rows_sequential, true},
       {OpKind::Linear, "linear", "fully connected layer over the flattened input", true, false, infer_linear,
-       count_linear, write_linear, read_linear, describe_linear, rows_whole, false},
+       count_linear, write_linear, read_linear, describe_linear, rows_whole, out_rows_one, false},
       {OpKind::Softmax, "softmax", "softmax over channels", true, false, infer_same, count_softmax, write_none,
-       read_none, describe_plain, rows_same, true},
+       read_none, describe_plain, rows_same, out_rows_same, true},
   };
   return t;
 }

@@ -144,6 +144,7 @@ struct OpDef {
   // read the same rows; ops whose output reads every input row (linear, global pools) read the
   // whole input and cannot be split by rows without a reduction.
   RowRange (*input_rows)(const Op& op, RowRange out, int64_t in_h);
+  int64_t (*output_rows)(const Op& op, int64_t in_h);  // H of the output for an input of in_h rows
   bool row_local;  // input_rows is a bounded band: a row split of this op needs only a halo
 };
 

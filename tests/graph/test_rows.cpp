@@ -58,6 +58,7 @@ void check_band(const Op& op, int k, int s, int p, int d) {
     } catch (const Error&) {
       continue;  // too small for this window
     }
+    CHECK(op_def(op.kind).output_rows(op, in_h) == oh);  // the table's height agrees with shape inference
     for (int64_t ob = 0; ob < oh; ++ob) {
       for (int64_t oe = ob + 1; oe <= oh; ++oe) {
         INFO("k " << k << " s " << s << " p " << p << " d " << d << " in_h " << in_h << " out [" << ob << ", " << oe
