@@ -23,6 +23,7 @@
 #include "scheduler/algorithms.hpp"
 #include "scheduler/concurrency_fit.hpp"
 #include "scheduler/simulator.hpp"
+#include "tuner/calibration.hpp"
 
 namespace hios::tune {
 
@@ -147,86 +148,6 @@ class MeasuringCostModel final : public CostModel {
   mutable std::set<std::string> fresh_, used_;
   mutable double measuring_s_ = 0;
 };
-
-// A candidate's simulation again with two calibrated costs that an isolated measurement does
-// not see: `launch_ms` after every launch in a stream (in a pass, a kernel waits for its
-// predecessor's completion to be noticed, which timing one stage alone hides) and
-// `transfer_ms` on every transfer (inside a pass a transfer shares the SMs with the stages and
-// waits for the block scheduler; a link measured between idle GPUs sees neither). Stage times
-// are asked of the measured model once per stage and remembered by the stage's address, so a
-// calibration can simulate a candidate many times: the candidates must not move meanwhile.
-class CalibratedCost final : public CostModel {
- public:
-  explicit CalibratedCost(const CostModel& base) : base_(base) {}
-  std::string name() const override { return base_.name(); }
-  std::string device() const override { return base_.device(); }
-  double node_ms(const Graph& g, int node, int gpu) const override { return base_.node_ms(g, node, gpu); }
-  double transfer_ms(double bytes, int src, int dst) const override {
-    return base_.transfer_ms(bytes, src, dst) + extra_transfer_ms;
-  }
-  double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
-    auto [it, fresh] = memo_.try_emplace({&stage, gpu}, std::pair<double, size_t>{0.0, 0});
-    if (fresh) {
-      it->second.first = base_.stage_ms(g, stage, gpu);
-      for (const Group& gr : stage.groups) it->second.second = std::max(it->second.second, gr.nodes.size());
-    }
-    return it->second.first + extra_launch_ms * double(it->second.second);
-  }
-  double extra_launch_ms = 0, extra_transfer_ms = 0;
-
- private:
-  const CostModel& base_;
-  mutable std::map<std::pair<const Stage*, int>, std::pair<double, size_t>> memo_;
-};
-
-// A prediction as a function of one calibrated cost x: simulated at a few values, linear in
-// between and beyond the last (the latency is piecewise linear in x, non-decreasing).
-struct Curve {
-  std::vector<double> x, y;
-  double at(double v) const {
-    size_t i = 1;
-    while (i + 1 < x.size() && v > x[i]) ++i;
-    return y[i - 1] + (y[i] - y[i - 1]) * (v - x[i - 1]) / (x[i] - x[i - 1]);
-  }
-};
-
-// The x in [0, the slowest measured pass] (no single launch or transfer can cost more) that
-// minimises the sum of log((curve(x) + overhead) / measured)^2 over the points
-// (golden-section search; 0 when no positive x does better).
-double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms) {
-  if (points.empty()) return 0;
-  double hi = 0;
-  for (const auto& p : points) hi = std::max(hi, p.second);
-  auto loss = [&](double x) {
-    double l = 0;
-    for (const auto& [curve, measured] : points) {
-      const double r = std::log((curve->at(x) + overhead_ms) / measured);
-      l += r * r;
-    }
-    return l;
-  };
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  double lo = 0;
-  double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
-  double fa = loss(a), fb = loss(b);
-  for (int i = 0; i < 60; ++i) {
-    if (fa <= fb) {
-      hi = b;
-      b = a;
-      fb = fa;
-      a = hi - phi * (hi - lo);
-      fa = loss(a);
-    } else {
-      lo = a;
-      a = b;
-      fa = fb;
-      b = lo + phi * (hi - lo);
-      fb = loss(b);
-    }
-  }
-  const double best = (lo + hi) / 2;
-  return loss(0) <= loss(best) ? 0.0 : best;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The job: rank 0 leads, every other rank follows its commands.

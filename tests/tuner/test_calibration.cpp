@@ -1,0 +1,60 @@
+// hios tune's calibration: the curves, the fit, and the cost model that replays a candidate.
+#include <cmath>
+
+#include "models/models.hpp"
+#include "scheduler/algorithms.hpp"
+#include "scheduler/cost_model.hpp"
+#include "scheduler/simulator.hpp"
+#include "tests/catch.hpp"
+#include "tuner/calibration.hpp"
+
+using namespace hios;
+using namespace hios::tune;
+
+TEST_CASE("calibration: a curve is linear between its samples and beyond the last") {
+  Curve c{{0, 1, 3}, {10, 12, 13}};
+  CHECK(c.at(0) == 10);
+  CHECK(c.at(0.5) == Approx(11));
+  CHECK(c.at(2) == Approx(12.5));
+  CHECK(c.at(5) == Approx(14));  // the last segment's slope
+}
+
+TEST_CASE("calibration: the fit finds the cost that explains the measurements, and 0 when none does") {
+  // Three schedules whose latency grows by 4, 10 and 1 ms per ms of extra cost; measured with
+  // an extra of 0.25 ms on top of a 0.5 ms pass overhead.
+  Curve a{{0, 1}, {20, 24}}, b{{0, 1}, {30, 40}}, c{{0, 1}, {15, 16}};
+  const double truth = 0.25, overhead = 0.5;
+  std::vector<std::pair<const Curve*, double>> pts = {
+      {&a, a.at(truth) + overhead}, {&b, b.at(truth) + overhead}, {&c, c.at(truth) + overhead}};
+  CHECK(fit_extra(pts, overhead) == Approx(truth).margin(1e-6));
+  // Measured faster than even no extra cost explains: nothing positive helps.
+  std::vector<std::pair<const Curve*, double>> fast = {{&a, 18.0}, {&b, 29.0}};
+  CHECK(fit_extra(fast, overhead) == 0.0);
+  CHECK(fit_extra({}, overhead) == 0.0);
+}
+
+TEST_CASE("calibration: the replaying cost model adds a gap per launch of the longest group and a cost per transfer") {
+  Graph g = build_model("randwire_small", {1, 64, 64});
+  auto base = make_analytic_cost_model(find_device_preset("h200"));
+  SchedulerOptions opt;
+  opt.num_gpus = 2;
+  opt.single_gpu_fallback = false;
+  Schedule s = run_algorithm("hios-lp", g, *base, opt);
+  REQUIRE(!s.transfers.empty());
+  CalibratedCost cal(*base);
+  const double plain = simulate(g, s, cal).latency_ms;
+  CHECK(plain == Approx(simulate(g, s, *base).latency_ms));
+  cal.extra_transfer_ms = 0.05;
+  const double with_transfers = simulate(g, s, cal).latency_ms;
+  CHECK(with_transfers >= plain);
+  cal.extra_transfer_ms = 0;
+  cal.extra_launch_ms = 0.01;
+  const double with_gaps = simulate(g, s, cal).latency_ms;
+  CHECK(with_gaps > plain);
+  // One GPU, one stream: every node is a launch on the critical path.
+  Schedule seq = run_algorithm("sequential", g, *base, SchedulerOptions{});
+  CalibratedCost one(*base);
+  const double seq_plain = simulate(g, seq, one).latency_ms;
+  one.extra_launch_ms = 0.01;
+  CHECK(simulate(g, seq, one).latency_ms == Approx(seq_plain + 0.01 * (g.size() - 1)));
+}

@@ -1,0 +1,64 @@
+// Calibration of hios tune's predictions on the timed candidates (docs/tuner.md,
+// "Calibration"): a cost model that replays a candidate with a launch gap and a per-transfer
+// cost added, a candidate's latency as a curve of one such cost, and the fit of that cost to
+// measured candidates.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "scheduler/cost_model.hpp"
+
+namespace hios::tune {
+
+// A candidate's simulation again with two calibrated costs that an isolated measurement does
+// not see: `extra_launch_ms` after every launch in a stream (in a pass, a kernel waits for its
+// predecessor's completion to be noticed, which timing one stage alone hides) and
+// `extra_transfer_ms` on every transfer (inside a pass a transfer shares the SMs with the stages and
+// waits for the block scheduler; a link measured between idle GPUs sees neither). Stage times
+// are asked of the measured model once per stage and remembered by the stage's address, so a
+// calibration can simulate a candidate many times: the candidates must not move meanwhile.
+class CalibratedCost final : public CostModel {
+ public:
+  explicit CalibratedCost(const CostModel& base) : base_(base) {}
+  std::string name() const override { return base_.name(); }
+  std::string device() const override { return base_.device(); }
+  double node_ms(const Graph& g, int node, int gpu) const override { return base_.node_ms(g, node, gpu); }
+  double transfer_ms(double bytes, int src, int dst) const override {
+    return base_.transfer_ms(bytes, src, dst) + extra_transfer_ms;
+  }
+  double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
+    auto [it, fresh] = memo_.try_emplace({&stage, gpu}, std::pair<double, size_t>{0.0, 0});
+    if (fresh) {
+      it->second.first = base_.stage_ms(g, stage, gpu);
+      for (const Group& gr : stage.groups) it->second.second = std::max(it->second.second, gr.nodes.size());
+    }
+    return it->second.first + extra_launch_ms * double(it->second.second);
+  }
+  double extra_launch_ms = 0, extra_transfer_ms = 0;
+
+ private:
+  const CostModel& base_;
+  mutable std::map<std::pair<const Stage*, int>, std::pair<double, size_t>> memo_;
+};
+
+// A prediction as a function of one calibrated cost x: simulated at a few values, linear in
+// between and beyond the last (the latency is piecewise linear in x, non-decreasing).
+struct Curve {
+  std::vector<double> x, y;
+  double at(double v) const {
+    size_t i = 1;
+    while (i + 1 < x.size() && v > x[i]) ++i;
+    return y[i - 1] + (y[i] - y[i - 1]) * (v - x[i - 1]) / (x[i] - x[i - 1]);
+  }
+};
+
+// The x in [0, the slowest measured pass] (no single launch or transfer can cost more) that
+// minimises the sum of log((curve(x) + overhead) / measured)^2 over the points
+// (golden-section search; 0 when no positive x does better).
+double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms);
+
+}  // namespace hios::tune
