@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,10 +62,15 @@ PeerWatch::PeerWatch(Comm& comm, std::function<const char*()> phase) {
                               "look for that rank's line)\n",
                               where.c_str());
   g_term_len = n > 0 ? std::min(size_t(n), sizeof g_term_line - 1) : size_t(0);
-  struct sigaction sa {};
-  sa.sa_handler = say_terminated_and_reraise;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, &g_old_term);
+  // Once per process: installed twice, the handler would keep itself as the "previous" one and
+  // re-raise into itself forever.
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction sa {};
+    sa.sa_handler = say_terminated_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, &g_old_term);
+  });
   if (peers.empty()) return;
   ticker_.start(std::chrono::milliseconds(100), [peers, where, phase = std::move(phase), &comm] {
     for (const Peer& p : peers) {

@@ -13,47 +13,8 @@
 
 namespace hios::exec {
 
-class Watchdog {
- public:
-  // seconds <= 0: no watchdog (nothing is started).
-  Watchdog(double seconds, std::function<void()> on_timeout) {
-    if (!(seconds > 0)) return;
-    thread_ = std::thread([this, seconds, on_timeout = std::move(on_timeout)] {
-      std::unique_lock<std::mutex> lock(mu_);
-      const auto deadline = std::chrono::steady_clock::now() +
-                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                std::chrono::duration<double>(seconds));
-      if (cv_.wait_until(lock, deadline, [this] { return done_; })) return;
-      on_timeout();
-    });
-  }
-  ~Watchdog() { stop(); }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
-  void stop() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-};
-
-}  // namespace hios::exec
-
-namespace hios::exec {
-
 // A thread that calls tick() every `period` until tick returns false or the Ticker is
-// destroyed (which waits for the thread). The periodic checks below share it.
+// destroyed or stopped (either waits for the thread). Every watchdog below runs on one.
 class Ticker {
  public:
   Ticker() = default;
@@ -61,7 +22,7 @@ class Ticker {
   Ticker(const Ticker&) = delete;
   Ticker& operator=(const Ticker&) = delete;
 
-  void start(std::chrono::milliseconds period, std::function<bool()> tick) {
+  void start(std::chrono::steady_clock::duration period, std::function<bool()> tick) {
     thread_ = std::thread([this, period, tick = std::move(tick)] {
       std::unique_lock<std::mutex> lock(mu_);
       for (;;) {
@@ -85,6 +46,24 @@ class Ticker {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+};
+
+class Watchdog {
+ public:
+  // seconds <= 0: no watchdog (nothing is started).
+  Watchdog(double seconds, std::function<void()> on_timeout) {
+    if (!(seconds > 0)) return;
+    // One tick, at the deadline.
+    ticker_.start(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)),
+                  [on_timeout = std::move(on_timeout)] {
+                    on_timeout();
+                    return false;
+                  });
+  }
+  void stop() { ticker_.stop(); }
+
+ private:
+  Ticker ticker_;
 };
 
 // Ends the job when a rank makes no progress for `seconds`: a peer that was stopped (SIGSTOP)

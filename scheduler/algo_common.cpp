@@ -182,9 +182,7 @@ double SearchBudget::seconds() const {
 
 bool SearchBudget::expired(const char* phase) {
   if (!expired_ && budget_s_ > 0 && (calls_++ & 15u) == 0 && seconds() > budget_s_) expired_ = true;
-  if (expired_ && (cut_.empty() || cut_.back() != phase)) {
-    if (std::find(cut_.begin(), cut_.end(), phase) == cut_.end()) cut_.push_back(phase);
-  }
+  if (expired_ && std::find(cut_.begin(), cut_.end(), phase) == cut_.end()) cut_.push_back(phase);
   return expired_;
 }
 

@@ -294,6 +294,13 @@ std::string label_of(const Config& c) {
   return s + " (" + c.cost + ")";
 }
 
+// What names a candidate, in the database's list (gpus_key "gpus") and in meta.tune
+// ("gpus_used").
+json candidate_head(const Candidate& c, const char* gpus_key) {
+  return json{{"label", c.label}, {"algorithm", c.algorithm}, {"cost", c.cost}, {gpus_key, c.gpus},
+              {"streams", c.streams}, {"window", c.window}};
+}
+
 // The canonical text of a schedule's stages and transfers: two searches that agree give one
 // candidate.
 std::string structure_key(const Graph& g, const Schedule& s) {
@@ -721,17 +728,13 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     json list = json::array();
     for (const Candidate& c : res.candidates) {
       if (c.schedule.meta.recv_lead >= 0) continue;  // timed variants, not searched
-      list.push_back(json{{"label", c.label},
-                          {"algorithm", c.algorithm},
-                          {"cost", c.cost},
-                          {"gpus", c.gpus},
-                          {"streams", c.streams},
-                          {"window", c.window},
-                          {"predicted_ms", c.predicted_uncalibrated_ms - db.pass_overhead_ms},
+      json entry = candidate_head(c, "gpus");
+      entry.update(json{{"predicted_ms", c.predicted_uncalibrated_ms - db.pass_overhead_ms},
                           {"measured_ms", c.measured_ms},
                           {"max_rel", c.max_rel},
                           {"verified", c.ok},
                           {"schedule", schedule_to_json(g, c.schedule)}});
+      list.push_back(std::move(entry));
     }
     db.searched = json{{"gpus", N}, {"streams", S}, {"candidates", list}, {"duplicates", duplicates}};
   }
@@ -765,13 +768,8 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
   m.search_seconds = search_s;
   json cands = json::array();
   for (const Candidate& c : res.candidates) {
-    cands.push_back(json{{"label", c.label},
-                         {"algorithm", c.algorithm},
-                         {"cost", c.cost},
-                         {"gpus_used", c.gpus},
-                         {"streams", c.streams},
-                         {"window", c.window},
-                         {"predicted_ms", c.predicted_ms},
+    json entry = candidate_head(c, "gpus_used");
+    entry.update(json{{"predicted_ms", c.predicted_ms},
                          {"predicted_uncalibrated_ms", c.predicted_uncalibrated_ms},
                          {"launch_gap_us", 1e3 * c.launch_extra_ms},
                          {"transfer_extra_us", 1e3 * c.transfer_extra_ms},
@@ -782,6 +780,7 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
                          {"max_rel", c.max_rel},
                          {"verified", c.ok},
                          {"chosen", &c == best}});
+    cands.push_back(std::move(entry));
   }
   res.seconds = seconds_since(t0);
   m.tune = json{{"chosen", best->label},

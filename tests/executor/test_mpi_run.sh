@@ -95,6 +95,32 @@ rank1_pid() {
   done
 }
 
+# Starts the demo job on 2 ranks with endless timed passes (and any extra options), sends
+# signal SIG to rank 1 once the passes run, and waits at most 40 s for the job to end. Sets
+# victim (empty when rank 1 never started), rc and took (seconds from the signal to the end).
+signal_rank1() {
+  local sig=$1 err=$2 job guard start
+  shift 2
+  "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" --backend cpu \
+    --threads 1 --warmup 1 --number 1 --repeat 100000 "$@" -o none >/dev/null 2>"$err" &
+  job=$!
+  victim=$(rank1_pid)
+  if [ -z "$victim" ]; then
+    kill "$job" 2>/dev/null
+    return
+  fi
+  sleep 1.5  # into the timed passes
+  kill -"$sig" "$victim"
+  start=$(date +%s)
+  ( sleep 40; kill -KILL "$job" 2>/dev/null; kill -CONT "$victim" 2>/dev/null ) &
+  guard=$!
+  wait "$job"
+  rc=$?
+  took=$(($(date +%s) - start))
+  kill -CONT "$victim" 2>/dev/null
+  kill "$guard" 2>/dev/null
+}
+
 case "$SCENARIO" in
   demo)
     graph demo demo 15
@@ -147,24 +173,10 @@ case "$SCENARIO" in
     run_fails demo hios-lp 2 "mpi-cuda-aware|unknown transport" 20 --transport mpi-cuda-aware
     # A rank stopped with SIGSTOP, no --timeout: the default stall watchdog (here 3 s) of the
     # rank left waiting ends the whole job with one line naming it and the phase.
-    "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" --backend cpu \
-      --threads 1 --warmup 1 --number 1 --repeat 100000 --stall-timeout 3 -o none >"$TMP/stall.out" 2>"$TMP/stall.err" &
-    job=$!
-    victim=$(rank1_pid)
+    signal_rank1 STOP "$TMP/stall.err" --stall-timeout 3
     if [ -z "$victim" ]; then
       fail "stall: rank 1 never started"
-      kill "$job" 2>/dev/null
     else
-      sleep 1.5  # into the timed passes
-      kill -STOP "$victim"
-      start=$(date +%s)
-      ( sleep 40; kill -KILL "$job" 2>/dev/null; kill -CONT "$victim" 2>/dev/null ) &
-      guard=$!
-      wait "$job"
-      rc=$?
-      took=$(($(date +%s) - start))
-      kill -CONT "$victim" 2>/dev/null
-      kill "$guard" 2>/dev/null
       [ "$rc" -ne 0 ] || fail "stall: the job exited 0"
       [ "$took" -le 20 ] || fail "stall: the job took $took s to end (stall timeout 3 s)"
       grep -qE "rank 0 on host .*no pass finished for [0-9]+ s during timed runs" "$TMP/stall.err" ||
@@ -172,23 +184,10 @@ case "$SCENARIO" in
     fi
     # A rank killed (SIGKILL) during the passes: its peer says which rank died, and in which
     # phase, before mpirun's own notice; the job ends at once.
-    "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" --backend cpu \
-      --threads 1 --warmup 1 --number 1 --repeat 100000 -o none >"$TMP/dead.out" 2>"$TMP/dead.err" &
-    job=$!
-    victim=$(rank1_pid)
+    signal_rank1 KILL "$TMP/dead.err"
     if [ -z "$victim" ]; then
       fail "dead rank: rank 1 never started"
-      kill "$job" 2>/dev/null
     else
-      sleep 1.5
-      kill -KILL "$victim"
-      start=$(date +%s)
-      ( sleep 40; kill -KILL "$job" 2>/dev/null ) &
-      guard=$!
-      wait "$job"
-      rc=$?
-      took=$(($(date +%s) - start))
-      kill "$guard" 2>/dev/null
       [ "$rc" -ne 0 ] || fail "dead rank: the job exited 0"
       [ "$took" -le 20 ] || fail "dead rank: the job took $took s to end"
       grep -qE "rank 0 on host .*: rank 1 \(pid $victim on this host\) died during timed runs" "$TMP/dead.err" ||
