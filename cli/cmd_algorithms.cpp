@@ -11,6 +11,7 @@
 #include "scheduler/cost_model.hpp"
 #include "scheduler/random_dag.hpp"
 #include "scheduler/schedule.hpp"
+#include "scheduler/spatial.hpp"
 
 namespace hios::cli {
 
@@ -19,6 +20,7 @@ namespace {
 struct ScheduleCmd {
   std::string graph, algo = "hios-lp", cost = "analytic", device, devices, output;
   SchedulerOptions opt;
+  SpatialOptions spatial;
 };
 
 struct RandomCmd {
@@ -67,22 +69,36 @@ void add_algorithm_commands(CLI::App& app) {
                     "(meta.params.budget says which were cut)")
       ->check(finite_range(0, 1e6))
       ->capture_default_str();
+  sched->add_option("--spatial", so->spatial.spatial,
+                    "Row splits across GPUs (docs/row-splits.md): off, auto (split a region's rows when that is "
+                    "predicted faster), or a number of parts P (split every region that can be split P ways)")
+      ->capture_default_str();
+  sched->add_option("--spatial-mode", so->spatial.mode,
+                    "How a split part gets its neighbours' boundary rows: halo (sent), recompute (computed again), "
+                    "or auto (both tried)")
+      ->capture_default_str();
   sched->add_option("--output,-o", so->output, "Schedule JSON to write (default: stdout, summary on stderr)");
   sched->footer(
       "Example:\n"
       "  hios graph --model inception_v3 --height 1024 --width 1024 -o inception.json\n"
-      "  hios schedule --graph inception.json --algo hios-lp --gpus 2 --cost analytic --device h200 -o s.json\n");
+      "  hios schedule --graph inception.json --algo hios-lp --gpus 2 --cost analytic --device h200 -o s.json\n"
+      "  hios schedule --graph inception.json --algo hios-lp --gpus 2 --spatial auto -o split.json\n");
   sched->callback([so] {
     // Long phases report once a second on stderr (big graphs); a model's search is silent.
     so->opt.progress = [](const std::string& line) {
       std::fprintf(stderr, "hios schedule: %s\n", line.c_str());
       std::fflush(stderr);
     };
-    Graph g = load_graph(so->graph);
+    check_spatial_options(so->spatial);
+    const Graph source = load_graph(so->graph);
     std::unique_ptr<CostModel> cost = make_cost_model(so->cost, so->device, so->devices);
-    Schedule s = run_algorithm(so->algo, g, *cost, so->opt);
+    // With --spatial the schedule may be for a split graph (its parts are nodes); the summary
+    // and the sequential baseline stay those of the graph the user passed.
+    SpatialSchedule split = schedule_spatial(so->algo, source, *cost, so->opt, so->spatial);
+    const Graph& g = split.graph;
+    const Schedule& s = split.schedule;
     // The baseline every speed-up is quoted against: one GPU, one stream.
-    Schedule seq = schedule_sequential(g, *cost, so->opt);
+    Schedule seq = schedule_sequential(source, *cost, so->opt);
     std::string summary = strprintf(
         "%s on %s (batch %lld, %lldx%lld), %d GPU%s, %s %s\n"
         "  predicted latency  %10.4f ms\n"
@@ -95,6 +111,7 @@ void add_algorithm_commands(CLI::App& app) {
         s.meta.predicted_ms, s.meta.lower_bound_ms, seq.meta.predicted_ms,
         s.meta.predicted_ms > 0 ? seq.meta.predicted_ms / s.meta.predicted_ms : 0.0, s.meta.search_seconds,
         s.num_stages(), s.transfers.size());
+    if (so->spatial.spatial != "off") summary += "  spatial: " + split.summary + "\n";
     if (s.meta.params.contains("capped_parts") && s.meta.params["capped_parts"].get<int>() > 0) {
       summary += strprintf("  ios hit its state cap on %d part(s), split in halves (%d) or greedy (%d): %s\n",
                            s.meta.params["capped_parts"].get<int>(), s.meta.params["split_parts"].get<int>(),

@@ -7,6 +7,7 @@
 #include "graph/json_codec.hpp"
 #include "graph/validate.hpp"
 #include "models/models.hpp"
+#include "scheduler/schedule.hpp"
 
 namespace hios::cli {
 
@@ -21,6 +22,7 @@ struct GraphOptions {
 struct FileOptions {
   std::string file;
   std::string output;
+  std::string schedule;  // info and dot: show the split graph of this schedule
   bool as_json = false;
 };
 
@@ -62,9 +64,11 @@ void add_graph_commands(CLI::App& app) {
   CLI::App* info = app.add_subcommand("info", "Summarise a graph: counts, FLOPs, parameters, width, longest path");
   info->add_option("file", iopt->file, "Graph JSON")->required();
   info->add_flag("--json", iopt->as_json, "Print one JSON object instead of text");
+  info->add_option("--schedule", iopt->schedule, "Summarise the split graph of a schedule that splits rows");
   info->footer("Example:\n  hios info inception.json --json\n");
   info->callback([iopt] {
     Graph g = load_graph(iopt->file);
+    if (!iopt->schedule.empty()) (void)load_schedule(g, iopt->schedule);  // g becomes the split graph
     GraphSummary s = summarize(g);
     if (iopt->as_json) {
       std::printf("%s\n", summary_to_json(g, s).dump(2).c_str());
@@ -78,8 +82,15 @@ void add_graph_commands(CLI::App& app) {
   CLI::App* dot = app.add_subcommand("dot", "Write Graphviz DOT with one cluster per block");
   dot->add_option("file", dopt->file, "Graph JSON")->required();
   dot->add_option("--output,-o", dopt->output, "Output file (default: stdout)");
-  dot->footer("Example:\n  hios dot inception.json -o inception.dot && dot -Tsvg inception.dot -o inception.svg\n");
-  dot->callback([dopt] { write_output(dopt->output, graph_to_dot(load_graph(dopt->file))); });
+  dot->add_option("--schedule", dopt->schedule,
+                  "Draw the split graph of a schedule that splits rows: parts, halos and gathers as nodes");
+  dot->footer("Example:\n  hios dot inception.json -o inception.dot && dot -Tsvg inception.dot -o inception.svg\n"
+              "  hios dot inception.json --schedule split.json -o split.dot\n");
+  dot->callback([dopt] {
+    Graph g = load_graph(dopt->file);
+    if (!dopt->schedule.empty()) (void)load_schedule(g, dopt->schedule);
+    write_output(dopt->output, graph_to_dot(g));
+  });
 
   // validate
   auto vopt = std::make_shared<FileOptions>();

@@ -46,7 +46,7 @@ void add_profiler_commands(CLI::App& app) {
       "  hios profile --graph inception.json --gpus 2 -o inception.profile.json\n"
       "  hios schedule --graph inception.json --algo hios-lp --gpus 2 --cost inception.profile.json -o s.json\n");
   cmd->callback([o] {
-    const Graph g = load_graph(o->graph);
+    Graph g = load_graph(o->graph);  // replaced by the split graph when --stages splits rows
     std::unique_ptr<Schedule> stages;
     if (!o->stages.empty()) stages = std::make_unique<Schedule>(load_schedule(g, o->stages));
     prof::ProfileOptions opt;

@@ -6,6 +6,7 @@
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
 #include "scheduler/cost_model.hpp"
+#include "graph/row_split.hpp"
 #include "scheduler/schedule.hpp"
 #include "scheduler/simulator.hpp"
 
@@ -39,12 +40,17 @@ void add_scheduler_commands(CLI::App& app) {
       "Prints 'ok', or every violation on stdout (one per line) and exits with 2.\n\n"
       "Example:\n  hios check --graph inception.json --schedule inception.hios-lp.json\n");
   check->callback([copt] {
-    Graph g = load_graph(copt->graph);
-    Schedule s = load_schedule(g, copt->schedule);
+    const Graph source = load_graph(copt->graph);
+    Graph g = source;
+    Schedule s = load_schedule(g, copt->schedule);  // a row split's coverage and halos are checked here
     std::vector<std::string> problems = check_schedule(g, s);
     if (problems.empty()) {
       std::printf("%s: ok (%d nodes on %d GPU%s in %d stages, %zu transfers)\n", copt->schedule.c_str(), g.size() - 1,
                   s.meta.num_gpus, s.meta.num_gpus == 1 ? "" : "s", s.num_stages(), s.transfers.size());
+      if (!s.meta.spatial.is_null()) {
+        const SpatialPlan plan = spatial_from_json(json{{"regions", s.meta.spatial["regions"]}}, "meta.spatial");
+        std::printf("%s%s\n", describe_spatial(source, plan).c_str(), split_graph_stats(g).c_str());
+      }
       return;
     }
     for (const std::string& p : problems) std::printf("%s\n", p.c_str());

@@ -47,13 +47,13 @@ std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed) {
   const Node& nd = g.nodes[v];
   std::vector<OpParams> out;
   if (nd.op.kind == OpKind::Conv || nd.op.kind == OpKind::Linear) {
-    out.push_back(make_op_params(nd.op, assembled_input_shape(g, v), nd.name, seed));
+    out.push_back(make_op_params(nd.op, assembled_input_shape(g, v), nd.params_name(), seed));
   } else if (nd.op.kind == OpKind::Sequential) {
     Shape cur = assembled_input_shape(g, v);
     InferContext ctx{nd.name, cur.n, cur.h, cur.w};
     const auto& steps = nd.op.sequential().steps;
     for (size_t i = 0; i < steps.size(); ++i) {
-      out.push_back(make_op_params(steps[i], cur, nd.name + ".steps[" + std::to_string(i) + "]", seed));
+      out.push_back(make_op_params(steps[i], cur, nd.params_name() + ".steps[" + std::to_string(i) + "]", seed));
       cur = infer_op(steps[i], {cur}, ctx);
     }
   }

@@ -33,6 +33,10 @@ using Term = std::vector<Value>;
 struct Node {
   std::string name;
   Op op;
+  // The node whose parameters (weights, bias) this one uses; empty: its own. The parts of a row
+  // split are the same operator, so they carry the original node's weights.
+  std::string params_from;
+  const std::string& params_name() const { return params_from.empty() ? name : params_from; }
   std::vector<Term> inputs;
   int block = -1;    // index into Graph::blocks; -1 for the graph input
   Shape shape;       // output shape, filled by shape inference

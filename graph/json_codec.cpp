@@ -26,6 +26,7 @@ static json node_json(const Graph& g, const Node& n) {
   json j;
   j["name"] = n.name;
   write_op(n.op, j);
+  if (!n.params_from.empty()) j["params_from"] = n.params_from;
   if (n.op.kind != OpKind::Input) {
     json inputs = json::array();
     for (const Term& t : n.inputs) {
@@ -181,6 +182,7 @@ Graph graph_from_json(const json& j, const std::string& source) {
     o.accept("name");
     Node& n = g.nodes[i];
     n.op = read_op(o);
+    if (o.has("params_from")) n.params_from = o.get_string("params_from");
     HIOS_CHECK((n.op.kind == OpKind::Input) == (n.block < 0), "%s.op: %s", o.path().c_str(),
                n.block < 0 ? "the graph input must be an input op" : "an input op can only be the graph input");
     if (n.op.kind != OpKind::Input) {

@@ -1,5 +1,6 @@
 #include "graph/ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/error.hpp"
@@ -111,6 +112,45 @@ static const Shape& single_input(const std::vector<Shape>& in, const InferContex
   return in[0];
 }
 
+static RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h);
+
+// The output shape of a window op that computes the band `r` of `full_out` from an input
+// tensor `in`; checks that the band lies in the output and that `in` holds every input row the
+// band's windows read (the halo), naming the node and the rows when it does not.
+static Shape band_shape(const Op& op, const RowWindow& r, const Shape& in, Shape full_out, const InferContext& ctx) {
+  if (!r.banded()) return full_out;
+  HIOS_CHECK(r.out_count > 0 && r.out_first >= 0 && r.out_first <= full_out.h - r.out_count,
+             "node '%s': band rows %lld-%lld lie outside the output's %lld rows", ctx.node.c_str(),
+             (long long)r.out_first, (long long)(r.out_first + r.out_count), (long long)full_out.h);
+  HIOS_CHECK(r.in_first >= 0 && r.in_first <= r.in_full - in.h,
+             "node '%s': input rows %lld-%lld lie outside the whole input's %lld rows", ctx.node.c_str(),
+             (long long)r.in_first, (long long)(r.in_first + in.h), (long long)r.in_full);
+  const RowRange need = window_input_rows(op, {r.out_first, r.out_first + r.out_count}, r.in_full);
+  HIOS_CHECK(need.begin >= r.in_first && need.end <= r.in_first + in.h,
+             "node '%s': rows %lld-%lld read input rows %lld-%lld but the input holds rows %lld-%lld (halo too small)",
+             ctx.node.c_str(), (long long)r.out_first, (long long)(r.out_first + r.out_count), (long long)need.begin,
+             (long long)need.end, (long long)r.in_first, (long long)(r.in_first + in.h));
+  full_out.h = r.out_count;
+  return full_out;
+}
+
+static json window_json(const RowWindow& r) {
+  return json{{"out_first", r.out_first}, {"out_count", r.out_count}, {"in_first", r.in_first},
+              {"in_full", r.in_full}};
+}
+static RowWindow read_window(JsonObject& o) {
+  RowWindow r;
+  if (!o.has("rows")) return r;
+  JsonObject ro(o.get_object("rows"), o.child_path("rows"));
+  const int64_t kMax = int64_t(1) << 31;
+  r.out_first = ro.get_int_in("out_first", 0, kMax);
+  r.out_count = ro.get_int_in("out_count", 1, kMax);
+  r.in_first = ro.get_int_in("in_first", 0, kMax);
+  r.in_full = ro.get_int_in("in_full", 1, kMax);
+  ro.finish();
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // input
 
@@ -149,10 +189,11 @@ static Shape infer_conv(const Op& op, const std::vector<Shape>& ins, const Infer
              ctx.node.c_str(), (long long)in.c, (long long)a.groups);
   HIOS_CHECK(a.out_channels % a.groups == 0, "node '%s': out_channels=%lld not divisible by groups=%lld",
              ctx.node.c_str(), (long long)a.out_channels, (long long)a.groups);
-  Shape out{in.n, a.out_channels, window_out(in.h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false),
+  const int64_t in_h = a.rows.banded() ? a.rows.in_full : in.h;
+  Shape out{in.n, a.out_channels, window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false),
             window_out(in.w, a.kernel[1], a.stride[1], a.padding[1], a.dilation[1], false)};
   check_positive(out, ctx, "conv output");
-  return out;
+  return band_shape(op, a.rows, in, out, ctx);
 }
 static OpCost count_conv(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
   const ConvAttrs& a = op.conv();
@@ -175,6 +216,7 @@ static void write_conv(const Op& op, json& j) {
   j["groups"] = a.groups;
   j["bias"] = a.bias;
   j["activation"] = activation_name(a.activation);
+  if (a.rows.banded()) j["rows"] = window_json(a.rows);
 }
 static void read_conv(Op& op, JsonObject& o) {
   ConvAttrs a;
@@ -186,6 +228,7 @@ static void read_conv(Op& op, JsonObject& o) {
   a.groups = o.get_int("groups", 1);
   a.bias = o.get_bool("bias", true);
   a.activation = parse_activation(o.get_string("activation", "none"), o.child_path("activation"), true);
+  a.rows = read_window(o);
   op.attrs = a;
 }
 
@@ -195,17 +238,21 @@ static void read_conv(Op& op, JsonObject& o) {
 static Shape infer_pool(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
   const PoolAttrs& a = op.pool();
   const Shape& in = single_input(ins, ctx);
-  if (is_global(a.kind)) return Shape{in.n, in.c, 1, 1};
+  if (is_global(a.kind)) {
+    HIOS_CHECK(!a.rows.banded(), "node '%s': a global pool cannot compute a band of rows", ctx.node.c_str());
+    return Shape{in.n, in.c, 1, 1};
+  }
   for (int i = 0; i < 2; ++i) {
     HIOS_CHECK(a.kernel[i] > 0 && a.stride[i] > 0 && a.padding[i] >= 0,
                "node '%s': pool kernel and stride must be positive and padding non-negative", ctx.node.c_str());
     HIOS_CHECK(2 * a.padding[i] <= a.kernel[i], "node '%s': pool padding %d exceeds half the kernel %d",
                ctx.node.c_str(), a.padding[i], a.kernel[i]);
   }
-  Shape out{in.n, in.c, window_out(in.h, a.kernel[0], a.stride[0], a.padding[0], 1, a.ceil_mode),
+  const int64_t in_h = a.rows.banded() ? a.rows.in_full : in.h;
+  Shape out{in.n, in.c, window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], 1, a.ceil_mode),
             window_out(in.w, a.kernel[1], a.stride[1], a.padding[1], 1, a.ceil_mode)};
   check_positive(out, ctx, "pool output");
-  return out;
+  return band_shape(op, a.rows, in, out, ctx);
 }
 static OpCost count_pool(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
   const PoolAttrs& a = op.pool();
@@ -225,6 +272,7 @@ static void write_pool(const Op& op, json& j) {
   j["padding"] = pair_json(a.padding);
   j["ceil_mode"] = a.ceil_mode;
   if (a.kind == PoolKind::Avg) j["count_include_pad"] = a.count_include_pad;
+  if (a.rows.banded()) j["rows"] = window_json(a.rows);
 }
 static void read_pool(Op& op, JsonObject& o) {
   PoolAttrs a;
@@ -235,6 +283,7 @@ static void read_pool(Op& op, JsonObject& o) {
     a.padding = o.get_pair("padding", a.padding);
     a.ceil_mode = o.get_bool("ceil_mode", false);
     if (a.kind == PoolKind::Avg) a.count_include_pad = o.get_bool("count_include_pad", true);
+    a.rows = read_window(o);
   }
   op.attrs = a;
 }
@@ -330,6 +379,72 @@ static OpCost count_softmax(const Op&, const std::vector<Shape>& in, const Shape
   c.bytes_read = bytes_of(in, t);
   c.bytes_written = bytes_of(out, t);
   return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// rows: a band of a tensor assembled from operands holding bands of it
+
+static Shape infer_rows(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const RowsAttrs& a = op.rows();
+  HIOS_CHECK(!ins.empty() && ins.size() == a.held.size(), "node '%s': rows has %zu operands but %zu held offsets",
+             ctx.node.c_str(), ins.size(), a.held.size());
+  HIOS_CHECK(a.count > 0 && a.first >= 0 && a.full > 0 && a.first <= a.full - a.count,
+             "node '%s': rows %lld-%lld lie outside the tensor's %lld rows", ctx.node.c_str(), (long long)a.first,
+             (long long)(a.first + a.count), (long long)a.full);
+  // Walk the wanted rows in order; every row must come from some operand.
+  int64_t covered = a.first;
+  std::vector<bool> used(ins.size(), false);
+  while (covered < a.first + a.count) {
+    int64_t reach = covered;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (a.held[k] <= covered && a.held[k] + ins[k].h > covered) reach = std::max(reach, a.held[k] + ins[k].h);
+    }
+    HIOS_CHECK(reach > covered, "node '%s': no operand holds row %lld of rows %lld-%lld", ctx.node.c_str(),
+               (long long)covered, (long long)a.first, (long long)(a.first + a.count));
+    covered = reach;
+  }
+  for (size_t k = 0; k < ins.size(); ++k) {
+    HIOS_CHECK(ins[k].n == ins[0].n && ins[k].c == ins[0].c && ins[k].w == ins[0].w,
+               "node '%s': rows operand %zu has shape %s but operand 0 has %s (only H may differ)", ctx.node.c_str(),
+               k, ins[k].str().c_str(), ins[0].str().c_str());
+    HIOS_CHECK(a.held[k] >= 0 && a.held[k] <= a.full - ins[k].h,
+               "node '%s': rows operand %zu holds rows %lld-%lld, outside the tensor's %lld rows", ctx.node.c_str(), k,
+               (long long)a.held[k], (long long)(a.held[k] + ins[k].h), (long long)a.full);
+  }
+  return Shape{ins[0].n, ins[0].c, a.count, ins[0].w};
+}
+static OpCost count_rows(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
+  OpCost c;  // a copy of the wanted rows
+  c.bytes_read = bytes_of(out, t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+static void write_rows(const Op& op, json& j) {
+  const RowsAttrs& a = op.rows();
+  j["first"] = a.first;
+  j["count"] = a.count;
+  j["full"] = a.full;
+  j["held"] = a.held;
+}
+static void read_rows(Op& op, JsonObject& o) {
+  RowsAttrs a;
+  const int64_t kMax = int64_t(1) << 31;
+  a.first = o.get_int_in("first", 0, kMax);
+  a.count = o.get_int_in("count", 1, kMax);
+  a.full = o.get_int_in("full", 1, kMax);
+  const json& held = o.get_array("held");
+  for (size_t k = 0; k < held.size(); ++k) {
+    const std::string path = o.child_path("held") + strprintf("[%zu]", k);
+    HIOS_CHECK(held[k].is_number_integer(), "%s: expected an integer", path.c_str());
+    const int64_t v = held[k].get<int64_t>();
+    HIOS_CHECK(v >= 0 && v < kMax, "%s: %lld is out of range [0, %lld)", path.c_str(), (long long)v, (long long)kMax);
+    a.held.push_back(v);
+  }
+  op.attrs = std::move(a);
+}
+static std::string describe_rows(const Op& op) {
+  const RowsAttrs& a = op.rows();
+  return strprintf("rows %lld-%lld of %lld", (long long)a.first, (long long)(a.first + a.count), (long long)a.full);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -434,6 +549,12 @@ static RowRange rows_pool(const Op& op, RowRange out, int64_t in_h) {
   if (is_global(a.kind)) return rows_whole(op, out, in_h);
   return window_rows(out, a.kernel[0], a.stride[0], a.padding[0], 1, in_h);
 }
+static RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h) {
+  return op.kind == OpKind::Conv ? rows_conv(op, out, in_h) : rows_pool(op, out, in_h);
+}
+// A rows op's output row r is row first + r of the tensor; which operand supplies it is its own
+// business, so as a consumer of rows it reads "the same rows" of its assembled operands.
+static RowRange rows_rows(const Op&, RowRange out, int64_t in_h) { return clip_rows(out.begin, out.end, in_h); }
 static int64_t out_rows_same(const Op&, int64_t in_h) { return in_h; }
 static int64_t out_rows_one(const Op&, int64_t) { return 1; }
 static int64_t out_rows_conv(const Op& op, int64_t in_h) {
@@ -459,6 +580,40 @@ static RowRange rows_sequential(const Op& op, RowRange out, int64_t in_h) {
 }
 
 RowRange input_rows_op(const Op& op, RowRange out, int64_t in_h) { return op_def(op.kind).input_rows(op, out, in_h); }
+
+const RowWindow& row_window(const Op& op) {
+  static const RowWindow kNone;
+  if (op.kind == OpKind::Conv) return op.conv().rows;
+  if (op.kind == OpKind::Pool) return op.pool().rows;
+  return kNone;
+}
+
+Op band_op(const Op& op, RowRange out, int64_t in_full, int64_t in_first, RowRange* needed) {
+  Op b = op;
+  RowRange need = input_rows_op(op, out, in_full);
+  if (op.kind == OpKind::Conv || op.kind == OpKind::Pool) {
+    RowWindow w{out.begin, out.size(), in_first, in_full};
+    if (op.kind == OpKind::Conv) {
+      std::get<ConvAttrs>(b.attrs).rows = w;
+    } else {
+      std::get<PoolAttrs>(b.attrs).rows = w;
+    }
+  } else if (op.kind == OpKind::Sequential) {
+    // Step i reads what step i+1 needs; its input holds exactly those rows, except the first
+    // step's, which holds what the node was given.
+    std::vector<Op>& steps = std::get<SequentialAttrs>(b.attrs).steps;
+    std::vector<int64_t> h{in_full};
+    for (const Op& step : steps) h.push_back(op_def(step.kind).output_rows(step, h.back()));
+    std::vector<RowRange> want(steps.size() + 1);
+    want[steps.size()] = out;
+    for (size_t i = steps.size(); i-- > 0;) want[i] = input_rows_op(steps[i], want[i + 1], h[i]);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      steps[i] = band_op(steps[i], want[i + 1], h[i], i == 0 ? in_first : want[i].begin);
+    }
+  }
+  if (needed) *needed = need;
+  return b;
+}
 
 bool row_local_op(const Op& op) {
   if (op.kind == OpKind::Pool) return !is_global(op.pool().kind);
@@ -509,6 +664,8 @@ static const std::vector<OpDef>& table() {
        count_linear, write_linear, read_linear, describe_linear, rows_whole, out_rows_one, false},
       {OpKind::Softmax, "softmax", "softmax over channels", true, false, infer_same, count_softmax, write_none,
        read_none, describe_plain, rows_same, out_rows_same, true},
+      {OpKind::Rows, "rows", "a band of rows assembled from operands holding bands (row splits)", false, true,
+       infer_rows, count_rows, write_rows, read_rows, describe_rows, rows_rows, out_rows_same, true},
   };
   return t;
 }
@@ -539,6 +696,7 @@ Op make_op(OpKind kind) {
     case OpKind::Activation: op.attrs = ActivationAttrs{}; break;
     case OpKind::Linear: op.attrs = LinearAttrs{}; break;
     case OpKind::Sequential: op.attrs = SequentialAttrs{}; break;
+    case OpKind::Rows: op.attrs = RowsAttrs{}; break;
     default: op.attrs = std::monostate{}; break;
   }
   return op;

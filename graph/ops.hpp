@@ -29,8 +29,8 @@ struct Shape {
   std::string str() const;  // "1x64x147x147"
 };
 
-enum class OpKind { Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax };
-constexpr int kNumOpKinds = 10;
+enum class OpKind { Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows };
+constexpr int kNumOpKinds = 11;
 
 enum class Activation { None, Relu, Sigmoid, Tanh };
 const char* activation_name(Activation a);
@@ -41,6 +41,23 @@ const char* pool_kind_name(PoolKind p);
 // Placeholder for the network input; its spatial size and batch come from the Graph.
 struct InputAttrs {
   int64_t channels = 3;
+};
+
+// A window op (conv, pool) that computes only a band of its output rows: one part of a row
+// split (issue 10, docs/row-splits.md). The op keeps the geometry of the whole tensor: output
+// row out_first + y reads the global input rows under its window, a row is padding exactly
+// when it falls outside [0, in_full), and the node's input tensor holds the global rows
+// starting at in_first. So a band computes bit for bit what the unsplit op computes there,
+// padding, ceil_mode and count_include_pad included. in_full == 0: not a band.
+struct RowWindow {
+  int64_t out_first = 0;
+  int64_t out_count = 0;
+  int64_t in_first = 0;
+  int64_t in_full = 0;
+  bool banded() const { return in_full > 0; }
+  bool operator==(const RowWindow& o) const {
+    return out_first == o.out_first && out_count == o.out_count && in_first == o.in_first && in_full == o.in_full;
+  }
 };
 
 // 2-D convolution. Batch norm is folded into the weights and bias when a model is built, so
@@ -54,6 +71,7 @@ struct ConvAttrs {
   int64_t groups = 1;
   bool bias = true;
   Activation activation = Activation::None;  // fused into the conv
+  RowWindow rows;                            // a band of a row split, or the whole tensor
 };
 
 struct PoolAttrs {
@@ -63,6 +81,19 @@ struct PoolAttrs {
   std::array<int, 2> padding{0, 0};
   bool ceil_mode = false;           // PyTorch's ceil_mode (SqueezeNet uses it)
   bool count_include_pad = true;    // avg only: divide by the full window, padding included
+  RowWindow rows;                   // a band of a row split (not for the global kinds)
+};
+
+// Rows [first, first + count) of a tensor `full` rows high, copied from operands that each hold
+// a band of it: operand k (input term k) holds the rows starting at held[k]. A row held by
+// several operands is taken from the first. Row splits use it to cut a halo from a part, to
+// assemble a part's input from its own rows and its neighbours' halos, and to gather the parts
+// of a region's last node into the whole tensor.
+struct RowsAttrs {
+  int64_t first = 0;
+  int64_t count = 0;
+  int64_t full = 0;
+  std::vector<int64_t> held;
 };
 
 struct ActivationAttrs {
@@ -84,7 +115,7 @@ struct SequentialAttrs {
 
 // Add, Mul, Identity and Softmax carry no attributes (std::monostate).
 using Attrs = std::variant<std::monostate, InputAttrs, ConvAttrs, PoolAttrs, ActivationAttrs, LinearAttrs,
-                           SequentialAttrs>;
+                           SequentialAttrs, RowsAttrs>;
 
 struct Op {
   OpKind kind = OpKind::Identity;
@@ -96,6 +127,7 @@ struct Op {
   const LinearAttrs& linear() const { return std::get<LinearAttrs>(attrs); }
   const InputAttrs& input() const { return std::get<InputAttrs>(attrs); }
   const SequentialAttrs& sequential() const { return std::get<SequentialAttrs>(attrs); }
+  const RowsAttrs& rows() const { return std::get<RowsAttrs>(attrs); }
 };
 
 // Work and traffic of one op. FLOPs count a multiply-add as 2 (MACs counts it once); bias,
@@ -170,6 +202,14 @@ bool row_local_op(const Op& op);
 // `rows` split into `parts` contiguous bands as even as possible, the first ones a row longer
 // (empty bands when parts > rows).
 std::vector<RowRange> split_rows(int64_t rows, int parts);
+
+// The band a conv or pool computes (a default RowWindow for every other op).
+const RowWindow& row_window(const Op& op);
+// `op` computing output rows `out` of a tensor whose full input is in_full rows high, from an
+// input holding the rows starting at in_first. A sequential sets every step's window, walking
+// its steps backwards; row-wise ops need none. Returns the op and, in `needed`, the input rows
+// it reads (clipped to the input).
+Op band_op(const Op& op, RowRange out, int64_t in_full, int64_t in_first, RowRange* needed = nullptr);
 
 // A short human description, e.g. "conv 3x3/2 64 relu".
 std::string describe_op(const Op& op);

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "graph/error.hpp"
+#include "graph/row_split.hpp"
 #include "graph/json_codec.hpp"
 
 namespace hios {
@@ -107,6 +108,7 @@ static json meta_json(const ScheduleMeta& m) {
   j["lower_bound_ms"] = m.lower_bound_ms;
   j["optimisation_cost"] = json{{"profiling_s", m.profiling_seconds}, {"search_s", m.search_seconds}};
   if (!m.tune.is_null()) j["tune"] = m.tune;
+  if (!m.spatial.is_null()) j["spatial"] = m.spatial;
   return j;
 }
 
@@ -273,6 +275,7 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
     oc.finish();
   }
   if (mo.has("tune")) m.tune = mo.get_object("tune");
+  if (mo.has("spatial")) m.spatial = mo.get_object("spatial");
   mo.finish();
 }
 
@@ -332,10 +335,29 @@ Schedule schedule_from_json(const Graph& g, const json& j, const std::string& so
   return s;
 }
 
-Schedule load_schedule(const Graph& g, const std::string& file) {
+Schedule schedule_from_json_split(Graph& g, const json& j, const std::string& source) {
+  const json* spatial = nullptr;
+  if (j.is_object() && j.contains("meta") && j["meta"].is_object() && j["meta"].contains("spatial")) {
+    spatial = &j["meta"]["spatial"];
+  }
+  if (spatial) {
+    const std::string path = source + ".meta.spatial";
+    JsonObject so(*spatial, path);
+    const std::string digest = so.get_string("graph_digest");
+    const std::string mine = graph_digest(g);
+    HIOS_CHECK(digest == mine, "%s.graph_digest: the split was made from a graph with digest %s but '%s' has %s",
+               path.c_str(), digest.c_str(), g.name.c_str(), mine.c_str());
+    so.accept("regions");
+    so.finish();
+    g = apply_spatial(g, spatial_from_json(json{{"regions", (*spatial)["regions"]}}, path));
+  }
+  return schedule_from_json(g, j, source);
+}
+
+Schedule load_schedule(Graph& g, const std::string& file) {
   json j = read_json_file(file);
   try {
-    return schedule_from_json(g, j, "$");
+    return schedule_from_json_split(g, j, "$");
   } catch (const Error& e) {
     throw Error(file + ": " + e.what());
   }

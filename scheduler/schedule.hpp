@@ -58,6 +58,10 @@ struct ScheduleMeta {
   // hios tune's report (null for other schedules): every candidate's predicted and measured
   // latency, the phases and their seconds, what the profile database held (docs/tuner.md).
   json tune = nullptr;
+  // A row split (issue 10): {"graph_digest": the digest of the graph the user passes,
+  // "regions": the SpatialPlan}. The schedule's node names and meta.graph are those of the split
+  // graph that apply_spatial makes from it (graph/row_split.hpp). Null: no split.
+  json spatial = nullptr;
 };
 
 struct Schedule {
@@ -81,7 +85,12 @@ std::string schedule_to_text(const Graph& g, const Schedule& s);  // canonical, 
 // Strict: unknown keys, wrong types, unknown node names and a digest that does not match g are
 // errors naming the JSON path. Does NOT run the semantic checks of check_schedule.
 Schedule schedule_from_json(const Graph& g, const json& j, const std::string& source = "$");
-Schedule load_schedule(const Graph& g, const std::string& file);
+// When the schedule splits rows (meta.spatial), g must be the graph the split was made from; it
+// is replaced by the split graph, whose node names the schedule uses. A bad split (rows
+// computed twice or never, a halo too small) is refused here, naming the node and the rows.
+Schedule load_schedule(Graph& g, const std::string& file);
+// The same for a schedule already parsed.
+Schedule schedule_from_json_split(Graph& g, const json& j, const std::string& source = "$");
 void save_schedule(const Graph& g, const Schedule& s, const std::string& file);  // atomic
 
 // Every violation found, each one line naming its culprit: a node missing or scheduled twice,

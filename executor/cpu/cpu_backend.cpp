@@ -100,8 +100,12 @@ class CpuBackend final : public Backend {
       }
       Shape in = assembled_input_shape(g, v);
       if (!cpu::reads_one_whole_tensor(g, v)) {
-        int64_t terms = op_def(nd.op.kind).terms_are_operands ? int64_t(nd.inputs.size()) : 1;
-        assembly = std::max(assembly, terms * in.numel());
+        int64_t elems = in.numel();
+        if (op_def(nd.op.kind).terms_are_operands) {
+          elems = 0;  // one buffer per operand, each of its own shape (a rows op's operands differ in H)
+          for (const Term& t : nd.inputs) elems += g.value_shape(t[0]).numel();
+        }
+        assembly = std::max(assembly, elems);
       }
       scratch = std::max(scratch, cpu::scratch_elems(nd.op, in));
     }
@@ -156,10 +160,11 @@ class CpuBackend final : public Backend {
         for (const Value& val : t) producers.push_back(resident(val.node, nd.name));
       }
       cpu::assemble_terms(g, node, producers, assembly_);
+      const bool operands = op_def(nd.op.kind).terms_are_operands;
       Shape s = assembled_input_shape(g, node);
-      for (const auto& buf : assembly_) {
-        in.push_back(buf.data());
-        shapes.push_back(s);
+      for (size_t t = 0; t < assembly_.size(); ++t) {
+        in.push_back(assembly_[t].data());
+        shapes.push_back(operands ? g.value_shape(nd.inputs[t][0]) : s);
       }
     }
     cpu::run_op(nd.op, in, shapes, nd.shape, tensors_[node].data, views_[node], scratch_);

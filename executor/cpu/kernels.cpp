@@ -36,6 +36,10 @@ void conv2d(const ConvAttrs& a, const Shape& in, const float* x, const Shape& ou
   const int64_t KH = a.kernel[0], KW = a.kernel[1], SH = a.stride[0], SW = a.stride[1];
   const int64_t PH = a.padding[0], PW = a.padding[1], DH = a.dilation[0], DW = a.dilation[1];
   const int64_t OH = out.h, OW = out.w, OHW = OH * OW;
+  // A band of a row split: output row oh is global row R0 + oh, and the input tensor holds the
+  // global rows from I0 on, out of IH (docs/row-splits.md). Unsplit: R0 = I0 = 0, IH = in.h.
+  const int64_t R0 = a.rows.banded() ? a.rows.out_first : 0, I0 = a.rows.banded() ? a.rows.in_first : 0;
+  const int64_t IH = a.rows.banded() ? a.rows.in_full : in.h;
 #pragma omp parallel
   {
     // One plane of double accumulators per thread; each output element sums over (ic, kh, kw)
@@ -51,13 +55,13 @@ void conv2d(const ConvAttrs& a, const Shape& in, const float* x, const Shape& ou
           const float* wp = w + (oc * icg + ic) * KH * KW;
           for (int64_t kh = 0; kh < KH; ++kh) {
             int64_t oh0, oh1;
-            valid_range(kh * DH - PH, SH, in.h, OH, oh0, oh1);
+            valid_range(R0 * SH + kh * DH - PH, SH, IH, OH, oh0, oh1);
             for (int64_t kw = 0; kw < KW; ++kw) {
               int64_t ow0, ow1;
               valid_range(kw * DW - PW, SW, in.w, OW, ow0, ow1);
               const double wv = wp[kh * KW + kw];
               for (int64_t oh = oh0; oh < oh1; ++oh) {
-                const float* xr = xp + (oh * SH - PH + kh * DH) * in.w + (kw * DW - PW);
+                const float* xr = xp + ((R0 + oh) * SH - PH + kh * DH - I0) * in.w + (kw * DW - PW);
                 double* ar = acc.data() + oh * OW;
                 for (int64_t ow = ow0; ow < ow1; ++ow) ar[ow] += wv * double(xr[ow * SW]);
               }
@@ -76,6 +80,9 @@ void pool2d(const PoolAttrs& a, const Shape& in, const float* x, const Shape& ou
   const bool global = a.kind == PoolKind::GlobalMax || a.kind == PoolKind::GlobalAvg;
   const int64_t KH = a.kernel[0], KW = a.kernel[1], SH = a.stride[0], SW = a.stride[1];
   const int64_t PH = a.padding[0], PW = a.padding[1];
+  // Band geometry as in conv2d: windows and padding follow the global rows.
+  const int64_t R0 = a.rows.banded() ? a.rows.out_first : 0, I0 = a.rows.banded() ? a.rows.in_first : 0;
+  const int64_t IH = a.rows.banded() ? a.rows.in_full : in.h;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < in.n; ++n) {
     for (int64_t c = 0; c < in.c; ++c) {
@@ -95,29 +102,29 @@ void pool2d(const PoolAttrs& a, const Shape& in, const float* x, const Shape& ou
       }
       for (int64_t oh = 0; oh < out.h; ++oh) {
         for (int64_t ow = 0; ow < out.w; ++ow) {
-          int64_t hs = oh * SH - PH, ws = ow * SW - PW;
+          int64_t hs = (R0 + oh) * SH - PH, ws = ow * SW - PW;
           if (a.kind == PoolKind::Max) {
             // Padding never wins a max: only in-bounds taps count.
-            int64_t he = std::min(hs + KH, in.h), we = std::min(ws + KW, in.w);
+            int64_t he = std::min(hs + KH, IH), we = std::min(ws + KW, in.w);
             hs = std::max<int64_t>(hs, 0);
             ws = std::max<int64_t>(ws, 0);
             float m = -std::numeric_limits<float>::infinity();
             for (int64_t ih = hs; ih < he; ++ih) {
-              for (int64_t iw = ws; iw < we; ++iw) m = std::max(m, xp[ih * in.w + iw]);
+              for (int64_t iw = ws; iw < we; ++iw) m = std::max(m, xp[(ih - I0) * in.w + iw]);
             }
             yp[oh * out.w + ow] = m;
           } else {
             // PyTorch: the full window is clipped to the padded input (a ceil_mode window may
             // run past it); count_include_pad divides by that, otherwise by the in-bounds taps.
-            int64_t he = std::min(hs + KH, in.h + PH), we = std::min(ws + KW, in.w + PW);
+            int64_t he = std::min(hs + KH, IH + PH), we = std::min(ws + KW, in.w + PW);
             int64_t padded = (he - hs) * (we - ws);
             hs = std::max<int64_t>(hs, 0);
             ws = std::max<int64_t>(ws, 0);
-            he = std::min(he, in.h);
+            he = std::min(he, IH);
             we = std::min(we, in.w);
             double s = 0;
             for (int64_t ih = hs; ih < he; ++ih) {
-              for (int64_t iw = ws; iw < we; ++iw) s += xp[ih * in.w + iw];
+              for (int64_t iw = ws; iw < we; ++iw) s += xp[(ih - I0) * in.w + iw];
             }
             int64_t divisor = a.count_include_pad ? padded : (he - hs) * (we - ws);
             yp[oh * out.w + ow] = float(s / double(divisor));
@@ -251,6 +258,22 @@ void k_sequential(const Op& op, const std::vector<const float*>& in, const std::
   }
 }
 
+// Operand k holds the rows from held[k]; each wanted row comes from the first operand holding it.
+void k_rows(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>& s, const Shape& out,
+            float* y, const std::vector<OpParamsView>&, Scratch&) {
+  const RowsAttrs& a = op.rows();
+  for (int64_t r = 0; r < out.h; ++r) {
+    const int64_t g = a.first + r;
+    size_t k = 0;
+    while (k < in.size() && !(a.held[k] <= g && g < a.held[k] + s[k].h)) ++k;
+    HIOS_CHECK(k < in.size(), "cpu kernel: rows: no operand holds row %lld", (long long)g);
+    for (int64_t p = 0; p < out.n * out.c; ++p) {
+      const float* src = in[k] + (p * s[k].h + (g - a.held[k])) * out.w;
+      std::copy(src, src + out.w, y + (p * out.h + r) * out.w);
+    }
+  }
+}
+
 struct KernelEntry {
   OpKind kind;
   KernelFn fn;
@@ -261,7 +284,7 @@ constexpr KernelEntry kKernels[] = {
     {OpKind::Input, k_input},       {OpKind::Conv, k_conv},          {OpKind::Pool, k_pool},
     {OpKind::Activation, k_activation}, {OpKind::Add, k_elementwise}, {OpKind::Mul, k_elementwise},
     {OpKind::Identity, k_identity}, {OpKind::Sequential, k_sequential}, {OpKind::Linear, k_linear},
-    {OpKind::Softmax, k_softmax},
+    {OpKind::Softmax, k_softmax},   {OpKind::Rows, k_rows},
 };
 static_assert(std::size(kKernels) == kNumOpKinds, "the CPU kernel table must have one entry per OpKind");
 
@@ -318,22 +341,25 @@ void assemble_terms(const Graph& g, int v, const std::vector<const float*>& prod
   HIOS_CHECK(!nd.inputs.empty() && !nd.inputs[0].empty(), "cpu assembly of '%s': no input", nd.name.c_str());
 
   const Shape base = g.value_shape(nd.inputs[0][0]);
-  const int64_t N = base.n, HW = base.h * base.w;
+  const int64_t N = base.n, cat_hw = base.h * base.w;
   int64_t total_c = 0;
   for (const Term& t : nd.inputs) total_c += g.value_shape(t[0]).c;
 
+  // Operands keep their own shapes (a rows op's operands differ in H); a concat's terms share H x W.
   out.resize(operands ? nd.inputs.size() : 1);
   if (operands) {
-    for (size_t t = 0; t < nd.inputs.size(); ++t) out[t].resize(static_cast<size_t>(base.numel()));
+    for (size_t t = 0; t < nd.inputs.size(); ++t) out[t].resize(static_cast<size_t>(g.value_shape(nd.inputs[t][0]).numel()));
   } else {
-    out[0].resize(static_cast<size_t>(N * total_c * HW));
+    out[0].resize(static_cast<size_t>(N * total_c * cat_hw));
   }
 
   size_t k = 0;
   int64_t c_off = 0;  // channel offset of the current term in the concatenation
   for (size_t t = 0; t < nd.inputs.size(); ++t) {
     const Term& term = nd.inputs[t];
-    const int64_t tc = g.value_shape(term[0]).c;
+    const Shape ts = g.value_shape(term[0]);
+    const int64_t tc = ts.c;
+    const int64_t HW = operands ? ts.h * ts.w : cat_hw;
     float* dst = operands ? out[t].data() : out[0].data();
     const int64_t dst_c = operands ? tc : total_c;
     const int64_t dst_off = operands ? 0 : c_off;

@@ -1,0 +1,631 @@
+#include "graph/row_split.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "graph/error.hpp"
+
+namespace hios {
+
+const char* split_mode_name(SplitMode m) { return m == SplitMode::Halo ? "halo" : "recompute"; }
+
+namespace {
+
+std::string rows_str(RowRange r) { return strprintf("%lld-%lld", (long long)r.begin, (long long)r.end); }
+
+int find_block(const Graph& g, const std::string& name) {
+  for (size_t b = 0; b < g.blocks.size(); ++b) {
+    if (g.blocks[b].name == name) return int(b);
+  }
+  return -1;
+}
+
+// Rows of the tensor node v reads, whatever its terms (they share H).
+int64_t input_height(const Graph& g, int v) { return g.value_shape(g.nodes[size_t(v)].inputs[0][0]).h; }
+
+// The rows of its input that node c reads to produce output rows `out`.
+RowRange needed_rows(const Graph& g, int c, RowRange out) {
+  return input_rows_op(g.nodes[size_t(c)].op, out, input_height(g, c));
+}
+
+RowRange hull(RowRange a, RowRange b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return {std::min(a.begin, b.begin), std::max(a.end, b.end)};
+}
+bool inside(RowRange inner, RowRange outer) { return inner.begin >= outer.begin && inner.end <= outer.end; }
+
+std::vector<int> region_nodes(const Graph& g, int first, int last) {
+  std::vector<int> out;
+  for (int b = first; b <= last; ++b) out.insert(out.end(), g.blocks[size_t(b)].nodes.begin(), g.blocks[size_t(b)].nodes.end());
+  std::sort(out.begin(), out.end());  // node indices are topological
+  return out;
+}
+
+}  // namespace
+
+bool region_legal(const Graph& g, int first, int last, int parts, std::string* why) {
+  auto fail = [&](std::string msg) {
+    if (why) *why = std::move(msg);
+    return false;
+  };
+  if (first < 0 || last < first || last >= int(g.blocks.size())) return fail("no such run of blocks");
+  const std::vector<int> nodes = region_nodes(g, first, last);
+  std::vector<char> in_region(g.nodes.size(), 0);
+  for (int v : nodes) in_region[size_t(v)] = 1;
+  for (int v : nodes) {
+    const Node& nd = g.nodes[size_t(v)];
+    if (nd.op.kind == OpKind::Input || nd.op.kind == OpKind::Rows || !row_local_op(nd.op)) {
+      return fail(strprintf("node '%s' (%s) reads every row of its input, so it cannot be split by rows",
+                            nd.name.c_str(), describe_op(nd.op).c_str()));
+    }
+    if (row_window(nd.op).banded()) return fail(strprintf("node '%s' is already a band of a split", nd.name.c_str()));
+    if (nd.shape.h < parts) {
+      return fail(strprintf("node '%s' has %lld rows, fewer than %d parts", nd.name.c_str(), (long long)nd.shape.h, parts));
+    }
+  }
+  const int exit = g.blocks[size_t(last)].exit;
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    if (in_region[c]) continue;
+    for (const Term& t : g.nodes[c].inputs) {
+      for (const Value& val : t) {
+        if (in_region[size_t(val.node)] && val.node != exit) {
+          return fail(strprintf("node '%s' after the region reads '%s', which is not the region's last node",
+                                g.nodes[c].name.c_str(), g.nodes[size_t(val.node)].name.c_str()));
+        }
+      }
+    }
+  }
+  return true;
+}
+
+std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts) {
+  // Grow each run as far as it stays legal; a legal run's prefix can be illegal (a later block
+  // reads an inner node) while the longer run is legal, so try every end and keep the longest.
+  std::vector<std::pair<int, int>> runs;
+  const int nb = int(g.blocks.size());
+  int b = 0;
+  while (b < nb) {
+    int best = -1;
+    for (int e = b; e < nb; ++e) {
+      std::string why;
+      bool nodes_ok = true;
+      for (int v : g.blocks[size_t(e)].nodes) {
+        const Node& nd = g.nodes[size_t(v)];
+        if (nd.op.kind == OpKind::Rows || !row_local_op(nd.op) || nd.shape.h < parts) nodes_ok = false;
+      }
+      if (!nodes_ok) break;
+      if (region_legal(g, b, e, parts, &why)) best = e;
+    }
+    if (best >= 0) {
+      runs.push_back({b, best});
+      b = best + 1;
+    } else {
+      ++b;
+    }
+  }
+  return runs;
+}
+
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode) {
+  std::string why;
+  HIOS_CHECK(region_legal(g, first, last, parts, &why), "blocks '%s'..'%s' cannot be split by rows: %s",
+             g.blocks.at(size_t(first)).name.c_str(), g.blocks.at(size_t(last)).name.c_str(), why.c_str());
+  SplitRegion r;
+  r.first_block = g.blocks[size_t(first)].name;
+  r.last_block = g.blocks[size_t(last)].name;
+  r.parts = parts;
+  r.mode = mode;
+  const std::vector<int> nodes = region_nodes(g, first, last);
+  const int exit = g.blocks[size_t(last)].exit;
+  std::vector<std::vector<RowRange>> rows(g.nodes.size());
+  std::vector<char> in_region(g.nodes.size(), 0);
+  for (int v : nodes) in_region[size_t(v)] = 1;
+  if (mode == SplitMode::Halo) {
+    for (int v : nodes) rows[size_t(v)] = split_rows(g.nodes[size_t(v)].shape.h, parts);
+  } else {
+    // Backwards: a node computes, per part, the hull of what that part's consumers read.
+    const auto succ = g.successors();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      const int v = *it;
+      if (v == exit) {
+        rows[size_t(v)] = split_rows(g.nodes[size_t(v)].shape.h, parts);
+        continue;
+      }
+      rows[size_t(v)].assign(size_t(parts), RowRange{});
+      for (int c : succ[size_t(v)]) {
+        if (!in_region[size_t(c)]) continue;
+        for (int k = 0; k < parts; ++k) {
+          rows[size_t(v)][size_t(k)] = hull(rows[size_t(v)][size_t(k)], needed_rows(g, c, rows[size_t(c)][size_t(k)]));
+        }
+      }
+    }
+  }
+  for (int v : nodes) r.rows[g.nodes[size_t(v)].name] = rows[size_t(v)];
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+
+namespace {
+
+struct ResolvedRegion {
+  int first = -1, last = -1;
+  std::vector<int> nodes;
+  std::vector<std::vector<RowRange>> rows;  // by node index (empty outside the region)
+};
+
+// Appends the violations of one region; returns false when the region is too broken to check
+// its rows further.
+bool resolve_region(const Graph& g, const SplitRegion& r, size_t index, ResolvedRegion& out,
+                    std::vector<std::string>& errs) {
+  const std::string where = strprintf("spatial region %zu", index);
+  out.first = find_block(g, r.first_block);
+  out.last = find_block(g, r.last_block);
+  if (out.first < 0 || out.last < 0) {
+    errs.push_back(strprintf("%s: unknown block '%s'", where.c_str(),
+                             (out.first < 0 ? r.first_block : r.last_block).c_str()));
+    return false;
+  }
+  if (out.last < out.first) {
+    errs.push_back(strprintf("%s: block '%s' comes after '%s'", where.c_str(), r.first_block.c_str(),
+                             r.last_block.c_str()));
+    return false;
+  }
+  if (r.parts < 2 || r.parts > 64) {
+    errs.push_back(strprintf("%s: %d parts (a split has 2 to 64)", where.c_str(), r.parts));
+    return false;
+  }
+  std::string why;
+  if (!region_legal(g, out.first, out.last, r.parts, &why)) {
+    errs.push_back(strprintf("%s (%s..%s): %s", where.c_str(), r.first_block.c_str(), r.last_block.c_str(), why.c_str()));
+    return false;
+  }
+  out.nodes = region_nodes(g, out.first, out.last);
+  out.rows.assign(g.nodes.size(), {});
+  bool ok = true;
+  std::set<std::string> members;
+  for (int v : out.nodes) {
+    const Node& nd = g.nodes[size_t(v)];
+    members.insert(nd.name);
+    auto it = r.rows.find(nd.name);
+    if (it == r.rows.end()) {
+      errs.push_back(strprintf("%s: node '%s' has no rows", where.c_str(), nd.name.c_str()));
+      ok = false;
+      continue;
+    }
+    if (int(it->second.size()) != r.parts) {
+      errs.push_back(strprintf("%s: node '%s' has rows for %zu parts, not %d", where.c_str(), nd.name.c_str(),
+                               it->second.size(), r.parts));
+      ok = false;
+      continue;
+    }
+    for (int k = 0; k < r.parts; ++k) {
+      const RowRange& rr = it->second[size_t(k)];
+      if (rr.begin < 0 || rr.end > nd.shape.h || rr.empty()) {
+        errs.push_back(strprintf("%s: node '%s' part %d computes rows %s, not a non-empty band of its %lld rows",
+                                 where.c_str(), nd.name.c_str(), k, rows_str(rr).c_str(), (long long)nd.shape.h));
+        ok = false;
+      }
+    }
+    out.rows[size_t(v)] = it->second;
+  }
+  for (const auto& kv : r.rows) {
+    if (!members.count(kv.first)) {
+      errs.push_back(strprintf("%s: node '%s' is not in blocks %s..%s", where.c_str(), kv.first.c_str(),
+                               r.first_block.c_str(), r.last_block.c_str()));
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// Every row of node v computed by exactly one part, in part order.
+void check_partition(const Graph& g, int v, const std::vector<RowRange>& rows, const std::string& where,
+                     std::vector<std::string>& errs) {
+  const Node& nd = g.nodes[size_t(v)];
+  int64_t at = 0;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (rows[k].begin > at) {
+      errs.push_back(strprintf("%s: rows %s of node '%s' are computed by no part", where.c_str(),
+                               rows_str({at, rows[k].begin}).c_str(), nd.name.c_str()));
+    } else if (rows[k].begin < at) {
+      errs.push_back(strprintf("%s: rows %s of node '%s' are computed by parts %zu and %zu", where.c_str(),
+                               rows_str({rows[k].begin, std::min(at, rows[k].end)}).c_str(), nd.name.c_str(), k - 1, k));
+    }
+    at = std::max(at, rows[k].end);
+  }
+  if (at < nd.shape.h) {
+    errs.push_back(strprintf("%s: rows %s of node '%s' are computed by no part", where.c_str(),
+                             rows_str({at, nd.shape.h}).c_str(), nd.name.c_str()));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> check_spatial(const Graph& g, const SpatialPlan& plan) {
+  std::vector<std::string> errs;
+  std::vector<int> owner(g.blocks.size(), -1);
+  for (size_t i = 0; i < plan.regions.size(); ++i) {
+    const SplitRegion& r = plan.regions[i];
+    ResolvedRegion rr;
+    if (!resolve_region(g, r, i, rr, errs)) continue;
+    bool overlap = false;
+    for (int b = rr.first; b <= rr.last; ++b) {
+      if (owner[size_t(b)] >= 0) {
+        errs.push_back(strprintf("spatial region %zu: block '%s' is already in region %d", i,
+                                 g.blocks[size_t(b)].name.c_str(), owner[size_t(b)]));
+        overlap = true;
+      }
+      owner[size_t(b)] = int(i);
+    }
+    if (overlap) continue;
+    const std::string where = strprintf("spatial region %zu", i);
+    const int exit = g.blocks[size_t(rr.last)].exit;
+    std::vector<char> in_region(g.nodes.size(), 0);
+    for (int v : rr.nodes) in_region[size_t(v)] = 1;
+    for (int v : rr.nodes) {
+      if (v == exit || r.mode == SplitMode::Halo) check_partition(g, v, rr.rows[size_t(v)], where, errs);
+    }
+    if (r.mode != SplitMode::Recompute) continue;
+    // Each part must hold, of every producer in the region, the rows its windows read.
+    for (int c : rr.nodes) {
+      const Node& cn = g.nodes[size_t(c)];
+      std::set<int> producers;
+      for (const Term& t : cn.inputs) {
+        for (const Value& val : t) {
+          if (in_region[size_t(val.node)]) producers.insert(val.node);
+        }
+      }
+      for (int v : producers) {
+        for (int k = 0; k < r.parts; ++k) {
+          const RowRange need = needed_rows(g, c, rr.rows[size_t(c)][size_t(k)]);
+          const RowRange have = rr.rows[size_t(v)][size_t(k)];
+          if (!inside(need, have)) {
+            errs.push_back(strprintf("%s: part %d of node '%s' reads rows %s of '%s', but that part computes rows %s "
+                                     "(halo too small)",
+                                     where.c_str(), k, cn.name.c_str(), rows_str(need).c_str(),
+                                     g.nodes[size_t(v)].name.c_str(), rows_str(have).c_str()));
+          }
+        }
+      }
+    }
+  }
+  return errs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rewrite
+
+namespace {
+
+class Splitter {
+ public:
+  Splitter(const Graph& g, const SpatialPlan& plan) : g_(g) {
+    region_of_block_.assign(g.blocks.size(), -1);
+    for (size_t i = 0; i < plan.regions.size(); ++i) {
+      const SplitRegion& r = plan.regions[i];
+      Region rg;
+      rg.spec = &r;
+      rg.first = find_block(g, r.first_block);
+      rg.last = find_block(g, r.last_block);
+      rg.nodes = region_nodes(g, rg.first, rg.last);
+      rg.exit = g.blocks[size_t(rg.last)].exit;
+      for (int b = rg.first; b <= rg.last; ++b) region_of_block_[size_t(b)] = int(i);
+      regions_.push_back(std::move(rg));
+    }
+    region_of_node_.assign(g.nodes.size(), -1);
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      for (int v : regions_[i].nodes) region_of_node_[size_t(v)] = int(i);
+    }
+  }
+
+  Graph run() {
+    out_.name = g_.name;
+    out_.batch = g_.batch;
+    out_.height = g_.height;
+    out_.width = g_.width;
+    out_.dtype = g_.dtype;
+    new_index_.assign(g_.nodes.size(), -1);
+    part_index_.assign(g_.nodes.size(), {});
+    // Blocks in order; a region's blocks become one.
+    std::vector<int> node_block(g_.nodes.size(), -1);
+    for (size_t b = 0; b < g_.blocks.size(); ++b) {
+      for (int v : g_.blocks[b].nodes) node_block[size_t(v)] = int(b);
+    }
+    // The input placeholder first, unchanged.
+    copy_node(g_.input(), -1);
+    for (size_t b = 0; b < g_.blocks.size();) {
+      const int ri = region_of_block_[b];
+      Block nb;
+      const int block_index = int(out_.blocks.size());
+      if (ri < 0) {
+        nb.name = g_.blocks[b].name;
+        out_.blocks.push_back(nb);
+        for (int v : g_.blocks[b].nodes) out_.blocks.back().nodes.push_back(copy_node(v, block_index));
+        out_.blocks.back().exit = new_index_[size_t(g_.blocks[b].exit)];
+        out_.blocks.back().enter = new_index_[size_t(g_.blocks[b].enter)];
+        ++b;
+        continue;
+      }
+      const Region& rg = regions_[size_t(ri)];
+      nb.name = rg.first == rg.last ? g_.blocks[size_t(rg.first)].name
+                                    : g_.blocks[size_t(rg.first)].name + ".." + g_.blocks[size_t(rg.last)].name;
+      nb.name += strprintf("/rows%d", rg.spec->parts);
+      out_.blocks.push_back(nb);
+      current_block_ = block_index;
+      for (int v : rg.nodes) split_node(rg, v);
+      gather_exit(rg);
+      out_.blocks.back().exit = new_index_[size_t(rg.exit)];
+      out_.blocks.back().enter = new_index_[size_t(g_.blocks[size_t(rg.first)].enter)];
+      b = size_t(rg.last) + 1;
+    }
+    out_.finalize();
+    return std::move(out_);
+  }
+
+ private:
+  struct Region {
+    const SplitRegion* spec = nullptr;
+    int first = -1, last = -1, exit = -1;
+    std::vector<int> nodes;
+  };
+
+  int add_node(Node nd, int block) {
+    nd.block = block;
+    out_.nodes.push_back(std::move(nd));
+    const int i = int(out_.nodes.size()) - 1;
+    if (block >= 0) out_.blocks[size_t(block)].nodes.push_back(i);
+    return i;
+  }
+
+  Value remap(const Value& v) const {
+    Value r = v;
+    r.node = new_index_[size_t(v.node)];
+    HIOS_CHECK(r.node >= 0, "row split: node reads '%s' before it exists", g_.nodes[size_t(v.node)].name.c_str());
+    return r;
+  }
+
+  int copy_node(int v, int block) {
+    Node nd = g_.nodes[size_t(v)];
+    for (Term& t : nd.inputs) {
+      for (Value& val : t) val = remap(val);
+    }
+    if (block < 0) {
+      out_.nodes.push_back(std::move(nd));
+      new_index_[size_t(v)] = int(out_.nodes.size()) - 1;
+    } else {
+      // copy_node's caller records block membership.
+      nd.block = block;
+      out_.nodes.push_back(std::move(nd));
+      new_index_[size_t(v)] = int(out_.nodes.size()) - 1;
+    }
+    return new_index_[size_t(v)];
+  }
+
+  static std::string slice_suffix(const Graph& g, const Value& v) {
+    if (v.begin == 0 && (v.end < 0 || v.end == g.nodes[size_t(v.node)].shape.c)) return "";
+    return strprintf("[c%lld-%lld]", (long long)v.begin, (long long)g.value_end(v));
+  }
+
+  // A `rows` node: rows `want` of a tensor `full` rows high, from operands holding `held`.
+  int rows_node(const std::string& name, RowRange want, int64_t full, const std::vector<Value>& operands,
+                const std::vector<int64_t>& held, const std::string& params_from = "") {
+    auto it = rows_cache_.find(name);
+    if (it != rows_cache_.end()) return it->second;
+    Node nd;
+    nd.name = name;
+    nd.op = make_op(OpKind::Rows);
+    RowsAttrs& a = std::get<RowsAttrs>(nd.op.attrs);
+    a.first = want.begin;
+    a.count = want.size();
+    a.full = full;
+    a.held = held;
+    for (const Value& v : operands) nd.inputs.push_back(Term{v});
+    nd.params_from = params_from;
+    const int i = add_node(std::move(nd), current_block_);
+    rows_cache_[name] = i;
+    return i;
+  }
+
+  // A value holding exactly rows `need` of (the channel slice `val` of) producer u, for part k.
+  Value source(const Region& rg, const Value& val, RowRange need, int k) {
+    const int u = val.node;
+    const std::string sfx = slice_suffix(g_, val);
+    const std::string& uname = g_.nodes[size_t(u)].name;
+    const int64_t full = g_.nodes[size_t(u)].shape.h;
+    if (region_of_node_[size_t(u)] != region_index(rg)) {
+      // A whole tensor from before the region: cut the rows this part reads.
+      Value whole = remap(val);
+      if (need.begin == 0 && need.end == full) return whole;
+      const int n = rows_node(strprintf("%s%s:%s", uname.c_str(), sfx.c_str(), rows_str(need).c_str()), need, full,
+                              {whole}, {0});
+      return Value{n, 0, -1};
+    }
+    const std::vector<RowRange>& have = rg.spec->rows.at(uname);
+    const std::vector<int>& parts = part_index_[size_t(u)];
+    Value own{parts[size_t(k)], val.begin, val.end};
+    if (have[size_t(k)] == need) return own;
+    if (inside(need, have[size_t(k)])) {
+      const int n = rows_node(strprintf("%s@%d%s:%s", uname.c_str(), k, sfx.c_str(), rows_str(need).c_str()), need,
+                              full, {own}, {have[size_t(k)].begin});
+      return Value{n, 0, -1};
+    }
+    // Halo mode: own rows plus the halos cut from the parts holding the rest, in row order.
+    std::vector<Value> operands;
+    std::vector<int64_t> held;
+    for (int j = 0; j < rg.spec->parts; ++j) {
+      const RowRange piece{std::max(need.begin, have[size_t(j)].begin), std::min(need.end, have[size_t(j)].end)};
+      if (piece.empty()) continue;
+      if (j == k) {
+        operands.push_back(own);
+        held.push_back(have[size_t(j)].begin);
+        continue;
+      }
+      const int h = rows_node(strprintf("%s@%d>%d%s:%s", uname.c_str(), j, k, sfx.c_str(), rows_str(piece).c_str()),
+                              piece, full, {Value{parts[size_t(j)], val.begin, val.end}}, {have[size_t(j)].begin});
+      operands.push_back(Value{h, 0, -1});
+      held.push_back(piece.begin);
+    }
+    HIOS_CHECK(!operands.empty(), "row split: no part of '%s' holds rows %s", uname.c_str(), rows_str(need).c_str());
+    if (operands.size() == 1 && held[0] == need.begin && operands[0].begin == 0 && operands[0].end < 0 &&
+        out_.nodes[size_t(operands[0].node)].op.kind == OpKind::Rows &&
+        out_.nodes[size_t(operands[0].node)].op.rows().count == need.size()) {
+      return operands[0];  // the whole need is one neighbour's halo
+    }
+    const int n = rows_node(strprintf("%s@%d%s:%s", uname.c_str(), k, sfx.c_str(), rows_str(need).c_str()), need,
+                            full, operands, held);
+    return Value{n, 0, -1};
+  }
+
+  int region_index(const Region& rg) const { return int(&rg - regions_.data()); }
+
+  void split_node(const Region& rg, int v) {
+    const Node& nd = g_.nodes[size_t(v)];
+    const std::vector<RowRange>& rows = rg.spec->rows.at(nd.name);
+    const int64_t in_h = input_height(g_, v);
+    for (int k = 0; k < rg.spec->parts; ++k) {
+      RowRange need;
+      Op op = band_op(nd.op, rows[size_t(k)], in_h, input_rows_op(nd.op, rows[size_t(k)], in_h).begin, &need);
+      Node part;
+      part.name = strprintf("%s@%d", nd.name.c_str(), k);
+      part.op = std::move(op);
+      part.params_from = nd.params_name();
+      for (const Term& t : nd.inputs) {
+        Term nt;
+        for (const Value& val : t) nt.push_back(source(rg, val, need, k));
+        part.inputs.push_back(std::move(nt));
+      }
+      part_index_[size_t(v)].push_back(add_node(std::move(part), current_block_));
+    }
+  }
+
+  void gather_exit(const Region& rg) {
+    const Node& x = g_.nodes[size_t(rg.exit)];
+    const std::vector<RowRange>& rows = rg.spec->rows.at(x.name);
+    std::vector<Value> operands;
+    std::vector<int64_t> held;
+    for (int k = 0; k < rg.spec->parts; ++k) {
+      operands.push_back(Value{part_index_[size_t(rg.exit)][size_t(k)], 0, -1});
+      held.push_back(rows[size_t(k)].begin);
+    }
+    new_index_[size_t(rg.exit)] = rows_node(x.name, {0, x.shape.h}, x.shape.h, operands, held);
+  }
+
+  const Graph& g_;
+  Graph out_;
+  std::vector<Region> regions_;
+  std::vector<int> region_of_block_, region_of_node_;
+  std::vector<int> new_index_;
+  std::vector<std::vector<int>> part_index_;
+  std::map<std::string, int> rows_cache_;
+  int current_block_ = -1;
+};
+
+}  // namespace
+
+Graph apply_spatial(const Graph& g, const SpatialPlan& plan) {
+  const std::vector<std::string> errs = check_spatial(g, plan);
+  if (!errs.empty()) {
+    throw Error(errs.size() == 1 ? errs[0] : errs[0] + strprintf(" (and %zu more)", errs.size() - 1));
+  }
+  if (plan.empty()) return g;
+  return Splitter(g, plan).run();
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+json spatial_to_json(const SpatialPlan& plan) {
+  json regions = json::array();
+  for (const SplitRegion& r : plan.regions) {
+    json rows = json::object();
+    for (const auto& kv : r.rows) {
+      json parts = json::array();
+      for (const RowRange& rr : kv.second) parts.push_back(json::array({rr.begin, rr.end}));
+      rows[kv.first] = std::move(parts);
+    }
+    regions.push_back(json{{"blocks", json::array({r.first_block, r.last_block})},
+                           {"parts", r.parts},
+                           {"mode", split_mode_name(r.mode)},
+                           {"rows", std::move(rows)}});
+  }
+  return json{{"regions", std::move(regions)}};
+}
+
+SpatialPlan spatial_from_json(const json& j, const std::string& path) {
+  JsonObject o(j, path);
+  SpatialPlan plan;
+  const json& regions = o.get_array("regions");
+  for (size_t i = 0; i < regions.size(); ++i) {
+    JsonObject ro(regions[i], o.child_path("regions") + strprintf("[%zu]", i));
+    SplitRegion r;
+    const json& blocks = ro.get_array("blocks");
+    HIOS_CHECK(blocks.size() == 2, "%s: expected [first block, last block]", ro.child_path("blocks").c_str());
+    r.first_block = json_string(blocks[0], ro.child_path("blocks") + "[0]");
+    r.last_block = json_string(blocks[1], ro.child_path("blocks") + "[1]");
+    r.parts = int(ro.get_int_in("parts", 2, 64));
+    const std::string mode = ro.get_string("mode");
+    HIOS_CHECK(mode == "halo" || mode == "recompute", "%s: unknown mode '%s' (expected halo or recompute)",
+               ro.child_path("mode").c_str(), mode.c_str());
+    r.mode = mode == "halo" ? SplitMode::Halo : SplitMode::Recompute;
+    const json& rows = ro.get_object("rows");
+    for (const auto& kv : rows.items()) {
+      const std::string npath = ro.child_path("rows") + "." + kv.key();
+      const json& parts = json_array(kv.value(), npath);
+      std::vector<RowRange> ranges;
+      for (size_t k = 0; k < parts.size(); ++k) {
+        const std::string ppath = npath + strprintf("[%zu]", k);
+        const json& pr = json_array(parts[k], ppath);
+        HIOS_CHECK(pr.size() == 2, "%s: expected [begin, end]", ppath.c_str());
+        const int64_t b = json_int(pr[0], ppath + "[0]"), e = json_int(pr[1], ppath + "[1]");
+        HIOS_CHECK(b >= 0 && e >= 0 && b < (int64_t(1) << 31) && e < (int64_t(1) << 31),
+                   "%s: rows must lie in [0, 2^31)", ppath.c_str());
+        ranges.push_back({b, e});
+      }
+      r.rows[kv.key()] = std::move(ranges);
+    }
+    ro.finish();
+    plan.regions.push_back(std::move(r));
+  }
+  o.finish();
+  return plan;
+}
+
+std::string split_graph_stats(const Graph& split) {
+  int parts = 0, halos = 0, assemblies = 0, gathers = 0;
+  double halo_bytes = 0;
+  for (const Node& nd : split.nodes) {
+    if (nd.op.kind != OpKind::Rows) {
+      parts += nd.name.find('@') != std::string::npos;
+      continue;
+    }
+    if (nd.name.find('>') != std::string::npos) {
+      ++halos;
+      halo_bytes += double(nd.shape.numel()) * double(dtype_size(split.dtype));
+    } else if (nd.name.find('@') != std::string::npos || nd.name.find(':') != std::string::npos) {
+      ++assemblies;
+    } else {
+      ++gathers;
+    }
+  }
+  return strprintf("%d parts, %d halo cuts (%.3f MB), %d input assemblies, %d gathers", parts, halos, halo_bytes / 1e6,
+                   assemblies, gathers);
+}
+
+std::string describe_spatial(const Graph& g, const SpatialPlan& plan) {
+  std::string out;
+  for (const SplitRegion& r : plan.regions) {
+    const int first = find_block(g, r.first_block), last = find_block(g, r.last_block);
+    std::string span = r.first_block == r.last_block ? r.first_block : r.first_block + " .. " + r.last_block;
+    std::string next;
+    if (last >= 0 && last + 1 < int(g.blocks.size())) next = " until " + g.blocks[size_t(last) + 1].name;
+    out += strprintf("rows of %s split %d ways%s (%s, %zu nodes)\n", span.c_str(), r.parts, next.c_str(),
+                     split_mode_name(r.mode), r.rows.size());
+    (void)first;
+  }
+  return out;
+}
+
+}  // namespace hios

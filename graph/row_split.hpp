@@ -1,0 +1,71 @@
+// Row splits (issue 10, docs/row-splits.md): one operator's output rows computed on several
+// GPUs. A split is a rewrite of the graph, so every later layer (the searches, the cost model,
+// lowering, the transports, the memory plan, the backends) sees ordinary nodes:
+//
+//  * a region is a run of consecutive blocks whose every node reads a bounded band of rows
+//    (convolutions, pools, element-wise ops, concats); it becomes one block;
+//  * each node X of a region becomes P parts "X@k", each a band of X's rows (conv and pool
+//    carry the band in their RowWindow, so padding and windows stay those of the whole tensor);
+//  * a part's input is assembled by a `rows` node from the producer's part and, in halo mode,
+//    the boundary rows cut from the neighbouring parts ("X@j>k:a-b", the halo); in recompute
+//    mode each part computes the overlap itself, so nothing moves inside the region;
+//  * the region's last node keeps its name: a `rows` node gathers its parts into the whole
+//    tensor for the blocks after it.
+//
+// A schedule that splits rows records its SpatialPlan in meta.spatial; `load_schedule` applies
+// it to the graph the user passes, so the schedule's node names are those of the split graph.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace hios {
+
+enum class SplitMode { Halo, Recompute };
+const char* split_mode_name(SplitMode m);
+
+struct SplitRegion {
+  std::string first_block, last_block;
+  int parts = 2;
+  SplitMode mode = SplitMode::Halo;
+  // For every node of the region, the rows each part computes (one range per part). The last
+  // node's ranges, and in halo mode every node's, partition the node's rows in part order; in
+  // recompute mode an inner node's ranges overlap by what its consumers' windows need.
+  std::map<std::string, std::vector<RowRange>> rows;
+};
+
+struct SpatialPlan {
+  std::vector<SplitRegion> regions;
+  bool empty() const { return regions.empty(); }
+};
+
+// Whether blocks [first, last] of g can form one region split `parts` ways; `why` gets the
+// reason when not (a node that reads every row, a node read from after the region other than
+// its last block's exit, a node with fewer rows than parts).
+bool region_legal(const Graph& g, int first, int last, int parts, std::string* why = nullptr);
+// Maximal runs of consecutive blocks that are legal regions for `parts` parts, in block order.
+std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts);
+// The rows of every node of blocks [first, last] for `parts` parts: even bands of every node
+// (halo), or even bands of the last node and, backwards, the rows each part's consumers read
+// (recompute).
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode);
+
+// Every violation of `plan` against g, one line each naming the node and the rows: unknown or
+// overlapping regions, illegal regions, missing or foreign nodes, rows outside a node, rows
+// computed by two parts or by none, an overlap too small for a consumer's window (recompute).
+std::vector<std::string> check_spatial(const Graph& g, const SpatialPlan& plan);
+// The split graph. Throws hios::Error with the first violation of check_spatial.
+Graph apply_spatial(const Graph& g, const SpatialPlan& plan);
+
+json spatial_to_json(const SpatialPlan& plan);
+SpatialPlan spatial_from_json(const json& j, const std::string& path);
+// One line per region, e.g. "rows of Conv2d_1a_3x3 .. maxpool2 (7 nodes) split 2 ways, halo".
+std::string describe_spatial(const Graph& g, const SpatialPlan& plan);
+// What a split graph moves and copies: parts, halo cuts (and their bytes), input assemblies and
+// gathers, e.g. "38 parts, 12 halo cuts (1.2 MB), 14 assemblies, 1 gather".
+std::string split_graph_stats(const Graph& split);
+
+}  // namespace hios

@@ -1,0 +1,136 @@
+#include "scheduler/spatial.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+
+namespace hios {
+
+namespace {
+
+int parse_parts(const std::string& s) {
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 2 || v > 64) return -1;
+  return int(v);
+}
+
+std::vector<SplitMode> modes_of(const SpatialOptions& sp) {
+  if (sp.mode == "halo") return {SplitMode::Halo};
+  if (sp.mode == "recompute") return {SplitMode::Recompute};
+  return {SplitMode::Halo, SplitMode::Recompute};
+}
+
+// At most `most` of the values, evenly spread, always keeping the last.
+std::vector<int> spread(const std::vector<int>& v, size_t most) {
+  if (v.size() <= most) return v;
+  std::vector<int> out;
+  for (size_t i = 1; i <= most; ++i) out.push_back(v[(i * v.size()) / most - 1]);
+  return out;
+}
+
+std::string region_label(const SplitRegion& r) {
+  return (r.first_block == r.last_block ? r.first_block : r.first_block + ".." + r.last_block);
+}
+
+}  // namespace
+
+void check_spatial_options(const SpatialOptions& sp) {
+  HIOS_CHECK(sp.spatial == "off" || sp.spatial == "auto" || parse_parts(sp.spatial) > 0,
+             "--spatial: '%s' is not off, auto or a number of parts from 2 to 64", sp.spatial.c_str());
+  HIOS_CHECK(sp.mode == "halo" || sp.mode == "recompute" || sp.mode == "auto",
+             "--spatial-mode: '%s' is not halo, recompute or auto", sp.mode.c_str());
+}
+
+SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const CostModel& cost,
+                                 const SchedulerOptions& opt, const SpatialOptions& sp) {
+  check_spatial_options(sp);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+
+  SpatialSchedule best{g, run_algorithm(algo, g, cost, opt), {}, "no row split"};
+  json tried = json::array();
+  tried.push_back(json{{"split", "none"}, {"predicted_ms", best.schedule.meta.predicted_ms}});
+
+  // The candidate plans: one region each under auto, every splittable region for a forced P.
+  std::vector<SpatialPlan> candidates;
+  const std::vector<SplitMode> modes = modes_of(sp);
+  if (sp.spatial == "auto") {
+    if (opt.num_gpus < 2) best.summary = "no row split: one GPU";
+    std::vector<int> part_counts;
+    for (int p = 2; p <= std::min(opt.num_gpus, 64); p *= 2) part_counts.push_back(p);
+    if (opt.num_gpus >= 2 && std::find(part_counts.begin(), part_counts.end(), std::min(opt.num_gpus, 64)) ==
+                                 part_counts.end()) {
+      part_counts.push_back(std::min(opt.num_gpus, 64));
+    }
+    for (int parts : part_counts) {
+      for (const auto& run : splittable_runs(g, parts)) {
+        std::vector<int> ends;
+        for (int e = run.first; e <= run.second; ++e) {
+          if (region_legal(g, run.first, e, parts)) ends.push_back(e);
+        }
+        for (int e : spread(ends, 6)) {
+          for (SplitMode m : modes) candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m)}});
+        }
+      }
+    }
+  } else if (sp.spatial != "off") {
+    const int parts = parse_parts(sp.spatial);
+    const auto runs = splittable_runs(g, parts);
+    if (runs.empty()) best.summary = strprintf("no row split: no run of blocks can be split %d ways", parts);
+    for (SplitMode m : modes) {
+      SpatialPlan plan;
+      for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m));
+      if (!plan.empty()) candidates.push_back(std::move(plan));
+    }
+  }
+
+  // A forced split is kept even when slower (that is what forcing means); auto keeps the fastest.
+  const bool forced = sp.spatial != "off" && sp.spatial != "auto";
+  bool have_split = false;
+  int skipped = 0;
+  for (const SpatialPlan& plan : candidates) {
+    SchedulerOptions o = opt;
+    if (opt.time_budget_s > 0) {
+      const double left = opt.time_budget_s - elapsed();
+      if (left <= 0) {
+        ++skipped;
+        continue;
+      }
+      o.time_budget_s = left;
+    }
+    Graph sg = apply_spatial(g, plan);
+    Schedule s = run_algorithm(algo, sg, cost, o);
+    json row = json{{"regions", json::array()}, {"predicted_ms", s.meta.predicted_ms}};
+    for (const SplitRegion& r : plan.regions) {
+      row["regions"].push_back(json{{"blocks", region_label(r)}, {"parts", r.parts}, {"mode", split_mode_name(r.mode)}});
+    }
+    tried.push_back(std::move(row));
+    const bool better = s.meta.predicted_ms < best.schedule.meta.predicted_ms;
+    if ((forced && (!have_split || better)) || (!forced && better)) {
+      best = SpatialSchedule{std::move(sg), std::move(s), plan, ""};
+      have_split = true;
+    }
+  }
+  if (have_split) {
+    best.summary = describe_spatial(g, best.plan);
+    if (!best.summary.empty() && best.summary.back() == '\n') best.summary.pop_back();
+    for (size_t i = 0; (i = best.summary.find('\n', i)) != std::string::npos;) best.summary.replace(i, 1, "; ");
+    json regions = spatial_to_json(best.plan)["regions"];
+    best.schedule.meta.spatial = json{{"graph_digest", graph_digest(g)}, {"regions", std::move(regions)}};
+  } else if (sp.spatial == "auto" && opt.num_gpus >= 2) {
+    best.summary = candidates.empty() ? "no row split: no run of blocks can be split by rows"
+                                      : "no row split: none is predicted faster";
+  }
+  if (sp.spatial != "off") {
+    json info = json{{"setting", sp.spatial}, {"mode", sp.mode}, {"tried", std::move(tried)}};
+    if (skipped > 0) info["skipped_for_budget"] = skipped;
+    best.schedule.meta.params["spatial"] = std::move(info);
+  }
+  return best;
+}
+
+}  // namespace hios

@@ -1,0 +1,245 @@
+// Row splits (issue 10) on the CPU reference backend: a split graph run over several ranks must
+// equal the unsplit graph bit for bit (every output element is accumulated in the same order),
+// and bad splits must be refused naming the node and the rows.
+#include <cstring>
+
+#include "executor/weights.hpp"
+#include "graph/json_codec.hpp"
+#include "graph/row_split.hpp"
+#include "helpers.hpp"
+#include "scheduler/spatial.hpp"
+#include "tests/catch.hpp"
+#include "tests/test_util.hpp"
+
+using namespace hios;
+
+namespace {
+
+// Every shape a band can trip over: odd heights (uneven bands), a stride-2 conv without
+// padding and a ceil_mode pool whose windows straddle band edges, an Inception-like block
+// (1x1, 3x3 then 5x1, avg pool without the padding in the divisor, concat), a separable conv reading a
+// channel slice, an add, then parallel blocks after the region and a global pool + linear.
+Graph straddle_graph(int64_t h = 37, int64_t w = 29) {
+  GraphBuilder b("straddle", 1, h, w);
+  Value x = b.input(3);
+  b.begin_block("stem");
+  Value c1 = b.conv("c1", {x}, 8, 3, 2, 0);
+  b.end_block(c1);
+  b.begin_block("pool");
+  Value p1 = b.pool("p1", c1, PoolKind::Max, 3, 2, 0, /*ceil_mode=*/true);
+  b.end_block(p1);
+  b.begin_block("mixed");
+  Value m1 = b.conv("mixed.1x1", {p1}, 4, 1, 1, 0);
+  Value m3 = b.conv("mixed.3x3", {p1}, 6, 3, 1, 1);
+  Value m33 = b.conv("mixed.3x3b", {m3}, 6, {5, 1}, {1, 1}, {2, 0});
+  Value ma = b.pool("mixed.avg", p1, PoolKind::Avg, 3, 1, 1, false, /*count_include_pad=*/false);
+  Value mcat = b.concat("mixed.cat", {m1, m33, ma});
+  b.end_block(mcat);
+  b.begin_block("sep");
+  Op relu = make_op(OpKind::Activation);
+  Op dw = make_op(OpKind::Conv);
+  {
+    ConvAttrs& a = std::get<ConvAttrs>(dw.attrs);
+    a.out_channels = 8;
+    a.kernel = {3, 3};
+    a.padding = {1, 1};
+    a.groups = 8;
+  }
+  Op pw = make_op(OpKind::Conv);
+  std::get<ConvAttrs>(pw.attrs).out_channels = 8;
+  Value s1 = b.sequential("sep.seq", {GraphBuilder::slice(mcat, 2, 10)}, {relu, dw, pw});
+  Value avg = b.pool("sep.avg", s1, PoolKind::Avg, 3, 1, 1, false, true);
+  Value sum = b.add("sep.add", {s1, avg});
+  b.end_block(sum);
+  b.begin_block("after");  // inter-operator parallel after the region
+  Value a1 = b.conv("after.a", {sum}, 4, 1, 1, 0);
+  Value a2 = b.conv("after.b", {sum}, 4, 3, 1, 1);
+  Value acat = b.concat("after.cat", {a1, a2});
+  b.end_block(acat);
+  b.begin_block("head");
+  Value gp = b.pool("head.pool", acat, PoolKind::GlobalAvg);
+  Value fc = b.linear("head.fc", gp, 5);
+  b.end_block(fc);
+  return b.finish();
+}
+
+std::vector<float> run_job(const Graph& g, const Schedule& s) {
+  test::LocalJob job(g, s);
+  job.run(exec::make_input(g, 0));
+  return job.backends[0]->read_tensor(g.output());
+}
+
+std::vector<float> run_sequential(const Graph& g) {
+  return run_job(g, test::schedule_with("sequential", g, 1));
+}
+
+SpatialPlan plan_all(const Graph& g, int parts, SplitMode mode) {
+  SpatialPlan plan;
+  for (const auto& run : splittable_runs(g, parts)) plan.regions.push_back(plan_region(g, run.first, run.second, parts, mode));
+  return plan;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+bool mentions(const std::vector<std::string>& errs, const std::string& what) {
+  for (const std::string& e : errs) {
+    if (e.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("row split: the splittable run stops before the global pool and after the last row-local block") {
+  Graph g = straddle_graph();
+  auto runs = splittable_runs(g, 2);
+  REQUIRE(runs.size() == 1);
+  CHECK(g.blocks[size_t(runs[0].first)].name == "stem");
+  CHECK(g.blocks[size_t(runs[0].second)].name == "after");
+  std::string why;
+  CHECK_FALSE(region_legal(g, 0, int(g.blocks.size()) - 1, 2, &why));
+  CHECK(why.find("head.pool") != std::string::npos);
+}
+
+TEST_CASE("row split: split equals unsplit bit for bit, 2 and 3 parts, halo and recompute, on 1 to 3 ranks") {
+  Graph g = straddle_graph();
+  const std::vector<float> ref = run_sequential(g);
+  for (int parts : {2, 3}) {
+    for (SplitMode mode : {SplitMode::Halo, SplitMode::Recompute}) {
+      // Only the stem..sep blocks, so the parallel block after the region is scheduled as usual.
+      SpatialPlan plan{{plan_region(g, 0, 3, parts, mode)}};
+      Graph sg = apply_spatial(g, plan);
+      for (int gpus : {1, 2, 3}) {
+        INFO(parts << " parts, " << split_mode_name(mode) << ", " << gpus << " ranks");
+        for (const char* algo : {"hios-lp", "heft", "sequential"}) {
+          if (std::string(algo) == "sequential" && gpus > 1) continue;
+          Schedule s = test::schedule_with(algo, sg, gpus);
+          REQUIRE(check_schedule(sg, s).empty());
+          CHECK(same_bits(run_job(sg, s), ref));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("row split: uneven bands, borders and straddling windows have the rows the windows read") {
+  Graph g = straddle_graph(23, 17);
+  SpatialPlan plan = plan_all(g, 3, SplitMode::Halo);
+  const SplitRegion& r = plan.regions.at(0);
+  // c1 is 11 rows: 4, 4, 3.
+  CHECK(r.rows.at("c1")[0] == RowRange{0, 4});
+  CHECK(r.rows.at("c1")[2] == RowRange{8, 11});
+  Graph sg = apply_spatial(g, plan);
+  // p1 (3x3/2, ceil_mode) band 0 is rows 0-2 of 5, reading c1 rows 0-5: c1@0 holds 0-4, so a
+  // halo of row 4 comes from part 1.
+  CHECK(sg.find("c1@1>0:4-5") >= 0);
+  CHECK(sg.find("p1") < 0);         // inside the region only parts remain
+  CHECK(sg.find("after.cat") >= 0);  // the last node of the region keeps its name (the gather)
+  CHECK(sg.nodes[size_t(sg.find("after.cat"))].op.kind == OpKind::Rows);
+  CHECK(same_bits(run_job(sg, test::schedule_with("hios-lp", sg, 3)), run_sequential(g)));
+  // The bottom band of the 3x3 pad-1 conv reads past the image: clipped, no halo below.
+  const int bottom = sg.find("mixed.3x3@2");
+  const RowWindow& w = sg.nodes[size_t(bottom)].op.conv().rows;
+  CHECK(w.in_full == g.nodes[size_t(g.find("p1"))].shape.h);
+  CHECK(w.out_first + w.out_count == w.in_full);  // 3x3/1 pad 1 keeps H: the last band ends at the bottom
+  CHECK(w.in_first + sg.value_shape(sg.nodes[size_t(bottom)].inputs[0][0]).h == w.in_full);  // nothing past it
+  // In recompute mode nothing moves inside the region: no halo cuts at all.
+  Graph rg = apply_spatial(g, plan_all(g, 3, SplitMode::Recompute));
+  for (const Node& nd : rg.nodes) CHECK(nd.name.find('>') == std::string::npos);
+  CHECK(same_bits(run_job(rg, test::schedule_with("hios-lp", rg, 3)), run_sequential(g)));
+}
+
+TEST_CASE("row split: inception_v3 split 2 and 3 ways equals the unsplit run") {
+  Graph g = build_model("inception_v3", ModelParams{1, 96, 96});
+  const std::vector<float> ref = run_sequential(g);
+  for (int parts : {2, 3}) {
+    SpatialPlan plan = plan_all(g, parts, SplitMode::Halo);
+    REQUIRE(!plan.empty());
+    Graph sg = apply_spatial(g, plan);
+    INFO(parts << " parts: " << describe_spatial(g, plan));
+    CHECK(same_bits(run_job(sg, test::schedule_with("hios-lp", sg, parts)), ref));
+  }
+}
+
+TEST_CASE("row split: rows computed twice or never, and a halo too small, are refused naming node and rows") {
+  Graph g = straddle_graph();
+  SpatialPlan good = plan_all(g, 2, SplitMode::Halo);
+  CHECK(check_spatial(g, good).empty());
+
+  SpatialPlan overlap = good;
+  overlap.regions[0].rows["mixed.3x3"][1].begin -= 1;
+  auto errs = check_spatial(g, overlap);
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0].find("of node 'mixed.3x3' are computed by parts 0 and 1") != std::string::npos);
+  CHECK(test::contains(test::error_of([&] { (void)apply_spatial(g, overlap); }), "mixed.3x3"));
+
+  SpatialPlan gap = good;
+  gap.regions[0].rows["c1"][0].end -= 2;
+  CHECK(mentions(check_spatial(g, gap), "of node 'c1' are computed by no part"));
+
+  SpatialPlan small = plan_all(g, 2, SplitMode::Recompute);
+  CHECK(check_spatial(g, small).empty());
+  small.regions[0].rows["p1"][1].begin += 1;  // part 1 of p1 no longer computes what mixed.3x3@1 reads
+  errs = check_spatial(g, small);
+  CHECK(mentions(errs, "of 'p1', but that part computes rows"));
+  CHECK(mentions(errs, "(halo too small)"));
+
+  SpatialPlan missing = good;
+  missing.regions[0].rows.erase("sep.avg");
+  CHECK(mentions(check_spatial(g, missing), "node 'sep.avg' has no rows"));
+  SpatialPlan foreign = good;
+  foreign.regions[0].rows["head.fc"] = {{0, 1}, {0, 1}};
+  CHECK(mentions(check_spatial(g, foreign), "node 'head.fc' is not in blocks"));
+  SpatialPlan outside = good;
+  outside.regions[0].rows["c1"][1].end = 999;
+  CHECK(mentions(check_spatial(g, outside), "not a non-empty band"));
+  SpatialPlan illegal = good;
+  illegal.regions[0].last_block = "head";
+  CHECK(mentions(check_spatial(g, illegal), "reads every row"));
+  SpatialPlan twice = good;
+  twice.regions.push_back(good.regions[0]);
+  CHECK(mentions(check_spatial(g, twice), "is already in region 0"));
+}
+
+TEST_CASE("row split: the plan and the split graph round-trip through JSON") {
+  Graph g = straddle_graph();
+  SpatialPlan plan = plan_all(g, 3, SplitMode::Recompute);
+  json j = spatial_to_json(plan);
+  SpatialPlan back = spatial_from_json(j, "$");
+  CHECK(spatial_to_json(back) == j);
+  Graph sg = apply_spatial(g, plan);
+  Graph reread = graph_from_json(graph_to_json(sg), "split");
+  CHECK(graph_digest(reread) == graph_digest(sg));
+  CHECK(test::contains(test::error_of([&] { (void)spatial_from_json(json::parse(R"({"regions": [{"blocks": ["stem", "sep"], "parts": 1,
+      "mode": "halo", "rows": {}}]})"), "$"); }), "parts"));
+  CHECK(test::contains(test::error_of([&] { (void)spatial_from_json(json::parse(R"({"regions": [{"blocks": ["stem", "sep"], "parts": 2,
+      "mode": "sideways", "rows": {}}]})"), "$"); }), "unknown mode 'sideways'"));
+}
+
+TEST_CASE("row split: the scheduler's --spatial settings") {
+  Graph g = straddle_graph(61, 31);
+  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  SchedulerOptions opt;
+  opt.num_gpus = 2;
+  SpatialSchedule off = schedule_spatial("hios-lp", g, *cost, opt, SpatialOptions{"off", "auto"});
+  CHECK(off.plan.empty());
+  CHECK(off.schedule.meta.spatial.is_null());
+  SpatialSchedule forced = schedule_spatial("hios-lp", g, *cost, opt, SpatialOptions{"2", "halo"});
+  REQUIRE(forced.plan.regions.size() == 1);
+  CHECK(forced.schedule.meta.spatial["graph_digest"] == graph_digest(g));
+  CHECK(check_schedule(forced.graph, forced.schedule).empty());
+  CHECK(forced.summary.find("split 2 ways") != std::string::npos);
+  // auto never returns something predicted slower than not splitting.
+  SpatialSchedule automatic = schedule_spatial("hios-lp", g, *cost, opt, SpatialOptions{"auto", "auto"});
+  CHECK(automatic.schedule.meta.predicted_ms <= off.schedule.meta.predicted_ms + 1e-12);
+  CHECK(automatic.schedule.meta.params["spatial"]["tried"].size() > 1);
+  // The schedule written for a split graph loads against the original graph and splits it.
+  Graph loaded = g;
+  Schedule s = schedule_from_json_split(loaded, schedule_to_json(forced.graph, forced.schedule));
+  CHECK(graph_digest(loaded) == graph_digest(forced.graph));
+  CHECK(s.meta.num_gpus == 2);
+  CHECK(test::contains(test::error_of([&] { (void)check_spatial_options(SpatialOptions{"1", "halo"}); }), "--spatial"));
+  CHECK(test::contains(test::error_of([&] { (void)check_spatial_options(SpatialOptions{"2", "diagonal"}); }), "--spatial-mode"));
+}
