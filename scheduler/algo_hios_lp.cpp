@@ -116,6 +116,22 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   double best = ev.latency(p);
   params["multi_gpu_ms"] = best;
   std::string fallback = "none";
+  if (G > 1 && int(opt.gpu_hint.size()) == g.size() && !ev.budget().expired("suggested mapping")) {
+    std::vector<int> hinted = gpu_of;
+    for (int v = 0; v < g.size(); ++v) {
+      if (opt.gpu_hint[size_t(v)] >= 0) hinted[size_t(v)] = opt.gpu_hint[size_t(v)] % G;
+    }
+    Plan h = plan_from_order(g, hinted, order, G);
+    if (var.window) window_pass(g, ev, h, order, opt.window, opt.max_streams);
+    if (var.intra_ios) h = intra_gpu_pass(g, cost, ev, opt, h);
+    const double hinted_ms = ev.latency(h);
+    params["suggested_mapping_ms"] = hinted_ms;
+    if (hinted_ms < best) {
+      best = hinted_ms;
+      p = std::move(h);
+      fallback = "suggested-mapping";
+    }
+  }
   // Everything on GPU 0, in the same order, through the same intra-GPU passes; not tried
   // when the one-GPU lower bound already says it cannot be faster (it costs an IOS run).
   const double single_bound = var.single_gpu && G > 1 ? lower_bound_ms(g, cost, 1) : 0.0;

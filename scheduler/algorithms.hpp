@@ -47,6 +47,11 @@ struct SchedulerOptions {
   // budget a search is no longer deterministic: off by default in the library, 60 s in
   // `hios schedule`.
   double time_budget_s = 0;
+  // A suggested GPU per node (-1: none; empty: no suggestion), tried by hios-lp and hios-mr as
+  // one more candidate mapping: their own mapping with the suggested nodes moved, through the
+  // same intra-GPU passes, kept when evaluated faster. Row splits suggest part k on GPU
+  // k mod G, which a longest-path mapping does not find by itself (scheduler/spatial.cpp).
+  std::vector<int> gpu_hint;
   // Progress of long phases, at most one line a second: e.g. "hios-lp placement: 41000 of
   // 100000 nodes placed". Null: silent.
   std::function<void(const std::string&)> progress;

@@ -32,6 +32,34 @@ std::vector<int> spread(const std::vector<int>& v, size_t most) {
   return out;
 }
 
+// Part k of a split on GPU k (mod G): "X@k" and its input assembly "X@k:a-b" with part k, a
+// halo cut "X@j>k:a-b" with the part it is cut from (so only the halo moves), and any other
+// node of a split (a cut of the region's input) with the first part that reads it.
+std::vector<int> part_placement(const Graph& sg) {
+  std::vector<int> hint(size_t(sg.size()), -1);
+  for (int v = 0; v < sg.size(); ++v) {
+    const std::string& n = sg.nodes[size_t(v)].name;
+    const size_t at = n.rfind('@');
+    if (at == std::string::npos) continue;
+    size_t i = at + 1;
+    int k = 0;
+    while (i < n.size() && n[i] >= '0' && n[i] <= '9') k = k * 10 + (n[i++] - '0');
+    if (i == at + 1) continue;
+    hint[size_t(v)] = k;
+  }
+  const auto succ = sg.successors();
+  for (int v = sg.size() - 1; v >= 0; --v) {
+    if (hint[size_t(v)] >= 0 || sg.nodes[size_t(v)].op.kind != OpKind::Rows) continue;
+    for (int c : succ[size_t(v)]) {
+      if (hint[size_t(c)] >= 0) {
+        hint[size_t(v)] = hint[size_t(c)];
+        break;
+      }
+    }
+  }
+  return hint;
+}
+
 std::string region_label(const SplitRegion& r) {
   return (r.first_block == r.last_block ? r.first_block : r.first_block + ".." + r.last_block);
 }
@@ -103,6 +131,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
       o.time_budget_s = left;
     }
     Graph sg = apply_spatial(g, plan);
+    o.gpu_hint = part_placement(sg);
     Schedule s = run_algorithm(algo, sg, cost, o);
     json row = json{{"regions", json::array()}, {"predicted_ms", s.meta.predicted_ms}};
     for (const SplitRegion& r : plan.regions) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real mpirun jobs through the hios binary with the CPU backend: parallel outputs must equal the
 # sequential run exactly, and failures must end the whole job quickly with one line naming the
-# rank and host. Usage: test_mpi_run.sh HIOS MPIRUN SCENARIO (demo | inception | randwire | failure)
+# rank and host. Usage: test_mpi_run.sh HIOS MPIRUN SCENARIO (demo | inception | randwire | rowsplit | failure)
 set -u
 HIOS=$1
 MPIRUN=$2
@@ -159,6 +159,55 @@ case "$SCENARIO" in
         run_ok randwire $a $n --verify-nodes
       done
     done
+    ;;
+  rowsplit)
+    # Row splits (issue 10): every split schedule equals the sequential run bit for bit (run_ok
+    # asks for max_abs 0), and a bad split is refused before anything launches.
+    graph inc inception_v3 96
+    split() {  # split NAME PARTS MODE GPUS -> $TMP/inc.NAME.GPUS.json
+      "$HIOS" schedule --graph "$TMP/inc.json" --gpus "$4" --spatial "$2" --spatial-mode "$3" \
+        --no-single-gpu-fallback -o "$TMP/inc.$1.$4.json" >"$TMP/sched.out" 2>"$TMP/err" ||
+        { fail "hios schedule --spatial $2 --spatial-mode $3: $(cat "$TMP/err")"; return; }
+      grep -q "spatial: rows of Conv2d_1a_3x3 .. .* split $2 ways" "$TMP/sched.out" ||
+        fail "--spatial $2: no split reported: $(cat "$TMP/sched.out")"
+    }
+    split halo2 2 halo 2
+    run_ok inc halo2 2
+    split recompute3 3 recompute 3
+    run_ok inc recompute3 3
+    split halo3 3 halo 2  # three parts on two ranks: two parts share a GPU's streams
+    run_ok inc halo3 2
+    "$HIOS" check --graph "$TMP/inc.json" --schedule "$TMP/inc.halo2.2.json" >"$TMP/check.out" 2>&1 ||
+      fail "hios check of a split schedule: $(cat "$TMP/check.out")"
+    grep -q "halo cuts" "$TMP/check.out" || fail "hios check does not describe the split: $(cat "$TMP/check.out")"
+    "$HIOS" lower --graph "$TMP/inc.json" --schedule "$TMP/inc.halo2.2.json" --rank 1 >"$TMP/lower.out" 2>&1 &&
+      grep -q '^alloc .*@[0-9]' "$TMP/lower.out" || fail "hios lower does not show the parts"
+    "$HIOS" dot "$TMP/inc.json" --schedule "$TMP/inc.halo2.2.json" -o "$TMP/split.dot" 2>"$TMP/err" &&
+      grep -q '>0:' "$TMP/split.dot" || fail "hios dot --schedule does not show the halo cuts: $(cat "$TMP/err")"
+    # Bad splits: rows computed twice, and a recompute overlap too small for a window.
+    python3 - "$TMP/inc.halo2.2.json" "$TMP/bad-overlap.json" "$TMP/inc.recompute3.3.json" "$TMP/bad-halo.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["meta"]["spatial"]["regions"][0]["rows"]["Conv2d_2b_3x3"][1][0] -= 2
+json.dump(s, open(sys.argv[2], "w"))
+s = json.load(open(sys.argv[3]))
+s["meta"]["spatial"]["regions"][0]["rows"]["Conv2d_2a_3x3"][1][0] += 1
+json.dump(s, open(sys.argv[4], "w"))
+PY
+    refused() {  # refused FILE GPUS WHAT: check and run both exit non-zero with one line naming WHAT
+      "$HIOS" check --graph "$TMP/inc.json" --schedule "$1" >"$TMP/out" 2>"$TMP/err"
+      local rc=$?
+      [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "$3" "$TMP/err" ||
+        fail "hios check $1: rc $rc, wanted one line naming '$3': $(cat "$TMP/err")"
+      "${MPI[@]}" -np "$2" "$HIOS" run --graph "$TMP/inc.json" --schedule "$1" "${FAST[@]}" -o none \
+        >"$TMP/out" 2>"$TMP/err"
+      rc=$?
+      [ $rc -ne 0 ] && grep -q "$3" "$TMP/err" && ! grep -q '^#  Rank' "$TMP/out" ||
+        fail "hios run $1: rc $rc, wanted a refusal naming '$3' before any pass: $(head -3 "$TMP/err")"
+    }
+    refused "$TMP/bad-overlap.json" 2 "rows 2[0-9]*-2[0-9]* of node 'Conv2d_2b_3x3' are computed by parts 0 and 1"
+    refused "$TMP/bad-halo.json" 3 "of node 'Conv2d_2b_3x3' reads rows .* of 'Conv2d_2a_3x3', but that part computes rows .* (halo too small)"
+    echo "ok: bad split schedules refused by check and run"
     ;;
   failure)
     graph demo demo 15
