@@ -266,7 +266,12 @@ void k_rows(const Op& op, const std::vector<const float*>& in, const std::vector
     const int64_t g = a.first + r;
     size_t k = 0;
     while (k < in.size() && !(a.held[k] <= g && g < a.held[k] + s[k].h)) ++k;
-    HIOS_CHECK(k < in.size(), "cpu kernel: rows: no operand holds row %lld", (long long)g);
+    if (k == in.size()) {
+      std::string held;
+      for (size_t j = 0; j < in.size(); ++j) held += strprintf(" %lld+%lld", (long long)a.held[j], (long long)s[j].h);
+      throw_error("cpu kernel: %s: no operand holds row %lld (operands hold%s)", describe_op(op).c_str(), (long long)g,
+                  held.c_str());
+    }
     for (int64_t p = 0; p < out.n * out.c; ++p) {
       const float* src = in[k] + (p * s[k].h + (g - a.held[k])) * out.w;
       std::copy(src, src + out.w, y + (p * out.h + r) * out.w);
