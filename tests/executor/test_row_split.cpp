@@ -54,7 +54,7 @@ Graph straddle_graph(int64_t h = 37, int64_t w = 29) {
   b.begin_block("after");  // inter-operator parallel after the region
   Value a1 = b.conv("after.a", {sum}, 4, 1, 1, 0);
   Value a2 = b.conv("after.b", {sum}, 4, 3, 1, 1);
-  Value acat = b.concat("after.cat", {a1, a2});
+  Value acat = b.concat("after.cat", {a1, a2, sum});  // the region's last node feeds a concat
   b.end_block(acat);
   b.begin_block("head");
   Value gp = b.pool("head.pool", acat, PoolKind::GlobalAvg);
