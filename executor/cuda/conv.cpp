@@ -45,6 +45,38 @@ DepthwiseParams depthwise_params(const ConvProblem& p) {
   return dp;
 }
 
+// The direct kernel's arguments: the fallback for problems nothing else takes.
+DirectConvParams direct_params(const ConvProblem& p) {
+  DirectConvParams dp;
+  dp.x = p.x.ptr;
+  dp.w = p.w;
+  dp.b = p.b;
+  dp.y = p.y.ptr;
+  dp.n = int(p.x.shape.n);
+  dp.c = int(p.x.shape.c);
+  dp.h = int(p.x.shape.h);
+  dp.w_in = int(p.x.shape.w);
+  dp.oc = int(p.out_channels);
+  dp.oh = int(p.y.shape.h);
+  dp.ow = int(p.y.shape.w);
+  dp.groups = int(p.groups);
+  dp.kh = p.kernel[0];
+  dp.kw = p.kernel[1];
+  dp.sh = p.stride[0];
+  dp.sw = p.stride[1];
+  dp.ph = p.padding[0];
+  dp.pw = p.padding[1];
+  dp.dh = p.dilation[0];
+  dp.dw = p.dilation[1];
+  dp.input_relu = p.input_relu;
+  dp.act = act_code(p.act);
+  return dp;
+}
+
+// The legacy API has one padding per dimension: it takes a band only when the band's H
+// paddings above and below are equal.
+bool legacy_fits(const ConvProblem& p) { return p.cudnn_ok && p.padding[0] == p.pad_bottom; }
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // ---------------------------------------------------------------------------------------------
@@ -125,13 +157,13 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
   const int64_t dims = 2;
   const cudnnDataType_t f = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t pad[2] = {p.padding[0], p.padding[1]}, str[2] = {p.stride[0], p.stride[1]},
-                dil[2] = {p.dilation[0], p.dilation[1]};
+  const int64_t pad[2] = {p.padding[0], p.padding[1]}, post[2] = {p.pad_bottom, p.padding[1]},
+                str[2] = {p.stride[0], p.stride[1]}, dil[2] = {p.dilation[0], p.dilation[1]};
   be_set(cd, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
   be_set(cd, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
   be_set(cd, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
   be_set(cd, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-  be_set(cd, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+  be_set(cd, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, post);
   be_set(cd, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
   be_set(cd, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str);
   HIOS_CUDNN_CHECK(cudnnBackendFinalize(cd->d));
@@ -326,7 +358,7 @@ struct LegacyDescs {
 // ---------------------------------------------------------------------------------------------
 // The choice, cached per device and problem signature.
 
-enum class Impl { GraphFused, GraphConv, Legacy, Depthwise };
+enum class Impl { GraphFused, GraphConv, Legacy, Depthwise, Direct };
 
 struct Choice {
   Impl impl = Impl::Legacy;
@@ -365,12 +397,18 @@ void relu_pass(cudaStream_t st, const ConvProblem& p) {
 
 std::string key_of(const ConvProblem& p, const float* x) {
   const Shape& s = p.x.shape;
+  // A whole tensor's signature is unchanged by row splits (recorded recipes stay valid); a
+  // band's unequal H paddings, or its hios-only geometry, add to it.
+  std::string band;
+  if (p.pad_bottom != p.padding[0]) band += strprintf(" post%d", p.pad_bottom);
+  if (!p.cudnn_ok) band += " hios-only";
   return strprintf("x%lldx%lldx%lldx%lld w%lldx%lldx%dx%d p%d,%d s%d,%d d%d,%d g%lld %s b%d %s%s a%d%d%d",
                    (long long)s.n, (long long)s.c, (long long)s.h, (long long)s.w, (long long)p.out_channels,
                    (long long)(s.c / p.groups), p.kernel[0], p.kernel[1], p.padding[0], p.padding[1], p.stride[0],
                    p.stride[1], p.dilation[0], p.dilation[1], (long long)p.groups, p.fp32 ? "fp32" : "tf32",
                    int(p.b != nullptr), activation_name(p.act), p.input_relu ? " relu-in" : "", int(aligned16(x)),
-                   int(aligned16(p.y.ptr)), int(aligned16(p.w)));
+                   int(aligned16(p.y.ptr)), int(aligned16(p.w))) +
+         band;
 }
 
 // The graph API's candidate configurations of one operation graph, in a fixed order: a
@@ -425,6 +463,7 @@ const char* impl_recipe_name(Impl i) {
     case Impl::GraphConv: return "graph";
     case Impl::Legacy: return "legacy";
     case Impl::Depthwise: return "depthwise";
+    case Impl::Direct: return "direct";
   }
   return "?";
 }
@@ -453,7 +492,11 @@ std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r)
     if (!depthwise_kernel_fits(p)) return nullptr;
     ch->impl = Impl::Depthwise;
     ch->what = "hios depthwise";
+  } else if (impl == "direct") {
+    ch->impl = Impl::Direct;
+    ch->what = "hios direct";
   } else if (impl == "graph-fused" || impl == "graph") {
+    if (!p.cudnn_ok) return nullptr;
     const bool fused = impl == "graph-fused";
     const int64_t index = r.value("config", int64_t(-1));
     std::shared_ptr<BeGraph> g = build_graph(c.res.cudnn(), p, x, fused);
@@ -473,6 +516,7 @@ std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r)
     ch->ms = ms;
   } else if (impl == "legacy") {
     const int64_t algo = r.value("algo", int64_t(-1)), math = r.value("math", int64_t(-1));
+    if (!legacy_fits(p)) return nullptr;
     if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || math < 0 || math > 3) return nullptr;
     if (p.fp32 && cudnnMathType_t(math) != CUDNN_FMA_MATH) return nullptr;
     LegacyDescs d(p);
@@ -511,9 +555,15 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
   const Shape ys = p.y.shape;
 
   const ConvImpl only = eng.conv_impl();
-  const bool want_graph = only == ConvImpl::Auto || only == ConvImpl::Graph;
-  const bool want_legacy = only == ConvImpl::Auto || only == ConvImpl::Legacy;
   const bool want_hios = only == ConvImpl::Auto || only == ConvImpl::Hios;
+  const bool legacy_ok = legacy_fits(p);
+  const bool depthwise_ok = depthwise_kernel_fits(p);
+  // A forced family that cannot compute a band (the legacy API and unequal paddings, hios on a
+  // convolution that is not depthwise) gives way to the graph API.
+  const bool want_graph = p.cudnn_ok && (only == ConvImpl::Auto || only == ConvImpl::Graph ||
+                                         (only == ConvImpl::Legacy && !legacy_ok) ||
+                                         (only == ConvImpl::Hios && !depthwise_ok && !legacy_ok));
+  const bool want_legacy = only == ConvImpl::Auto || only == ConvImpl::Legacy;
 
   // Graph API: fused, then convolution alone with the epilogue kernel.
   for (bool fused : {true, false}) {
@@ -560,7 +610,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
 
   // Legacy API: always a candidate when nothing else is (forcing hios on a convolution its
   // depthwise kernel cannot compute, or the graph API finding no engine).
-  if (want_legacy || (only == ConvImpl::Hios && !depthwise_kernel_fits(p)) || (only == ConvImpl::Graph && cands.empty())) {
+  if (legacy_ok && (want_legacy || (only == ConvImpl::Hios && !depthwise_ok) || (only == ConvImpl::Graph && cands.empty()))) {
     auto d = std::make_shared<LegacyDescs>(p);
     ConvChoice& lc = eng.find_conv(key, res, d->x, x, d->w, p.w, d->conv, d->y, p.y.ptr, p.fp32);
     HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, lc.math));
@@ -607,12 +657,23 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
   }
 
   // hios's depthwise kernel.
-  if (want_hios && depthwise_kernel_fits(p)) {
+  if (want_hios && depthwise_ok) {
     auto ch = std::make_shared<Choice>();
     ch->impl = Impl::Depthwise;
     ch->what = "hios depthwise";
     const DepthwiseParams dp = depthwise_params(p);
     trials.push_back([dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_depthwise(dp, st); });
+    cands.push_back(ch);
+  }
+
+  // hios's direct kernel when nothing else takes the problem (a band whose unequal paddings no
+  // graph-API engine accepts): slow, but it computes any convolution.
+  if (cands.empty()) {
+    auto ch = std::make_shared<Choice>();
+    ch->impl = Impl::Direct;
+    ch->what = "hios direct";
+    const DirectConvParams dp = direct_params(p);
+    trials.push_back([dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_conv_direct(dp, st); });
     cands.push_back(ch);
   }
 
@@ -698,6 +759,11 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
     case Impl::Depthwise: {
       const DepthwiseParams dp = depthwise_params(p);
       c.emit([dp](StreamResources& r) { launch_depthwise(dp, r.stream()); });
+      return;
+    }
+    case Impl::Direct: {
+      const DirectConvParams dp = direct_params(p);
+      c.emit([dp](StreamResources& r) { launch_conv_direct(dp, r.stream()); });
       return;
     }
     case Impl::GraphFused:

@@ -9,6 +9,13 @@
 //  * cuDNN's legacy API: cudnnFindConvolutionForwardAlgorithmEx's best algorithm, with
 //    cudnnConvolutionBiasActivationForward where allowed.
 //  * hios's depthwise kernel (groups = in = out channels, kernels up to 7x7, strides up to 2).
+//  * hios's direct kernel, only when nothing above takes the problem (never timed against them).
+//
+// A band of a row split (graph/ops.hpp, RowWindow) is an ordinary convolution of the rows its
+// input holds with its own H padding above and below (ops.cpp works it out): the graph API
+// takes pre- and post-paddings, the legacy API only equal ones (it declines the others), the
+// depthwise and direct kernels any, even a negative top padding (input rows above the ones
+// read). Such a problem has a signature of its own (the paddings are part of the key).
 // When the step before the convolution is a ReLU (NASNet's separable convolutions), the
 // depthwise kernel applies it while loading its input; the cuDNN candidates run it first as a
 // separate pass into scratch, and that pass is part of their timed cost.
@@ -31,7 +38,13 @@ struct ConvProblem {
   const float* w = nullptr;
   const float* b = nullptr;  // may be null
   int64_t out_channels = 0, groups = 1;
+  // padding: above x's first row (H) and either side (W). pad_bottom: below x's last row; equal
+  // to padding[0] for a whole tensor. A band may have any pair, and with cudnn_ok false (only
+  // hios's kernels may run it) a negative padding[0] or pad_bottom: x holds rows the
+  // convolution does not read (the output height is y's).
   std::array<int, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int pad_bottom = 0;
+  bool cudnn_ok = true;
   Activation act = Activation::None;
   bool fp32 = false;        // forbid TF32
   bool input_relu = false;  // the convolution reads relu(x)
@@ -43,7 +56,7 @@ struct ConvProblem {
 void plan_convolution(PlanCtx& c, const ConvProblem& p);
 
 // The choices made on a device so far (and the recipes adopted there), as signature key ->
-// recipe JSON: {"impl": "graph-fused" | "graph" | "legacy" | "depthwise", ...}.
+// recipe JSON: {"impl": "graph-fused" | "graph" | "legacy" | "depthwise" | "direct", ...}.
 json conv_choices(int device);
 // Recipes to rebuild instead of timing, for keys not chosen yet in this process.
 void adopt_conv_choices(int device, const json& recipes);

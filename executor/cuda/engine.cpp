@@ -136,7 +136,17 @@ void Engine::load_params(int node) {
   const Node& nd = g_.nodes[size_t(node)];
   const std::vector<exec::OpParams> ps = exec::make_node_params(g_, node, opts_.seed);
   for (size_t i = 0; i < ps.size(); ++i) {
-    const std::string prefix = nd.op.kind == OpKind::Sequential ? nd.name + strprintf(".steps[%zu]", i) : nd.name;
+    const std::string steps = nd.op.kind == OpKind::Sequential ? strprintf(".steps[%zu]", i) : std::string();
+    const std::string prefix = nd.name + steps;  // how plans look them up
+    // Whose values they are: the parts of a row split carry their operator's parameters
+    // (Node::params_from), so parts on one device share one upload.
+    const std::string owner = strprintf("%s%s #%zu,%zu", nd.params_name().c_str(), steps.c_str(),
+                                        ps[i].weight.size(), ps[i].bias.size());
+    auto shared = owned_params_.find(owner);
+    if (shared != owned_params_.end()) {
+      params_[prefix] = shared->second;
+      continue;
+    }
     Params out;
     auto to_device = [&](const std::vector<float>& host, const std::string& what) -> const float* {
       if (host.empty()) return nullptr;
@@ -144,7 +154,7 @@ void Engine::load_params(int node) {
       upload(buf.get(), host.data(), buf.bytes(), streams_[0]->stream());
       weight_bytes_ += buf.bytes();
       const float* p = buf.f32();
-      weights_.emplace(prefix + "." + what, std::move(buf));
+      weights_.emplace(owner + "." + what, std::move(buf));
       return p;
     };
     out.weight = to_device(ps[i].weight, "weight");
@@ -152,6 +162,7 @@ void Engine::load_params(int node) {
     out.weight_count = int64_t(ps[i].weight.size());
     out.bias_count = int64_t(ps[i].bias.size());
     params_[prefix] = out;
+    owned_params_[owner] = out;
   }
 }
 

@@ -68,6 +68,9 @@ struct PlanCtx {
   }
   // A packed copy of v when it is strided (channel slice of a batched tensor), else v.
   View packed(const View& v);
+  // Rows [first, first + count) of v, packed: v itself or an offset into it where that is
+  // packed, otherwise a copy in scratch.
+  View rows_of(const View& v, int64_t first, int64_t count);
   // Writes the node-style assembly of `terms` (sum within, concat across) into dst.
   void assemble_into(const std::vector<Term>& terms, const View& dst);
   // v for a single whole or sliced value; otherwise an assembly into dst_hint or scratch.
@@ -167,7 +170,8 @@ class Engine {
   static int64_t plan_key(int node, int stream) { return int64_t(node) * kStreamKeys + stream; }
   std::unordered_map<int64_t, NodePlan> plans_;
   std::unordered_map<std::string, DeviceBuffer> weights_;
-  std::unordered_map<std::string, Params> params_;
+  std::unordered_map<std::string, Params> params_;        // by prefix
+  std::unordered_map<std::string, Params> owned_params_;  // by owner (Node::params_name) and sizes
   std::vector<bool> params_loaded_;
   size_t weight_bytes_ = 0;
   std::map<std::string, std::pair<std::string, int>> conv_notes_;  // signature -> (choice, uses)

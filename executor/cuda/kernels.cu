@@ -77,21 +77,24 @@ __global__ void combine_product_kernel(const __grid_constant__ CombineParams p) 
 
 // The window of output (oy, ox) clipped to the input, and an average's divisor by PyTorch's
 // rules: the window clipped to the padded input, or to the input itself without
-// count_include_pad. A max ignores padding.
+// count_include_pad. A max ignores padding. Rows are clipped in the whole tensor's rows (a band
+// computes exactly what the whole op computes there) and returned as rows of x (minus i0); the
+// graph guarantees that x holds every row a band's windows keep.
 struct PoolWindow {
   int y0, x0, y1, x1;
   float divisor;
 };
 
 __device__ __forceinline__ PoolWindow pool_window(const PoolParams& p, int oy, int ox) {
-  int y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
-  int y1 = min(y0 + p.kh, p.h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
+  int y0 = (oy + p.r0) * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+  int y1 = min(y0 + p.kh, p.full_h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
   const int padded_area = (y1 - y0) * (x1 - x0);
   y0 = max(y0, 0);
   x0 = max(x0, 0);
-  y1 = min(y1, p.h);
+  y1 = min(y1, p.full_h);
   x1 = min(x1, p.w);
-  return {y0, x0, y1, x1, float(p.count_include_pad ? padded_area : (y1 - y0) * (x1 - x0))};
+  const float divisor = float(p.count_include_pad ? padded_area : (y1 - y0) * (x1 - x0));
+  return {y0 - p.i0, x0, y1 - p.i0, x1, divisor};
 }
 
 // load(yy, xx) reads input row yy, column xx (from global memory or a shared-memory tile).
@@ -185,6 +188,60 @@ __global__ void __launch_bounds__(kBlockThreads) depthwise_kernel(const __grid_c
   }
 }
 
+__global__ void conv_direct_kernel(const __grid_constant__ DirectConvParams p) {
+  const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
+  const int cin_g = p.c / p.groups, cout_g = p.oc / p.groups;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int ox = int(i % p.ow);
+    const int oy = int((i / p.ow) % p.oh);
+    const int64_t no = i / (int64_t(p.ow) * p.oh);
+    const int o = int(no % p.oc);
+    const int64_t b = no / p.oc;
+    const int g = o / cout_g;
+    float acc = 0.f;
+    for (int ic = 0; ic < cin_g; ++ic) {
+      const float* xp = p.x + (b * p.c + int64_t(g) * cin_g + ic) * p.h * p.w_in;
+      const float* wp = p.w + (int64_t(o) * cin_g + ic) * p.kh * p.kw;
+      for (int r = 0; r < p.kh; ++r) {
+        const int yy = oy * p.sh - p.ph + r * p.dh;
+        if (yy < 0 || yy >= p.h) continue;
+        for (int q = 0; q < p.kw; ++q) {
+          const int xx = ox * p.sw - p.pw + q * p.dw;
+          if (xx < 0 || xx >= p.w_in) continue;
+          float v = xp[int64_t(yy) * p.w_in + xx];
+          if (p.input_relu) v = fmaxf(v, 0.f);
+          acc = fmaf(v, wp[r * p.kw + q], acc);
+        }
+      }
+    }
+    p.y[i] = activate(acc + (p.b ? p.b[o] : 0.f), p.act);
+  }
+}
+
+// blockIdx.y picks the segment.
+__global__ void rows_kernel(const __grid_constant__ RowsParams p) {
+  const RowSegment& s = p.segs[blockIdx.y];
+  const int64_t planes = p.channels * p.batch;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  if (s.vec4) {
+    const int64_t len4 = s.len / 4, total = len4 * planes;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
+      const int64_t plane = i / len4, r = (i - plane * len4) * 4;
+      const int64_t n = plane / p.channels, c = plane - n * p.channels;
+      const float4 v = *reinterpret_cast<const float4*>(s.src + n * s.src_batch_stride + c * s.src_plane + r);
+      *reinterpret_cast<float4*>(p.dst + n * p.dst_batch_stride + c * p.dst_plane + s.dst_offset + r) = v;
+    }
+    return;
+  }
+  const int64_t total = s.len * planes;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
+    const int64_t plane = i / s.len, r = i - plane * s.len;
+    const int64_t n = plane / p.channels, c = plane - n * p.channels;
+    p.dst[n * p.dst_batch_stride + c * p.dst_plane + s.dst_offset + r] =
+        s.src[n * s.src_batch_stride + c * s.src_plane + r];
+  }
+}
+
 // One warp per output feature; lanes stride over the input features, then reduce.
 __global__ void linear_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
                               float* __restrict__ y, int64_t n, int64_t in, int64_t out, int vec4) {
@@ -220,7 +277,8 @@ __global__ void __launch_bounds__(kBlockThreads) pool_tiled_kernel(const __grid_
   const int ch = blockIdx.y, b = blockIdx.z;
   const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
   const float* x = p.x + int64_t(b) * p.x_batch_stride + int64_t(ch) * p.h * p.w;
-  const int iy0 = oy0 * p.sh - p.ph, ix0 = ox0 * p.sw - p.pw;
+  // The tile's first row, as a row of x (a band's windows start at whole-tensor rows).
+  const int iy0 = (oy0 + p.r0) * p.sh - p.ph - p.i0, ix0 = ox0 * p.sw - p.pw;
   for (int i = threadIdx.x; i < ih * iw; i += blockDim.x) {
     const int r = i / iw, q = i - r * iw;
     const int yy = iy0 + r, xx = ix0 + q;
@@ -284,6 +342,24 @@ void launch_combine(const CombineParams& p, cudaStream_t stream) {
     dim3 grid(grid_for(most), p.num_terms);
     combine_sum_kernel<<<grid, kThreads, 0, stream>>>(p);
   }
+  HIOS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_conv_direct(const DirectConvParams& p, cudaStream_t stream) {
+  const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
+  if (total <= 0) return;
+  conv_direct_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+  HIOS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rows(const RowsParams& p, cudaStream_t stream) {
+  if (p.num_segments <= 0) return;
+  int64_t most = 0;
+  for (int i = 0; i < p.num_segments; ++i) {
+    most = std::max(most, p.segs[i].len * p.channels * p.batch / (p.segs[i].vec4 ? 4 : 1));
+  }
+  if (most <= 0) return;
+  rows_kernel<<<dim3(unsigned(grid_for(most)), unsigned(p.num_segments)), kThreads, 0, stream>>>(p);
   HIOS_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,9 +1,10 @@
 // The few CUDA kernels hios writes itself, for what cuDNN has no call for: term assembly (sums
 // within terms, concatenation across terms, products of operands), pooling with PyTorch's
 // ceil_mode, a bias + activation epilogue in one pass (cuDNN needs two), a depthwise
-// convolution that applies the ReLU before it on the fly, and a matrix-vector product for
+// convolution that applies the ReLU before it on the fly, a matrix-vector product for
 // linear layers at small batch (cuDNN's 1x1 convolution over a 1x1 map leaves most of the GPU
-// idle). Internal to executor/cuda.
+// idle), row copies for row splits, and a plain direct convolution as the last resort.
+// Internal to executor/cuda.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,15 +46,19 @@ struct CombineParams {
 void launch_combine(const CombineParams& p, cudaStream_t stream);
 
 // Max or average pooling with PyTorch's window rules (ceil_mode, count_include_pad). Used where
-// cuDNN cannot express the op: ceil_mode windows that hang past the padded input.
+// cuDNN cannot express the op: ceil_mode windows that hang past the padded input, and bands of
+// a row split (windows, clipping and divisors follow the whole tensor, not the band).
 struct PoolParams {
   const float* x = nullptr;
   float* y = nullptr;
-  int n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;  // h: rows x holds (a channel plane is h * w)
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
   int is_max = 1;
   int count_include_pad = 1;
   int64_t x_batch_stride = 0;
+  // A band (graph/ops.hpp, RowWindow): output row y is row r0 + y of the whole output, x's row
+  // 0 is row i0 of a whole input full_h rows high. A whole tensor: r0 = i0 = 0, full_h = h.
+  int r0 = 0, i0 = 0, full_h = 0;
 };
 void launch_pool(const PoolParams& p, cudaStream_t stream);
 // The same function, one block per 32x32 patch of outputs with its input patch staged in shared
@@ -69,7 +74,9 @@ void launch_pool_tiled(const PoolParams& p, cudaStream_t stream);
 void launch_bias_act(const float* x, float* y, const float* bias, int act, int64_t n, int64_t c, int64_t hw,
                      cudaStream_t stream);
 
-// Depthwise convolution (groups = in = out channels): y = act(conv(relu?(x), w) + b).
+// Depthwise convolution (groups = in = out channels): y = act(conv(relu?(x), w) + b). ph is
+// the padding above x's first row and may be negative (a band whose input holds rows above the
+// ones it reads); the output height oh is explicit, and rows outside [0, h) read as zeros.
 struct DepthwiseParams {
   const float* x = nullptr;
   const float* w = nullptr;  // [c][kh][kw]
@@ -83,6 +90,47 @@ struct DepthwiseParams {
 constexpr int kMaxDepthwiseKernel = 7;
 constexpr int kMaxDepthwiseStride = 2;
 void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream);
+
+// Any 2-D convolution, one thread per output: the fallback when no other implementation takes
+// a problem (a band's asymmetric padding that no cuDNN engine accepts). Same conventions as
+// DepthwiseParams (ph may be negative, oh explicit, rows outside [0, h) are zeros); weights
+// [oc][c / groups][kh][kw]; x packed.
+struct DirectConvParams {
+  const float* x = nullptr;
+  const float* w = nullptr;
+  const float* b = nullptr;  // may be null
+  float* y = nullptr;
+  int n = 0, c = 0, h = 0, w_in = 0, oc = 0, oh = 0, ow = 0, groups = 1;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int input_relu = 0;
+  int act = 0;
+};
+void launch_conv_direct(const DirectConvParams& p, cudaStream_t stream);
+
+// Row copies (the rows op of row splits, and cutting the rows a band reads out of a taller
+// input): each segment copies `len` consecutive elements of every channel plane of every batch
+// item, from a source whose planes are src_plane elements apart into dst, whose planes are
+// dst_plane elements apart, dst_offset elements into each plane. Segments write disjoint
+// elements, so one launch does them all.
+constexpr int kMaxRowSegments = 16;
+struct RowSegment {
+  const float* src = nullptr;    // first copied element of channel 0 of batch item 0
+  int64_t src_batch_stride = 0;  // elements between batch items
+  int64_t src_plane = 0;         // elements between channel planes
+  int64_t dst_offset = 0;
+  int64_t len = 0;
+  int vec4 = 0;                  // every address, stride and length is a multiple of 4 floats
+};
+struct RowsParams {
+  float* dst = nullptr;
+  int64_t dst_batch_stride = 0;
+  int64_t dst_plane = 0;
+  int64_t channels = 0;
+  int batch = 1;
+  int num_segments = 0;
+  RowSegment segs[kMaxRowSegments];
+};
+void launch_rows(const RowsParams& p, cudaStream_t stream);
 
 // y[n][o] = b[o] + sum_i w[o][i] * x[n][i], x flattened, in fp32 (no TF32, as PyTorch's
 // default matmul); b may be null.

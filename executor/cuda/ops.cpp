@@ -1,5 +1,6 @@
 // The CUDA kernel table: how each IR op runs on a stream, with cuDNN wherever cuDNN has the op
-// and with kernels.cu where it has not (term assembly, ceil_mode pooling).
+// and with kernels.cu where it has not (term assembly, ceil_mode pooling, the bands and row
+// copies of row splits).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -48,6 +49,10 @@ int to_int(int64_t v, const std::string& node, const char* what) {
              node.c_str(), what, (long long)v);
   return int(v);
 }
+int to_int_signed(int64_t v, const std::string& node, const char* what) {
+  HIOS_CHECK(v >= INT_MIN && v <= INT_MAX, "node '%s': %s = %lld exceeds 32 bits", node.c_str(), what, (long long)v);
+  return int(v);
+}
 
 std::shared_ptr<TensorDesc> tensor_desc(const View& v, const std::string& node) {
   auto t = std::make_shared<TensorDesc>();
@@ -88,16 +93,61 @@ struct ConvSpec {
   std::array<int, 2> kernel, stride, padding, dilation;
   bool bias;
   Activation act;
+  RowWindow rows;  // a band of a row split, or the whole tensor
 };
 
 // input_relu: the step before was a ReLU that this convolution applies to its input itself
 // (plan_sequential decides; only hios's depthwise kernel does it without a separate pass).
+//
+// A band (a.rows) is an ordinary convolution of the rows x holds, with H paddings of its own:
+// its first output row's window starts at whole-tensor row u0 = out_first * stride - padding,
+// and x's first row is whole-tensor row in_first, so pad_top = in_first - u0 rows of zeros lie
+// above x (rows above in_first that the window covers are padding: shape inference guarantees
+// that x holds every row the band reads, so those rows are below 0), and pad_bottom makes the
+// output out_count rows high. Either may be negative, when x holds rows the band does not read
+// (a tensor also read by a convolution with a wider window): cuDNN takes neither, so those
+// rows are cut off (a pointer offset for a single plane, otherwise a copy of the rows read),
+// except for a depthwise convolution that hios's kernel will compute, which reads around them.
 void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, View x, const View& y,
                     bool input_relu = false) {
-  // Strided inputs (slices of batched tensors) are copied: not every cuDNN engine takes them.
-  x = c.packed(x);
+  const int64_t sh = a.stride[0];
+  const int64_t span_h = int64_t(a.dilation[0]) * (a.kernel[0] - 1) + 1;
+  int64_t pad_top = a.padding[0], pad_bottom = a.padding[0];
+  if (a.rows.banded()) {
+    pad_top = a.rows.in_first - (a.rows.out_first * sh - a.padding[0]);
+    pad_bottom = (a.rows.out_count - 1) * sh + span_h - pad_top - x.shape.h;
+  }
+  bool cudnn_ok = true;
+  if (pad_top < 0 || pad_bottom <= -sh) {
+    // Rows x holds that the band never reads: more below it than cuDNN's floor division of the
+    // output height absorbs (stride - 1 rows), or any above it.
+    ConvProblem probe;
+    probe.x.shape = x.shape;
+    probe.out_channels = a.out_channels;
+    probe.groups = a.groups;
+    probe.kernel = a.kernel;
+    probe.stride = a.stride;
+    probe.dilation = a.dilation;
+    const ConvImpl impl = c.eng.conv_impl();
+    if (x.shape.n * x.shape.c > 1 && depthwise_kernel_fits(probe) &&
+        (impl == ConvImpl::Auto || impl == ConvImpl::Hios)) {
+      cudnn_ok = false;  // hios's depthwise kernel reads x as it is
+      x = c.packed(x);
+    } else {
+      const int64_t skip = std::max<int64_t>(0, -pad_top);
+      const int64_t used = x.shape.h - skip - std::max<int64_t>(0, -pad_bottom);
+      x = c.rows_of(x, skip, used);
+      pad_top = std::max<int64_t>(0, pad_top);
+      pad_bottom = std::max<int64_t>(0, pad_bottom);
+    }
+  } else {
+    // Strided inputs (slices of batched tensors) are copied: not every cuDNN engine takes them.
+    x = c.packed(x);
+    // Up to stride - 1 unread rows at the bottom: the output height's floor division drops them.
+    pad_bottom = std::max<int64_t>(0, pad_bottom);
+  }
   // Scratch for the cuDNN candidates, which need the ReLU's output materialised.
-  const View relu_tmp = input_relu ? c.scratch(x.shape) : View{};
+  const View relu_tmp = input_relu && cudnn_ok ? c.scratch(x.shape) : View{};
   if (c.dry) return;
   const std::string& node = c.node_name;
   const int64_t cin_g = x.shape.c / a.groups;
@@ -109,11 +159,15 @@ void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, Vi
              (long long)(a.out_channels * fan_in), (long long)(a.bias ? a.out_channels : 0));
   for (int i = 0; i < 2; ++i) {
     const int64_t in = i == 0 ? x.shape.h : x.shape.w, out = i == 0 ? y.shape.h : y.shape.w;
+    const int64_t pads = i == 0 ? pad_top + pad_bottom : 2 * int64_t(a.padding[i]);
     const int64_t span = int64_t(a.dilation[i]) * (a.kernel[i] - 1) + 1;
-    HIOS_CHECK((in + 2 * a.padding[i] - span) / a.stride[i] + 1 == out && y.shape.c == a.out_channels,
+    HIOS_CHECK(in + pads >= span && (in + pads - span) / a.stride[i] + 1 == out && y.shape.c == a.out_channels,
                "node '%s': convolution of %s gives an output other than the graph's %s", node.c_str(),
                x.shape.str().c_str(), y.shape.str().c_str());
   }
+  HIOS_CHECK(!a.rows.banded() || y.shape.h == a.rows.out_count,
+             "node '%s': a band of %lld rows has an output of %s", node.c_str(), (long long)a.rows.out_count,
+             y.shape.str().c_str());
   to_int(x.item(), node, "input size");
   to_int(y.item(), node, "output size");
   ConvProblem p;
@@ -125,7 +179,9 @@ void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, Vi
   p.groups = a.groups;
   p.kernel = a.kernel;
   p.stride = a.stride;
-  p.padding = a.padding;
+  p.padding = {to_int_signed(pad_top, node, "top padding"), a.padding[1]};
+  p.pad_bottom = to_int_signed(pad_bottom, node, "bottom padding");
+  p.cudnn_ok = cudnn_ok;
   p.dilation = a.dilation;
   p.act = a.act;
   p.fp32 = c.eng.math() == MathMode::Fp32;
@@ -136,7 +192,9 @@ void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, Vi
 
 void plan_conv(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& out) {
   const ConvAttrs& a = op.conv();
-  plan_conv_spec(c, ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias, a.activation},
+  plan_conv_spec(c,
+                 ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias, a.activation,
+                          a.rows},
                  prefix, in.at(0), out);
 }
 
@@ -204,10 +262,10 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   pp.y = y.ptr;
   pp.n = int(x.shape.n);
   pp.c = to_int(x.shape.c, node, "channels");
-  pp.h = int(x.shape.h);
-  pp.w = int(x.shape.w);
-  pp.oh = int(y.shape.h);
-  pp.ow = int(y.shape.w);
+  pp.h = to_int(x.shape.h, node, "height");
+  pp.w = to_int(x.shape.w, node, "width");
+  pp.oh = to_int(y.shape.h, node, "output height");
+  pp.ow = to_int(y.shape.w, node, "output width");
   pp.kh = k[0];
   pp.kw = k[1];
   pp.sh = s[0];
@@ -217,6 +275,25 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   pp.is_max = is_max;
   pp.count_include_pad = a.count_include_pad;
   pp.x_batch_stride = x.shape.n == 1 ? x.item() : x.batch_stride;
+  pp.full_h = pp.h;
+  if (a.rows.banded()) {
+    // A band: cuDNN would clip windows and count divisors at the band's edges, not the whole
+    // tensor's, so hios's kernels compute it (windows in whole-tensor rows, PoolParams).
+    HIOS_CHECK(!global && y.shape.h == a.rows.out_count,
+               "node '%s': a band of %lld pooled rows has an output of %s", node.c_str(),
+               (long long)a.rows.out_count, y.shape.str().c_str());
+    pp.r0 = to_int(a.rows.out_first, node, "band's first row");
+    pp.i0 = to_int(a.rows.in_first, node, "band's first input row");
+    pp.full_h = to_int(a.rows.in_full, node, "whole input height");
+    c.emit([pp, tiled_ok](StreamResources& r) {
+      if (tiled_ok) {
+        launch_pool_tiled(pp, r.stream());
+      } else {
+        launch_pool(pp, r.stream());
+      }
+    });
+    return;
+  }
 
   auto pd = std::make_shared<PoolDesc>();
   const cudnnPoolingMode_t mode = is_max ? CUDNN_POOLING_MAX
@@ -350,6 +427,67 @@ void plan_identity(PlanCtx& c, const Op&, const std::string&, const std::vector<
   c.emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
 }
 
+// A row segment copying `rows` rows of every plane of v, from v's row `from`, to row `to` of
+// dst (packed, dst_h rows high).
+RowSegment row_segment(const View& v, int64_t from, int64_t rows, const float* dst, int64_t dst_h, int64_t to) {
+  const int64_t w = v.shape.w;
+  RowSegment s;
+  s.src = v.ptr + from * w;
+  s.src_batch_stride = v.shape.n == 1 ? v.item() : v.batch_stride;
+  s.src_plane = v.shape.h * w;
+  s.dst_offset = to * w;
+  s.len = rows * w;
+  const int64_t dst_item = v.shape.c * dst_h * w;
+  s.vec4 = w % 4 == 0 && (v.shape.n == 1 || (s.src_batch_stride % 4 == 0 && dst_item % 4 == 0)) && aligned16(s.src) &&
+                   aligned16(dst)
+               ? 1
+               : 0;
+  return s;
+}
+
+// Rows [first, first + count) of a tensor `full` rows high, each from the first operand that
+// holds it (operand k holds the rows from held[k]). One segment per run of rows taken from one
+// operand, all in one launch; operands may be channel slices of batched tensors.
+void plan_rows(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+  if (c.dry) return;
+  const RowsAttrs& a = op.rows();
+  const std::string& node = c.node_name;
+  HIOS_CHECK(in.size() == a.held.size() && y.shape.h == a.count,
+             "node '%s': rows of %zu operands with %zu held offsets gives %s, expected %lld rows", node.c_str(),
+             in.size(), a.held.size(), y.shape.str().c_str(), (long long)a.count);
+  for (size_t k = 0; k < in.size(); ++k) {
+    HIOS_CHECK(in[k].shape.n == y.shape.n && in[k].shape.c == y.shape.c && in[k].shape.w == y.shape.w,
+               "node '%s': rows operand %zu is %s, the output %s", node.c_str(), k, in[k].shape.str().c_str(),
+               y.shape.str().c_str());
+  }
+  auto holds = [&](size_t k, int64_t g) { return a.held[k] <= g && g < a.held[k] + in[k].shape.h; };
+  std::vector<RowSegment> segs;
+  for (int64_t r = 0; r < a.count;) {
+    const int64_t g = a.first + r;
+    size_t k = 0;
+    while (k < in.size() && !holds(k, g)) ++k;
+    HIOS_CHECK(k < in.size(), "node '%s': no rows operand holds row %lld", node.c_str(), (long long)g);
+    // The run ends where operand k's rows end or an earlier operand's begin (an earlier operand
+    // that ends before g never holds a later row).
+    int64_t end = std::min(a.held[k] + in[k].shape.h, a.first + a.count);
+    for (size_t j = 0; j < k; ++j) {
+      if (a.held[j] > g) end = std::min(end, a.held[j]);
+    }
+    segs.push_back(row_segment(in[k], g - a.held[k], end - g, y.ptr, y.shape.h, r));
+    r = end - a.first;
+  }
+  for (size_t first = 0; first < segs.size(); first += kMaxRowSegments) {
+    RowsParams p;
+    p.dst = y.ptr;
+    p.dst_batch_stride = y.item();
+    p.dst_plane = y.shape.h * y.shape.w;
+    p.channels = y.shape.c;
+    p.batch = to_int(y.shape.n, node, "batch");
+    for (size_t i = first; i < std::min(segs.size(), first + kMaxRowSegments); ++i) p.segs[p.num_segments++] = segs[i];
+    c.emit([p](StreamResources& r) { launch_rows(p, r.stream()); });
+  }
+}
+
 // The placeholder's value is the deterministic graph input: planning it writes it once, and
 // passes never rewrite it (the executor's backends receive it through set_input instead).
 void plan_input(PlanCtx& c, const Op&, const std::string&, const std::vector<View>&, const View&) {
@@ -412,7 +550,9 @@ void plan_sequential(PlanCtx& c, const Op& op, const std::string& prefix, const 
     const View y = i + 1 == plan.size() ? out : whole_view(buf[i % 2].ptr, shapes[i]);
     if (plan[i].input_relu) {
       const ConvAttrs& a = plan[i].op.conv();
-      plan_conv_spec(c, ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias, a.activation},
+      plan_conv_spec(c,
+                     ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias,
+                              a.activation, a.rows},
                      plan[i].name, x, y, true);
     } else {
       cuda_op_impl(plan[i].op.kind).plan(c, plan[i].op, plan[i].name, {x}, y);
@@ -432,6 +572,7 @@ constexpr std::array<CudaOpImpl, kNumOpKinds> kTable = {{
     {OpKind::Sequential, plan_sequential},
     {OpKind::Linear, plan_linear},
     {OpKind::Softmax, plan_softmax},
+    {OpKind::Rows, plan_rows},
 }};
 
 // A new OpKind without a row here fails to compile, not at run time.
@@ -474,6 +615,26 @@ View PlanCtx::packed(const View& v) {
     p.srcs[0] = CombineSrc{v.ptr, v.batch_stride};
     p.terms[0] = CombineTerm{0, dst.item(), 0, 1, 0};
     emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
+  }
+  return dst;
+}
+
+View PlanCtx::rows_of(const View& v, int64_t first, int64_t count) {
+  if (first == 0 && count == v.shape.h) return packed(v);
+  Shape s = v.shape;
+  s.h = count;
+  if (s.n * s.c == 1) return whole_view(v.ptr ? v.ptr + first * s.w : nullptr, s);  // one plane: an offset
+  View dst = scratch(s);
+  if (!dry) {
+    RowsParams p;
+    p.dst = dst.ptr;
+    p.dst_batch_stride = dst.item();
+    p.dst_plane = s.h * s.w;
+    p.channels = s.c;
+    p.batch = int(s.n);
+    p.num_segments = 1;
+    p.segs[0] = row_segment(v, first, count, dst.ptr, count, 0);
+    emit([p](StreamResources& r) { launch_rows(p, r.stream()); });
   }
   return dst;
 }

@@ -8,6 +8,7 @@
 #include "executor/cpu/kernels.hpp"
 #include "graph/error.hpp"
 #include "graph/row_split.hpp"
+#include "models/models.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
@@ -430,6 +431,45 @@ TEST_CASE("row-split graphs on one GPU, captured, match the unsplit graph", "[gp
       CHECK(split.output() == replayed);
       split.run();
       CHECK(split.output() == replayed);
+    }
+  }
+}
+
+TEST_CASE("row-split models on one GPU match the unsplit CPU reference", "[gpu][rows][models]") {
+  REQUIRE_GPU();
+  struct ModelCase {
+    const char* name;
+    int64_t size;
+  };
+  // NASNet's separable convolutions (fused ReLU, depthwise bands), Inception's asymmetric
+  // kernels and ceil-free pools, ResNet's strided shortcuts, SqueezeNet's ceil_mode pools.
+  for (const ModelCase mc : {ModelCase{"inception_v3", 75}, ModelCase{"nasnet_large", 40}, ModelCase{"resnet50", 64},
+                             ModelCase{"squeezenet", 64}}) {
+    const Graph g = build_model(mc.name, ModelParams{1, mc.size, mc.size});
+    const std::vector<std::vector<float>> ref = gputest::cpu_forward(g);
+    // The logits: a softmax output saturates.
+    int checked = g.output();
+    if (g.nodes[size_t(checked)].op.kind == OpKind::Softmax) checked = g.nodes[size_t(checked)].inputs[0][0].node;
+    const std::string checked_name = g.nodes[size_t(checked)].name;
+    for (int parts : {2, 3}) {
+      for (SplitMode mode : {SplitMode::Halo, SplitMode::Recompute}) {
+        SpatialPlan plan;
+        for (const auto& run : splittable_runs(g, parts)) {
+          plan.regions.push_back(plan_region(g, run.first, run.second, parts, mode));
+        }
+        if (plan.empty()) continue;
+        const Graph sg = apply_spatial(g, plan);
+        cuda::SingleGpuOptions o;
+        o.math = MathMode::Fp32;
+        o.reuse_memory = false;
+        cuda::SingleGpuRunner r(sg, o);
+        r.run();
+        const int node = sg.find(checked_name);
+        REQUIRE(node >= 0);
+        const gputest::Error e = gputest::compare(r.value(node), ref[size_t(checked)]);
+        INFO(mc.name << " @" << mc.size << ", " << parts << " parts, " << split_mode_name(mode) << ": " << e.str());
+        CHECK(e.within(1e-4));
+      }
     }
   }
 }
