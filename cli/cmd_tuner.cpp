@@ -7,7 +7,9 @@
 #include "executor/comm.hpp"
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
+#include "scheduler/cost_model.hpp"
 #include "scheduler/schedule.hpp"
+#include "scheduler/spatial.hpp"
 #include "tuner/tune.hpp"
 
 namespace hios::cli {
@@ -17,6 +19,7 @@ namespace {
 struct TuneCliOptions {
   std::string graph, output, devices;
   tune::TuneOptions tune;
+  SpatialOptions spatial;
   bool quiet = false;
 };
 
@@ -62,6 +65,11 @@ void add_tuner_commands(CLI::App& app) {
       ->check(finite_range(0.0, 86400.0));
   cmd->add_option("--timeout", o->tune.timeout_s, "Abort the whole job after this many seconds (default: none)")
       ->check(finite_range(0.0, 1e7));
+  cmd->add_option("--spatial", o->spatial.spatial,
+                  "Row splits (docs/row-splits.md): off (default), auto or a number of parts P; the split is chosen "
+                  "under the analytic model first, then the split graph is tuned by measurement")
+      ->capture_default_str();
+  cmd->add_option("--spatial-mode", o->spatial.mode, "halo, recompute or auto (both tried)")->capture_default_str();
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->footer(
       "Measures links, nodes and every concurrent stage the searches propose, runs hios-lp, hios-mr,\n"
@@ -70,17 +78,35 @@ void add_tuner_commands(CLI::App& app) {
       "meta.tune lists every candidate's predicted and measured latency. docs/tuner.md has the method.\n\n"
       "Examples:\n"
       "  mpirun -np 2 hios tune --graph inception.json --gpus 2 --backend cuda --profile-db inc.db.json -o s.json\n"
-      "  mpirun -np 2 hios tune --graph demo.json --gpus 2 --backend cpu -o demo.tuned.json\n");
+      "  mpirun -np 2 hios tune --graph demo.json --gpus 2 --backend cpu -o demo.tuned.json\n"
+      "  mpirun -np 2 hios tune --graph inception.json --gpus 2 --backend cuda --spatial auto -o split.tuned.json\n");
   cmd->callback([o] {
     tune::TuneOptions opt = o->tune;
     opt.session.devices = parse_devices(o->devices);
     opt.progress = !o->quiet;
     std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
     run_job(*comm, [&] {
-      const Graph g = load_graph(o->graph);
-      const tune::TuneResult r = tune::tune(g, opt, *comm);
+      check_spatial_options(o->spatial);
+      Graph g = load_graph(o->graph);
+      json spatial = nullptr;
+      std::string split_line;
+      if (o->spatial.spatial != "off") {
+        // Every rank makes the same choice: the analytic model, no time budget (deterministic).
+        auto cost = make_analytic_cost_model(find_device_preset(opt.device.empty() ? "h200" : opt.device));
+        SchedulerOptions so;
+        so.num_gpus = opt.gpus;
+        so.max_streams = opt.max_streams;
+        SpatialSchedule split = schedule_spatial("hios-lp", g, *cost, so, o->spatial);
+        split_line = "# spatial: " + split.summary + "\n";
+        if (!split.plan.empty()) {
+          spatial = split.schedule.meta.spatial;
+          g = std::move(split.graph);
+        }
+      }
+      tune::TuneResult r = tune::tune(g, opt, *comm);
       if (comm->rank() != 0) return;
-      const std::string table = tune::tune_report(r);
+      r.chosen.meta.spatial = spatial;
+      const std::string table = split_line + tune::tune_report(r);
       std::fwrite(table.data(), 1, table.size(), stdout);
       write_output(o->output, schedule_to_json(g, r.chosen).dump(2) + "\n");
       std::printf("wrote %s\n", o->output.c_str());

@@ -116,14 +116,19 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   double best = ev.latency(p);
   params["multi_gpu_ms"] = best;
   std::string fallback = "none";
+  // Another mapping through the same intra-GPU passes, for the alternatives below.
+  auto polished = [&](const std::vector<int>& mapping) {
+    Plan q = plan_from_order(g, mapping, order, G);
+    if (var.window) window_pass(g, ev, q, order, opt.window, opt.max_streams);
+    if (var.intra_ios) q = intra_gpu_pass(g, cost, ev, opt, q);
+    return q;
+  };
   if (G > 1 && int(opt.gpu_hint.size()) == g.size() && !ev.budget().expired("suggested mapping")) {
     std::vector<int> hinted = gpu_of;
     for (int v = 0; v < g.size(); ++v) {
       if (opt.gpu_hint[size_t(v)] >= 0) hinted[size_t(v)] = opt.gpu_hint[size_t(v)] % G;
     }
-    Plan h = plan_from_order(g, hinted, order, G);
-    if (var.window) window_pass(g, ev, h, order, opt.window, opt.max_streams);
-    if (var.intra_ios) h = intra_gpu_pass(g, cost, ev, opt, h);
+    Plan h = polished(hinted);
     const double hinted_ms = ev.latency(h);
     params["suggested_mapping_ms"] = hinted_ms;
     if (hinted_ms < best) {
@@ -137,9 +142,7 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   const double single_bound = var.single_gpu && G > 1 ? lower_bound_ms(g, cost, 1) : 0.0;
   if (var.single_gpu && G > 1) params["single_gpu_bound_ms"] = single_bound;
   if (var.single_gpu && G > 1 && single_bound < best && !ev.budget().expired("one-GPU fallback")) {
-    Plan one = plan_from_order(g, std::vector<int>(g.size(), 0), order, G);
-    if (var.window) window_pass(g, ev, one, order, opt.window, opt.max_streams);
-    if (var.intra_ios) one = intra_gpu_pass(g, cost, ev, opt, one);
+    Plan one = polished(std::vector<int>(g.size(), 0));
     const double single = ev.latency(one);
     params["single_gpu_ms"] = single;
     if (single < best) {
