@@ -75,7 +75,7 @@ void add_algorithm_commands(CLI::App& app) {
       ->capture_default_str();
   sched->add_option("--spatial-mode", so->spatial.mode,
                     "How a split part gets its neighbours' boundary rows: halo (sent), recompute (computed again), "
-                    "or auto (both tried)")
+                    "mixed (computed again between sync points, sent at them), or auto (all tried)")
       ->capture_default_str();
   sched->add_option("--output,-o", so->output, "Schedule JSON to write (default: stdout, summary on stderr)");
   sched->footer(

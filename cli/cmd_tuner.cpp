@@ -69,7 +69,7 @@ void add_tuner_commands(CLI::App& app) {
                   "Row splits (docs/row-splits.md): off (default), auto or a number of parts P; the split is chosen "
                   "under the analytic model first, then the split graph is tuned by measurement")
       ->capture_default_str();
-  cmd->add_option("--spatial-mode", o->spatial.mode, "halo, recompute or auto (both tried)")->capture_default_str();
+  cmd->add_option("--spatial-mode", o->spatial.mode, "halo, recompute, mixed or auto (all tried)")->capture_default_str();
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->footer(
       "Measures links, nodes and every concurrent stage the searches propose, runs hios-lp, hios-mr,\n"

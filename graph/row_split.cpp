@@ -7,7 +7,9 @@
 
 namespace hios {
 
-const char* split_mode_name(SplitMode m) { return m == SplitMode::Halo ? "halo" : "recompute"; }
+const char* split_mode_name(SplitMode m) {
+  return m == SplitMode::Halo ? "halo" : m == SplitMode::Recompute ? "recompute" : "mixed";
+}
 
 namespace {
 
@@ -107,7 +109,7 @@ std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts) {
   return runs;
 }
 
-SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode) {
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode, int sync_every) {
   std::string why;
   HIOS_CHECK(region_legal(g, first, last, parts, &why), "blocks '%s'..'%s' cannot be split by rows: %s",
              g.blocks.at(size_t(first)).name.c_str(), g.blocks.at(size_t(last)).name.c_str(), why.c_str());
@@ -124,11 +126,18 @@ SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMod
   if (mode == SplitMode::Halo) {
     for (int v : nodes) rows[size_t(v)] = split_rows(g.nodes[size_t(v)].shape.h, parts);
   } else {
-    // Backwards: a node computes, per part, the hull of what that part's consumers read.
+    // Backwards: a node computes, per part, the hull of what that part's consumers read. A sync
+    // point (mixed mode) is partitioned instead: its consumers get their halos from neighbours,
+    // so the overlap stops growing there.
+    std::vector<char> sync(g.nodes.size(), 0);
+    if (mode == SplitMode::Mixed) {
+      HIOS_CHECK(sync_every >= 1, "plan_region: sync_every %d", sync_every);
+      for (int b = last; b >= first; b -= sync_every) sync[size_t(g.blocks[size_t(b)].exit)] = 1;
+    }
     const auto succ = g.successors();
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
       const int v = *it;
-      if (v == exit) {
+      if (v == exit || sync[size_t(v)]) {
         rows[size_t(v)] = split_rows(g.nodes[size_t(v)].shape.h, parts);
         continue;
       }
@@ -221,6 +230,16 @@ bool resolve_region(const Graph& g, const SplitRegion& r, size_t index, Resolved
   return ok;
 }
 
+// Whether the parts' rows of v cover its rows exactly once, in part order.
+bool partitions(const Graph& g, int v, const std::vector<RowRange>& rows) {
+  int64_t at = 0;
+  for (const RowRange& r : rows) {
+    if (r.begin != at) return false;
+    at = r.end;
+  }
+  return at == g.nodes[size_t(v)].shape.h;
+}
+
 // Every row of node v computed by exactly one part, in part order.
 void check_partition(const Graph& g, int v, const std::vector<RowRange>& rows, const std::string& where,
                      std::vector<std::string>& errs) {
@@ -268,8 +287,9 @@ std::vector<std::string> check_spatial(const Graph& g, const SpatialPlan& plan) 
     for (int v : rr.nodes) {
       if (v == exit || r.mode == SplitMode::Halo) check_partition(g, v, rr.rows[size_t(v)], where, errs);
     }
-    if (r.mode != SplitMode::Recompute) continue;
-    // Each part must hold, of every producer in the region, the rows its windows read.
+    if (r.mode == SplitMode::Halo) continue;
+    // Each part must hold, of every producer in the region, the rows its windows read; in mixed
+    // mode a producer whose rows partition it may also lend its neighbours' rows (a halo).
     for (int c : rr.nodes) {
       const Node& cn = g.nodes[size_t(c)];
       std::set<int> producers;
@@ -279,6 +299,7 @@ std::vector<std::string> check_spatial(const Graph& g, const SpatialPlan& plan) 
         }
       }
       for (int v : producers) {
+        if (r.mode == SplitMode::Mixed && partitions(g, v, rr.rows[size_t(v)])) continue;
         for (int k = 0; k < r.parts; ++k) {
           const RowRange need = needed_rows(g, c, rr.rows[size_t(c)][size_t(k)]);
           const RowRange have = rr.rows[size_t(v)][size_t(k)];
@@ -567,9 +588,9 @@ SpatialPlan spatial_from_json(const json& j, const std::string& path) {
     r.last_block = json_string(blocks[1], ro.child_path("blocks") + "[1]");
     r.parts = int(ro.get_int_in("parts", 2, 64));
     const std::string mode = ro.get_string("mode");
-    HIOS_CHECK(mode == "halo" || mode == "recompute", "%s: unknown mode '%s' (expected halo or recompute)",
-               ro.child_path("mode").c_str(), mode.c_str());
-    r.mode = mode == "halo" ? SplitMode::Halo : SplitMode::Recompute;
+    HIOS_CHECK(mode == "halo" || mode == "recompute" || mode == "mixed",
+               "%s: unknown mode '%s' (expected halo, recompute or mixed)", ro.child_path("mode").c_str(), mode.c_str());
+    r.mode = mode == "halo" ? SplitMode::Halo : mode == "recompute" ? SplitMode::Recompute : SplitMode::Mixed;
     const json& rows = ro.get_object("rows");
     for (const auto& kv : rows.items()) {
       const std::string npath = ro.child_path("rows") + "." + kv.key();

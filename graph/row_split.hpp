@@ -24,7 +24,10 @@
 
 namespace hios {
 
-enum class SplitMode { Halo, Recompute };
+// halo: every node's rows are partitioned, boundary rows are sent; recompute: each part computes
+// the overlap its consumers read, nothing moves inside the region; mixed: recompute between sync
+// points (block exits, every few blocks) whose rows are partitioned, halos sent only there.
+enum class SplitMode { Halo, Recompute, Mixed };
 const char* split_mode_name(SplitMode m);
 
 struct SplitRegion {
@@ -51,7 +54,9 @@ std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts);
 // The rows of every node of blocks [first, last] for `parts` parts: even bands of every node
 // (halo), or even bands of the last node and, backwards, the rows each part's consumers read
 // (recompute).
-SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode);
+// Mixed: the exits of blocks last, last - sync_every, last - 2 * sync_every, ... are the sync
+// points (sync_every >= 1; ignored by the other modes).
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode, int sync_every = 1);
 
 // Every violation of `plan` against g, one line each naming the node and the rows: unknown or
 // overlapping regions, illegal regions, missing or foreign nodes, rows outside a node, rows

@@ -18,10 +18,16 @@ int parse_parts(const std::string& s) {
   return int(v);
 }
 
-std::vector<SplitMode> modes_of(const SpatialOptions& sp) {
-  if (sp.mode == "halo") return {SplitMode::Halo};
-  if (sp.mode == "recompute") return {SplitMode::Recompute};
-  return {SplitMode::Halo, SplitMode::Recompute};
+// The (mode, sync_every) pairs a setting tries: mixed splits synchronise every 1, 2 or 4 blocks.
+std::vector<std::pair<SplitMode, int>> modes_of(const SpatialOptions& sp) {
+  const std::vector<std::pair<SplitMode, int>> mixed = {
+      {SplitMode::Mixed, 1}, {SplitMode::Mixed, 2}, {SplitMode::Mixed, 4}};
+  if (sp.mode == "halo") return {{SplitMode::Halo, 1}};
+  if (sp.mode == "recompute") return {{SplitMode::Recompute, 1}};
+  if (sp.mode == "mixed") return mixed;
+  std::vector<std::pair<SplitMode, int>> all = {{SplitMode::Halo, 1}, {SplitMode::Recompute, 1}};
+  all.insert(all.end(), mixed.begin(), mixed.end());
+  return all;
 }
 
 // At most `most` of the values, evenly spread, always keeping the last.
@@ -69,8 +75,8 @@ std::string region_label(const SplitRegion& r) {
 void check_spatial_options(const SpatialOptions& sp) {
   HIOS_CHECK(sp.spatial == "off" || sp.spatial == "auto" || parse_parts(sp.spatial) > 0,
              "--spatial: '%s' is not off, auto or a number of parts from 2 to 64", sp.spatial.c_str());
-  HIOS_CHECK(sp.mode == "halo" || sp.mode == "recompute" || sp.mode == "auto",
-             "--spatial-mode: '%s' is not halo, recompute or auto", sp.mode.c_str());
+  HIOS_CHECK(sp.mode == "halo" || sp.mode == "recompute" || sp.mode == "mixed" || sp.mode == "auto",
+             "--spatial-mode: '%s' is not halo, recompute, mixed or auto", sp.mode.c_str());
 }
 
 SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const CostModel& cost,
@@ -85,7 +91,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
 
   // The candidate plans: one region each under auto, every splittable region for a forced P.
   std::vector<SpatialPlan> candidates;
-  const std::vector<SplitMode> modes = modes_of(sp);
+  const std::vector<std::pair<SplitMode, int>> modes = modes_of(sp);
   if (sp.spatial == "auto") {
     if (opt.num_gpus < 2) best.summary = "no row split: one GPU";
     std::vector<int> part_counts;
@@ -101,7 +107,9 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
           if (region_legal(g, run.first, e, parts)) ends.push_back(e);
         }
         for (int e : spread(ends, 6)) {
-          for (SplitMode m : modes) candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m)}});
+          for (const auto& [m, sync] : modes) {
+            candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m, sync)}});
+          }
         }
       }
     }
@@ -109,9 +117,9 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     const int parts = parse_parts(sp.spatial);
     const auto runs = splittable_runs(g, parts);
     if (runs.empty()) best.summary = strprintf("no row split: no run of blocks can be split %d ways", parts);
-    for (SplitMode m : modes) {
+    for (const auto& [m, sync] : modes) {
       SpatialPlan plan;
-      for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m));
+      for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m, sync));
       if (!plan.empty()) candidates.push_back(std::move(plan));
     }
   }
@@ -119,9 +127,11 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
   // A forced split is kept even when slower (that is what forcing means); auto keeps the fastest.
   const bool forced = sp.spatial != "off" && sp.spatial != "auto";
   bool have_split = false;
-  int skipped = 0;
+  int skipped = 0, index = 0;
   for (const SpatialPlan& plan : candidates) {
+    ++index;
     SchedulerOptions o = opt;
+    o.progress = nullptr;  // one line per candidate below instead of each search's own
     if (opt.time_budget_s > 0) {
       const double left = opt.time_budget_s - elapsed();
       if (left <= 0) {
@@ -136,6 +146,13 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     json row = json{{"regions", json::array()}, {"predicted_ms", s.meta.predicted_ms}};
     for (const SplitRegion& r : plan.regions) {
       row["regions"].push_back(json{{"blocks", region_label(r)}, {"parts", r.parts}, {"mode", split_mode_name(r.mode)}});
+    }
+    if (opt.progress) {
+      const SplitRegion& r0 = plan.regions.front();
+      opt.progress(strprintf("spatial: candidate %d of %zu (%s, %d ways, %s%s): predicted %.4f ms", index,
+                             candidates.size(), region_label(r0).c_str(), r0.parts, split_mode_name(r0.mode),
+                             plan.regions.size() > 1 ? strprintf(", %zu regions", plan.regions.size()).c_str() : "",
+                             s.meta.predicted_ms));
     }
     tried.push_back(std::move(row));
     const bool better = s.meta.predicted_ms < best.schedule.meta.predicted_ms;

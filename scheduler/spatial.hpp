@@ -15,7 +15,8 @@ struct SpatialOptions {
   // "off": never split; "auto": try splits and keep one only when it is predicted faster; a
   // number P >= 2: split every region that can be split P ways (tests and experiments).
   std::string spatial = "off";
-  // "halo", "recompute", or "auto" (try both and keep the faster).
+  // "halo", "recompute", "mixed" (recompute between sync points every 1, 2 or 4 blocks, halos
+  // at them), or "auto" (all of these; the fastest is kept).
   std::string mode = "auto";
 };
 

@@ -107,12 +107,14 @@ TEST_CASE("row split: split equals unsplit bit for bit, 2 and 3 parts, halo and 
   Graph g = straddle_graph();
   const std::vector<float> ref = run_sequential(g);
   for (int parts : {2, 3}) {
-    for (SplitMode mode : {SplitMode::Halo, SplitMode::Recompute}) {
+    for (auto [mode, sync] : {std::pair{SplitMode::Halo, 1}, std::pair{SplitMode::Recompute, 1},
+                              std::pair{SplitMode::Mixed, 1}, std::pair{SplitMode::Mixed, 2}}) {
       // Only the stem..sep blocks, so the parallel block after the region is scheduled as usual.
-      SpatialPlan plan{{plan_region(g, 0, 3, parts, mode)}};
+      SpatialPlan plan{{plan_region(g, 0, 3, parts, mode, sync)}};
+      REQUIRE(check_spatial(g, plan).empty());
       Graph sg = apply_spatial(g, plan);
       for (int gpus : {1, 2, 3}) {
-        INFO(parts << " parts, " << split_mode_name(mode) << ", " << gpus << " ranks");
+        INFO(parts << " parts, " << split_mode_name(mode) << " (sync every " << sync << "), " << gpus << " ranks");
         for (const char* algo : {"hios-lp", "heft", "sequential"}) {
           if (std::string(algo) == "sequential" && gpus > 1) continue;
           Schedule s = test::schedule_with(algo, sg, gpus);
@@ -185,6 +187,15 @@ TEST_CASE("row split: rows computed twice or never, and a halo too small, are re
   errs = check_spatial(g, small);
   CHECK(mentions(errs, "of 'p1', but that part computes rows"));
   CHECK(mentions(errs, "(halo too small)"));
+
+  // Mixed: a partitioned node lends halos; an overlapping one must cover its consumers alone.
+  SpatialPlan mixed{{plan_region(g, 0, 3, 2, SplitMode::Mixed, 2)}};
+  CHECK(check_spatial(g, mixed).empty());
+  // Sync points every 2 blocks from the last (sep, pool): p1 is partitioned, c1 overlaps.
+  CHECK(mixed.regions[0].rows.at("p1") == split_rows(g.nodes[size_t(g.find("p1"))].shape.h, 2));
+  CHECK(mixed.regions[0].rows.at("c1")[0].end > mixed.regions[0].rows.at("c1")[1].begin);
+  mixed.regions[0].rows["mixed.3x3"][1].begin += 1;
+  CHECK(mentions(check_spatial(g, mixed), "(halo too small)"));
 
   SpatialPlan missing = good;
   missing.regions[0].rows.erase("sep.avg");
