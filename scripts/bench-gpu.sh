@@ -20,6 +20,9 @@ GPUS=${GPUS:-2}
 STREAMS=${STREAMS:-4}
 DEADLINE_S=${DEADLINE_S:-420}
 PROFILE=${PROFILE:-0}
+# PyTorch variants (bench_pytorch.py --variants). Each torch.compile takes 17-65 s and
+# max-autotune minutes per shape, so the default keeps the two strongest reduce-overhead ones.
+PT_VARIANTS=${PT_VARIANTS:-eager,cuda-graph,compile-ro-cl,compile-ro-cl-bf16}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BENCH="$BUILD/executor/cuda/hios-gpu-bench"
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
@@ -38,7 +41,7 @@ echo "# $(date -u +%FT%TZ) models=$MODELS sizes=$SIZES warmup=$WARMUP iters=$ITE
 # PyTorch first, every configuration in one process (its imports take seconds).
 echo "# python3 scripts/bench_pytorch.py --models $MODELS --sizes $SIZES" >>"$LOG"
 timeout $(( DEADLINE_S / 2 )) python3 "$HERE/bench_pytorch.py" --models "$MODELS" --sizes "$SIZES" \
-  --warmup "$WARMUP" --iters "$ITERS" --json "$JSON" >>"$LOG" 2>&1 ||
+  --warmup "$WARMUP" --iters "$ITERS" --variants "$PT_VARIANTS" --json "$JSON" >>"$LOG" 2>&1 ||
   echo "# bench_pytorch.py failed or timed out (exit $?)" | tee -a "$LOG"
 
 IFS=, read -r -a models <<<"$MODELS"

@@ -1,9 +1,22 @@
 #!/usr/bin/env python3
 """PyTorch reference timings for the GPU benchmark (scripts/bench-gpu.sh).
 
-For each model and resolution: PyTorch eager and PyTorch CUDA-graph replay, batch 1, fp32
-tensors with TF32 convolutions (PyTorch's defaults: cudnn.allow_tf32 on, matmul TF32 off),
-torch.backends.cudnn.benchmark = True, inference mode. Each time is the median of `--iters`
+For each model and resolution, the variants of --variants (default: all of them), batch 1,
+torch.backends.cudnn.benchmark = True, inference mode:
+
+  eager               fp32 tensors, TF32 convolutions (PyTorch's defaults: cudnn.allow_tf32 on,
+                      matmul TF32 off)
+  cuda-graph          the same, captured once and replayed
+  compile-ro          torch.compile(mode="reduce-overhead"), TF32, NCHW
+  compile-ro-cl       the same with channels_last model and input
+  compile-ma-cl       torch.compile(mode="max-autotune"), TF32, channels_last (minutes per
+                      shape: it autotunes every convolution)
+  compile-ro-cl-bf16  reduce-overhead, channels_last, torch.autocast(bfloat16)
+  compile-ro-cl-fp16  reduce-overhead, channels_last, torch.autocast(float16)
+
+Every row records its math ("tf32", "bf16", "fp16"), the model's FLOPs (counted once per
+model and size with torch.utils.flop_counter on an eager pass: a multiply-add is 2 FLOPs) and
+the share of the device's dense tensor-core peak at that precision it reaches. Each time is the median of `--iters`
 passes timed with CUDA events after `--warmup` untimed ones. Peak memory is
 torch.cuda.max_memory_allocated over the timed eager passes (weights, activations and cuDNN
 workspaces, what the caching allocator handed out). One JSON object per line goes to --json.
@@ -48,15 +61,42 @@ def time_passes(fn, warmup, iters):
     return samples
 
 
-def row(model, size, variant, samples, peak_mib, extra=None):
+# Dense tensor-core peaks in TFLOP/s by precision (NVIDIA's datasheets for the SXM parts; the
+# sparse figures are twice these). Looked up by a substring of the device name.
+PEAK_TFLOPS = {
+    "H200": {"tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
+    "H100": {"tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
+    "A100": {"tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+}
+
+ALL_VARIANTS = ["eager", "cuda-graph", "compile-ro", "compile-ro-cl", "compile-ma-cl", "compile-ro-cl-bf16",
+                "compile-ro-cl-fp16"]
+
+
+def peak_tflops(device, math):
+    for key, peaks in PEAK_TFLOPS.items():
+        if key in device:
+            return peaks.get(math)
+    return None
+
+
+def tc_share(r):
+    """Achieved FLOP/s over the device's tensor-core peak at the row's precision, or None."""
+    peak = peak_tflops(r.get("device", ""), r.get("math", "tf32"))
+    if not peak or not r.get("flops") or not r.get("median_ms"):
+        return None
+    return r["flops"] / (r["median_ms"] * 1e-3) / (peak * 1e12)
+
+
+def row(model, size, variant, samples, peak_mib, extra=None, math="tf32"):
     r = {
         "impl": "pytorch",
         "variant": variant,
         "model": model,
         "size": size,
         "gpus": 1,
-        "math": "tf32",
-        "cuda_graph": variant == "cuda-graph",
+        "math": math,
+        "cuda_graph": variant != "eager",
         "median_ms": statistics.median(samples),
         "min_ms": min(samples),
         "max_ms": max(samples),
@@ -71,7 +111,54 @@ def row(model, size, variant, samples, peak_mib, extra=None):
     return r
 
 
-def bench(model_name, size, warmup, iters):
+def count_flops(model, x):
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        return None
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x)
+    return int(counter.get_total_flops())
+
+
+def compiled_variant(model_name, size, variant, warmup, iters, flops):
+    """One torch.compile variant on a fresh model (compiling mutates nothing, but channels_last
+    does): its row, with the compile time."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = build(model_name).cuda().eval()
+    x = torch.randn(1, 3, size, size, device="cuda")
+    if "-cl" in variant:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    math = "bf16" if variant.endswith("bf16") else "fp16" if variant.endswith("fp16") else "tf32"
+    mode = "max-autotune" if variant.startswith("compile-ma") else "reduce-overhead"
+    fn = torch.compile(model, mode=mode)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(math)
+
+    def step():
+        if dtype is None:
+            return fn(x)
+        with torch.autocast("cuda", dtype=dtype):
+            return fn(x)
+
+    with torch.inference_mode():
+        t0 = time.time()
+        for _ in range(3):  # reduce-overhead records its CUDA graph after a couple of calls
+            step()
+        torch.cuda.synchronize()
+        compile_s = time.time() - t0
+        torch.cuda.reset_peak_memory_stats()
+        samples = time_passes(step, warmup, iters)
+        peak = torch.cuda.max_memory_allocated() / 2**20
+    r = row(model_name, size, variant, samples, peak, {"compile_s": compile_s, "flops": flops}, math=math)
+    del fn, model, x
+    torch.cuda.empty_cache()
+    return r
+
+
+def bench(model_name, size, warmup, iters, variants):
     torch.manual_seed(0)
     model = build(model_name).cuda().eval()
     x = torch.randn(1, 3, size, size, device="cuda")
@@ -81,29 +168,40 @@ def bench(model_name, size, warmup, iters):
         model(x)  # cudnn.benchmark picks algorithms here
         torch.cuda.synchronize()
         first_s = time.time() - t0
+        flops = count_flops(model, x)
         torch.cuda.reset_peak_memory_stats()
         eager = time_passes(lambda: model(x), warmup, iters)
         peak = torch.cuda.max_memory_allocated() / 2**20
-        rows.append(row(model_name, size, "eager", eager, peak, {"first_pass_s": first_s}))
+        if "eager" in variants:
+            rows.append(row(model_name, size, "eager", eager, peak, {"first_pass_s": first_s, "flops": flops}))
 
-        # CUDA graph: warm up on a side stream (as torch.cuda.graphs asks), capture, replay.
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = model(x)
-        del out
-        torch.cuda.reset_peak_memory_stats()
-        replay = time_passes(graph.replay, warmup, iters)
-        peak_graph = torch.cuda.max_memory_allocated() / 2**20
-        rows.append(row(model_name, size, "cuda-graph", replay, peak_graph))
-        del graph
+    if "cuda-graph" in variants:
+        with torch.inference_mode():
+            # CUDA graph: warm up on a side stream (as torch.cuda.graphs asks), capture, replay.
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    model(x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = model(x)
+            del out
+            torch.cuda.reset_peak_memory_stats()
+            replay = time_passes(graph.replay, warmup, iters)
+            peak_graph = torch.cuda.max_memory_allocated() / 2**20
+            rows.append(row(model_name, size, "cuda-graph", replay, peak_graph, {"flops": flops}))
+            del graph
     del model, x
     torch.cuda.empty_cache()
+    for variant in variants:
+        if variant.startswith("compile"):
+            try:
+                rows.append(compiled_variant(model_name, size, variant, warmup, iters, flops))
+            except Exception as e:  # a variant that does not compile is a row, not the end
+                print(f"# {model_name} {size} {variant}: failed: {type(e).__name__}: {e}", file=sys.stderr,
+                      flush=True)
     return rows
 
 
@@ -170,7 +268,35 @@ def report(path):
     if summary:
         print(f"# seq/PyTorch-graph: worst {worst:.2f}, geometric mean "
               f"{statistics.geometric_mean(summary):.2f} over {len(summary)} configurations (target <= 1.00)")
+    strongest(rows, keys, pick)
     return 0
+
+
+def strongest(rows, keys, pick):
+    """The best PyTorch per model, size and precision, the variant it came from, and hios's best
+    one-GPU run beside it; "TC%" is the share of the tensor-core peak at that precision."""
+    maths = sorted({r.get("math", "tf32") for r in rows if r["impl"] == "pytorch"})
+    if not any(r["variant"].startswith("compile") for r in rows if r["impl"] == "pytorch"):
+        return
+    print("#")
+    print("# strongest PyTorch per precision (any variant) against hios's best one-GPU run (TF32)")
+    print("#  model           size  math  best PyTorch (ms)  via                   TC%     hios best1 (ms)  TC%     hios/PyTorch")
+    for model, size in keys:
+        b1 = pick(model, size, lambda r: r["impl"] == "hios" and r["gpus"] == 1 and r["cuda_graph"])
+        flops = next((r.get("flops") for r in rows if r["model"] == model and r["size"] == size and r.get("flops")), None)
+        for math in maths:
+            best = pick(model, size, lambda r: r["impl"] == "pytorch" and r.get("math", "tf32") == math)
+            if not best:
+                continue
+            share = tc_share(best)
+            hshare = None
+            if b1 and flops:
+                hshare = tc_share(dict(b1, flops=flops, math="tf32", device=best.get("device", "")))
+            ratio = b1["median_ms"] / best["median_ms"] if b1 else None
+            pct = (lambda v: f"{100 * v:5.1f}%" if v is not None else "   n/a")
+            print(f"  {model:<14} {size:5d}  {math:<4}  {best['median_ms']:17.3f}  {best['variant']:<20} {pct(share)}  "
+                  f"{(b1['median_ms'] if b1 else float('nan')):15.3f}  {pct(hshare)}  "
+                  f"{('{:8.2f}'.format(ratio) if ratio else '     n/a')}")
 
 
 def main():
@@ -181,6 +307,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--json", default="", help="append one JSON object per row to this file")
+    ap.add_argument("--variants", default=",".join(ALL_VARIANTS),
+                    help="comma-separated, from: " + ", ".join(ALL_VARIANTS))
     args = ap.parse_args()
     if args.report:
         return report(args.report)
@@ -195,11 +323,15 @@ def main():
     torch.backends.cudnn.allow_tf32 = True          # PyTorch's default for convolutions
     torch.backends.cuda.matmul.allow_tf32 = False   # PyTorch's default for matmul (nn.Linear)
 
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in variants if v not in ALL_VARIANTS]
+    if unknown:
+        raise SystemExit(f"bench_pytorch.py: unknown variant(s) {unknown} (known: {', '.join(ALL_VARIANTS)})")
     out = open(args.json, "a") if args.json else None
     for model in args.models.split(","):
         for size in [int(s) for s in args.sizes.split(",")]:
-            for r in bench(model, size, args.warmup, args.iters):
-                print(f"{r['model']:<14} {'pytorch-' + r['variant']:<22} {r['size']:5d}  1  tf32 "
+            for r in bench(model, size, args.warmup, args.iters, variants):
+                print(f"{r['model']:<14} {'pytorch-' + r['variant']:<26} {r['size']:5d}  1  {r['math']:<4} "
                       f"{'graph' if r['cuda_graph'] else 'eager'} {r['median_ms']:9.3f} {r['min_ms']:9.3f} "
                       f"{r['max_ms']:9.3f} {r['peak_mib']:10.1f}", flush=True)
                 if out:
