@@ -100,13 +100,18 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
                                  part_counts.end()) {
       part_counts.push_back(std::min(opt.num_gpus, 64));
     }
+    // Most parts and longest regions first: when the time budget runs out on many GPUs, what is
+    // left untried is the variants least likely to win there.
+    std::sort(part_counts.rbegin(), part_counts.rend());
     for (int parts : part_counts) {
       for (const auto& run : splittable_runs(g, parts)) {
         std::vector<int> ends;
         for (int e = run.first; e <= run.second; ++e) {
           if (region_legal(g, run.first, e, parts)) ends.push_back(e);
         }
-        for (int e : spread(ends, 6)) {
+        std::vector<int> picked = spread(ends, 6);
+        std::reverse(picked.begin(), picked.end());
+        for (int e : picked) {
           for (const auto& [m, sync] : modes) {
             candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m, sync)}});
           }
