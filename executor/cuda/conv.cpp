@@ -20,10 +20,11 @@ const float kZero = 0.0f;
 
 int act_code(Activation a) { return static_cast<int>(a); }  // kernels.hpp's codes follow the enum
 
-// The depthwise kernel's arguments for a problem: shared by autotuning and execution so the
-// timed launch is exactly the launch that runs.
-DepthwiseParams depthwise_params(const ConvProblem& p) {
-  DepthwiseParams dp;
+// The arguments hios's own kernels (depthwise, direct) share, from a problem: shared by
+// autotuning and execution so the timed launch is exactly the launch that runs.
+template <typename Params>
+Params kernel_params(const ConvProblem& p) {
+  Params dp;
   dp.x = p.x.ptr;
   dp.w = p.w;
   dp.b = p.b;
@@ -45,31 +46,15 @@ DepthwiseParams depthwise_params(const ConvProblem& p) {
   return dp;
 }
 
+DepthwiseParams depthwise_params(const ConvProblem& p) { return kernel_params<DepthwiseParams>(p); }
+
 // The direct kernel's arguments: the fallback for problems nothing else takes.
 DirectConvParams direct_params(const ConvProblem& p) {
-  DirectConvParams dp;
-  dp.x = p.x.ptr;
-  dp.w = p.w;
-  dp.b = p.b;
-  dp.y = p.y.ptr;
-  dp.n = int(p.x.shape.n);
-  dp.c = int(p.x.shape.c);
-  dp.h = int(p.x.shape.h);
-  dp.w_in = int(p.x.shape.w);
+  DirectConvParams dp = kernel_params<DirectConvParams>(p);
   dp.oc = int(p.out_channels);
-  dp.oh = int(p.y.shape.h);
-  dp.ow = int(p.y.shape.w);
   dp.groups = int(p.groups);
-  dp.kh = p.kernel[0];
-  dp.kw = p.kernel[1];
-  dp.sh = p.stride[0];
-  dp.sw = p.stride[1];
-  dp.ph = p.padding[0];
-  dp.pw = p.padding[1];
   dp.dh = p.dilation[0];
   dp.dw = p.dilation[1];
-  dp.input_relu = p.input_relu;
-  dp.act = act_code(p.act);
   return dp;
 }
 
