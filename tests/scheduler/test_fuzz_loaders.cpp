@@ -18,6 +18,7 @@
 #include "scheduler/algorithms.hpp"
 #include "scheduler/cost_model.hpp"
 #include "scheduler/schedule.hpp"
+#include "scheduler/spatial.hpp"
 #include "tests/catch.hpp"
 
 using namespace hios;
@@ -128,6 +129,21 @@ TEST_CASE("fuzz: the graph, schedule and profile loaders refuse mutated files wi
   fuzz("schedule", schedule_text, 2, [&](const json& j) {
     Schedule x = schedule_from_json(g, j);
     (void)check_schedule(g, x);
+  });
+  // A row split: its schedule (meta.spatial splits the graph on load) and its split graph
+  // (bands on conv and pool, the rows op, params_from).
+  SpatialSchedule split = schedule_spatial("hios-lp", g, *cost, so, SpatialOptions{"2", "halo"});
+  REQUIRE(!split.plan.empty());
+  split.schedule.meta.search_seconds = 0;
+  const std::string split_text = schedule_to_json(split.graph, split.schedule).dump(1);
+  fuzz("split schedule", split_text, 4, [&](const json& j) {
+    Graph copy = g;
+    Schedule x = schedule_from_json_split(copy, j);
+    (void)check_schedule(copy, x);
+  });
+  fuzz("split graph", graph_to_text(split.graph), 5, [](const json& j) {
+    Graph x = graph_from_json(j);
+    (void)x;
   });
   fuzz("profile", profile_text, 3, [&](const json& j) {
     ProfileDb x = profile_db_from_json(j);
