@@ -41,7 +41,18 @@ std::vector<std::vector<int>> Graph::successors() const {
 
 OpCost Graph::total_cost() const {
   OpCost total;
-  for (const Node& n : nodes) total += n.cost;
+  // The parts of a row split share their operator's weights: count each owner's once.
+  std::unordered_map<std::string, double> shared;
+  for (const Node& n : nodes) {
+    OpCost c = n.cost;
+    if (!n.params_from.empty()) {
+      double& p = shared[n.params_from];
+      p = std::max(p, c.params);
+      c.params = 0;
+    }
+    total += c;
+  }
+  for (const auto& kv : shared) total.params += kv.second;
   return total;
 }
 

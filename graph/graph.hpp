@@ -69,7 +69,7 @@ class Graph {
   std::vector<int> predecessors(int i) const;
   // Consumers of every node (built on demand; O(edges)).
   std::vector<std::vector<int>> successors() const;
-  OpCost total_cost() const;
+  OpCost total_cost() const;  // parameters shared by a split's parts (params_from) counted once
   int64_t edge_count() const;  // distinct producer -> consumer pairs
 
   // Rebuilds the name index, orders nodes topologically, checks the block structure and runs

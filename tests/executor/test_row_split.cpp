@@ -223,6 +223,9 @@ TEST_CASE("row split: the plan and the split graph round-trip through JSON") {
   Graph sg = apply_spatial(g, plan);
   Graph reread = graph_from_json(graph_to_json(sg), "split");
   CHECK(graph_digest(reread) == graph_digest(sg));
+  // The parts share their operator's weights: hios info counts them once.
+  CHECK(sg.total_cost().params == g.total_cost().params);
+  CHECK(sg.total_cost().macs >= g.total_cost().macs);  // recompute repeats the overlap
   CHECK(test::contains(test::error_of([&] { (void)spatial_from_json(json::parse(R"({"regions": [{"blocks": ["stem", "sep"], "parts": 1,
       "mode": "halo", "rows": {}}]})"), "$"); }), "parts"));
   CHECK(test::contains(test::error_of([&] { (void)spatial_from_json(json::parse(R"({"regions": [{"blocks": ["stem", "sep"], "parts": 2,
