@@ -408,20 +408,16 @@ class Splitter {
     return r;
   }
 
+  // A node outside every region, unchanged but for its inputs' indices (the caller records
+  // its block membership; block -1 is the graph input).
   int copy_node(int v, int block) {
     Node nd = g_.nodes[size_t(v)];
     for (Term& t : nd.inputs) {
       for (Value& val : t) val = remap(val);
     }
-    if (block < 0) {
-      out_.nodes.push_back(std::move(nd));
-      new_index_[size_t(v)] = int(out_.nodes.size()) - 1;
-    } else {
-      // copy_node's caller records block membership.
-      nd.block = block;
-      out_.nodes.push_back(std::move(nd));
-      new_index_[size_t(v)] = int(out_.nodes.size()) - 1;
-    }
+    nd.block = block;
+    out_.nodes.push_back(std::move(nd));
+    new_index_[size_t(v)] = int(out_.nodes.size()) - 1;
     return new_index_[size_t(v)];
   }
 
@@ -641,10 +637,9 @@ std::string describe_spatial(const Graph& g, const SpatialPlan& plan) {
     const int first = find_block(g, r.first_block), last = find_block(g, r.last_block);
     std::string span = r.first_block == r.last_block ? r.first_block : r.first_block + " .. " + r.last_block;
     std::string next;
-    if (last >= 0 && last + 1 < int(g.blocks.size())) next = " until " + g.blocks[size_t(last) + 1].name;
+    if (first >= 0 && last >= first && last + 1 < int(g.blocks.size())) next = " until " + g.blocks[size_t(last) + 1].name;
     out += strprintf("rows of %s split %d ways%s (%s, %zu nodes)\n", span.c_str(), r.parts, next.c_str(),
                      split_mode_name(r.mode), r.rows.size());
-    (void)first;
   }
   return out;
 }
