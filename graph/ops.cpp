@@ -539,7 +539,9 @@ static RowRange window_rows(RowRange out, int k, int s, int p, int d, int64_t in
 }
 static RowRange rows_none(const Op&, RowRange, int64_t) { return {}; }
 static RowRange rows_same(const Op&, RowRange out, int64_t in_h) { return clip_rows(out.begin, out.end, in_h); }
-static RowRange rows_whole(const Op&, RowRange out, int64_t in_h) { return out.empty() ? RowRange{} : RowRange{0, in_h}; }
+static RowRange rows_whole(const Op&, RowRange out, int64_t in_h) {
+  return out.empty() ? RowRange{} : RowRange{0, in_h};
+}
 static RowRange rows_conv(const Op& op, RowRange out, int64_t in_h) {
   const ConvAttrs& a = op.conv();
   return window_rows(out, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], in_h);

@@ -39,7 +39,10 @@ bool inside(RowRange inner, RowRange outer) { return inner.begin >= outer.begin 
 
 std::vector<int> region_nodes(const Graph& g, int first, int last) {
   std::vector<int> out;
-  for (int b = first; b <= last; ++b) out.insert(out.end(), g.blocks[size_t(b)].nodes.begin(), g.blocks[size_t(b)].nodes.end());
+  for (int b = first; b <= last; ++b) {
+    const std::vector<int>& members = g.blocks[size_t(b)].nodes;
+    out.insert(out.end(), members.begin(), members.end());
+  }
   std::sort(out.begin(), out.end());  // node indices are topological
   return out;
 }
@@ -63,7 +66,8 @@ bool region_legal(const Graph& g, int first, int last, int parts, std::string* w
     }
     if (row_window(nd.op).banded()) return fail(strprintf("node '%s' is already a band of a split", nd.name.c_str()));
     if (nd.shape.h < parts) {
-      return fail(strprintf("node '%s' has %lld rows, fewer than %d parts", nd.name.c_str(), (long long)nd.shape.h, parts));
+      return fail(strprintf("node '%s' has %lld rows, fewer than %d parts", nd.name.c_str(), (long long)nd.shape.h,
+                            parts));
     }
   }
   const int exit = g.blocks[size_t(last)].exit;
@@ -188,7 +192,8 @@ bool resolve_region(const Graph& g, const SplitRegion& r, size_t index, Resolved
   }
   std::string why;
   if (!region_legal(g, out.first, out.last, r.parts, &why)) {
-    errs.push_back(strprintf("%s (%s..%s): %s", where.c_str(), r.first_block.c_str(), r.last_block.c_str(), why.c_str()));
+    errs.push_back(
+        strprintf("%s (%s..%s): %s", where.c_str(), r.first_block.c_str(), r.last_block.c_str(), why.c_str()));
     return false;
   }
   out.nodes = region_nodes(g, out.first, out.last);
@@ -251,7 +256,8 @@ void check_partition(const Graph& g, int v, const std::vector<RowRange>& rows, c
                                rows_str({at, rows[k].begin}).c_str(), nd.name.c_str()));
     } else if (rows[k].begin < at) {
       errs.push_back(strprintf("%s: rows %s of node '%s' are computed by parts %zu and %zu", where.c_str(),
-                               rows_str({rows[k].begin, std::min(at, rows[k].end)}).c_str(), nd.name.c_str(), k - 1, k));
+                               rows_str({rows[k].begin, std::min(at, rows[k].end)}).c_str(), nd.name.c_str(), k - 1,
+                               k));
     }
     at = std::max(at, rows[k].end);
   }
@@ -585,7 +591,8 @@ SpatialPlan spatial_from_json(const json& j, const std::string& path) {
     r.parts = int(ro.get_int_in("parts", 2, 64));
     const std::string mode = ro.get_string("mode");
     HIOS_CHECK(mode == "halo" || mode == "recompute" || mode == "mixed",
-               "%s: unknown mode '%s' (expected halo, recompute or mixed)", ro.child_path("mode").c_str(), mode.c_str());
+               "%s: unknown mode '%s' (expected halo, recompute or mixed)", ro.child_path("mode").c_str(),
+               mode.c_str());
     r.mode = mode == "halo" ? SplitMode::Halo : mode == "recompute" ? SplitMode::Recompute : SplitMode::Mixed;
     const json& rows = ro.get_object("rows");
     for (const auto& kv : rows.items()) {
@@ -637,7 +644,9 @@ std::string describe_spatial(const Graph& g, const SpatialPlan& plan) {
     const int first = find_block(g, r.first_block), last = find_block(g, r.last_block);
     std::string span = r.first_block == r.last_block ? r.first_block : r.first_block + " .. " + r.last_block;
     std::string next;
-    if (first >= 0 && last >= first && last + 1 < int(g.blocks.size())) next = " until " + g.blocks[size_t(last) + 1].name;
+    if (first >= 0 && last >= first && last + 1 < int(g.blocks.size())) {
+      next = " until " + g.blocks[size_t(last) + 1].name;
+    }
     out += strprintf("rows of %s split %d ways%s (%s, %zu nodes)\n", span.c_str(), r.parts, next.c_str(),
                      split_mode_name(r.mode), r.rows.size());
   }

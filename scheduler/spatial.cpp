@@ -150,7 +150,8 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     Schedule s = run_algorithm(algo, sg, cost, o);
     json row = json{{"regions", json::array()}, {"predicted_ms", s.meta.predicted_ms}};
     for (const SplitRegion& r : plan.regions) {
-      row["regions"].push_back(json{{"blocks", region_label(r)}, {"parts", r.parts}, {"mode", split_mode_name(r.mode)}});
+      row["regions"].push_back(
+          json{{"blocks", region_label(r)}, {"parts", r.parts}, {"mode", split_mode_name(r.mode)}});
     }
     if (opt.progress) {
       const SplitRegion& r0 = plan.regions.front();

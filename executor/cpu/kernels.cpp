@@ -353,7 +353,9 @@ void assemble_terms(const Graph& g, int v, const std::vector<const float*>& prod
   // Operands keep their own shapes (a rows op's operands differ in H); a concat's terms share H x W.
   out.resize(operands ? nd.inputs.size() : 1);
   if (operands) {
-    for (size_t t = 0; t < nd.inputs.size(); ++t) out[t].resize(static_cast<size_t>(g.value_shape(nd.inputs[t][0]).numel()));
+    for (size_t t = 0; t < nd.inputs.size(); ++t) {
+      out[t].resize(static_cast<size_t>(g.value_shape(nd.inputs[t][0]).numel()));
+    }
   } else {
     out[0].resize(static_cast<size_t>(N * total_c * cat_hw));
   }
