@@ -10,7 +10,19 @@
 #include "executor/cuda/api.hpp"
 #include "graph/graph.hpp"
 
+// Skips the test (tests/catch.hpp's HIOS_SKIP) on a machine without a visible GPU.
+#define REQUIRE_GPU()                                                                  \
+  do {                                                                                 \
+    if (::hios::cuda::device_count() < 1) HIOS_SKIP("no CUDA device visible");         \
+  } while (0)
+
 namespace hios::gputest {
+
+// The math modes every op test runs in, and the convolution families: Auto takes the fastest,
+// the others force each family of implementations in turn.
+inline constexpr cuda::MathMode kModes[] = {cuda::MathMode::Tf32, cuda::MathMode::Fp32};
+inline constexpr cuda::ConvImpl kImpls[] = {cuda::ConvImpl::Auto, cuda::ConvImpl::Graph, cuda::ConvImpl::Legacy,
+                                            cuda::ConvImpl::Hios};
 
 // Norm-wise relative error ||got - ref|| / ||ref|| (element-wise relative errors explode near
 // zero), plus the largest absolute difference; any NaN or infinity in `got` makes it fail.

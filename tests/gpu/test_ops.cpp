@@ -9,21 +9,13 @@
 
 using namespace hios;
 using gputest::check_op;
+using gputest::kImpls;
+using gputest::kModes;
 using gputest::make_op_graph;
 using gputest::op_tolerance;
 using cuda::MathMode;
 
 namespace {
-
-const MathMode kModes[] = {MathMode::Tf32, MathMode::Fp32};
-// Auto takes the fastest; the others force each family of convolution implementations.
-const cuda::ConvImpl kImpls[] = {cuda::ConvImpl::Auto, cuda::ConvImpl::Graph, cuda::ConvImpl::Legacy,
-                                 cuda::ConvImpl::Hios};
-
-#define REQUIRE_GPU()                                                  \
-  do {                                                                 \
-    if (cuda::device_count() < 1) HIOS_SKIP("no CUDA device visible"); \
-  } while (0)
 
 int pick(std::mt19937& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 

@@ -15,19 +15,12 @@
 using namespace hios;
 using cuda::MathMode;
 using gputest::check_op;
+using gputest::kImpls;
+using gputest::kModes;
 using gputest::make_op_graph;
 using gputest::op_tolerance;
 
 namespace {
-
-const MathMode kModes[] = {MathMode::Tf32, MathMode::Fp32};
-const cuda::ConvImpl kImpls[] = {cuda::ConvImpl::Auto, cuda::ConvImpl::Graph, cuda::ConvImpl::Legacy,
-                                 cuda::ConvImpl::Hios};
-
-#define REQUIRE_GPU()                                                  \
-  do {                                                                 \
-    if (cuda::device_count() < 1) HIOS_SKIP("no CUDA device visible"); \
-  } while (0)
 
 // `whole` computing output rows `out` of an input in_full rows high, from an input that holds
 // the rows the band reads plus up to extra_top rows above them and extra_bottom below (rows a
