@@ -116,40 +116,33 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   double best = ev.latency(p);
   params["multi_gpu_ms"] = best;
   std::string fallback = "none";
-  // Another mapping through the same intra-GPU passes, for the alternatives below.
-  auto polished = [&](const std::vector<int>& mapping) {
+  // An alternative mapping through the same intra-GPU passes, kept when evaluated faster; its
+  // latency goes to params[key] and its name to params.fallback.
+  auto try_mapping = [&](const std::vector<int>& mapping, const char* key, const char* name) {
     Plan q = plan_from_order(g, mapping, order, G);
     if (var.window) window_pass(g, ev, q, order, opt.window, opt.max_streams);
     if (var.intra_ios) q = intra_gpu_pass(g, cost, ev, opt, q);
-    return q;
+    const double ms = ev.latency(q);
+    params[key] = ms;
+    if (ms < best) {
+      best = ms;
+      p = std::move(q);
+      fallback = name;
+    }
   };
   if (G > 1 && int(opt.gpu_hint.size()) == g.size() && !ev.budget().expired("suggested mapping")) {
     std::vector<int> hinted = gpu_of;
     for (int v = 0; v < g.size(); ++v) {
       if (opt.gpu_hint[size_t(v)] >= 0) hinted[size_t(v)] = opt.gpu_hint[size_t(v)] % G;
     }
-    Plan h = polished(hinted);
-    const double hinted_ms = ev.latency(h);
-    params["suggested_mapping_ms"] = hinted_ms;
-    if (hinted_ms < best) {
-      best = hinted_ms;
-      p = std::move(h);
-      fallback = "suggested-mapping";
-    }
+    try_mapping(hinted, "suggested_mapping_ms", "suggested-mapping");
   }
   // Everything on GPU 0, in the same order, through the same intra-GPU passes; not tried
   // when the one-GPU lower bound already says it cannot be faster (it costs an IOS run).
   const double single_bound = var.single_gpu && G > 1 ? lower_bound_ms(g, cost, 1) : 0.0;
   if (var.single_gpu && G > 1) params["single_gpu_bound_ms"] = single_bound;
   if (var.single_gpu && G > 1 && single_bound < best && !ev.budget().expired("one-GPU fallback")) {
-    Plan one = polished(std::vector<int>(g.size(), 0));
-    const double single = ev.latency(one);
-    params["single_gpu_ms"] = single;
-    if (single < best) {
-      best = single;
-      p = std::move(one);
-      fallback = "single-gpu";
-    }
+    try_mapping(std::vector<int>(g.size(), 0), "single_gpu_ms", "single-gpu");
   }
   std::vector<int> per_gpu = plan_nodes_per_gpu(p);
   params["nodes_per_gpu"] = per_gpu;
