@@ -238,6 +238,17 @@ bool tiled_pool_faster(int device, const std::string& key, const std::function<b
   return tiled;
 }
 
+// One of hios's pool kernels: the tiled one where the window fits its tile, else the generic.
+void emit_hios_pool(PlanCtx& c, const PoolParams& pp, bool tiled_fits) {
+  c.emit([pp, tiled_fits](StreamResources& r) {
+    if (tiled_fits) {
+      launch_pool_tiled(pp, r.stream());
+    } else {
+      launch_pool(pp, r.stream());
+    }
+  });
+}
+
 void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
   const PoolAttrs& a = op.pool();
   const View x = in.at(0);
@@ -285,13 +296,7 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
     pp.r0 = to_int(a.rows.out_first, node, "band's first row");
     pp.i0 = to_int(a.rows.in_first, node, "band's first input row");
     pp.full_h = to_int(a.rows.in_full, node, "whole input height");
-    c.emit([pp, tiled_ok](StreamResources& r) {
-      if (tiled_ok) {
-        launch_pool_tiled(pp, r.stream());
-      } else {
-        launch_pool(pp, r.stream());
-      }
-    });
+    emit_hios_pool(c, pp, tiled_ok);
     return;
   }
 
@@ -320,14 +325,7 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
     });
   }
   if (tiled) {
-    const bool fits = tiled_ok;
-    c.emit([pp, fits](StreamResources& r) {
-      if (fits) {
-        launch_pool_tiled(pp, r.stream());
-      } else {
-        launch_pool(pp, r.stream());
-      }
-    });
+    emit_hios_pool(c, pp, tiled_ok);
     return;
   }
   c.emit([with_cudnn](StreamResources& r) { with_cudnn(r.cudnn()); });
