@@ -554,9 +554,6 @@ static RowRange rows_pool(const Op& op, RowRange out, int64_t in_h) {
 static RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h) {
   return op.kind == OpKind::Conv ? rows_conv(op, out, in_h) : rows_pool(op, out, in_h);
 }
-// A rows op's output row r is row first + r of the tensor; which operand supplies it is its own
-// business, so as a consumer of rows it reads "the same rows" of its assembled operands.
-static RowRange rows_rows(const Op&, RowRange out, int64_t in_h) { return clip_rows(out.begin, out.end, in_h); }
 static int64_t out_rows_same(const Op&, int64_t in_h) { return in_h; }
 static int64_t out_rows_one(const Op&, int64_t) { return 1; }
 static int64_t out_rows_conv(const Op& op, int64_t in_h) {
@@ -666,8 +663,10 @@ static const std::vector<OpDef>& table() {
        count_linear, write_linear, read_linear, describe_linear, rows_whole, out_rows_one, false},
       {OpKind::Softmax, "softmax", "softmax over channels", true, false, infer_same, count_softmax, write_none,
        read_none, describe_plain, rows_same, out_rows_same, true},
+      // A rows op as a consumer reads "the same rows" of its operands (which operand supplies a
+      // row is its own business).
       {OpKind::Rows, "rows", "a band of rows assembled from operands holding bands (row splits)", false, true,
-       infer_rows, count_rows, write_rows, read_rows, describe_rows, rows_rows, out_rows_same, true},
+       infer_rows, count_rows, write_rows, read_rows, describe_rows, rows_same, out_rows_same, true},
   };
   return t;
 }
