@@ -239,7 +239,19 @@ static Shape infer_pool(const Op& op, const std::vector<Shape>& ins, const Infer
   const PoolAttrs& a = op.pool();
   const Shape& in = single_input(ins, ctx);
   if (is_global(a.kind)) {
-    HIOS_CHECK(!a.rows.banded(), "node '%s': a global pool cannot compute a band of rows", ctx.node.c_str());
+    const RowWindow& r = a.rows;
+    if (r.banded()) {
+      // A partial pool: it sums every row its input holds, which must lie in the whole tensor.
+      HIOS_CHECK(a.kind == PoolKind::GlobalAvg,
+                 "node '%s': a global max pool has no partial form (partial maxima would need an element-wise max)",
+                 ctx.node.c_str());
+      HIOS_CHECK(r.out_first == 0 && r.out_count == 1,
+                 "node '%s': a partial global pool computes output row 0 only (out_first 0, out_count 1)",
+                 ctx.node.c_str());
+      HIOS_CHECK(r.in_first >= 0 && r.in_first <= r.in_full - in.h,
+                 "node '%s': input rows %lld-%lld lie outside the whole input's %lld rows", ctx.node.c_str(),
+                 (long long)r.in_first, (long long)(r.in_first + in.h), (long long)r.in_full);
+    }
     return Shape{in.n, in.c, 1, 1};
   }
   for (int i = 0; i < 2; ++i) {
@@ -266,7 +278,10 @@ static OpCost count_pool(const Op& op, const std::vector<Shape>& in, const Shape
 static void write_pool(const Op& op, json& j) {
   const PoolAttrs& a = op.pool();
   j["pool"] = pool_kind_name(a.kind);
-  if (is_global(a.kind)) return;
+  if (is_global(a.kind)) {
+    if (a.rows.banded()) j["rows"] = window_json(a.rows);  // a partial pool
+    return;
+  }
   j["kernel"] = pair_json(a.kernel);
   j["stride"] = pair_json(a.stride);
   j["padding"] = pair_json(a.padding);
@@ -283,8 +298,8 @@ static void read_pool(Op& op, JsonObject& o) {
     a.padding = o.get_pair("padding", a.padding);
     a.ceil_mode = o.get_bool("ceil_mode", false);
     if (a.kind == PoolKind::Avg) a.count_include_pad = o.get_bool("count_include_pad", true);
-    a.rows = read_window(o);
   }
+  a.rows = read_window(o);  // global kinds too: a partial pool (shape inference checks it)
   op.attrs = a;
 }
 
@@ -507,7 +522,10 @@ static std::string describe_conv(const Op& op) {
 }
 static std::string describe_pool(const Op& op) {
   const PoolAttrs& a = op.pool();
-  if (is_global(a.kind)) return std::string("pool ") + pool_kind_name(a.kind);
+  if (is_global(a.kind)) {
+    const std::string s = std::string("pool ") + pool_kind_name(a.kind);
+    return a.rows.banded() ? s + " partial" : s;
+  }
   return strprintf("pool %s %dx%d/%d", pool_kind_name(a.kind), a.kernel[0], a.kernel[1], a.stride[0]);
 }
 static std::string describe_activation(const Op& op) { return activation_name(op.act().activation); }
@@ -611,6 +629,14 @@ Op band_op(const Op& op, RowRange out, int64_t in_full, int64_t in_first, RowRan
     }
   }
   if (needed) *needed = need;
+  return b;
+}
+
+Op partial_pool_op(const Op& op, RowRange in_rows, int64_t in_full) {
+  HIOS_CHECK(op.kind == OpKind::Pool && op.pool().kind == PoolKind::GlobalAvg,
+             "partial_pool_op: '%s' is not a global average pool", describe_op(op).c_str());
+  Op b = op;
+  std::get<PoolAttrs>(b.attrs).rows = RowWindow{0, 1, in_rows.begin, in_full};
   return b;
 }
 

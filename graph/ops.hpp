@@ -49,6 +49,12 @@ struct InputAttrs {
 // when it falls outside [0, in_full), and the node's input tensor holds the global rows
 // starting at in_first. So a band computes bit for bit what the unsplit op computes there,
 // padding, ceil_mode and count_include_pad included. in_full == 0: not a band.
+//
+// A global average pool with a window is a *partial* pool (the reduction that ends a split
+// region): out_first = 0, out_count = 1, and its input holds the global rows [in_first,
+// in_first + its height) of a tensor in_full rows high. It sums those rows and divides by the
+// whole tensor's in_full x W, so the partial pools of a partition of the rows add up to the
+// mean (docs/row-splits.md). A global max pool has no partial form.
 struct RowWindow {
   int64_t out_first = 0;
   int64_t out_count = 0;
@@ -81,7 +87,7 @@ struct PoolAttrs {
   std::array<int, 2> padding{0, 0};
   bool ceil_mode = false;           // PyTorch's ceil_mode (SqueezeNet uses it)
   bool count_include_pad = true;    // avg only: divide by the full window, padding included
-  RowWindow rows;                   // a band of a row split (not for the global kinds)
+  RowWindow rows;                   // a band of a row split; global avg: a partial pool
 };
 
 // Rows [first, first + count) of a tensor `full` rows high, copied from operands that each hold
@@ -210,6 +216,9 @@ const RowWindow& row_window(const Op& op);
 // its steps backwards; row-wise ops need none. Returns the op and, in `needed`, the input rows
 // it reads (clipped to the input).
 Op band_op(const Op& op, RowRange out, int64_t in_full, int64_t in_first, RowRange* needed = nullptr);
+// The partial form of a global average pool: it sums input rows `in_rows` of a tensor in_full
+// rows high (its input holds exactly those rows) and divides by the whole tensor's size.
+Op partial_pool_op(const Op& op, RowRange in_rows, int64_t in_full);
 
 // A short human description, e.g. "conv 3x3/2 64 relu".
 std::string describe_op(const Op& op);

@@ -25,8 +25,23 @@ int find_block(const Graph& g, const std::string& name) {
 // Rows of the tensor node v reads, whatever its terms (they share H).
 int64_t input_height(const Graph& g, int v) { return g.value_shape(g.nodes[size_t(v)].inputs[0][0]).h; }
 
-// The rows of its input that node c reads to produce output rows `out`.
+bool is_global_pool(const Op& op) {
+  return op.kind == OpKind::Pool && (op.pool().kind == PoolKind::GlobalAvg || op.pool().kind == PoolKind::GlobalMax);
+}
+
+// A global pool inside a legal region is the region's reduction (region_legal allows no other):
+// its parts are partial pools, and its plan rows are the rows of its input each part sums.
+bool reduces(const Graph& g, int v) { return is_global_pool(g.nodes[size_t(v)].op); }
+
+// The height the plan's rows of node v refer to: its own, or its input's for the reduction.
+int64_t plan_height(const Graph& g, int v) {
+  return reduces(g, v) ? input_height(g, v) : g.nodes[size_t(v)].shape.h;
+}
+
+// The rows of its input that node c reads to produce (plan) rows `out`; a partial pool reads
+// exactly the input rows it sums.
 RowRange needed_rows(const Graph& g, int c, RowRange out) {
+  if (reduces(g, c)) return out;
   return input_rows_op(g.nodes[size_t(c)].op, out, input_height(g, c));
 }
 
@@ -47,6 +62,43 @@ std::vector<int> region_nodes(const Graph& g, int first, int last) {
   return out;
 }
 
+// How the nodes of blocks [first, last] split. The first global pool of the last block, if
+// any, is the reduction that ends the region (`reduce`): its parts are partial pools whose sum
+// (an add that keeps its name) is the whole pool. The nodes of the last block that depend on
+// it (`tail`: a linear, a softmax) stay whole and read that sum. Every other node, the
+// reduction included, is `split` by rows (region_legal says whether that is possible).
+struct Layout {
+  std::vector<int> split;  // topological order
+  int reduce = -1;
+  std::vector<int> tail;  // topological order
+};
+
+Layout region_layout(const Graph& g, int first, int last) {
+  Layout l;
+  std::vector<char> after(g.nodes.size(), 0);  // the reduction or a node that depends on it
+  for (int v : g.blocks[size_t(last)].nodes) {  // topological
+    const Node& nd = g.nodes[size_t(v)];
+    if (l.reduce < 0 && is_global_pool(nd.op)) {
+      l.reduce = v;
+      after[size_t(v)] = 1;
+      continue;
+    }
+    for (const Term& t : nd.inputs) {
+      for (const Value& val : t) {
+        if (after[size_t(val.node)]) after[size_t(v)] = 1;
+      }
+    }
+  }
+  for (int v : region_nodes(g, first, last)) {
+    if (v != l.reduce && after[size_t(v)]) {
+      l.tail.push_back(v);
+    } else {
+      l.split.push_back(v);
+    }
+  }
+  return l;
+}
+
 }  // namespace
 
 bool region_legal(const Graph& g, int first, int last, int parts, std::string* why) {
@@ -56,18 +108,42 @@ bool region_legal(const Graph& g, int first, int last, int parts, std::string* w
   };
   if (first < 0 || last < first || last >= int(g.blocks.size())) return fail("no such run of blocks");
   const std::vector<int> nodes = region_nodes(g, first, last);
-  std::vector<char> in_region(g.nodes.size(), 0);
+  const Layout layout = region_layout(g, first, last);
+  std::vector<char> in_region(g.nodes.size(), 0), split(g.nodes.size(), 0);
   for (int v : nodes) in_region[size_t(v)] = 1;
-  for (int v : nodes) {
+  for (int v : layout.split) split[size_t(v)] = 1;
+  for (int v : layout.split) {
     const Node& nd = g.nodes[size_t(v)];
-    if (nd.op.kind == OpKind::Input || nd.op.kind == OpKind::Rows || !row_local_op(nd.op)) {
+    if (row_window(nd.op).banded()) return fail(strprintf("node '%s' is already a band of a split", nd.name.c_str()));
+    if (v == layout.reduce && nd.op.pool().kind == PoolKind::GlobalMax) {
+      return fail(strprintf("node '%s' is a global max pool: partial maxima would need an element-wise max to "
+                            "combine them, which the op table lacks",
+                            nd.name.c_str()));
+    }
+    if (v != layout.reduce &&
+        (nd.op.kind == OpKind::Input || nd.op.kind == OpKind::Rows || !row_local_op(nd.op))) {
       return fail(strprintf("node '%s' (%s) reads every row of its input, so it cannot be split by rows",
                             nd.name.c_str(), describe_op(nd.op).c_str()));
     }
-    if (row_window(nd.op).banded()) return fail(strprintf("node '%s' is already a band of a split", nd.name.c_str()));
-    if (nd.shape.h < parts) {
-      return fail(strprintf("node '%s' has %lld rows, fewer than %d parts", nd.name.c_str(), (long long)nd.shape.h,
-                            parts));
+    if (plan_height(g, v) < parts) {
+      return fail(strprintf("node '%s' has %lld rows%s, fewer than %d parts", nd.name.c_str(),
+                            (long long)plan_height(g, v), v == layout.reduce ? " in its input" : "", parts));
+    }
+  }
+  // The nodes after the reduction stay whole, so they may read only its sum, each other, or
+  // whole tensors from before the region.
+  for (int v : layout.tail) {
+    const Node& nd = g.nodes[size_t(v)];
+    if (nd.op.kind == OpKind::Rows) return fail(strprintf("node '%s' is already a band of a split", nd.name.c_str()));
+    for (const Term& t : nd.inputs) {
+      for (const Value& val : t) {
+        if (split[size_t(val.node)] && val.node != layout.reduce) {
+          return fail(strprintf("node '%s' reads '%s', whose rows are split, next to the reduction '%s'; only the "
+                                "reduction's sum is whole after it",
+                                nd.name.c_str(), g.nodes[size_t(val.node)].name.c_str(),
+                                g.nodes[size_t(layout.reduce)].name.c_str()));
+        }
+      }
     }
   }
   const int exit = g.blocks[size_t(last)].exit;
@@ -94,14 +170,15 @@ std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts) {
   while (b < nb) {
     int best = -1;
     for (int e = b; e < nb; ++e) {
-      std::string why;
       bool nodes_ok = true;
       for (int v : g.blocks[size_t(e)].nodes) {
         const Node& nd = g.nodes[size_t(v)];
         if (nd.op.kind == OpKind::Rows || !row_local_op(nd.op) || nd.shape.h < parts) nodes_ok = false;
       }
+      // A block that is not row-local throughout can only end a run: the one with a global
+      // average pool reduces partial results there (region_legal decides).
+      if (region_legal(g, b, e, parts)) best = e;
       if (!nodes_ok) break;
-      if (region_legal(g, b, e, parts, &why)) best = e;
     }
     if (best >= 0) {
       runs.push_back({b, best});
@@ -122,13 +199,15 @@ SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMod
   r.last_block = g.blocks[size_t(last)].name;
   r.parts = parts;
   r.mode = mode;
-  const std::vector<int> nodes = region_nodes(g, first, last);
+  // The tail after a reduction stays whole: it has no rows.
+  const Layout layout = region_layout(g, first, last);
+  const std::vector<int>& nodes = layout.split;
   const int exit = g.blocks[size_t(last)].exit;
   std::vector<std::vector<RowRange>> rows(g.nodes.size());
   std::vector<char> in_region(g.nodes.size(), 0);
   for (int v : nodes) in_region[size_t(v)] = 1;
   if (mode == SplitMode::Halo) {
-    for (int v : nodes) rows[size_t(v)] = split_rows(g.nodes[size_t(v)].shape.h, parts);
+    for (int v : nodes) rows[size_t(v)] = split_rows(plan_height(g, v), parts);
   } else {
     // Backwards: a node computes, per part, the hull of what that part's consumers read. A sync
     // point (mixed mode) is partitioned instead: its consumers get their halos from neighbours,
@@ -141,8 +220,8 @@ SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMod
     const auto succ = g.successors();
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
       const int v = *it;
-      if (v == exit || sync[size_t(v)]) {
-        rows[size_t(v)] = split_rows(g.nodes[size_t(v)].shape.h, parts);
+      if (v == exit || v == layout.reduce || sync[size_t(v)]) {
+        rows[size_t(v)] = split_rows(plan_height(g, v), parts);
         continue;
       }
       rows[size_t(v)].assign(size_t(parts), RowRange{});
@@ -165,7 +244,8 @@ namespace {
 
 struct ResolvedRegion {
   int first = -1, last = -1;
-  std::vector<int> nodes;
+  std::vector<int> nodes;  // the split nodes, the reduction included (not its whole tail)
+  int reduce = -1;
   std::vector<std::vector<RowRange>> rows;  // by node index (empty outside the region)
 };
 
@@ -196,10 +276,13 @@ bool resolve_region(const Graph& g, const SplitRegion& r, size_t index, Resolved
         strprintf("%s (%s..%s): %s", where.c_str(), r.first_block.c_str(), r.last_block.c_str(), why.c_str()));
     return false;
   }
-  out.nodes = region_nodes(g, out.first, out.last);
+  const Layout layout = region_layout(g, out.first, out.last);
+  out.nodes = layout.split;
+  out.reduce = layout.reduce;
   out.rows.assign(g.nodes.size(), {});
   bool ok = true;
-  std::set<std::string> members;
+  std::set<std::string> members, tail;
+  for (int v : layout.tail) tail.insert(g.nodes[size_t(v)].name);
   for (int v : out.nodes) {
     const Node& nd = g.nodes[size_t(v)];
     members.insert(nd.name);
@@ -217,16 +300,23 @@ bool resolve_region(const Graph& g, const SplitRegion& r, size_t index, Resolved
     }
     for (int k = 0; k < r.parts; ++k) {
       const RowRange& rr = it->second[size_t(k)];
-      if (rr.begin < 0 || rr.end > nd.shape.h || rr.empty()) {
-        errs.push_back(strprintf("%s: node '%s' part %d computes rows %s, not a non-empty band of its %lld rows",
-                                 where.c_str(), nd.name.c_str(), k, rows_str(rr).c_str(), (long long)nd.shape.h));
+      const int64_t h = plan_height(g, v);
+      if (rr.begin < 0 || rr.end > h || rr.empty()) {
+        errs.push_back(strprintf("%s: node '%s' part %d %s rows %s, not a non-empty band of its %s%lld rows",
+                                 where.c_str(), nd.name.c_str(), k, v == out.reduce ? "sums" : "computes",
+                                 rows_str(rr).c_str(), v == out.reduce ? "input's " : "", (long long)h));
         ok = false;
       }
     }
     out.rows[size_t(v)] = it->second;
   }
   for (const auto& kv : r.rows) {
-    if (!members.count(kv.first)) {
+    if (tail.count(kv.first)) {
+      errs.push_back(strprintf("%s: node '%s' reads the sum of the partial pools of '%s', so it is not split and "
+                               "has no rows",
+                               where.c_str(), kv.first.c_str(), g.nodes[size_t(out.reduce)].name.c_str()));
+      ok = false;
+    } else if (!members.count(kv.first)) {
       errs.push_back(strprintf("%s: node '%s' is not in blocks %s..%s", where.c_str(), kv.first.c_str(),
                                r.first_block.c_str(), r.last_block.c_str()));
       ok = false;
@@ -242,29 +332,34 @@ bool partitions(const Graph& g, int v, const std::vector<RowRange>& rows) {
     if (r.begin != at) return false;
     at = r.end;
   }
-  return at == g.nodes[size_t(v)].shape.h;
+  return at == plan_height(g, v);
 }
 
-// Every row of node v computed by exactly one part, in part order.
+// "rows a-b of node 'X' are computed", or for the reduction, whose parts each sum a band of its
+// input, "rows a-b of the input of node 'X' are summed".
+std::string rows_of(const Graph& g, int v, RowRange r) {
+  const char* name = g.nodes[size_t(v)].name.c_str();
+  return reduces(g, v) ? strprintf("rows %s of the input of node '%s' are summed", rows_str(r).c_str(), name)
+                       : strprintf("rows %s of node '%s' are computed", rows_str(r).c_str(), name);
+}
+
+// Every row of node v computed by exactly one part, in part order (for the reduction: every
+// row of its input summed by exactly one partial pool, or the parts would not add up to the
+// mean).
 void check_partition(const Graph& g, int v, const std::vector<RowRange>& rows, const std::string& where,
                      std::vector<std::string>& errs) {
-  const Node& nd = g.nodes[size_t(v)];
+  const int64_t h = plan_height(g, v);
   int64_t at = 0;
   for (size_t k = 0; k < rows.size(); ++k) {
     if (rows[k].begin > at) {
-      errs.push_back(strprintf("%s: rows %s of node '%s' are computed by no part", where.c_str(),
-                               rows_str({at, rows[k].begin}).c_str(), nd.name.c_str()));
+      errs.push_back(strprintf("%s: %s by no part", where.c_str(), rows_of(g, v, {at, rows[k].begin}).c_str()));
     } else if (rows[k].begin < at) {
-      errs.push_back(strprintf("%s: rows %s of node '%s' are computed by parts %zu and %zu", where.c_str(),
-                               rows_str({rows[k].begin, std::min(at, rows[k].end)}).c_str(), nd.name.c_str(), k - 1,
-                               k));
+      errs.push_back(strprintf("%s: %s by parts %zu and %zu", where.c_str(),
+                               rows_of(g, v, {rows[k].begin, std::min(at, rows[k].end)}).c_str(), k - 1, k));
     }
     at = std::max(at, rows[k].end);
   }
-  if (at < nd.shape.h) {
-    errs.push_back(strprintf("%s: rows %s of node '%s' are computed by no part", where.c_str(),
-                             rows_str({at, nd.shape.h}).c_str(), nd.name.c_str()));
-  }
+  if (at < h) errs.push_back(strprintf("%s: %s by no part", where.c_str(), rows_of(g, v, {at, h}).c_str()));
 }
 
 }  // namespace
@@ -291,7 +386,9 @@ std::vector<std::string> check_spatial(const Graph& g, const SpatialPlan& plan) 
     std::vector<char> in_region(g.nodes.size(), 0);
     for (int v : rr.nodes) in_region[size_t(v)] = 1;
     for (int v : rr.nodes) {
-      if (v == exit || r.mode == SplitMode::Halo) check_partition(g, v, rr.rows[size_t(v)], where, errs);
+      if (v == exit || v == rr.reduce || r.mode == SplitMode::Halo) {
+        check_partition(g, v, rr.rows[size_t(v)], where, errs);
+      }
     }
     if (r.mode == SplitMode::Halo) continue;
     // Each part must hold, of every producer in the region, the rows its windows read; in mixed
@@ -337,7 +434,10 @@ class Splitter {
       rg.spec = &r;
       rg.first = find_block(g, r.first_block);
       rg.last = find_block(g, r.last_block);
-      rg.nodes = region_nodes(g, rg.first, rg.last);
+      Layout layout = region_layout(g, rg.first, rg.last);
+      rg.nodes = std::move(layout.split);
+      rg.reduce = layout.reduce;
+      rg.tail = std::move(layout.tail);
       rg.exit = g.blocks[size_t(rg.last)].exit;
       for (int b = rg.first; b <= rg.last; ++b) region_of_block_[size_t(b)] = int(i);
       regions_.push_back(std::move(rg));
@@ -383,7 +483,12 @@ class Splitter {
       out_.blocks.push_back(nb);
       current_block_ = block_index;
       for (int v : rg.nodes) split_node(rg, v);
-      gather_exit(rg);
+      if (rg.reduce >= 0) {
+        sum_partial_pools(rg);
+        for (int v : rg.tail) out_.blocks.back().nodes.push_back(copy_node(v, block_index));
+      } else {
+        gather_exit(rg);
+      }
       out_.blocks.back().exit = new_index_[size_t(rg.exit)];
       out_.blocks.back().enter = new_index_[size_t(g_.blocks[size_t(rg.first)].enter)];
       b = size_t(rg.last) + 1;
@@ -396,7 +501,9 @@ class Splitter {
   struct Region {
     const SplitRegion* spec = nullptr;
     int first = -1, last = -1, exit = -1;
-    std::vector<int> nodes;
+    std::vector<int> nodes;  // split by rows, the reduction included
+    int reduce = -1;         // the global average pool that ends the region, or -1
+    std::vector<int> tail;   // whole nodes after the reduction
   };
 
   int add_node(Node nd, int block) {
@@ -510,7 +617,13 @@ class Splitter {
     const int64_t in_h = input_height(g_, v);
     for (int k = 0; k < rg.spec->parts; ++k) {
       RowRange need;
-      Op op = band_op(nd.op, rows[size_t(k)], in_h, input_rows_op(nd.op, rows[size_t(k)], in_h).begin, &need);
+      Op op;
+      if (v == rg.reduce) {
+        need = rows[size_t(k)];  // a partial pool reads exactly the input rows it sums
+        op = partial_pool_op(nd.op, need, in_h);
+      } else {
+        op = band_op(nd.op, rows[size_t(k)], in_h, input_rows_op(nd.op, rows[size_t(k)], in_h).begin, &need);
+      }
       Node part;
       part.name = strprintf("%s@%d", nd.name.c_str(), k);
       part.op = std::move(op);
@@ -522,6 +635,16 @@ class Splitter {
       }
       part_index_[size_t(v)].push_back(add_node(std::move(part), current_block_));
     }
+  }
+
+  // The reduction keeps its name as the sum of its partial pools, one operand each, in part
+  // order (so every rank that runs it adds them in the same order).
+  void sum_partial_pools(const Region& rg) {
+    Node sum;
+    sum.name = g_.nodes[size_t(rg.reduce)].name;
+    sum.op = make_op(OpKind::Add);
+    for (int part : part_index_[size_t(rg.reduce)]) sum.inputs.push_back(Term{Value{part, 0, -1}});
+    new_index_[size_t(rg.reduce)] = add_node(std::move(sum), current_block_);
   }
 
   void gather_exit(const Region& rg) {
@@ -618,9 +741,19 @@ SpatialPlan spatial_from_json(const json& j, const std::string& path) {
 }
 
 std::string split_graph_stats(const Graph& split) {
-  int parts = 0, halos = 0, assemblies = 0, gathers = 0;
+  int parts = 0, halos = 0, assemblies = 0, gathers = 0, sums = 0;
   double halo_bytes = 0;
   for (const Node& nd : split.nodes) {
+    // The sum that ends a region at a global pool: an add of partial pools.
+    if (nd.op.kind == OpKind::Add) {
+      bool partial = true;
+      for (const Term& t : nd.inputs) {
+        const Op& op = split.nodes[size_t(t.at(0).node)].op;
+        partial = partial && op.kind == OpKind::Pool && row_window(op).banded() &&
+                  op.pool().kind == PoolKind::GlobalAvg;
+      }
+      sums += partial;
+    }
     if (nd.op.kind != OpKind::Rows) {
       parts += nd.name.find('@') != std::string::npos;
       continue;
@@ -634,8 +767,8 @@ std::string split_graph_stats(const Graph& split) {
       ++gathers;
     }
   }
-  return strprintf("%d parts, %d halo cuts (%.3f MB), %d input assemblies, %d gathers", parts, halos, halo_bytes / 1e6,
-                   assemblies, gathers);
+  return strprintf("%d parts, %d halo cuts (%.3f MB), %d input assemblies, %d gathers, %d sums of partial pools",
+                   parts, halos, halo_bytes / 1e6, assemblies, gathers, sums);
 }
 
 std::string describe_spatial(const Graph& g, const SpatialPlan& plan) {
@@ -646,6 +779,10 @@ std::string describe_spatial(const Graph& g, const SpatialPlan& plan) {
     std::string next;
     if (first >= 0 && last >= first && last + 1 < int(g.blocks.size())) {
       next = " until " + g.blocks[size_t(last) + 1].name;
+    }
+    if (first >= 0 && last >= first) {
+      const int reduce = region_layout(g, first, last).reduce;
+      if (reduce >= 0) next = ", summing partial pools at " + g.nodes[size_t(reduce)].name + next;
     }
     out += strprintf("rows of %s split %d ways%s (%s, %zu nodes)\n", span.c_str(), r.parts, next.c_str(),
                      split_mode_name(r.mode), r.rows.size());

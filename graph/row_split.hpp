@@ -10,7 +10,10 @@
 //    the boundary rows cut from the neighbouring parts ("X@j>k:a-b", the halo); in recompute
 //    mode each part computes the overlap itself, so nothing moves inside the region;
 //  * the region's last node keeps its name: a `rows` node gathers its parts into the whole
-//    tensor for the blocks after it.
+//    tensor for the blocks after it;
+//  * or the region ends in a global average pool (its last block's first global pool): each
+//    part is a partial pool (sum of its rows over the whole tensor's size), an `add` keeping
+//    the pool's name sums them, and the nodes after it in that block stay whole.
 //
 // A schedule that splits rows records its SpatialPlan in meta.spatial; `load_schedule` applies
 // it to the graph the user passes, so the schedule's node names are those of the split graph.
@@ -34,9 +37,11 @@ struct SplitRegion {
   std::string first_block, last_block;
   int parts = 2;
   SplitMode mode = SplitMode::Halo;
-  // For every node of the region, the rows each part computes (one range per part). The last
-  // node's ranges, and in halo mode every node's, partition the node's rows in part order; in
-  // recompute mode an inner node's ranges overlap by what its consumers' windows need.
+  // For every split node of the region, the rows each part computes (one range per part). The
+  // last node's ranges, and in halo mode every node's, partition the node's rows in part order;
+  // in recompute mode an inner node's ranges overlap by what its consumers' windows need. For a
+  // global average pool that ends the region: the rows of its input each partial pool sums,
+  // always a partition. The nodes after that pool have no entry (they are not split).
   std::map<std::string, std::vector<RowRange>> rows;
 };
 
@@ -46,10 +51,12 @@ struct SpatialPlan {
 };
 
 // Whether blocks [first, last] of g can form one region split `parts` ways; `why` gets the
-// reason when not (a node that reads every row, a node read from after the region other than
-// its last block's exit, a node with fewer rows than parts).
+// reason when not (a node that reads every row other than a global average pool in the last
+// block, a global max pool there, a node after the pool that reads a split node, a node read
+// from after the region other than its last block's exit, a node with fewer rows than parts).
 bool region_legal(const Graph& g, int first, int last, int parts, std::string* why = nullptr);
-// Maximal runs of consecutive blocks that are legal regions for `parts` parts, in block order.
+// Maximal runs of consecutive blocks that are legal regions for `parts` parts, in block order;
+// a run may end in the block of a global average pool.
 std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts);
 // The rows of every node of blocks [first, last] for `parts` parts: even bands of every node
 // (halo), or even bands of the last node and, backwards, the rows each part's consumers read
@@ -60,7 +67,8 @@ SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMod
 
 // Every violation of `plan` against g, one line each naming the node and the rows: unknown or
 // overlapping regions, illegal regions, missing or foreign nodes, rows outside a node, rows
-// computed by two parts or by none, an overlap too small for a consumer's window (recompute).
+// computed (or, for a global pool's input, summed) by two parts or by none, rows for a node
+// after the pool, an overlap too small for a consumer's window (recompute).
 std::vector<std::string> check_spatial(const Graph& g, const SpatialPlan& plan);
 // The split graph. Throws hios::Error with the first violation of check_spatial.
 Graph apply_spatial(const Graph& g, const SpatialPlan& plan);
@@ -69,8 +77,9 @@ json spatial_to_json(const SpatialPlan& plan);
 SpatialPlan spatial_from_json(const json& j, const std::string& path);
 // One line per region, e.g. "rows of Conv2d_1a_3x3 .. maxpool2 (7 nodes) split 2 ways, halo".
 std::string describe_spatial(const Graph& g, const SpatialPlan& plan);
-// What a split graph moves and copies: parts, halo cuts (and their bytes), input assemblies and
-// gathers, e.g. "38 parts, 12 halo cuts (1.2 MB), 14 assemblies, 1 gather".
+// What a split graph moves and copies: parts, halo cuts (and their bytes), input assemblies,
+// gathers and sums of partial pools, e.g. "38 parts, 12 halo cuts (1.200 MB), 14 input
+// assemblies, 1 gathers, 0 sums of partial pools".
 std::string split_graph_stats(const Graph& split);
 
 }  // namespace hios

@@ -94,9 +94,11 @@ void pool2d(const PoolAttrs& a, const Shape& in, const float* x, const Shape& ou
           for (int64_t i = 0; i < in.h * in.w; ++i) m = std::max(m, xp[i]);
           yp[0] = m;
         } else {
+          // A partial pool (the end of a row split) sums the rows it holds but divides by the
+          // whole tensor (IH rows), so the parts' results add up to the mean.
           double s = 0;
           for (int64_t i = 0; i < in.h * in.w; ++i) s += xp[i];
-          yp[0] = float(s / double(in.h * in.w));
+          yp[0] = float(s / double(IH * in.w));
         }
         continue;
       }

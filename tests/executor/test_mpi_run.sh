@@ -162,8 +162,10 @@ case "$SCENARIO" in
     ;;
   rowsplit)
     # Row splits (issue 10): every split schedule equals the sequential run bit for bit (run_ok
-    # asks for max_abs 0), and a bad split is refused before anything launches.
-    graph inc inception_v3 96
+    # asks for max_abs 0; the reference is the split graph run on one rank, so this holds for the
+    # partial global pools too), and a bad split is refused before anything launches. At 107 the
+    # last blocks have two rows: a 2-way split reaches the global pool, a 3-way one stops before.
+    graph inc inception_v3 107
     split() {  # split NAME PARTS MODE GPUS -> $TMP/inc.NAME.GPUS.json
       "$HIOS" schedule --graph "$TMP/inc.json" --gpus "$4" --spatial "$2" --spatial-mode "$3" \
         --no-single-gpu-fallback -o "$TMP/inc.$1.$4.json" >"$TMP/sched.out" 2>"$TMP/err" ||
@@ -172,6 +174,8 @@ case "$SCENARIO" in
         fail "--spatial $2: no split reported: $(cat "$TMP/sched.out")"
     }
     split halo2 2 halo 2
+    grep -q "split 2 ways, summing partial pools at avgpool" "$TMP/sched.out" ||
+      fail "--spatial 2 does not reach the global pool: $(cat "$TMP/sched.out")"
     run_ok inc halo2 2
     split recompute3 3 recompute 3
     run_ok inc recompute3 3
@@ -179,17 +183,23 @@ case "$SCENARIO" in
     run_ok inc halo3 2
     "$HIOS" check --graph "$TMP/inc.json" --schedule "$TMP/inc.halo2.2.json" >"$TMP/check.out" 2>&1 ||
       fail "hios check of a split schedule: $(cat "$TMP/check.out")"
-    grep -q "halo cuts" "$TMP/check.out" || fail "hios check does not describe the split: $(cat "$TMP/check.out")"
+    grep -q "halo cuts.*, 1 sums of partial pools" "$TMP/check.out" ||
+      fail "hios check does not describe the split: $(cat "$TMP/check.out")"
     "$HIOS" lower --graph "$TMP/inc.json" --schedule "$TMP/inc.halo2.2.json" --rank 1 >"$TMP/lower.out" 2>&1 &&
       grep -q '^alloc .*@[0-9]' "$TMP/lower.out" || fail "hios lower does not show the parts"
     "$HIOS" dot "$TMP/inc.json" --schedule "$TMP/inc.halo2.2.json" -o "$TMP/split.dot" 2>"$TMP/err" &&
       grep -q '>0:' "$TMP/split.dot" || fail "hios dot --schedule does not show the halo cuts: $(cat "$TMP/err")"
-    # Bad splits: rows computed twice, and a recompute overlap too small for a window.
-    python3 - "$TMP/inc.halo2.2.json" "$TMP/bad-overlap.json" "$TMP/inc.recompute3.3.json" "$TMP/bad-halo.json" <<'PY'
+    # Bad splits: rows computed twice, a recompute overlap too small for a window, and partial
+    # global pools that sum a row twice.
+    python3 - "$TMP/inc.halo2.2.json" "$TMP/bad-overlap.json" "$TMP/inc.recompute3.3.json" "$TMP/bad-halo.json" \
+      "$TMP/bad-sum.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 s["meta"]["spatial"]["regions"][0]["rows"]["Conv2d_2b_3x3"][1][0] -= 2
 json.dump(s, open(sys.argv[2], "w"))
+s = json.load(open(sys.argv[1]))
+s["meta"]["spatial"]["regions"][0]["rows"]["avgpool"][1][0] -= 1
+json.dump(s, open(sys.argv[5], "w"))
 s = json.load(open(sys.argv[3]))
 s["meta"]["spatial"]["regions"][0]["rows"]["Conv2d_2a_3x3"][1][0] += 1
 json.dump(s, open(sys.argv[4], "w"))
@@ -206,6 +216,7 @@ PY
         fail "hios run $1: rc $rc, wanted a refusal naming '$3' before any pass: $(head -3 "$TMP/err")"
     }
     refused "$TMP/bad-overlap.json" 2 "rows 2[0-9]*-2[0-9]* of node 'Conv2d_2b_3x3' are computed by parts 0 and 1"
+    refused "$TMP/bad-sum.json" 2 "rows 0-1 of the input of node 'avgpool' are summed by parts 0 and 1"
     refused "$TMP/bad-halo.json" 3 "of node 'Conv2d_2b_3x3' reads rows .* of 'Conv2d_2a_3x3', but that part computes rows .* (halo too small)"
     echo "ok: bad split schedules refused by check and run"
     ;;

@@ -146,3 +146,40 @@ TEST_CASE("rows: split_rows makes contiguous bands as even as possible", "[graph
   }
   CHECK(split_rows(5, 2) == std::vector<RowRange>{{0, 3}, {3, 5}});
 }
+
+TEST_CASE("rows: a partial global average pool holds a band of its input's rows", "[graph][rows]") {
+  Op global = make_op(OpKind::Pool);
+  std::get<PoolAttrs>(global.attrs).kind = PoolKind::GlobalAvg;
+  const std::string name = "gp@1";
+  const InferContext ctx{name, 1, 16, 16};
+  // Rows 5..11 of a 12-row tensor: the output is still one value per channel.
+  const Op part = partial_pool_op(global, {5, 12}, 12);
+  CHECK(row_window(part) == RowWindow{0, 1, 5, 12});
+  CHECK(infer_op(part, {Shape{1, 8, 7, 9}}, ctx) == Shape{1, 8, 1, 1});
+  CHECK(describe_op(part) == "pool global_avg partial");
+  // An input holding rows past the whole tensor, or a window that claims other output rows.
+  CHECK(test::contains(test::error_of([&] { (void)infer_op(part, {Shape{1, 8, 8, 9}}, ctx); }),
+                       "input rows 5-13 lie outside the whole input's 12 rows"));
+  Op shifted = part;
+  std::get<PoolAttrs>(shifted.attrs).rows.out_first = 1;
+  CHECK(test::contains(test::error_of([&] { (void)infer_op(shifted, {Shape{1, 8, 7, 9}}, ctx); }),
+                       "computes output row 0 only"));
+  // A global max pool has no partial form: its partials would need an element-wise max.
+  Op max_part = part;
+  std::get<PoolAttrs>(max_part.attrs).kind = PoolKind::GlobalMax;
+  CHECK(test::contains(test::error_of([&] { (void)infer_op(max_part, {Shape{1, 8, 7, 9}}, ctx); }),
+                       "global max pool has no partial form"));
+  CHECK(test::contains(test::error_of([&] { (void)partial_pool_op(max_part, {0, 3}, 12); }),
+                       "not a global average pool"));
+  // The window travels in the op's JSON under "rows", like a conv's band; a whole pool has none.
+  json j;
+  write_op(part, j);
+  CHECK(j["rows"] == json{{"out_first", 0}, {"out_count", 1}, {"in_first", 5}, {"in_full", 12}});
+  JsonObject o(j, "$");
+  const Op back = read_op(o);
+  o.finish();
+  CHECK(row_window(back) == row_window(part));
+  json whole;
+  write_op(global, whole);
+  CHECK(!whole.contains("rows"));
+}
