@@ -63,6 +63,9 @@ struct BackendConfig {
   // as soon as any free up, instead of queueing behind a wave of the other streams' kernels;
   // "normal" gives them the compute streams' priority. Other backends ignore it.
   std::string comm_priority = "high";
+  // How activations are stored (executor/tensor_layout.hpp): "nchw", or "nhwc" on the CUDA
+  // backend. Values handed in and read back are NCHW whatever the layout.
+  std::string layout = "nchw";
 };
 
 class Backend {
@@ -73,6 +76,7 @@ class Backend {
   virtual std::string device_name() const = 0;  // "cpu (2 threads)", "NVIDIA H200 (bus 0000:19:00.0)"
   virtual std::string versions() const = 0;     // e.g. "CUDA 13.0, cuDNN 9.10" for the report preamble
   virtual std::string math() const = 0;         // the math mode actually in effect
+  virtual std::string layout() const { return "nchw"; }  // BackendConfig::layout in effect
 
   virtual void prepare(const Graph& g, const RankProgram& p) = 0;
 

@@ -219,6 +219,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   so.threads = opt.threads;
   so.memory_limit = opt.memory_limit;
   so.comm_priority = opt.comm_priority;
+  so.layout = opt.layout;
   RankSession session(g, so, comm);
   const BackendConfig& cfg = session.backend_config();
 
@@ -401,6 +402,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   rep.backend = backend.name();
   rep.transport = transport ? transport->name() : session.transport_name() + " (unused: one rank)";
   rep.math = backend.math();
+  rep.layout = backend.layout();
   rep.cuda_graph = use_graph ? "on" : "off";
   rep.memory = shared_memory ? "shared" : "separate";
   rep.versions = backend.versions();
@@ -443,8 +445,10 @@ std::string report_to_table(const RunReport& r) {
   out += strprintf("# hios run: graph %s %lldx%lldx%lld (%s), schedule %s on %d GPU(s), predicted %.3f ms\n",
                    r.graph_name.c_str(), (long long)r.batch, (long long)r.height, (long long)r.width,
                    r.graph_digest.c_str(), r.algorithm.c_str(), r.num_ranks, r.predicted_ms);
-  out += strprintf("# backend %s (math %s), transport %s, cuda-graph %s, memory %s, warmup %d, number %d, repeat %d\n",
-                   r.backend.c_str(), r.math.c_str(), r.transport.c_str(), r.cuda_graph.c_str(), r.memory.c_str(),
+  out += strprintf("# backend %s (math %s, layout %s), transport %s, cuda-graph %s, memory %s, warmup %d, number %d, "
+                   "repeat %d\n",
+                   r.backend.c_str(), r.math.c_str(), r.layout.c_str(), r.transport.c_str(), r.cuda_graph.c_str(),
+                   r.memory.c_str(),
                    r.warmup, r.number, r.repeat);
   out += "# versions: " + r.versions + "\n";
   for (const RankInfo& ri : r.ranks) {
@@ -490,7 +494,7 @@ json report_to_json(const RunReport& r) {
   j["graph"] = {{"name", r.graph_name}, {"digest", r.graph_digest}, {"batch", r.batch}, {"height", r.height},
                 {"width", r.width}};
   j["schedule"] = {{"algorithm", r.algorithm}, {"gpus", r.num_ranks}, {"predicted_ms", r.predicted_ms}};
-  j["config"] = {{"backend", r.backend},   {"transport", r.transport}, {"math", r.math},
+  j["config"] = {{"backend", r.backend},   {"transport", r.transport}, {"math", r.math}, {"layout", r.layout},
                  {"cuda_graph", r.cuda_graph}, {"memory", r.memory},   {"warmup", r.warmup},   {"number", r.number},
                  {"repeat", r.repeat}};
   j["versions"] = r.versions;

@@ -25,6 +25,7 @@ struct RunOptions {
   std::string cuda_graph = "auto";  // on | off | auto (on when backend and transport can capture)
   std::string math;              // empty: the backend's default ("tf32" on cuda, "fp32" on cpu)
   std::string comm_priority = "high";  // SessionOptions::comm_priority
+  std::string layout = "nchw";         // SessionOptions::layout
   int warmup = 2, number = 6, repeat = 6;
   bool verify = false;
   bool verify_nodes = false;     // also compare every node's output (implies verify)
@@ -87,6 +88,7 @@ struct RunReport {
   int64_t batch = 1, height = 0, width = 0;
   int num_ranks = 1;
   std::string backend, transport, math, cuda_graph;  // cuda_graph: "on" or "off" as run
+  std::string layout = "nchw";                        // how the backend stored activations
   std::string memory;    // "shared" or "separate", as run
   std::string versions;  // backend, transport and MPI library versions
   int warmup = 0, number = 0, repeat = 0;

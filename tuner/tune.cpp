@@ -241,6 +241,8 @@ json identity_here(exec::RankSession& s, const Graph& g) {
   id["transport"] = s.transport() ? s.transport()->name() + (s.transport()->versions().empty() ? "" : " " + s.transport()->versions())
                                   : std::string("none (one rank)");
   id["math"] = s.backend().math();
+  // Node times depend on the layout; NCHW databases written before layouts existed stay valid.
+  if (s.backend().layout() != "nchw") id["layout"] = s.backend().layout();
   id["graph"] = g.name;
   id["graph_digest"] = graph_digest(g);
   return id;

@@ -28,6 +28,8 @@ class CpuBackend final : public Backend {
     cpu::check_kernel_table();
     HIOS_CHECK(cfg.math == "fp32", "the cpu backend computes in fp32 with double accumulation; --math %s needs a GPU backend",
                cfg.math.c_str());
+    HIOS_CHECK(cfg.layout == "nchw", "the cpu backend stores activations NCHW; --layout %s needs the cuda backend",
+               cfg.layout.c_str());
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
     threads_ = omp_get_max_threads();

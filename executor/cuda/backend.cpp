@@ -17,6 +17,7 @@ CudaBackend::CudaBackend(const exec::BackendConfig& cfg) : cfg_(cfg) {
   HIOS_CHECK(device_ < n, "the cuda backend was given GPU %d, but this process sees %d GPU%s", device_, n,
              n == 1 ? "" : "s");
   math_ = parse_math_mode(cfg.math);
+  layout_ = exec::parse_layout(cfg.layout);
   HIOS_CUDA_CHECK(cudaSetDevice(device_));
   set_memory_limit(device_, cfg.memory_limit);
   baseline_ = memory_stats(device_).current;
@@ -86,7 +87,8 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
     tensors_.clear();
     storage_.clear();
   } else {
-    eng_ = std::make_unique<Engine>(g, Engine::Options{device_, math_, cfg_.seed, parse_conv_impl(cfg_.conv_impl)});
+    eng_ = std::make_unique<Engine>(
+        g, Engine::Options{device_, math_, cfg_.seed, parse_conv_impl(cfg_.conv_impl), layout_});
   }
   g_ = &g;
   // Lowering puts the compute streams first; the send and receive streams follow.
@@ -241,7 +243,9 @@ void CudaBackend::set_input(const std::vector<float>& values) {
              "cuda backend: set_input got %zu values, the input holds %zu", values.size(),
              tensors_[size_t(in)].bytes / sizeof(float));
   synchronize();
-  upload(p, values.data(), tensors_[size_t(in)].bytes, stream_handle(0));
+  // The user's values are NCHW; the buffer holds the backend's layout.
+  const std::vector<float> stored = exec::to_layout(values, g_->nodes[size_t(in)].shape, layout_);
+  upload(p, stored.data(), tensors_[size_t(in)].bytes, stream_handle(0));
 }
 
 std::vector<float> CudaBackend::read_tensor(int node) {
@@ -249,7 +253,7 @@ std::vector<float> CudaBackend::read_tensor(int node) {
   synchronize();
   std::vector<float> out(tensors_[size_t(node)].bytes / sizeof(float));
   HIOS_CUDA_CHECK(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  return out;
+  return exec::from_layout(out, g_->nodes[size_t(node)].shape, layout_);
 }
 
 size_t CudaBackend::peak_memory_bytes() const { return bytes_above(memory_stats(device_).peak, baseline_); }

@@ -43,6 +43,7 @@ Params kernel_params(const ConvProblem& p) {
   dp.pw = p.padding[1];
   dp.input_relu = p.input_relu;
   dp.act = act_code(p.act);
+  dp.nhwc = p.x.nhwc() ? 1 : 0;
   return dp;
 }
 
@@ -84,8 +85,12 @@ void be_set(const BeP& b, cudnnBackendAttributeName_t a, cudnnBackendAttributeTy
   HIOS_CUDNN_CHECK(cudnnBackendSetAttribute(b->d, a, t, n, v));
 }
 
-BeP be_tensor(int64_t uid, const std::array<int64_t, 4>& dims, bool is_virtual, int64_t align) {
-  const std::array<int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+// A packed tensor of dims (n, c, h, w) (for a filter: k, c/g, r, s), stored NCHW or NHWC
+// (a filter: KCRS or KRSC).
+BeP be_tensor(int64_t uid, const std::array<int64_t, 4>& dims, bool is_virtual, int64_t align, bool nhwc) {
+  const std::array<int64_t, 4> strides =
+      nhwc ? std::array<int64_t, 4>{dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]}
+           : std::array<int64_t, 4>{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
   BeP t = be(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   const cudnnDataType_t f = CUDNN_DATA_FLOAT;
   be_set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
@@ -132,10 +137,11 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
   const Shape& xs = p.x.shape;
   const Shape& ys = p.y.shape;
   const int64_t ax = aligned16(x) ? 16 : 4, ay = aligned16(p.y.ptr) ? 16 : 4, aw = aligned16(p.w) ? 16 : 4;
-  BeP tx = be_tensor(kUidX, {xs.n, xs.c, xs.h, xs.w}, false, ax);
-  BeP tw = be_tensor(kUidW, {p.out_channels, xs.c / p.groups, p.kernel[0], p.kernel[1]}, false, aw);
+  const bool nhwc = p.x.nhwc();
+  BeP tx = be_tensor(kUidX, {xs.n, xs.c, xs.h, xs.w}, false, ax, nhwc);
+  BeP tw = be_tensor(kUidW, {p.out_channels, xs.c / p.groups, p.kernel[0], p.kernel[1]}, false, aw, nhwc);
   const bool pointwise = fused && (p.b != nullptr || p.act != Activation::None);
-  BeP conv_out = be_tensor(pointwise ? 10 : kUidY, {ys.n, ys.c, ys.h, ys.w}, pointwise, pointwise ? 16 : ay);
+  BeP conv_out = be_tensor(pointwise ? 10 : kUidY, {ys.n, ys.c, ys.h, ys.w}, pointwise, pointwise ? 16 : ay, nhwc);
   g->keep = {tx, tw, conv_out};
 
   BeP cd = be(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
@@ -170,9 +176,9 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
     BeP cur = conv_out;
     const bool last_is_bias = p.act == Activation::None;
     if (p.b) {
-      BeP tb = be_tensor(kUidB, {1, ys.c, 1, 1}, false, aligned16(p.b) ? 16 : 4);
-      BeP out = last_is_bias ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay)
-                             : be_tensor(11, {ys.n, ys.c, ys.h, ys.w}, true, 16);
+      BeP tb = be_tensor(kUidB, {1, ys.c, 1, 1}, false, aligned16(p.b) ? 16 : 4, nhwc);
+      BeP out = last_is_bias ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc)
+                             : be_tensor(11, {ys.n, ys.c, ys.h, ys.w}, true, 16, nhwc);
       BeP add = be_pointwise(CUDNN_POINTWISE_ADD, cur, tb, out, g->keep);
       g->keep.insert(g->keep.end(), {tb, out, add});
       ops.push_back(add->d);
@@ -183,7 +189,7 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
       const cudnnPointwiseMode_t m = p.act == Activation::Relu      ? CUDNN_POINTWISE_RELU_FWD
                                      : p.act == Activation::Sigmoid ? CUDNN_POINTWISE_SIGMOID_FWD
                                                                     : CUDNN_POINTWISE_TANH_FWD;
-      BeP out = be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay);
+      BeP out = be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc);
       BeP a = be_pointwise(m, cur, nullptr, out, g->keep);
       g->keep.insert(g->keep.end(), {out, a});
       ops.push_back(a->d);
@@ -309,13 +315,13 @@ struct LegacyDescs {
     HIOS_CUDNN_CHECK(cudnnCreateActivationDescriptor(&act));
     const Shape& xs = p.x.shape;
     const Shape& ys = p.y.shape;
-    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(xs.n), int(xs.c), int(xs.h),
-                                                int(xs.w)));
-    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(ys.n), int(ys.c), int(ys.h),
-                                                int(ys.w)));
+    // NHWC: activations channels-last and the filter KRSC (Engine::to_channels_last).
+    const cudnnTensorFormat_t fmt = p.x.nhwc() ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, fmt, CUDNN_DATA_FLOAT, int(xs.n), int(xs.c), int(xs.h), int(xs.w)));
+    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, fmt, CUDNN_DATA_FLOAT, int(ys.n), int(ys.c), int(ys.h), int(ys.w)));
     HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, int(ys.c), 1, 1));
-    HIOS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(p.out_channels),
-                                                int(xs.c / p.groups), p.kernel[0], p.kernel[1]));
+    HIOS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, fmt, int(p.out_channels), int(xs.c / p.groups),
+                                                p.kernel[0], p.kernel[1]));
     HIOS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, p.padding[0], p.padding[1], p.stride[0], p.stride[1],
                                                      p.dilation[0], p.dilation[1], CUDNN_CROSS_CORRELATION,
                                                      CUDNN_DATA_FLOAT));
@@ -377,7 +383,7 @@ using Trial = std::function<void(cudaStream_t, cudnnHandle_t, void* ws, size_t w
 
 void relu_pass(cudaStream_t st, const ConvProblem& p) {
   const Shape& s = p.x.shape;
-  launch_bias_act(p.x.ptr, p.relu_tmp.ptr, nullptr, act_code(Activation::Relu), s.n, s.c, s.h * s.w, st);
+  launch_bias_act(p.x.ptr, p.relu_tmp.ptr, nullptr, act_code(Activation::Relu), s.n, s.c, s.h * s.w, 0, st);
 }
 
 std::string key_of(const ConvProblem& p, const float* x) {
@@ -387,6 +393,8 @@ std::string key_of(const ConvProblem& p, const float* x) {
   std::string band;
   if (p.pad_bottom != p.padding[0]) band += strprintf(" post%d", p.pad_bottom);
   if (!p.cudnn_ok) band += " hios-only";
+  // Layouts are problems of their own; NCHW keys stay as they were (recorded recipes).
+  if (p.x.nhwc()) band += " nhwc";
   return strprintf("x%lldx%lldx%lldx%lld w%lldx%lldx%dx%d p%d,%d s%d,%d d%d,%d g%lld %s b%d %s%s a%d%d%d",
                    (long long)s.n, (long long)s.c, (long long)s.h, (long long)s.w, (long long)p.out_channels,
                    (long long)(s.c / p.groups), p.kernel[0], p.kernel[1], p.padding[0], p.padding[1], p.stride[0],
@@ -538,6 +546,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
   };
   const int act = act_code(p.act);
   const Shape ys = p.y.shape;
+  const int nhwc = p.y.nhwc() ? 1 : 0;
 
   const ConvImpl only = eng.conv_impl();
   const bool want_hios = only == ConvImpl::Auto || only == ConvImpl::Hios;
@@ -584,10 +593,10 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       }
       const float* b = p.b;
       float* y = p.y.ptr;
-      trials.push_back([exec, fused, b, act, ys, y, pre](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
+      trials.push_back([exec, fused, b, act, ys, y, pre, nhwc](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
         pre(st);
         exec->run(h, w);
-        if (!fused) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, st);
+        if (!fused) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, st);
       });
       cands.push_back(ch);
     }
@@ -626,7 +635,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
     const float* w = p.w;
     const float* b = p.b;
     float* y = p.y.ptr;
-    trials.push_back([d, lf, algo, x, w, b, bias, y, act, ys, pre](cudaStream_t st, cudnnHandle_t h, void* wsp,
+    trials.push_back([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc](cudaStream_t st, cudnnHandle_t h, void* wsp,
                                                                    size_t wsb) {
       pre(st);
       if (lf) {
@@ -635,7 +644,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       } else {
         HIOS_CUDNN_CHECK(
             cudnnConvolutionForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb, &kZero, d->y, y));
-        launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, st);
+        launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, st);
       }
     });
     cands.push_back(ch);
@@ -736,6 +745,7 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
 
   const int act = act_code(p.act);
   const Shape ys = p.y.shape;
+  const int nhwc = p.y.nhwc() ? 1 : 0;
   const ConvProblem prob = p;
   auto pre = [prob](cudaStream_t st) {
     if (prob.input_relu) relu_pass(st, prob);
@@ -765,10 +775,10 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
       const bool epilogue = ch->impl == Impl::GraphConv;
       const float* b = p.b;
       float* y = p.y.ptr;
-      c.emit([exec, epilogue, b, act, ys, y, pre](StreamResources& r) {
+      c.emit([exec, epilogue, b, act, ys, y, pre, nhwc](StreamResources& r) {
         pre(r.stream());
         exec->run(r.cudnn(), r.workspace());
-        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, r.stream());
+        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, r.stream());
       });
       return;
     }
@@ -781,7 +791,7 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
       const float* b = p.b;
       const float* bias = p.b ? p.b : c.eng.zeros(p.out_channels, c.res.stream());
       float* y = p.y.ptr;
-      c.emit([d, lf, algo, x, w, b, bias, y, act, ys, pre](StreamResources& r) {
+      c.emit([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc](StreamResources& r) {
         pre(r.stream());
         if (lf) {
           HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo,
@@ -790,7 +800,7 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
         } else {
           HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(),
                                                    r.workspace_bytes(), &kZero, d->y, y));
-          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, r.stream());
+          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, r.stream());
         }
       });
       return;

@@ -24,6 +24,7 @@ class CudaBackend final : public exec::Backend {
   std::string device_name() const override;
   std::string versions() const override;
   std::string math() const override { return math_mode_name(math_); }
+  std::string layout() const override { return exec::layout_name(layout_); }
 
   void prepare(const Graph& g, const exec::RankProgram& p) override;
   void launch(int node, int stream) override;
@@ -65,6 +66,7 @@ class CudaBackend final : public exec::Backend {
   exec::BackendConfig cfg_;
   int device_ = 0;
   MathMode math_ = MathMode::Tf32;
+  exec::Layout layout_ = exec::Layout::Nchw;
   const Graph* g_ = nullptr;
   std::unique_ptr<Engine> eng_;
   // Where each node's tensor lives (index: node; null when not resident here). The memory is

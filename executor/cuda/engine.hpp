@@ -21,20 +21,30 @@
 
 #include "executor/cuda/api.hpp"
 #include "executor/cuda/device.hpp"
+#include "executor/weights.hpp"
 #include "graph/graph.hpp"
 
 namespace hios::cuda {
 
-// An NCHW tensor in device memory: a whole buffer or a channel slice of one. Slices of a batch-1
-// tensor are contiguous; with more items, items sit batch_stride elements apart.
+using exec::Layout;
+
+// A tensor in device memory, stored in the engine's layout: a whole buffer or a channel slice
+// of one. Batch items sit batch_stride elements apart. In NCHW a slice of a batch-1 tensor is
+// contiguous; in NHWC a slice's pixels sit pixel_stride elements apart (the channels of the
+// buffer it is cut from), so it is contiguous only when it is the whole buffer.
 struct View {
   float* ptr = nullptr;
   Shape shape;
   int64_t batch_stride = 0;
+  Layout layout = Layout::Nchw;
+  int64_t pixel_stride = 0;  // NHWC only
+  bool nhwc() const { return layout == Layout::Nhwc; }
   int64_t item() const { return shape.c * shape.h * shape.w; }
-  bool packed() const { return shape.n == 1 || batch_stride == item(); }
+  bool packed() const {
+    return (shape.n == 1 || batch_stride == item()) && (!nhwc() || pixel_stride == shape.c || shape.h * shape.w == 1);
+  }
 };
-View whole_view(float* ptr, const Shape& s);
+View whole_view(float* ptr, const Shape& s, Layout layout);
 
 using Launch = std::function<void(StreamResources&)>;
 
@@ -96,6 +106,7 @@ class Engine {
     MathMode math = MathMode::Tf32;
     uint64_t seed = init::kDefaultSeed;
     ConvImpl conv_impl = ConvImpl::Auto;
+    Layout layout = Layout::Nchw;  // of every node's buffer (executor/tensor_layout.hpp)
   };
   Engine(const Graph& g, const Options& opts);
   ~Engine();
@@ -106,6 +117,7 @@ class Engine {
   int device() const { return opts_.device; }
   MathMode math() const { return opts_.math; }
   ConvImpl conv_impl() const { return opts_.conv_impl; }
+  Layout layout() const { return opts_.layout; }
   uint64_t seed() const { return opts_.seed; }
 
   void ensure_streams(int n);
@@ -139,7 +151,7 @@ class Engine {
   };
   void load_params(int node);
   const Params& params(const std::string& prefix) const;
-  // Writes the graph input's deterministic values into its bound buffer.
+  // Writes the graph input's deterministic values into its bound buffer (in the layout).
   void upload_input();
   const float* zeros(int64_t count, cudaStream_t fill_stream);
   // cudnnFind once per distinct signature (key) and device in this process, on the planning
@@ -157,6 +169,7 @@ class Engine {
   std::string algorithm_report() const;
 
  private:
+  void to_channels_last(int node, std::vector<exec::OpParams>& ps) const;
   struct NodePlan {
     int stream = 0;
     std::vector<Launch> launches;

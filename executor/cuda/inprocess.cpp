@@ -45,6 +45,7 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
     so.transport = "nccl";
     so.device = r;
     so.math = o.math;
+    so.layout = o.layout;
     so.seed = o.seed;
     at("preparing the backend and NCCL");
     exec::RankSession session(g, so, comm);

@@ -17,24 +17,29 @@ int grid_for(int64_t work, int per_thread = 1) {
   return int(std::max<int64_t>(1, std::min<int64_t>(blocks, 132 * 16)));
 }
 
-// blockIdx.y picks the term, so no thread searches for the range its element falls in.
+// blockIdx.y picks the term, so no thread searches for the range its element falls in. An
+// element's place: batch item n, block r of the term, element e of the block.
 __global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
   const CombineTerm& t = p.terms[blockIdx.y];
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  if (t.vec4) {
-    const int64_t len4 = t.len / 4;
-    const int64_t total = len4 * p.batch;
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
-      const int64_t n = i / len4, r = (i - n * len4) * 4;
+  const int64_t width = t.vec4 ? t.len / 4 : t.len;  // per block, in accesses
+  const int64_t item = width * t.rows;
+  const int64_t total = item * p.batch;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
+    const int64_t n = i / item, rem = i - n * item;
+    const int64_t r = rem / width, e = (rem - r * width) * (t.vec4 ? 4 : 1);
+    const int64_t dst_at = n * p.dst_batch_stride + t.dst_offset + r * t.dst_row_stride + e;
+    if (t.vec4) {
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int s = t.first; s < t.first + t.count; ++s) {
-        const float4 v = *reinterpret_cast<const float4*>(p.srcs[s].ptr + n * p.srcs[s].batch_stride + r);
+        const CombineSrc& src = p.srcs[s];
+        const float4 v = *reinterpret_cast<const float4*>(src.ptr + n * src.batch_stride + r * src.row_stride + e);
         acc.x += v.x;
         acc.y += v.y;
         acc.z += v.z;
         acc.w += v.w;
       }
-      float4* d = reinterpret_cast<float4*>(p.dst + n * p.dst_batch_stride + t.dst_offset + r);
+      float4* d = reinterpret_cast<float4*>(p.dst + dst_at);
       if (p.accumulate) {
         const float4 o = *d;
         acc.x += o.x;
@@ -43,34 +48,36 @@ __global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
         acc.w += o.w;
       }
       *d = acc;
+    } else {
+      float acc = 0.f;
+      for (int s = t.first; s < t.first + t.count; ++s) {
+        const CombineSrc& src = p.srcs[s];
+        acc += src.ptr[n * src.batch_stride + r * src.row_stride + e];
+      }
+      float* d = p.dst + dst_at;
+      *d = p.accumulate ? *d + acc : acc;
     }
-    return;
-  }
-  const int64_t total = t.len * p.batch;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
-    const int64_t n = i / t.len, r = i - n * t.len;
-    float acc = 0.f;
-    for (int s = t.first; s < t.first + t.count; ++s) acc += p.srcs[s].ptr[n * p.srcs[s].batch_stride + r];
-    float* d = p.dst + n * p.dst_batch_stride + t.dst_offset + r;
-    *d = p.accumulate ? *d + acc : acc;
   }
 }
 
 // Every term covers the same range; the result is the product of the terms' sums.
 __global__ void combine_product_kernel(const __grid_constant__ CombineParams p) {
-  const int64_t len = p.terms[0].len;
-  const int64_t total = len * p.batch;
+  const CombineTerm& t0 = p.terms[0];
+  const int64_t item = t0.len * t0.rows;
+  const int64_t total = item * p.batch;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t n = i / len, r = i - n * len;
+    const int64_t n = i / item, rem = i - n * item;
+    const int64_t r = rem / t0.len, e = rem - r * t0.len;
     float prod = 1.f;
     for (int t = 0; t < p.num_terms; ++t) {
       float sum = 0.f;
       for (int s = p.terms[t].first; s < p.terms[t].first + p.terms[t].count; ++s) {
-        sum += p.srcs[s].ptr[n * p.srcs[s].batch_stride + r];
+        const CombineSrc& src = p.srcs[s];
+        sum += src.ptr[n * src.batch_stride + r * src.row_stride + e];
       }
       prod *= sum;
     }
-    float* d = p.dst + n * p.dst_batch_stride + p.terms[0].dst_offset + r;
+    float* d = p.dst + n * p.dst_batch_stride + t0.dst_offset + r * t0.dst_row_stride + e;
     *d = p.accumulate ? *d * prod : prod;
   }
 }
@@ -114,6 +121,20 @@ __device__ __forceinline__ float pool_reduce(const PoolParams& p, const PoolWind
 
 __global__ void pool_kernel(const __grid_constant__ PoolParams p) {
   const int64_t total = int64_t(p.n) * p.c * p.oh * p.ow;
+  if (p.nhwc) {
+    // Threads along channels: a warp reads 32 neighbouring channels of each window cell.
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+      const int ch = int(i % p.c);
+      const int64_t pix = i / p.c;
+      const int ox = int(pix % p.ow);
+      const int oy = int((pix / p.ow) % p.oh);
+      const int64_t b = pix / (int64_t(p.ow) * p.oh);
+      const float* x = p.x + b * p.x_batch_stride + ch;
+      p.y[i] = pool_reduce(p, pool_window(p, oy, ox),
+                           [&](int yy, int xx) { return x[(int64_t(yy) * p.w + xx) * p.x_pixel_stride]; });
+    }
+    return;
+  }
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int ox = int(i % p.ow);
     const int oy = int((i / p.ow) % p.oh);
@@ -135,10 +156,10 @@ __device__ __forceinline__ float activate(float v, int act) {
 }
 
 __global__ void bias_act_kernel(const float* x, float* y, const float* bias, int act, int64_t c, int64_t hw,
-                                int64_t total) {
+                                int nhwc, int64_t total) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     float v = x[i];
-    if (bias) v += bias[(i / hw) % c];
+    if (bias) v += bias[nhwc ? i % c : (i / hw) % c];
     y[i] = activate(v, act);
   }
 }
@@ -185,6 +206,80 @@ __global__ void __launch_bounds__(kBlockThreads) depthwise_kernel(const __grid_c
       for (int q = 0; q < p.kw; ++q) acc = fmaf(base[r * iw + q], wk[r * p.kw + q], acc);
     }
     y[int64_t(oy) * p.ow + ox] = activate(acc + bias, p.act);
+  }
+}
+
+// NHWC depthwise: a thread computes kDwRun neighbouring outputs of a row for one channel, so a
+// window row's input columns are loaded once for all of them; threads run along channels, so
+// a warp's loads of one input pixel are contiguous. Weights [c][kh][kw].
+constexpr int kDwRun = 4;
+__global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p) {
+  const int runs = (p.ow + kDwRun - 1) / kDwRun;
+  const int64_t total = int64_t(p.n) * p.oh * runs * p.c;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int ch = int(i % p.c);
+    int64_t rest = i / p.c;
+    const int ox0 = int(rest % runs) * kDwRun;
+    rest /= runs;
+    const int oy = int(rest % p.oh);
+    const int64_t b = rest / p.oh;
+    const float* x = p.x + b * p.h * int64_t(p.w_in) * p.c + ch;
+    const float* wk = p.w + int64_t(ch) * p.kh * p.kw;
+    float acc[kDwRun] = {0.f, 0.f, 0.f, 0.f};
+    const int ix0 = ox0 * p.sw - p.pw;
+    for (int r = 0; r < p.kh; ++r) {
+      const int yy = oy * p.sh - p.ph + r;
+      if (yy < 0 || yy >= p.h) continue;
+      const float* xr = x + int64_t(yy) * p.w_in * p.c;
+      // Columns ix0 .. ix0 + (kDwRun - 1) * sw + kw - 1 of this row feed the run.
+      for (int q = 0; q < p.kw; ++q) {
+        const float wv = wk[r * p.kw + q];
+#pragma unroll
+        for (int j = 0; j < kDwRun; ++j) {
+          const int xx = ix0 + j * p.sw + q;
+          float v = (xx >= 0 && xx < p.w_in) ? xr[int64_t(xx) * p.c] : 0.f;
+          if (p.input_relu) v = fmaxf(v, 0.f);
+          acc[j] = fmaf(v, wv, acc[j]);
+        }
+      }
+    }
+    const float bias = p.b ? p.b[ch] : 0.f;
+    float* y = p.y + ((b * p.oh + oy) * p.ow) * int64_t(p.c) + ch;
+#pragma unroll
+    for (int j = 0; j < kDwRun; ++j) {
+      if (ox0 + j < p.ow) y[int64_t(ox0 + j) * p.c] = activate(acc[j] + bias, p.act);
+    }
+  }
+}
+
+// NHWC direct convolution, threads along output channels; weights [oc][kh][kw][c / groups].
+__global__ void conv_direct_nhwc_kernel(const __grid_constant__ DirectConvParams p) {
+  const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
+  const int cin_g = p.c / p.groups, cout_g = p.oc / p.groups;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int o = int(i % p.oc);
+    const int64_t pix = i / p.oc;
+    const int ox = int(pix % p.ow);
+    const int oy = int((pix / p.ow) % p.oh);
+    const int64_t b = pix / (int64_t(p.ow) * p.oh);
+    const int g = o / cout_g;
+    float acc = 0.f;
+    for (int r = 0; r < p.kh; ++r) {
+      const int yy = oy * p.sh - p.ph + r * p.dh;
+      if (yy < 0 || yy >= p.h) continue;
+      for (int q = 0; q < p.kw; ++q) {
+        const int xx = ox * p.sw - p.pw + q * p.dw;
+        if (xx < 0 || xx >= p.w_in) continue;
+        const float* xp = p.x + ((b * p.h + yy) * p.w_in + xx) * int64_t(p.c) + int64_t(g) * cin_g;
+        const float* wp = p.w + ((int64_t(o) * p.kh + r) * p.kw + q) * cin_g;
+        for (int ic = 0; ic < cin_g; ++ic) {
+          float v = xp[ic];
+          if (p.input_relu) v = fmaxf(v, 0.f);
+          acc = fmaf(v, wp[ic], acc);
+        }
+      }
+    }
+    p.y[i] = activate(acc + (p.b ? p.b[o] : 0.f), p.act);
   }
 }
 
@@ -309,14 +404,21 @@ void launch_pool_tiled(const PoolParams& p, cudaStream_t stream) {
 }
 
 void launch_bias_act(const float* x, float* y, const float* bias, int act, int64_t n, int64_t c, int64_t hw,
-                     cudaStream_t stream) {
+                     int nhwc, cudaStream_t stream) {
   const int64_t total = n * c * hw;
   if (total <= 0 || (!bias && act == 0 && x == y)) return;
-  bias_act_kernel<<<grid_for(total), kThreads, 0, stream>>>(x, y, bias, act, c, hw, total);
+  bias_act_kernel<<<grid_for(total), kThreads, 0, stream>>>(x, y, bias, act, c, hw, nhwc, total);
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
+  if (p.nhwc) {
+    const int64_t total = int64_t(p.n) * p.oh * ((p.ow + kDwRun - 1) / kDwRun) * p.c;
+    if (total <= 0) return;
+    depthwise_nhwc_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+    HIOS_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int tiles = ((p.ow + kTileW - 1) / kTileW) * ((p.oh + kTileH - 1) / kTileH);
   const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
   const size_t smem = size_t(ih * iw + p.kh * p.kw) * sizeof(float);
@@ -335,10 +437,12 @@ void launch_linear(const float* x, const float* w, const float* b, float* y, int
 void launch_combine(const CombineParams& p, cudaStream_t stream) {
   if (p.num_terms <= 0) return;
   if (p.mode == CombineMode::Product) {
-    combine_product_kernel<<<grid_for(p.terms[0].len * p.batch), kThreads, 0, stream>>>(p);
+    combine_product_kernel<<<grid_for(p.terms[0].len * p.terms[0].rows * p.batch), kThreads, 0, stream>>>(p);
   } else {
     int64_t most = 0;
-    for (int t = 0; t < p.num_terms; ++t) most = std::max(most, p.terms[t].len * p.batch / (p.terms[t].vec4 ? 4 : 1));
+    for (int t = 0; t < p.num_terms; ++t) {
+      most = std::max(most, p.terms[t].len * p.terms[t].rows * p.batch / (p.terms[t].vec4 ? 4 : 1));
+    }
     dim3 grid(grid_for(most), p.num_terms);
     combine_sum_kernel<<<grid, kThreads, 0, stream>>>(p);
   }
@@ -348,7 +452,11 @@ void launch_combine(const CombineParams& p, cudaStream_t stream) {
 void launch_conv_direct(const DirectConvParams& p, cudaStream_t stream) {
   const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
   if (total <= 0) return;
-  conv_direct_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+  if (p.nhwc) {
+    conv_direct_nhwc_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+  } else {
+    conv_direct_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+  }
   HIOS_CUDA_CHECK_LAUNCH();
 }
 

@@ -18,19 +18,26 @@ namespace hios::cuda {
 // term's sum (mode Product, for mul). Offsets and lengths are in elements of one batch item;
 // batch items are batch_stride apart. Larger nodes are split into several launches by the
 // caller (accumulate = add into / multiply into what dst holds).
+//
+// A term is `rows` blocks of `len` consecutive elements, block r at r * dst_row_stride in dst
+// and r * row_stride in each source: in NCHW a channel range is one block (rows = 1), in NHWC
+// it is one block of its channels per pixel (rows = pixels, strides = the tensors' channels).
 constexpr int kMaxCombineTerms = 12;
 constexpr int kMaxCombineSrcs = 24;
 
 struct CombineSrc {
   const float* ptr = nullptr;  // first element of the slice in batch item 0
   int64_t batch_stride = 0;
+  int64_t row_stride = 0;      // elements between blocks (rows > 1)
 };
 struct CombineTerm {
   int64_t dst_offset = 0;
-  int64_t len = 0;  // elements per batch item
+  int64_t len = 0;  // elements per block
+  int64_t rows = 1;  // blocks per batch item
+  int64_t dst_row_stride = 0;
   int first = 0;    // index into srcs
   int count = 0;
-  int vec4 = 0;     // every address and length is a multiple of 4 floats: use 16-byte accesses
+  int vec4 = 0;     // every address, stride and length is a multiple of 4 floats: use 16-byte accesses
 };
 enum class CombineMode : int { Sum = 0, Product = 1 };
 struct CombineParams {
@@ -56,6 +63,10 @@ struct PoolParams {
   int is_max = 1;
   int count_include_pad = 1;
   int64_t x_batch_stride = 0;
+  // NHWC (launch_pool only): x's pixels are x_pixel_stride elements apart (its buffer's
+  // channels: x may be a channel slice), y is packed NHWC, and threads run along channels.
+  int nhwc = 0;
+  int64_t x_pixel_stride = 0;
   // A band (graph/ops.hpp, RowWindow): output row y is row r0 + y of the whole output, x's row
   // 0 is row i0 of a whole input full_h rows high. A whole tensor: r0 = i0 = 0, full_h = h.
   int r0 = 0, i0 = 0, full_h = 0;
@@ -70,9 +81,10 @@ void launch_pool_tiled(const PoolParams& p, cudaStream_t stream);
 
 // Activation codes shared by the kernels below: 0 none, 1 relu, 2 sigmoid, 3 tanh (the order of
 // hios::Activation).
-// y = act(x + bias[c]) over packed NCHW tensors (x == y is fine); bias may be null.
+// y = act(x + bias[c]) over packed NCHW (nhwc 0) or NHWC (nhwc 1) tensors (x == y is fine);
+// bias may be null.
 void launch_bias_act(const float* x, float* y, const float* bias, int act, int64_t n, int64_t c, int64_t hw,
-                     cudaStream_t stream);
+                     int nhwc, cudaStream_t stream);
 
 // Depthwise convolution (groups = in = out channels): y = act(conv(relu?(x), w) + b). ph is
 // the padding above x's first row and may be negative (a band whose input holds rows above the
@@ -86,6 +98,7 @@ struct DepthwiseParams {
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
   int input_relu = 0;
   int act = 0;
+  int nhwc = 0;  // x and y packed NHWC: a thread per output, threads along channels
 };
 constexpr int kMaxDepthwiseKernel = 7;
 constexpr int kMaxDepthwiseStride = 2;
@@ -94,7 +107,7 @@ void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream);
 // Any 2-D convolution, one thread per output: the fallback when no other implementation takes
 // a problem (a band's asymmetric padding that no cuDNN engine accepts). Same conventions as
 // DepthwiseParams (ph may be negative, oh explicit, rows outside [0, h) are zeros); weights
-// [oc][c / groups][kh][kw]; x packed.
+// [oc][c / groups][kh][kw] (NCHW) or [oc][kh][kw][c / groups] (NHWC); x packed.
 struct DirectConvParams {
   const float* x = nullptr;
   const float* w = nullptr;
@@ -104,11 +117,13 @@ struct DirectConvParams {
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   int input_relu = 0;
   int act = 0;
+  int nhwc = 0;
 };
 void launch_conv_direct(const DirectConvParams& p, cudaStream_t stream);
 
 // Row copies (the rows op of row splits, and cutting the rows a band reads out of a taller
-// input): each segment copies `len` consecutive elements of every channel plane of every batch
+// input). In NHWC a packed tensor's rows hold every channel, so the caller describes it as one
+// plane (channels = 1) and a row as w * c elements. Each segment copies `len` consecutive elements of every channel plane of every batch
 // item, from a source whose planes are src_plane elements apart into dst, whose planes are
 // dst_plane elements apart, dst_offset elements into each plane. Segments write disjoint
 // elements, so one launch does them all.

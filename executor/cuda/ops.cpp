@@ -54,16 +54,39 @@ int to_int_signed(int64_t v, const std::string& node, const char* what) {
   return int(v);
 }
 
+// Strides in elements of a view's (n, c, h, w), in either layout.
+std::array<int64_t, 4> strides_of(const View& v) {
+  const Shape& s = v.shape;
+  const int64_t bs = s.n == 1 ? v.item() : v.batch_stride;
+  if (v.nhwc()) return {bs, 1, s.w * v.pixel_stride, v.pixel_stride};
+  return {bs, s.h * s.w, s.w, 1};
+}
+
 std::shared_ptr<TensorDesc> tensor_desc(const View& v, const std::string& node) {
   auto t = std::make_shared<TensorDesc>();
   const Shape& s = v.shape;
-  const int64_t bs = s.n == 1 ? v.item() : v.batch_stride;
+  const std::array<int64_t, 4> st = strides_of(v);
   HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(t->d, CUDNN_DATA_FLOAT, to_int(s.n, node, "batch"),
                                                 to_int(s.c, node, "channels"), to_int(s.h, node, "height"),
-                                                to_int(s.w, node, "width"), to_int(bs, node, "batch stride"),
-                                                to_int(s.h * s.w, node, "channel stride"), to_int(s.w, node, "width"),
-                                                1));
+                                                to_int(s.w, node, "width"), to_int(st[0], node, "batch stride"),
+                                                to_int(st[1], node, "channel stride"), to_int(st[2], node, "row stride"),
+                                                to_int(st[3], node, "pixel stride")));
   return t;
+}
+
+// How term assembly walks a view (kernels.hpp, CombineTerm): NCHW and packed views are one
+// block per batch item; an NHWC slice is a block of its channels per pixel.
+struct Blocks {
+  int64_t rows, len, stride;
+};
+Blocks blocks_of(const View& v) {
+  if (!v.nhwc() || (v.pixel_stride == v.shape.c) || v.shape.h * v.shape.w == 1) return {1, v.item(), 0};
+  return {v.shape.h * v.shape.w, v.shape.c, v.pixel_stride};
+}
+// Per-pixel blocks whatever the view (terms of one launch that must walk alike).
+Blocks pixel_blocks_of(const View& v) {
+  if (!v.nhwc()) return blocks_of(v);
+  return {v.shape.h * v.shape.w, v.shape.c, v.pixel_stride};
 }
 
 
@@ -265,7 +288,8 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   // cuDNN's windows follow floor mode; a ceil_mode window hanging past the padding is ours.
   const bool cudnn_ok = floor_window_out(x.shape.h, k[0], s[0], p[0]) == y.shape.h &&
                         floor_window_out(x.shape.w, k[1], s[1], p[1]) == y.shape.w;
-  const bool tiled_ok = !global && k[0] <= kMaxTiledPoolWindow && k[1] <= kMaxTiledPoolWindow &&
+  const bool nhwc = x.nhwc();
+  const bool tiled_ok = !nhwc && !global && k[0] <= kMaxTiledPoolWindow && k[1] <= kMaxTiledPoolWindow &&
                         s[0] <= kMaxTiledPoolStride && s[1] <= kMaxTiledPoolStride && x.shape.c <= 65535 &&
                         x.shape.n <= 65535;
   PoolParams pp;
@@ -286,6 +310,8 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   pp.is_max = is_max;
   pp.count_include_pad = a.count_include_pad;
   pp.x_batch_stride = x.shape.n == 1 ? x.item() : x.batch_stride;
+  pp.nhwc = nhwc;
+  pp.x_pixel_stride = x.pixel_stride;
   pp.full_h = pp.h;
   if (a.rows.banded()) {
     // A band: cuDNN would clip windows and count divisors at the band's edges, not the whole
@@ -312,16 +338,26 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   auto with_cudnn = [=](cudnnHandle_t h) {
     HIOS_CUDNN_CHECK(cudnnPoolingForward(h, pd->d, &kOne, xd->d, xp, &kZero, yd->d, yp));
   };
+  // hios's candidate: the tiled kernel in NCHW, the channel-parallel one in NHWC (global pools
+  // stay with cuDNN's reduction).
+  const bool hios_ok = tiled_ok || (nhwc && !global);
   bool tiled = !cudnn_ok;
-  if (cudnn_ok && tiled_ok) {
-    const std::string key = strprintf("pool %s %dx%d/%d,%d p%d,%d incl%d on %s b%lld", pool_kind_name(a.kind), k[0],
+  if (cudnn_ok && hios_ok) {
+    const std::string key = strprintf("pool %s %dx%d/%d,%d p%d,%d incl%d on %s b%lld%s", pool_kind_name(a.kind), k[0],
                                       k[1], s[0], s[1], p[0], p[1], int(a.count_include_pad), x.shape.str().c_str(),
-                                      (long long)pp.x_batch_stride);
+                                      (long long)pp.x_batch_stride,
+                                      nhwc ? strprintf(" nhwc px%lld", (long long)pp.x_pixel_stride).c_str() : "");
     StreamResources& res = c.res;
     tiled = tiled_pool_faster(c.eng.device(), key, [&] {
       const double t_cudnn = time_on_stream(res.stream(), [&] { with_cudnn(res.cudnn()); });
-      const double t_tiled = time_on_stream(res.stream(), [&] { launch_pool_tiled(pp, res.stream()); });
-      return t_tiled < t_cudnn;
+      const double t_hios = time_on_stream(res.stream(), [&] {
+        if (tiled_ok) {
+          launch_pool_tiled(pp, res.stream());
+        } else {
+          launch_pool(pp, res.stream());
+        }
+      });
+      return t_hios < t_cudnn;
     });
   }
   if (tiled) {
@@ -362,9 +398,19 @@ void plan_binary(PlanCtx& c, const std::vector<View>& in, const View& y, cudnnOp
     p.batch = int(y.shape.n);
     p.mode = CombineMode::Product;
     p.num_terms = int(in.size());
+    // Every operand is walked alike: whole items, or pixel by pixel when any is an NHWC slice.
+    bool flat = true;
+    for (const View& v : in) flat = flat && blocks_of(v).rows == 1;
     for (size_t i = 0; i < in.size(); ++i) {
-      p.srcs[i] = CombineSrc{in[i].ptr, in[i].shape.n == 1 ? in[i].item() : in[i].batch_stride};
-      p.terms[i] = CombineTerm{0, y.item(), int(i), 1, 0};
+      const Blocks b = flat ? blocks_of(in[i]) : pixel_blocks_of(in[i]);
+      p.srcs[i] = CombineSrc{in[i].ptr, in[i].shape.n == 1 ? in[i].item() : in[i].batch_stride, b.stride};
+      CombineTerm t;
+      t.len = b.len;
+      t.rows = b.rows;
+      t.dst_row_stride = flat ? 0 : y.shape.c;
+      t.first = int(i);
+      t.count = 1;
+      p.terms[i] = t;
     }
     c.emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
     return;
@@ -408,26 +454,58 @@ void plan_softmax(PlanCtx& c, const Op&, const std::string&, const std::vector<V
   });
 }
 
+// A launch copying view x into view y of the same shape (either may be an NHWC slice).
+CombineParams copy_params(const View& x, const View& y) {
+  const bool flat = blocks_of(x).rows == 1 && blocks_of(y).rows == 1;
+  const Blocks bx = flat ? blocks_of(x) : pixel_blocks_of(x), by = flat ? blocks_of(y) : pixel_blocks_of(y);
+  CombineParams p;
+  p.dst = y.ptr;
+  p.dst_batch_stride = y.shape.n == 1 ? y.item() : y.batch_stride;
+  p.batch = int(y.shape.n);
+  p.num_terms = 1;
+  p.srcs[0] = CombineSrc{x.ptr, x.shape.n == 1 ? x.item() : x.batch_stride, bx.stride};
+  CombineTerm t;
+  t.len = bx.len;
+  t.rows = bx.rows;
+  t.dst_row_stride = by.stride;
+  t.first = 0;
+  t.count = 1;
+  t.vec4 = aligned16(x.ptr) && aligned16(y.ptr) && t.len % 4 == 0 && p.srcs[0].batch_stride % 4 == 0 &&
+                   p.dst_batch_stride % 4 == 0 && bx.stride % 4 == 0 && by.stride % 4 == 0
+               ? 1
+               : 0;
+  p.terms[0] = t;
+  return p;
+}
+
 // The node's value is its assembled input. plan_node assembles straight into the output, so
 // only a single value read whole or sliced is left to copy, unless the caller bound the output
 // to that value's own storage.
 void plan_identity(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
   const View x = in.at(0);
   if (c.dry || x.ptr == y.ptr) return;
-  CombineParams p;
-  p.dst = y.ptr;
-  p.dst_batch_stride = y.item();
-  p.batch = int(y.shape.n);
-  p.num_terms = 1;
-  p.srcs[0] = CombineSrc{x.ptr, x.shape.n == 1 ? x.item() : x.batch_stride};
-  const bool v4 = aligned16(x.ptr) && aligned16(y.ptr) && y.item() % 4 == 0 && p.srcs[0].batch_stride % 4 == 0;
-  p.terms[0] = CombineTerm{0, y.item(), 0, 1, v4 ? 1 : 0};
-  c.emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
+  c.emit([p = copy_params(x, y)](StreamResources& r) { launch_combine(p, r.stream()); });
 }
 
 // A row segment copying `rows` rows of every plane of v, from v's row `from`, to row `to` of
 // dst (packed, dst_h rows high).
+// In NHWC, v must be packed: a row is then w * c consecutive elements and the tensor one plane
+// (the caller sets RowsParams::channels = 1).
 RowSegment row_segment(const View& v, int64_t from, int64_t rows, const float* dst, int64_t dst_h, int64_t to) {
+  if (v.nhwc()) {
+    const int64_t row = v.shape.w * v.shape.c;
+    RowSegment s;
+    s.src = v.ptr + from * row;
+    s.src_batch_stride = v.shape.n == 1 ? v.item() : v.batch_stride;
+    s.dst_offset = to * row;
+    s.len = rows * row;
+    const int64_t dst_item = dst_h * row;
+    s.vec4 = row % 4 == 0 && (v.shape.n == 1 || (s.src_batch_stride % 4 == 0 && dst_item % 4 == 0)) &&
+                     aligned16(s.src) && aligned16(dst)
+                 ? 1
+                 : 0;
+    return s;
+  }
   const int64_t w = v.shape.w;
   RowSegment s;
   s.src = v.ptr + from * w;
@@ -446,7 +524,13 @@ RowSegment row_segment(const View& v, int64_t from, int64_t rows, const float* d
 // Rows [first, first + count) of a tensor `full` rows high, each from the first operand that
 // holds it (operand k holds the rows from held[k]). One segment per run of rows taken from one
 // operand, all in one launch; operands may be channel slices of batched tensors.
-void plan_rows(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+void plan_rows(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in_views, const View& y) {
+  // NHWC row copies need packed operands (a row of a slice is not one run); in both passes, so
+  // the dry one counts the scratch.
+  std::vector<View> in = in_views;
+  if (y.nhwc()) {
+    for (View& v : in) v = c.packed(v);
+  }
   if (c.dry) return;
   const RowsAttrs& a = op.rows();
   const std::string& node = c.node_name;
@@ -479,7 +563,7 @@ void plan_rows(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
     p.dst = y.ptr;
     p.dst_batch_stride = y.item();
     p.dst_plane = y.shape.h * y.shape.w;
-    p.channels = y.shape.c;
+    p.channels = y.nhwc() ? 1 : y.shape.c;
     p.batch = to_int(y.shape.n, node, "batch");
     for (size_t i = first; i < std::min(segs.size(), first + kMaxRowSegments); ++i) p.segs[p.num_segments++] = segs[i];
     c.emit([p](StreamResources& r) { launch_rows(p, r.stream()); });
@@ -545,7 +629,7 @@ void plan_sequential(PlanCtx& c, const Op& op, const std::string& prefix, const 
   }
   View x = in.at(0);
   for (size_t i = 0; i < plan.size(); ++i) {
-    const View y = i + 1 == plan.size() ? out : whole_view(buf[i % 2].ptr, shapes[i]);
+    const View y = i + 1 == plan.size() ? out : whole_view(buf[i % 2].ptr, shapes[i], c.eng.layout());
     if (plan[i].input_relu) {
       const ConvAttrs& a = plan[i].op.conv();
       plan_conv_spec(c,
@@ -589,7 +673,9 @@ const CudaOpImpl& cuda_op_impl(OpKind kind) { return kTable.at(size_t(kind)); }
 // ---------------------------------------------------------------------------------------------
 // Input assembly
 
-View whole_view(float* ptr, const Shape& s) { return View{ptr, s, s.c * s.h * s.w}; }
+View whole_view(float* ptr, const Shape& s, Layout layout) {
+  return View{ptr, s, s.c * s.h * s.w, layout, layout == Layout::Nhwc ? s.c : 0};
+}
 
 View PlanCtx::scratch(const Shape& s) {
   const size_t bytes = size_t(s.numel()) * sizeof(float);
@@ -598,22 +684,13 @@ View PlanCtx::scratch(const Shape& s) {
   float* base = dry ? nullptr : res.scratch();
   HIOS_CHECK(dry || at + bytes <= res.scratch_bytes(), "node '%s': scratch arena of stream %d too small (%zu < %zu)",
              node_name.c_str(), res.index(), res.scratch_bytes(), at + bytes);
-  return whole_view(base ? base + at / sizeof(float) : nullptr, s);
+  return whole_view(base ? base + at / sizeof(float) : nullptr, s, eng.layout());
 }
 
 View PlanCtx::packed(const View& v) {
   if (v.packed()) return v;
   View dst = scratch(v.shape);
-  if (!dry) {
-    CombineParams p;
-    p.dst = dst.ptr;
-    p.dst_batch_stride = dst.item();
-    p.batch = int(dst.shape.n);
-    p.num_terms = 1;
-    p.srcs[0] = CombineSrc{v.ptr, v.batch_stride};
-    p.terms[0] = CombineTerm{0, dst.item(), 0, 1, 0};
-    emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
-  }
+  if (!dry) emit([p = copy_params(v, dst)](StreamResources& r) { launch_combine(p, r.stream()); });
   return dst;
 }
 
@@ -621,17 +698,23 @@ View PlanCtx::rows_of(const View& v, int64_t first, int64_t count) {
   if (first == 0 && count == v.shape.h) return packed(v);
   Shape s = v.shape;
   s.h = count;
-  if (s.n * s.c == 1) return whole_view(v.ptr ? v.ptr + first * s.w : nullptr, s);  // one plane: an offset
+  if (v.nhwc()) {
+    // A packed batch-1 NHWC tensor's rows hold every channel: the band is an offset.
+    if (s.n == 1 && v.packed()) return whole_view(v.ptr ? v.ptr + first * s.w * s.c : nullptr, s, v.layout);
+  } else if (s.n * s.c == 1) {
+    return whole_view(v.ptr ? v.ptr + first * s.w : nullptr, s, v.layout);  // one plane: an offset
+  }
+  const View src = v.nhwc() ? packed(v) : v;
   View dst = scratch(s);
   if (!dry) {
     RowsParams p;
     p.dst = dst.ptr;
     p.dst_batch_stride = dst.item();
     p.dst_plane = s.h * s.w;
-    p.channels = s.c;
+    p.channels = v.nhwc() ? 1 : s.c;
     p.batch = int(s.n);
     p.num_segments = 1;
-    p.segs[0] = row_segment(v, first, count, dst.ptr, count, 0);
+    p.segs[0] = row_segment(src, first, count, dst.ptr, count, 0);
     emit([p](StreamResources& r) { launch_rows(p, r.stream()); });
   }
   return dst;
@@ -649,21 +732,28 @@ void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst) {
   };
   std::vector<Piece> pieces;
   const int64_t hw = dst.shape.h * dst.shape.w;
+  // In NHWC a term is its channels of every pixel (dst is packed: pixels dst.shape.c apart),
+  // unless it is all of dst's channels and every source is packed too: then one flat block.
+  const bool nhwc = dst.nhwc() && hw > 1;
   int64_t c0 = 0;
   int passes = 1;
   for (const Term& t : terms) {
     const int64_t ct = g.value_shape(t.at(0)).c;
+    bool flat = !nhwc || ct == dst.shape.c;
+    for (const Value& val : t) flat = flat && (!nhwc || eng.value_view(val).packed());
     for (size_t first = 0, pass = 0; first < t.size(); first += kMaxCombineSrcs, ++pass) {
       Piece pc;
       pc.pass = int(pass);
-      pc.term.dst_offset = c0 * hw;
-      pc.term.len = ct * hw;
-      bool v4 = pc.term.len % 4 == 0 && (dst.shape.n == 1 || dst.item() % 4 == 0) &&
+      pc.term.dst_offset = nhwc ? c0 : c0 * hw;
+      pc.term.len = flat ? ct * hw : ct;
+      pc.term.rows = flat ? 1 : hw;
+      pc.term.dst_row_stride = flat ? 0 : dst.shape.c;
+      bool v4 = pc.term.len % 4 == 0 && pc.term.dst_row_stride % 4 == 0 && (dst.shape.n == 1 || dst.item() % 4 == 0) &&
                 aligned16(dst.ptr + pc.term.dst_offset);
       for (size_t i = first; i < std::min(t.size(), first + kMaxCombineSrcs); ++i) {
         View v = eng.value_view(t[i]);
-        CombineSrc s{v.ptr, v.shape.n == 1 ? v.item() : v.batch_stride};
-        v4 = v4 && aligned16(s.ptr) && (v.shape.n == 1 || s.batch_stride % 4 == 0);
+        CombineSrc s{v.ptr, v.shape.n == 1 ? v.item() : v.batch_stride, flat ? 0 : v.pixel_stride};
+        v4 = v4 && aligned16(s.ptr) && (v.shape.n == 1 || s.batch_stride % 4 == 0) && s.row_stride % 4 == 0;
         pc.srcs.push_back(s);
       }
       pc.term.vec4 = v4 ? 1 : 0;

@@ -79,6 +79,7 @@ struct SingleGpuRunner::Impl {
     so.math = math_mode_name(o.math);
     so.seed = o.seed;
     so.conv_impl = conv_impl_name(o.conv_impl);
+    so.layout = exec::layout_name(o.layout);
     session = std::make_unique<exec::RankSession>(g, so, *self);
     exec::RankProgram p = exec::lower(g, exec::sequential_schedule(g), 0);
     if (o.reuse_memory) exec::plan_and_check_shared_buffers(g, p);
@@ -164,13 +165,14 @@ static std::vector<float> download(const float* p, int64_t count) {
 std::vector<float> run_single_node(const Graph& g, int node, const std::vector<std::vector<float>>& values,
                                    const SingleGpuOptions& opts) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
-  Engine eng(g, Engine::Options{opts.device, opts.math, opts.seed, opts.conv_impl});
+  Engine eng(g, Engine::Options{opts.device, opts.math, opts.seed, opts.conv_impl, opts.layout});
   std::vector<DeviceBuffer> bufs;
   for (int p : g.predecessors(node)) {
     const Node& pn = g.nodes.at(size_t(p));
-    const std::vector<float>& host = values.at(size_t(p));
-    HIOS_CHECK(int64_t(host.size()) == pn.shape.numel(), "run_single_node: value of '%s' has %zu elements, expected %lld",
-               pn.name.c_str(), host.size(), (long long)pn.shape.numel());
+    HIOS_CHECK(int64_t(values.at(size_t(p)).size()) == pn.shape.numel(),
+               "run_single_node: value of '%s' has %zu elements, expected %lld", pn.name.c_str(),
+               values.at(size_t(p)).size(), (long long)pn.shape.numel());
+    const std::vector<float> host = exec::to_layout(values[size_t(p)], pn.shape, opts.layout);
     bufs.emplace_back(opts.device, host.size() * sizeof(float), "test input '" + pn.name + "'");
     upload(bufs.back().get(), host.data(), host.size() * sizeof(float), eng.stream(0).stream());
     eng.bind_output(p, bufs.back().f32());
@@ -187,7 +189,7 @@ std::vector<float> run_single_node(const Graph& g, int node, const std::vector<s
   HIOS_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), st));
   eng.launch(node);
   HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-  return download(out.f32(), nd.shape.numel());
+  return exec::from_layout(download(out.f32(), nd.shape.numel()), nd.shape, opts.layout);
 }
 
 }  // namespace hios::cuda

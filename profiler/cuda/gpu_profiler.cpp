@@ -61,6 +61,7 @@ struct Measurer {
     so.backend = "cuda";
     so.device = 0;
     so.math = opt.math;
+    so.layout = opt.layout;
     session = std::make_unique<exec::RankSession>(g, so, *self);
     session->load(measurement_program(g, 0, 1, streams));
     session->backend().set_input(exec::make_input(g));
@@ -270,6 +271,7 @@ ProfileDb profile_gpus(const Graph& g, const ProfileOptions& opt, ProfileReport*
   db.meta = json{{"gpu", rep.gpu},
                  {"gpus", opt.gpus},
                  {"math", opt.math},
+                 {"layout", opt.layout},
                  {"graph", g.name},
                  {"date", today()},
                  {"node_timing", "CUDA events around each node alone on one stream, sequential eager pass"},

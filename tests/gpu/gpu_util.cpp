@@ -102,11 +102,23 @@ OpCheck check_op(const OpGraph& og, cuda::MathMode math, std::mt19937& rng, cuda
   opts.math = math;
   opts.conv_impl = conv_impl;
   OpCheck c;
-  c.gpu = cuda::run_single_node(og.g, og.node, values, opts);
   c.cpu = cpu_node(og.g, og.node, values);
-  c.err = compare(c.gpu, c.cpu);
+  bool first = true;
+  for (exec::Layout l : kLayouts) {
+    opts.layout = l;
+    std::vector<float> gpu = cuda::run_single_node(og.g, og.node, values, opts);
+    const Error e = compare(gpu, c.cpu);
+    if (first || !e.finite || (c.err.finite && e.rel > c.err.rel)) {
+      c.err = e;
+      c.gpu = std::move(gpu);
+      c.layout = l;
+    }
+    first = false;
+  }
   return c;
 }
+
+std::string OpCheck::str() const { return err.str() + " (worse layout " + exec::layout_name(layout) + ")"; }
 
 double op_tolerance(OpKind kind, cuda::MathMode math) {
   switch (kind) {

@@ -57,10 +57,15 @@ struct OpGraph {
 OpGraph make_op_graph(int64_t batch, int64_t h, int64_t w, const std::vector<int64_t>& producer_channels,
                       const std::function<Value(GraphBuilder&, const std::vector<Value>&)>& body);
 
-// Runs node `og.node` on the GPU and on the CPU with fresh random producer values.
+// Runs node `og.node` on the GPU and on the CPU with fresh random producer values, on the GPU
+// once per activation layout (NCHW and NHWC, kLayouts); the result is the layout that came
+// out worse.
+inline constexpr exec::Layout kLayouts[] = {exec::Layout::Nchw, exec::Layout::Nhwc};
 struct OpCheck {
   Error err;
   std::vector<float> gpu, cpu;
+  exec::Layout layout = exec::Layout::Nchw;  // of err and gpu
+  std::string str() const;                    // err.str() and the layout it came from
 };
 OpCheck check_op(const OpGraph& og, cuda::MathMode math, std::mt19937& rng,
                  cuda::ConvImpl conv_impl = cuda::ConvImpl::Auto);

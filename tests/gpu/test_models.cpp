@@ -31,16 +31,28 @@ TEST_CASE("whole models on one GPU match the CPU reference", "[gpu][models]") {
     int checked = g.output();
     if (g.nodes[size_t(checked)].op.kind == OpKind::Softmax) checked = g.nodes[size_t(checked)].inputs[0][0].node;
     for (MathMode m : {MathMode::Tf32, MathMode::Fp32}) {
-      cuda::SingleGpuOptions opts;
-      opts.math = m;
-      opts.reuse_memory = false;
-      cuda::SingleGpuRunner runner(g, opts);
-      runner.run();
-      const gputest::Error e = gputest::compare(runner.value(checked), ref[size_t(checked)]);
-      WARN(mc.name << " @" << mc.size << " [" << cuda::math_mode_name(m) << "] '" << g.nodes[size_t(checked)].name
-                   << "' vs CPU: " << e.str());
-      CHECK(e.within(model_tolerance(m)));
-      CHECK(gputest::compare(runner.output(), ref[size_t(g.output())]).within(model_tolerance(m)));
+      std::vector<float> nchw;  // the NCHW run's logits, which the NHWC run must agree with
+      for (exec::Layout l : gputest::kLayouts) {
+        cuda::SingleGpuOptions opts;
+        opts.math = m;
+        opts.layout = l;
+        opts.reuse_memory = false;
+        cuda::SingleGpuRunner runner(g, opts);
+        runner.run();
+        const std::vector<float> got = runner.value(checked);
+        const gputest::Error e = gputest::compare(got, ref[size_t(checked)]);
+        WARN(mc.name << " @" << mc.size << " [" << cuda::math_mode_name(m) << ", " << exec::layout_name(l) << "] '"
+                     << g.nodes[size_t(checked)].name << "' vs CPU: " << e.str());
+        CHECK(e.within(model_tolerance(m)));
+        CHECK(gputest::compare(runner.output(), ref[size_t(g.output())]).within(model_tolerance(m)));
+        if (l == exec::Layout::Nchw) {
+          nchw = got;
+        } else {
+          const gputest::Error agree = gputest::compare(got, nchw);
+          WARN(mc.name << " NHWC vs NCHW: " << agree.str());
+          CHECK(agree.within(model_tolerance(m)));
+        }
+      }
     }
   }
 }

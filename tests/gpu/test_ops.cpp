@@ -27,7 +27,7 @@ T pick_of(std::mt19937& rng, std::initializer_list<T> xs) {
 }
 
 void expect_close(const gputest::OpCheck& c, OpKind kind, MathMode m, const std::string& what) {
-  INFO(what << " [" << cuda::math_mode_name(m) << "]: " << c.err.str());
+  INFO(what << " [" << cuda::math_mode_name(m) << "]: " << c.str());
   CHECK(c.err.within(op_tolerance(kind, m)));
 }
 

@@ -209,12 +209,15 @@ std::vector<float> cpu_rows(const Graph& g, int v, const std::vector<std::vector
 void check_rows(const gputest::OpGraph& og, std::mt19937& rng, const std::string& what) {
   std::vector<std::vector<float>> values(size_t(og.g.size()));
   for (int p : og.producers) values[size_t(p)] = gputest::random_values(og.g.nodes[size_t(p)].shape.numel(), rng);
-  cuda::SingleGpuOptions opts;
-  opts.math = MathMode::Fp32;
-  const std::vector<float> gpu = cuda::run_single_node(og.g, og.node, values, opts);
   const std::vector<float> ref = cpu_rows(og.g, og.node, values);
-  INFO(what << ": " << gputest::compare(gpu, ref).str());
-  CHECK(gpu == ref);  // a copy: bit for bit
+  for (exec::Layout l : gputest::kLayouts) {
+    cuda::SingleGpuOptions opts;
+    opts.math = MathMode::Fp32;
+    opts.layout = l;
+    const std::vector<float> gpu = cuda::run_single_node(og.g, og.node, values, opts);
+    INFO(what << " [" << exec::layout_name(l) << "]: " << gputest::compare(gpu, ref).str());
+    CHECK(gpu == ref);  // a copy: bit for bit
+  }
 }
 
 }  // namespace
@@ -232,7 +235,7 @@ TEST_CASE("banded convolutions match the CPU reference with every implementation
         const gputest::OpCheck r = check_op(og, m, rng, impl);
         INFO(cc.what << ", " << rows_str(cc.out) << " of an input of " << cc.in_full << " rows holding "
                      << band.held << " from row " << band.in_first << " [" << cuda::math_mode_name(m) << ", impl "
-                     << cuda::conv_impl_name(impl) << "]: " << r.err.str());
+                     << cuda::conv_impl_name(impl) << "]: " << r.str());
         CHECK(r.err.within(op_tolerance(OpKind::Conv, m)));
       }
     }
@@ -249,7 +252,7 @@ TEST_CASE("banded pools (max, avg with and without padding, ceil_mode) match the
     REQUIRE(og.g.nodes[size_t(og.node)].shape.h == pc.out.size());
     const gputest::OpCheck r = check_op(og, MathMode::Fp32, rng);
     INFO(pc.what << ", " << rows_str(pc.out) << " of an input of " << pc.in_full << " rows holding " << band.held
-                 << " from row " << band.in_first << ": " << r.err.str());
+                 << " from row " << band.in_first << ": " << r.str());
     CHECK(r.err.within(op_tolerance(OpKind::Pool, MathMode::Fp32)));
   }
 }
@@ -294,7 +297,7 @@ TEST_CASE("banded sequential ops (separable convolutions, conv-sigmoid-pool) mat
         for (cuda::ConvImpl impl : kImpls) {
           const gputest::OpCheck r = check_op(og, m, rng, impl);
           INFO(sc.what << ", " << rows_str(out) << " [" << cuda::math_mode_name(m) << ", impl "
-                       << cuda::conv_impl_name(impl) << "]: " << r.err.str());
+                       << cuda::conv_impl_name(impl) << "]: " << r.str());
           CHECK(r.err.within(op_tolerance(OpKind::Sequential, m)));
         }
       }
@@ -399,31 +402,35 @@ TEST_CASE("row-split graphs on one GPU, captured, match the unsplit graph", "[gp
 
   for (int parts : {2, 3}) {
     for (SplitMode mode : {SplitMode::Halo, SplitMode::Recompute}) {
-      SpatialPlan plan;
-      for (const auto& run : splittable_runs(g, parts)) {
-        plan.regions.push_back(plan_region(g, run.first, run.second, parts, mode));
+      for (exec::Layout layout : gputest::kLayouts) {
+        SpatialPlan plan;
+        for (const auto& run : splittable_runs(g, parts)) {
+          plan.regions.push_back(plan_region(g, run.first, run.second, parts, mode));
+        }
+        REQUIRE(!plan.empty());
+        const Graph sg = apply_spatial(g, plan);
+        INFO(parts << " parts, " << split_mode_name(mode) << ", " << exec::layout_name(layout) << ": "
+                   << describe_spatial(g, plan));
+        cuda::SingleGpuOptions so = opts;
+        so.cuda_graph = true;
+        so.layout = layout;
+        cuda::SingleGpuRunner split(sg, so);
+        split.run();  // captured and replayed
+        const std::vector<float> replayed = split.output();
+        const gputest::Error e = gputest::compare(replayed, ref_out);
+        INFO("output vs unsplit: " << e.str());
+        CHECK(e.within(1e-4));
+        const int gathered = sg.find("dsum");
+        REQUIRE(gathered >= 0);
+        const gputest::Error ed = gputest::compare(split.value(gathered), ref_dsum);
+        INFO("dsum (gathered from its parts) vs unsplit: " << ed.str());
+        CHECK(ed.within(1e-4));
+        // The same plans issued eagerly give the replay's result bit for bit.
+        split.run_eager();
+        CHECK(split.output() == replayed);
+        split.run();
+        CHECK(split.output() == replayed);
       }
-      REQUIRE(!plan.empty());
-      const Graph sg = apply_spatial(g, plan);
-      INFO(parts << " parts, " << split_mode_name(mode) << ": " << describe_spatial(g, plan));
-      cuda::SingleGpuOptions so = opts;
-      so.cuda_graph = true;
-      cuda::SingleGpuRunner split(sg, so);
-      split.run();  // captured and replayed
-      const std::vector<float> replayed = split.output();
-      const gputest::Error e = gputest::compare(replayed, ref_out);
-      INFO("output vs unsplit: " << e.str());
-      CHECK(e.within(1e-4));
-      const int gathered = sg.find("dsum");
-      REQUIRE(gathered >= 0);
-      const gputest::Error ed = gputest::compare(split.value(gathered), ref_dsum);
-      INFO("dsum (gathered from its parts) vs unsplit: " << ed.str());
-      CHECK(ed.within(1e-4));
-      // The same plans issued eagerly give the replay's result bit for bit.
-      split.run_eager();
-      CHECK(split.output() == replayed);
-      split.run();
-      CHECK(split.output() == replayed);
     }
   }
 }
@@ -455,12 +462,15 @@ TEST_CASE("row-split models on one GPU match the unsplit CPU reference", "[gpu][
         cuda::SingleGpuOptions o;
         o.math = MathMode::Fp32;
         o.reuse_memory = false;
+        // Both layouts, one per split mode (each mode's parts read bands of their inputs).
+        o.layout = mode == SplitMode::Halo ? exec::Layout::Nhwc : exec::Layout::Nchw;
         cuda::SingleGpuRunner r(sg, o);
         r.run();
         const int node = sg.find(checked_name);
         REQUIRE(node >= 0);
         const gputest::Error e = gputest::compare(r.value(node), ref[size_t(checked)]);
-        INFO(mc.name << " @" << mc.size << ", " << parts << " parts, " << split_mode_name(mode) << ": " << e.str());
+        INFO(mc.name << " @" << mc.size << ", " << parts << " parts, " << split_mode_name(mode) << ", "
+                     << exec::layout_name(o.layout) << ": " << e.str());
         CHECK(e.within(1e-4));
       }
     }

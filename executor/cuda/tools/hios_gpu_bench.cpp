@@ -83,7 +83,7 @@ static int gpus_used(const Schedule& s) {
 int main(int argc, char** argv) {
   CLI::App app{"Time one model on this machine's GPUs (hios sequential, one-GPU and two-GPU schedules)"};
   std::string model = "inception_v3", math = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
-  std::string cost_name = "analytic";
+  std::string cost_name = "analytic", layouts = "nchw";
   int size = 0, warmup = 10, iters = 30, gpus = 2, streams = 4;
   bool summary = false;
   int profile = 0;
@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
                  "(hios profile) of this model at this size");
   app.add_option("--size", size, "square input resolution (0: the model's default)");
   app.add_option("--math", math, "tf32 or fp32")->check(CLI::IsMember({"tf32", "fp32"}));
+  app.add_option("--layout", layouts, "nchw, nhwc or both: how activations are stored (both: every row in each)")
+      ->check(CLI::IsMember({"nchw", "nhwc", "both"}));
   app.add_option("--cuda-graph", graph_mode, "on: capture and replay; off: issue every pass; both")
       ->check(CLI::IsMember({"on", "off", "both"}));
   app.add_option("--warmup", warmup, "untimed passes");
@@ -112,16 +114,19 @@ int main(int argc, char** argv) {
     std::ofstream jout;
     if (!json_file.empty()) jout.open(json_file, std::ios::app);
     double predicted = NAN;  // the schedule's simulated latency, for rows that ran a schedule
+    std::string layout = "nchw";  // of the rows being timed
     auto emit = [&](const std::string& variant, int ngpus, bool graph, const cuda::TimingResult& t, double peak_mib,
                     double err, int nstreams, int transfers) {
-      std::printf("%-14s %-22s %5lld  %d  %-4s %-5s %9.3f %9.3f %9.3f %10.1f  %-9s %3d %5d\n", model.c_str(),
-                  variant.c_str(), (long long)res, ngpus, math.c_str(), graph ? "graph" : "eager", t.median_ms,
+      std::printf("%-14s %-22s %5lld  %d  %-4s %-4s %-5s %9.3f %9.3f %9.3f %10.1f  %-9s %3d %5d\n", model.c_str(),
+                  variant.c_str(), (long long)res, ngpus, math.c_str(), layout.c_str(), graph ? "graph" : "eager",
+                  t.median_ms,
                   t.min_ms, t.max_ms, peak_mib, std::isnan(err) ? "n/a" : strprintf("%.2e", err).c_str(), nstreams,
                   transfers);
       std::fflush(stdout);
       if (!jout.is_open()) return;
       json j = {{"impl", "hios"},       {"variant", variant},    {"model", model},          {"size", res},
-                {"gpus", ngpus},        {"math", math},          {"cuda_graph", graph},     {"median_ms", t.median_ms},
+                {"gpus", ngpus},        {"math", math},          {"layout", layout},
+                {"cuda_graph", graph},  {"median_ms", t.median_ms},
                 {"min_ms", t.min_ms},   {"max_ms", t.max_ms},    {"peak_mib", peak_mib},    {"streams", nstreams},
                 {"transfers", transfers}, {"iters", int(t.samples_ms.size())},
                 {"device", cuda::device_description(0)}};
@@ -137,51 +142,62 @@ int main(int argc, char** argv) {
     std::vector<bool> modes;
     if (graph_mode != "off") modes.push_back(true);
     if (graph_mode != "on") modes.push_back(false);
+    // Every row's error is against the first sequential run (NCHW when both layouts run), so
+    // the NHWC rows also show how far channels-last lands from channels-first.
     std::vector<float> ref;
-    for (bool graph : modes) {
-      cuda::SingleGpuOptions o;
-      o.math = cuda::parse_math_mode(math);
-      o.cuda_graph = graph;
-      cuda::SingleGpuRunner r(g, o);
-      const cuda::TimingResult t = r.time(warmup, iters);
-      if (ref.empty()) ref = r.output();
-      if (summary) std::fputs(r.summary().c_str(), stderr);
-      if (profile > 0 && graph == modes.front()) print_profile(g, r.node_times_ms(profile));
-      emit("sequential", 1, graph, t, double(r.peak_bytes()) / (1 << 20), NAN, 1, 0);
-    }
-    if (!algo.empty()) {
-      auto cost = cost_name == "analytic" ? make_analytic_cost_model(find_device_preset("h200"))
-                                          : load_profile_cost_model(cost_name);
-      for (int n = 1; n <= std::min(gpus, cuda::device_count()); ++n) {
-        SchedulerOptions so;
-        so.num_gpus = n;
-        so.max_streams = streams;
-        std::vector<std::pair<std::string, Schedule>> runs = {
-            {strprintf("%s-%dgpu", algo.c_str(), n), run_algorithm(algo, g, *cost, so)}};
-        // Where the scheduler keeps everything on one GPU (it predicts the transfers cost more
-        // than they save), also time the algorithm's own n-GPU mapping, so the table shows
-        // what spreading would have measured.
-        if (n > 1 && gpus_used(runs[0].second) < n) {
-          so.single_gpu_fallback = false;
-          runs.emplace_back(strprintf("%s-%dgpu-spread", algo.c_str(), n), run_algorithm(algo, g, *cost, so));
-        }
-        for (const auto& [variant, s] : runs) {
-          predicted = simulate(g, s, *cost).latency_ms;
-          for (bool graph : modes) {
-            cuda::InProcessOptions io;
-            io.math = math;
-            io.cuda_graph = graph;
-            io.warmup = warmup;
-            io.iters = iters;
-            const cuda::InProcessResult r = cuda::run_schedule_in_process(g, s, io);
-            size_t peak = 0;
-            for (size_t b : r.peak_bytes) peak = std::max(peak, b);
-            emit(variant, n, graph, r.timing, double(peak) / (1 << 20), rel_error(r.output, ref), r.compute_streams,
-                 r.transfers);
+    std::vector<std::string> layout_list = {layouts};
+    if (layouts == "both") layout_list = {"nchw", "nhwc"};
+    for (const std::string& lay : layout_list) {
+      layout = lay;
+      for (bool graph : modes) {
+        cuda::SingleGpuOptions o;
+        o.math = cuda::parse_math_mode(math);
+        o.cuda_graph = graph;
+        o.layout = exec::parse_layout(lay);
+        cuda::SingleGpuRunner r(g, o);
+        const cuda::TimingResult t = r.time(warmup, iters);
+        const bool first = ref.empty();
+        const std::vector<float> out = r.output();
+        if (first) ref = out;
+        if (summary) std::fputs(r.summary().c_str(), stderr);
+        if (profile > 0 && graph == modes.front()) print_profile(g, r.node_times_ms(profile));
+        emit("sequential", 1, graph, t, double(r.peak_bytes()) / (1 << 20), first ? NAN : rel_error(out, ref), 1, 0);
+      }
+      if (!algo.empty()) {
+        auto cost = cost_name == "analytic" ? make_analytic_cost_model(find_device_preset("h200"))
+                                            : load_profile_cost_model(cost_name);
+        for (int n = 1; n <= std::min(gpus, cuda::device_count()); ++n) {
+          SchedulerOptions so;
+          so.num_gpus = n;
+          so.max_streams = streams;
+          std::vector<std::pair<std::string, Schedule>> runs = {
+              {strprintf("%s-%dgpu", algo.c_str(), n), run_algorithm(algo, g, *cost, so)}};
+          // Where the scheduler keeps everything on one GPU (it predicts the transfers cost more
+          // than they save), also time the algorithm's own n-GPU mapping, so the table shows
+          // what spreading would have measured.
+          if (n > 1 && gpus_used(runs[0].second) < n) {
+            so.single_gpu_fallback = false;
+            runs.emplace_back(strprintf("%s-%dgpu-spread", algo.c_str(), n), run_algorithm(algo, g, *cost, so));
+          }
+          for (const auto& [variant, s] : runs) {
+            predicted = simulate(g, s, *cost).latency_ms;
+            for (bool graph : modes) {
+              cuda::InProcessOptions io;
+              io.math = math;
+              io.layout = lay;
+              io.cuda_graph = graph;
+              io.warmup = warmup;
+              io.iters = iters;
+              const cuda::InProcessResult r = cuda::run_schedule_in_process(g, s, io);
+              size_t peak = 0;
+              for (size_t b : r.peak_bytes) peak = std::max(peak, b);
+              emit(variant, n, graph, r.timing, double(peak) / (1 << 20), rel_error(r.output, ref), r.compute_streams,
+                   r.transfers);
+            }
           }
         }
       }
-    }
+    }  // layouts
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hios-gpu-bench: error: %s\n", e.what());
     return 2;
