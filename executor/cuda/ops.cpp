@@ -313,7 +313,17 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   pp.nhwc = nhwc;
   pp.x_pixel_stride = x.pixel_stride;
   pp.full_h = pp.h;
-  if (a.rows.banded()) {
+  // A partial global average (the part of a row split ending in a global pool, graph/ops.hpp):
+  // x holds some of the tensor's rows, and the parts' results add up to the whole mean, so
+  // each divides by the whole tensor's in_full * W: cuDNN's mean over the rows held, scaled by
+  // rows held / in_full.
+  const bool partial = global && a.rows.banded();
+  if (partial) {
+    HIOS_CHECK(a.kind == PoolKind::GlobalAvg && a.rows.in_full >= x.shape.h && y.shape.h == 1,
+               "node '%s': a partial global pool must be an average over at most %lld rows, not %s of %s",
+               node.c_str(), (long long)a.rows.in_full, pool_kind_name(a.kind), x.shape.str().c_str());
+  }
+  if (a.rows.banded() && !partial) {
     // A band: cuDNN would clip windows and count divisors at the band's edges, not the whole
     // tensor's, so hios's kernels compute it (windows in whole-tensor rows, PoolParams).
     HIOS_CHECK(!global && y.shape.h == a.rows.out_count,
@@ -335,8 +345,9 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   auto yd = tensor_desc(y, node);
   const float* xp = x.ptr;
   float* yp = y.ptr;
+  const float scale = partial ? float(double(x.shape.h) / double(a.rows.in_full)) : 1.0f;
   auto with_cudnn = [=](cudnnHandle_t h) {
-    HIOS_CUDNN_CHECK(cudnnPoolingForward(h, pd->d, &kOne, xd->d, xp, &kZero, yd->d, yp));
+    HIOS_CUDNN_CHECK(cudnnPoolingForward(h, pd->d, &scale, xd->d, xp, &kZero, yd->d, yp));
   };
   // hios's candidate: the tiled kernel in NCHW, the channel-parallel one in NHWC (global pools
   // stay with cuDNN's reduction).

@@ -355,7 +355,8 @@ TEST_CASE("row-split graphs on one GPU, captured, match the unsplit graph", "[gp
   // Convolutions with and without padding and stride, a ceil_mode max pool, an avg pool without
   // the padding in its divisor, a 7x1 conv, a separable conv of a channel slice, an add, a
   // 1x1/2 shortcut beside a 3x3/2 conv (so a tensor feeds windows of two heights), then a
-  // global pool and a linear layer, which end the splittable run.
+  // global pool and a linear layer. Split up to "down" (gathered), or through the head's pool
+  // (partial pools summed, the linear layer whole).
   GraphBuilder b("bands", 1, 41, 33);
   Value x = b.input(3);
   b.begin_block("stem");
@@ -400,36 +401,46 @@ TEST_CASE("row-split graphs on one GPU, captured, match the unsplit graph", "[gp
   const std::vector<std::vector<float>> cpu = gputest::cpu_forward(g);
   CHECK(gputest::compare(ref_out, cpu[size_t(g.output())]).within(1e-4));
 
+  int down = -1;
+  for (size_t b = 0; b < g.blocks.size(); ++b) {
+    if (g.blocks[b].name == "down") down = int(b);
+  }
+  REQUIRE(down >= 0);
   for (int parts : {2, 3}) {
     for (SplitMode mode : {SplitMode::Halo, SplitMode::Recompute}) {
       for (exec::Layout layout : gputest::kLayouts) {
-        SpatialPlan plan;
-        for (const auto& run : splittable_runs(g, parts)) {
-          plan.regions.push_back(plan_region(g, run.first, run.second, parts, mode));
+        for (bool to_head : {false, true}) {
+          SpatialPlan plan;
+          for (const auto& run : splittable_runs(g, parts)) {
+            const int last = to_head ? run.second : std::min(run.second, down);
+            plan.regions.push_back(plan_region(g, run.first, last, parts, mode));
+          }
+          REQUIRE(!plan.empty());
+          const Graph sg = apply_spatial(g, plan);
+          INFO(parts << " parts, " << split_mode_name(mode) << ", " << exec::layout_name(layout) << ": "
+                     << describe_spatial(g, plan));
+          cuda::SingleGpuOptions so = opts;
+          so.cuda_graph = true;
+          so.layout = layout;
+          cuda::SingleGpuRunner split(sg, so);
+          split.run();  // captured and replayed
+          const std::vector<float> replayed = split.output();
+          const gputest::Error e = gputest::compare(replayed, ref_out);
+          INFO("output vs unsplit: " << e.str());
+          CHECK(e.within(1e-4));
+          const int gathered = sg.find("dsum");
+          REQUIRE((gathered >= 0) == !to_head);  // through the head, dsum stays in parts
+          if (!to_head) {
+            const gputest::Error ed = gputest::compare(split.value(gathered), ref_dsum);
+            INFO("dsum (gathered from its parts) vs unsplit: " << ed.str());
+            CHECK(ed.within(1e-4));
+          }
+          // The same plans issued eagerly give the replay's result bit for bit.
+          split.run_eager();
+          CHECK(split.output() == replayed);
+          split.run();
+          CHECK(split.output() == replayed);
         }
-        REQUIRE(!plan.empty());
-        const Graph sg = apply_spatial(g, plan);
-        INFO(parts << " parts, " << split_mode_name(mode) << ", " << exec::layout_name(layout) << ": "
-                   << describe_spatial(g, plan));
-        cuda::SingleGpuOptions so = opts;
-        so.cuda_graph = true;
-        so.layout = layout;
-        cuda::SingleGpuRunner split(sg, so);
-        split.run();  // captured and replayed
-        const std::vector<float> replayed = split.output();
-        const gputest::Error e = gputest::compare(replayed, ref_out);
-        INFO("output vs unsplit: " << e.str());
-        CHECK(e.within(1e-4));
-        const int gathered = sg.find("dsum");
-        REQUIRE(gathered >= 0);
-        const gputest::Error ed = gputest::compare(split.value(gathered), ref_dsum);
-        INFO("dsum (gathered from its parts) vs unsplit: " << ed.str());
-        CHECK(ed.within(1e-4));
-        // The same plans issued eagerly give the replay's result bit for bit.
-        split.run_eager();
-        CHECK(split.output() == replayed);
-        split.run();
-        CHECK(split.output() == replayed);
       }
     }
   }
