@@ -6,7 +6,8 @@
 # Environment: MODELS (inception_v3,nasnet_large), SIZES (331,512,1024,2048), WARMUP (10),
 # ITERS (30), GPUS (2: also the two-GPU hios-lp rows when two GPUs are visible), STREAMS (4),
 # DEADLINE_S (420: no new run starts after this many seconds), PROFILE (0: passes of the
-# per-node profile printed to bench.log for each configuration).
+# per-node profile printed to bench.log for each configuration), LAYOUT (both: hios rows with
+# NCHW and NHWC activations; nchw or nhwc for one).
 # Writes OUT_DIR/bench.jsonl (one JSON object per row, both stacks), OUT_DIR/bench.log and
 # OUT_DIR/bench-table.txt (nccl-tests-style), and prints the table last.
 set -uo pipefail
@@ -20,6 +21,7 @@ GPUS=${GPUS:-2}
 STREAMS=${STREAMS:-4}
 DEADLINE_S=${DEADLINE_S:-420}
 PROFILE=${PROFILE:-0}
+LAYOUT=${LAYOUT:-both}
 # PyTorch variants (bench_pytorch.py --variants). Each torch.compile takes 17-65 s and
 # max-autotune minutes per shape, so the default keeps the two strongest reduce-overhead ones.
 PT_VARIANTS=${PT_VARIANTS:-eager,cuda-graph,compile-ro-cl,compile-ro-cl-bf16}
@@ -53,7 +55,7 @@ for m in "${models[@]}"; do
       continue
     fi
     args=(--model "$m" --size "$s" --warmup "$WARMUP" --iters "$ITERS" --algo hios-lp --gpus "$GPUS"
-          --streams "$STREAMS" --json "$JSON")
+          --streams "$STREAMS" --layout "$LAYOUT" --json "$JSON")
     [ "$PROFILE" -gt 0 ] && args+=(--profile "$PROFILE" --summary)
     echo "# $BENCH ${args[*]}" >>"$LOG"
     timeout 240 "$BENCH" "${args[@]}" >>"$LOG" 2>&1 || echo "# hios-gpu-bench $m $s failed (exit $?)" | tee -a "$LOG"

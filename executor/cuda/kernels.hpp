@@ -64,7 +64,8 @@ struct PoolParams {
   int count_include_pad = 1;
   int64_t x_batch_stride = 0;
   // NHWC (launch_pool only): x's pixels are x_pixel_stride elements apart (its buffer's
-  // channels: x may be a channel slice), y is packed NHWC, and threads run along channels.
+  // channels: x may be a channel slice), y is packed NHWC; threads run along channels, each
+  // computing a few neighbouring outputs of a row.
   int nhwc = 0;
   int64_t x_pixel_stride = 0;
   // A band (graph/ops.hpp, RowWindow): output row y is row r0 + y of the whole output, x's row
