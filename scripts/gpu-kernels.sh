@@ -5,7 +5,7 @@
 #
 #   OUT=/some/dir bash scripts/gpu-kernels.sh inception_v3:2048 [nasnet_large:331 ...]
 #
-# Environment: BUILD_DIR (/tmp/b), JOBS (16), TESTS (0; 1: ctest -L gpu first), PT_VARIANTS
+# Environment: BUILD_DIR (/tmp/b), JOBS (16), TESTS (0; 1: ctest -L gpu $CTEST_ARGS first), PT_VARIANTS
 # (profile_pytorch.py --variants; empty: no PyTorch), HIOS_ARGS (extra hios-gpu-bench
 # arguments; default "--layout both --profile 3 --summary").
 set -uo pipefail
@@ -27,7 +27,8 @@ targets=(hios-gpu-bench)
   cmake --build "$B" -j "$JOBS" --target "${targets[@]}"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 if [ "$TESTS" = 1 ]; then
-  (cd "$B" && timeout 300 ctest -L gpu --output-on-failure --timeout 240) >"$OUT/ctest-gpu.log" 2>&1
+  # shellcheck disable=SC2086
+  (cd "$B" && timeout 300 ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 240) >"$OUT/ctest-gpu.log" 2>&1
   echo "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$OUT/ctest-gpu.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
   grep -E "Failed|\*\*\*|FAILED|REQUIRE|CHECK\(|with expansion|worse layout" "$OUT/ctest-gpu.log" | head -30
 fi
