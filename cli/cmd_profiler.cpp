@@ -15,7 +15,7 @@ namespace hios::cli {
 namespace {
 
 struct ProfileCliOptions {
-  std::string graph, output, device, math = "tf32", layout = "nchw", stages;
+  std::string graph, output, device, math = "tf32", layout = "nhwc", stages;
   int gpus = 1, warmup = 3, iters = 20, link_iters = 20;
   bool no_cupti = false;
 };
@@ -32,7 +32,7 @@ void add_profiler_commands(CLI::App& app) {
                   "Device preset the database belongs to (default: from the GPU's name, e.g. h200)");
   cmd->add_option("--math", o->math, "tf32 or fp32, as hios run --math (default tf32)")
       ->check(CLI::IsMember({"tf32", "fp32"}));
-  cmd->add_option("--layout", o->layout, "nchw or nhwc, as hios run --layout (default nchw)")
+  cmd->add_option("--layout", o->layout, "nchw or nhwc, as hios run --layout (default nhwc)")
       ->check(CLI::IsMember({"nchw", "nhwc"}));
   cmd->add_option("--warmup", o->warmup, "Untimed passes first (default 3)");
   cmd->add_option("--iters", o->iters, "Timed passes per node and per stage (default 20)");

@@ -23,6 +23,7 @@ struct BackendEntry {
   std::string name;
   std::string description;  // one line, for --help and errors
   std::string default_math = "fp32";           // what --math means when not given
+  std::string default_layout = "nchw";         // what --layout means when not given
   std::string default_transport = "mpi-host";  // what --transport means when not given
   std::function<std::unique_ptr<Backend>(const BackendConfig&)> make;
   // Devices visible to this process (GPU backends); empty for backends that need no device.

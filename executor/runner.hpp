@@ -25,7 +25,7 @@ struct RunOptions {
   std::string cuda_graph = "auto";  // on | off | auto (on when backend and transport can capture)
   std::string math;              // empty: the backend's default ("tf32" on cuda, "fp32" on cpu)
   std::string comm_priority = "high";  // SessionOptions::comm_priority
-  std::string layout = "nchw";         // SessionOptions::layout
+  std::string layout;                  // SessionOptions::layout (empty: the backend's default)
   int warmup = 2, number = 6, repeat = 6;
   bool verify = false;
   bool verify_nodes = false;     // also compare every node's output (implies verify)

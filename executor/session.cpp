@@ -25,8 +25,8 @@ RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) 
   HIOS_CHECK(opt.comm_priority == "high" || opt.comm_priority == "normal",
              "--comm-priority must be high or normal, not '%s'", opt.comm_priority.c_str());
   cfg_.comm_priority = opt.comm_priority;
-  (void)parse_layout(opt.layout);  // one line naming a bad value, before any backend exists
-  cfg_.layout = opt.layout;
+  cfg_.layout = opt.layout.empty() ? be.default_layout : opt.layout;
+  (void)parse_layout(cfg_.layout);  // one line naming a bad value, before any backend exists
   const int rank = comm.rank();
   if (be.device_count) {
     const int visible = be.device_count();

@@ -44,7 +44,7 @@ struct SessionOptions {
   size_t memory_limit = 0;      // BackendConfig::memory_limit
   std::string conv_impl = "auto";  // BackendConfig::conv_impl
   std::string comm_priority = "high";  // BackendConfig::comm_priority: high | normal
-  std::string layout = "nchw";         // BackendConfig::layout: nchw | nhwc (cuda only)
+  std::string layout;                  // BackendConfig::layout: nchw | nhwc; empty: the backend's default
 };
 
 class RankSession;

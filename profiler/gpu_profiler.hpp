@@ -27,7 +27,7 @@ struct ProfileOptions {
   int gpus = 1;                // links between GPUs 0..gpus-1; nodes and stages on GPU 0
   std::string device;          // preset name for the database ("h200"); empty: from the GPU's name
   std::string math = "tf32";
-  std::string layout = "nchw";  // of the cuda backend's activations (hios run --layout)
+  std::string layout = "nhwc";  // of the cuda backend's activations (hios run --layout)
   int warmup = 3, iters = 20;  // per node pass and per stage
   bool cupti = true;
   std::vector<int64_t> link_bytes = {1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24, 1 << 26};

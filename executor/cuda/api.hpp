@@ -47,7 +47,7 @@ struct SingleGpuOptions {
   uint64_t seed = init::kDefaultSeed;
   bool reuse_memory = true;        // share activation buffers between values whose lives do not overlap
   ConvImpl conv_impl = ConvImpl::Auto;
-  exec::Layout layout = exec::Layout::Nchw;  // how activations are stored (values come back NCHW)
+  exec::Layout layout = exec::Layout::Nhwc;  // how activations are stored (values come back NCHW)
 };
 
 struct TimingResult {
@@ -95,7 +95,7 @@ struct InProcessOptions {
   bool share_memory = true;    // tensors share one arena per rank (exec::share_buffers), as in hios run
   int warmup = 5, iters = 20;  // timed passes (iters 0: none)
   uint64_t seed = init::kDefaultSeed;
-  std::string layout = "nchw";  // BackendConfig::layout
+  std::string layout = "nhwc";  // BackendConfig::layout
   // A rank stuck this long (in NCCL, say) ends the process with a message naming the rank and
   // what it was doing, instead of hanging the caller; 0: wait forever.
   double timeout_s = 180;

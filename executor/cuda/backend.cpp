@@ -316,6 +316,9 @@ void register_cuda_components() {
   b.name = "cuda";
   b.description = "one GPU per rank: cuDNN and CUDA kernels on CUDA streams, CUDA Graph capture";
   b.default_math = "tf32";
+  // Channels-last measured faster for every model and size in docs/benchmarks.md (cuDNN's
+  // Hopper convolutions are NHWC-native; NCHW makes them transpose in and out).
+  b.default_layout = "nhwc";
   b.make = [](const BackendConfig& cfg) -> std::unique_ptr<Backend> { return std::make_unique<cuda::CudaBackend>(cfg); };
   b.device_count = [] { return cuda::device_count(); };
 #ifdef HIOS_CUDA_WITH_NCCL

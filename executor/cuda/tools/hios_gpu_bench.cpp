@@ -83,7 +83,7 @@ static int gpus_used(const Schedule& s) {
 int main(int argc, char** argv) {
   CLI::App app{"Time one model on this machine's GPUs (hios sequential, one-GPU and two-GPU schedules)"};
   std::string model = "inception_v3", math = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
-  std::string cost_name = "analytic", layouts = "nchw";
+  std::string cost_name = "analytic", layouts = "nhwc";
   int size = 0, warmup = 10, iters = 30, gpus = 2, streams = 4;
   bool summary = false;
   int profile = 0;
