@@ -311,6 +311,56 @@ __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p)
   }
 }
 
+// The same for a square K x K window and stride S known at compile time: each window row's
+// input columns are loaded once into registers (K + (RUN - 1) * S loads for RUN outputs, not
+// K * RUN), and the weights live in registers. Accumulation order (rows, then columns) is the
+// generic kernel's, so both give the same bits.
+template <int K, int S, int RUN>
+__global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwiseParams p) {
+  constexpr int kCols = K + (RUN - 1) * S;
+  const int runs = (p.ow + RUN - 1) / RUN;
+  const int64_t total = int64_t(p.n) * p.oh * runs * p.c;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int ch = int(i % p.c);
+    const int rest = int(i / p.c);  // total / c fits: oh * runs * n is far below 2^31
+    const int ox0 = (rest % runs) * RUN;
+    const int oy = (rest / runs) % p.oh;
+    const int b = rest / (runs * p.oh);
+    const float* x = p.x + int64_t(b) * p.h * p.w_in * p.c + ch;
+    float wk[K * K];
+#pragma unroll
+    for (int t = 0; t < K * K; ++t) wk[t] = p.w[int64_t(ch) * K * K + t];
+    float acc[RUN];
+#pragma unroll
+    for (int j = 0; j < RUN; ++j) acc[j] = 0.f;
+    const int ix0 = ox0 * S - p.pw;
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      const int yy = oy * S - p.ph + r;
+      if (yy < 0 || yy >= p.h) continue;
+      const float* xr = x + int64_t(yy) * p.w_in * p.c;
+      float xv[kCols];
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) {
+        const int xx = ix0 + q;
+        float v = (xx >= 0 && xx < p.w_in) ? xr[int64_t(xx) * p.c] : 0.f;
+        xv[q] = p.input_relu ? fmaxf(v, 0.f) : v;
+      }
+#pragma unroll
+      for (int q = 0; q < K; ++q) {
+#pragma unroll
+        for (int j = 0; j < RUN; ++j) acc[j] = fmaf(xv[j * S + q], wk[r * K + q], acc[j]);
+      }
+    }
+    const float bias = p.b ? p.b[ch] : 0.f;
+    float* y = p.y + ((int64_t(b) * p.oh + oy) * p.ow) * p.c + ch;
+#pragma unroll
+    for (int j = 0; j < RUN; ++j) {
+      if (ox0 + j < p.ow) y[int64_t(ox0 + j) * p.c] = activate(acc[j] + bias, p.act);
+    }
+  }
+}
+
 // NHWC direct convolution, threads along output channels; weights [oc][kh][kw][c / groups].
 __global__ void conv_direct_nhwc_kernel(const __grid_constant__ DirectConvParams p) {
   const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
@@ -472,9 +522,26 @@ void launch_bias_act(const float* x, float* y, const float* bias, int act, int64
 
 void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
   if (p.nhwc) {
-    const int64_t total = int64_t(p.n) * p.oh * ((p.ow + kDwRun - 1) / kDwRun) * p.c;
-    if (total <= 0) return;
-    depthwise_nhwc_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+    // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel.
+    auto fixed = [&](auto kernel, int run) {
+      const int64_t total = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run) * p.c;
+      if (total > 0) kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+    };
+    // (The fixed kernels index (item, row, run) in 32 bits.)
+    const bool small = int64_t(p.n) * p.oh * p.ow <= int64_t(INT32_MAX);
+    const int k = small && p.kh == p.kw && p.sh == p.sw ? p.kh * 10 + p.sh : 0;
+    switch (k) {
+      case 31: fixed(depthwise_nhwc_fixed_kernel<3, 1, 8>, 8); break;
+      case 32: fixed(depthwise_nhwc_fixed_kernel<3, 2, 4>, 4); break;
+      case 51: fixed(depthwise_nhwc_fixed_kernel<5, 1, 8>, 8); break;
+      case 52: fixed(depthwise_nhwc_fixed_kernel<5, 2, 4>, 4); break;
+      case 71: fixed(depthwise_nhwc_fixed_kernel<7, 1, 8>, 8); break;
+      case 72: fixed(depthwise_nhwc_fixed_kernel<7, 2, 4>, 4); break;
+      default: {
+        const int64_t total = int64_t(p.n) * p.oh * ((p.ow + kDwRun - 1) / kDwRun) * p.c;
+        if (total > 0) depthwise_nhwc_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+      }
+    }
     HIOS_CUDA_CHECK_LAUNCH();
     return;
   }
