@@ -80,6 +80,9 @@ if ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
   expect_error "profile without a GPU" "hios profile" "$HIOS" profile --graph "$TMP/d15.json" -o "$TMP/p.json"
   [ ! -e "$TMP/p.json" ] || { echo "FAIL hios profile wrote a database without a GPU"; fails=$((fails + 1)); }
 fi
+"$HIOS" schedule --graph "$TMP/d15.json" --algo sequential --gpus 1 -o "$TMP/s15one.json" >/dev/null
+expect_error "nhwc on the cpu backend" "the cpu backend stores activations NCHW; --layout nhwc needs the cuda backend" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --layout nhwc -o none
+expect_error "unknown layout"      "--layout: chwn not in"           "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --layout chwn -o none
 expect_error "bad memory mode"     "memory"                          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --memory pooled -o none
 expect_ok "lower shared"   "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --all -o "$TMP/lower.txt"
 grep -q "^# shared arena:" "$TMP/lower.txt" && grep -qE "^alloc .* @[0-9]+$" "$TMP/lower.txt" ||
