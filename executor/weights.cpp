@@ -43,17 +43,36 @@ Shape assembled_input_shape(const Graph& g, int v) {
   return s;
 }
 
-std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed) {
+namespace {
+
+// Both reorderings are the NCHW -> NHWC permutation of the weight seen as a 4-d tensor:
+// (out, in/groups, kh, kw) for a convolution, (out, C, H, W) for a linear layer.
+void reorder_for_layout(const Op& op, const Shape& in, Layout layout, OpParams& p) {
+  if (layout == Layout::Nchw || p.weight.empty()) return;
+  if (op.kind == OpKind::Conv) {
+    const ConvAttrs& a = op.conv();
+    p.weight = nchw_to_nhwc(p.weight, Shape{a.out_channels, in.c / a.groups, a.kernel[0], a.kernel[1]});
+  } else if (op.kind == OpKind::Linear && in.h * in.w > 1) {
+    p.weight = nchw_to_nhwc(p.weight, Shape{op.linear().out_features, in.c, in.h, in.w});
+  }
+}
+
+}  // namespace
+
+std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed, Layout layout) {
   const Node& nd = g.nodes[v];
   std::vector<OpParams> out;
   if (nd.op.kind == OpKind::Conv || nd.op.kind == OpKind::Linear) {
-    out.push_back(make_op_params(nd.op, assembled_input_shape(g, v), nd.params_name(), seed));
+    const Shape in = assembled_input_shape(g, v);
+    out.push_back(make_op_params(nd.op, in, nd.params_name(), seed));
+    reorder_for_layout(nd.op, in, layout, out.back());
   } else if (nd.op.kind == OpKind::Sequential) {
     Shape cur = assembled_input_shape(g, v);
     InferContext ctx{nd.name, cur.n, cur.h, cur.w};
     const auto& steps = nd.op.sequential().steps;
     for (size_t i = 0; i < steps.size(); ++i) {
       out.push_back(make_op_params(steps[i], cur, nd.params_name() + ".steps[" + std::to_string(i) + "]", seed));
+      reorder_for_layout(steps[i], cur, layout, out.back());
       cur = infer_op(steps[i], {cur}, ctx);
     }
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "executor/init.hpp"
+#include "executor/tensor_layout.hpp"
 #include "graph/graph.hpp"
 
 namespace hios::exec {
@@ -34,6 +35,11 @@ Shape assembled_input_shape(const Graph& g, int v);
 
 // The parameters of every parameterised op of node v: one entry for a conv or linear node,
 // one per step for a sequential (empty entries for steps without parameters), none otherwise.
-std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed = init::kDefaultSeed);
+// With layout NHWC, weights are ordered as channels-last kernels read them: a convolution's
+// [out][in/groups][kh][kw] becomes [out][kh][kw][in/groups] (cuDNN's KRSC), and a linear
+// layer reading more than one pixel takes its input flattened as (h, w, c), so its columns
+// are permuted to match. The values are the NCHW ones, only reordered.
+std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed = init::kDefaultSeed,
+                                       Layout layout = Layout::Nchw);
 
 }  // namespace hios::exec

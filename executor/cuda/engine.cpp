@@ -138,8 +138,8 @@ void Engine::load_params(int node) {
   if (params_loaded_.at(size_t(node))) return;
   params_loaded_[size_t(node)] = true;
   const Node& nd = g_.nodes[size_t(node)];
-  std::vector<exec::OpParams> ps = exec::make_node_params(g_, node, opts_.seed);
-  if (opts_.layout == Layout::Nhwc) to_channels_last(node, ps);
+  // Ordered as this layout's kernels read them (KRSC convolutions in NHWC).
+  const std::vector<exec::OpParams> ps = exec::make_node_params(g_, node, opts_.seed, opts_.layout);
   for (size_t i = 0; i < ps.size(); ++i) {
     const std::string steps = nd.op.kind == OpKind::Sequential ? strprintf(".steps[%zu]", i) : std::string();
     const std::string prefix = nd.name + steps;  // how plans look them up
@@ -175,57 +175,6 @@ const Engine::Params& Engine::params(const std::string& prefix) const {
   auto it = params_.find(prefix);
   HIOS_CHECK(it != params_.end(), "CUDA engine: no parameters were loaded for '%s'", prefix.c_str());
   return it->second;
-}
-
-// Weights as the NHWC kernels read them. A convolution's [oc][c/g][kh][kw] becomes
-// [oc][kh][kw][c/g] (cuDNN's KRSC, what its channels-last engines take; for a depthwise
-// convolution, c/g = 1, nothing moves). A linear layer reads its input flattened, and a
-// flattened NHWC tensor of more than one pixel orders its features (h, w, c) instead of
-// (c, h, w): its weight columns are permuted to match.
-void Engine::to_channels_last(int node, std::vector<exec::OpParams>& ps) const {
-  const Node& nd = g_.nodes[size_t(node)];
-  std::vector<Op> ops;
-  if (nd.op.kind == OpKind::Sequential) {
-    ops = nd.op.sequential().steps;
-  } else {
-    ops = {nd.op};
-  }
-  // The input shape of each step (a linear layer needs its input's pixels).
-  Shape cur{};
-  if (!nd.inputs.empty()) {
-    cur = g_.value_shape(nd.inputs[0].at(0));
-    cur.c = 0;
-    for (const Term& t : nd.inputs) cur.c += g_.value_shape(t.at(0)).c;
-  }
-  InferContext ictx{nd.name, cur.n, cur.h, cur.w};
-  HIOS_CHECK(ps.size() <= ops.size(), "CUDA engine: node '%s' has %zu parameter sets for %zu ops", nd.name.c_str(),
-             ps.size(), ops.size());
-  for (size_t i = 0; i < ps.size(); ++i) {
-    const Op& op = ops[i];
-    std::vector<float>& w = ps[i].weight;
-    if (op.kind == OpKind::Conv && !w.empty()) {
-      const ConvAttrs& a = op.conv();
-      const int64_t taps = int64_t(a.kernel[0]) * a.kernel[1];
-      const int64_t cg = int64_t(w.size()) / (a.out_channels * taps);
-      if (cg > 1) {
-        std::vector<float> out(w.size());
-        for (int64_t o = 0; o < a.out_channels; ++o)
-          for (int64_t c = 0; c < cg; ++c)
-            for (int64_t t = 0; t < taps; ++t) out[size_t((o * taps + t) * cg + c)] = w[size_t((o * cg + c) * taps + t)];
-        w = std::move(out);
-      }
-    } else if (op.kind == OpKind::Linear && !w.empty() && cur.h * cur.w > 1) {
-      const int64_t hw = cur.h * cur.w, in = cur.c * hw, outs = op.linear().out_features;
-      HIOS_CHECK(int64_t(w.size()) == outs * in, "CUDA engine: node '%s': linear weights do not match its input %s",
-                 nd.name.c_str(), cur.str().c_str());
-      std::vector<float> out(w.size());
-      for (int64_t o = 0; o < outs; ++o)
-        for (int64_t c = 0; c < cur.c; ++c)
-          for (int64_t p = 0; p < hw; ++p) out[size_t(o * in + p * cur.c + c)] = w[size_t(o * in + c * hw + p)];
-      w = std::move(out);
-    }
-    if (i + 1 < ops.size()) cur = infer_op(op, {cur}, ictx);
-  }
 }
 
 void Engine::upload_input() {

@@ -21,7 +21,6 @@
 
 #include "executor/cuda/api.hpp"
 #include "executor/cuda/device.hpp"
-#include "executor/weights.hpp"
 #include "graph/graph.hpp"
 
 namespace hios::cuda {
@@ -169,7 +168,6 @@ class Engine {
   std::string algorithm_report() const;
 
  private:
-  void to_channels_last(int node, std::vector<exec::OpParams>& ps) const;
   struct NodePlan {
     int stream = 0;
     std::vector<Launch> launches;

@@ -4,7 +4,9 @@
 
 #include "executor/registry.hpp"
 #include "executor/tensor_layout.hpp"
+#include "executor/weights.hpp"
 #include "graph/error.hpp"
+#include "graph/graph.hpp"
 #include "tests/catch.hpp"
 
 using namespace hios;
@@ -47,4 +49,36 @@ TEST_CASE("layout: the cpu backend stores NCHW and refuses NHWC by name") {
                     "the cpu backend stores activations NCHW; --layout nhwc needs the cuda backend");
   cfg.layout = "nchw";
   CHECK(make_backend("cpu", cfg)->layout() == "nchw");
+}
+
+TEST_CASE("layout: NHWC weights are the NCHW values reordered as channels-last kernels read them") {
+  GraphBuilder b("weights", 1, 6, 5);
+  Value x = b.input(3);
+  b.begin_block("b");
+  Value c = b.conv("c", {x}, 4, 3, 1, 1);
+  Value fc = b.linear("fc", c, 2);
+  b.end_block(fc);
+  const Graph g = b.finish();
+  // Convolution: [out][in][kh][kw] -> [out][kh][kw][in]; biases untouched.
+  const int conv = g.find("c");
+  const OpParams nchw = make_node_params(g, conv).at(0), nhwc = make_node_params(g, conv, 7, Layout::Nhwc).at(0);
+  const OpParams nchw7 = make_node_params(g, conv, 7).at(0);
+  REQUIRE(nhwc.weight.size() == nchw7.weight.size());
+  CHECK(nhwc.bias == nchw7.bias);
+  for (int64_t o = 0; o < 4; ++o)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t t = 0; t < 9; ++t) {
+        CHECK(nhwc.weight[size_t((o * 9 + t) * 3 + i)] == nchw7.weight[size_t((o * 3 + i) * 9 + t)]);
+      }
+  CHECK(nchw.weight != nchw7.weight);  // the seed matters, so the comparison above is not vacuous
+  // Linear over 4 channels of 6x5 pixels: feature (c, p) moves to (p, c).
+  const int lin = g.find("fc");
+  const OpParams l0 = make_node_params(g, lin).at(0);
+  const OpParams l1 = make_node_params(g, lin, init::kDefaultSeed, Layout::Nhwc).at(0);
+  const int64_t hw = 30, in = 4 * hw;
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t ch = 0; ch < 4; ++ch)
+      for (int64_t p = 0; p < hw; ++p) {
+        CHECK(l1.weight[size_t(o * in + p * 4 + ch)] == l0.weight[size_t(o * in + ch * hw + p)]);
+      }
 }
