@@ -361,17 +361,32 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
   }
 }
 
-// NHWC direct convolution, threads along output channels; weights [oc][kh][kw][c / groups].
-__global__ void conv_direct_nhwc_kernel(const __grid_constant__ DirectConvParams p) {
+// Any convolution, one thread per output, in either layout: NCHW threads run along columns,
+// NHWC threads along output channels (so neighbouring threads read neighbouring memory);
+// weights [oc][c/g][kh][kw] (NCHW) or [oc][kh][kw][c/g] (NHWC). Only the index arithmetic
+// depends on the layout; both sum over (kernel row, kernel column, input channel).
+template <bool kNhwc>
+__global__ void conv_direct_kernel(const __grid_constant__ DirectConvParams p) {
   const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
   const int cin_g = p.c / p.groups, cout_g = p.oc / p.groups;
+  const int64_t plane = int64_t(p.h) * p.w_in;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int o = int(i % p.oc);
-    const int64_t pix = i / p.oc;
-    const int ox = int(pix % p.ow);
-    const int oy = int((pix / p.ow) % p.oh);
-    const int64_t b = pix / (int64_t(p.ow) * p.oh);
-    const int g = o / cout_g;
+    int o, ox, oy;
+    int64_t b;
+    if (kNhwc) {
+      o = int(i % p.oc);
+      const int64_t pix = i / p.oc;
+      ox = int(pix % p.ow);
+      oy = int((pix / p.ow) % p.oh);
+      b = pix / (int64_t(p.ow) * p.oh);
+    } else {
+      ox = int(i % p.ow);
+      oy = int((i / p.ow) % p.oh);
+      const int64_t no = i / (int64_t(p.ow) * p.oh);
+      o = int(no % p.oc);
+      b = no / p.oc;
+    }
+    const int64_t c0 = int64_t(o / cout_g) * cin_g;  // the group's first input channel
     float acc = 0.f;
     for (int r = 0; r < p.kh; ++r) {
       const int yy = oy * p.sh - p.ph + r * p.dh;
@@ -379,42 +394,13 @@ __global__ void conv_direct_nhwc_kernel(const __grid_constant__ DirectConvParams
       for (int q = 0; q < p.kw; ++q) {
         const int xx = ox * p.sw - p.pw + q * p.dw;
         if (xx < 0 || xx >= p.w_in) continue;
-        const float* xp = p.x + ((b * p.h + yy) * p.w_in + xx) * int64_t(p.c) + int64_t(g) * cin_g;
-        const float* wp = p.w + ((int64_t(o) * p.kh + r) * p.kw + q) * cin_g;
         for (int ic = 0; ic < cin_g; ++ic) {
-          float v = xp[ic];
+          const int64_t pixel = int64_t(yy) * p.w_in + xx;
+          float v = kNhwc ? p.x[(b * plane + pixel) * p.c + c0 + ic] : p.x[(b * p.c + c0 + ic) * plane + pixel];
           if (p.input_relu) v = fmaxf(v, 0.f);
-          acc = fmaf(v, wp[ic], acc);
-        }
-      }
-    }
-    p.y[i] = activate(acc + (p.b ? p.b[o] : 0.f), p.act);
-  }
-}
-
-__global__ void conv_direct_kernel(const __grid_constant__ DirectConvParams p) {
-  const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
-  const int cin_g = p.c / p.groups, cout_g = p.oc / p.groups;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int ox = int(i % p.ow);
-    const int oy = int((i / p.ow) % p.oh);
-    const int64_t no = i / (int64_t(p.ow) * p.oh);
-    const int o = int(no % p.oc);
-    const int64_t b = no / p.oc;
-    const int g = o / cout_g;
-    float acc = 0.f;
-    for (int ic = 0; ic < cin_g; ++ic) {
-      const float* xp = p.x + (b * p.c + int64_t(g) * cin_g + ic) * p.h * p.w_in;
-      const float* wp = p.w + (int64_t(o) * cin_g + ic) * p.kh * p.kw;
-      for (int r = 0; r < p.kh; ++r) {
-        const int yy = oy * p.sh - p.ph + r * p.dh;
-        if (yy < 0 || yy >= p.h) continue;
-        for (int q = 0; q < p.kw; ++q) {
-          const int xx = ox * p.sw - p.pw + q * p.dw;
-          if (xx < 0 || xx >= p.w_in) continue;
-          float v = xp[int64_t(yy) * p.w_in + xx];
-          if (p.input_relu) v = fmaxf(v, 0.f);
-          acc = fmaf(v, wp[r * p.kw + q], acc);
+          const float wv = kNhwc ? p.w[((int64_t(o) * p.kh + r) * p.kw + q) * cin_g + ic]
+                                 : p.w[((int64_t(o) * cin_g + ic) * p.kh + r) * p.kw + q];
+          acc = fmaf(v, wv, acc);
         }
       }
     }
@@ -579,9 +565,9 @@ void launch_conv_direct(const DirectConvParams& p, cudaStream_t stream) {
   const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
   if (total <= 0) return;
   if (p.nhwc) {
-    conv_direct_nhwc_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+    conv_direct_kernel<true><<<grid_for(total), kThreads, 0, stream>>>(p);
   } else {
-    conv_direct_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+    conv_direct_kernel<false><<<grid_for(total), kThreads, 0, stream>>>(p);
   }
   HIOS_CUDA_CHECK_LAUNCH();
 }
