@@ -148,7 +148,7 @@ void add_executor_commands(CLI::App& app) {
                   "nccl, mpi-host or mpi-cuda-aware (default: nccl for cuda, mpi-host for cpu)");
   run->add_option("--cuda-graph", ropt->run.cuda_graph,
                   "on, off or auto: capture each rank's pass into one CUDA Graph (default auto: when possible)");
-  run->add_option("--math", ropt->run.math, "tf32 or fp32 (default: tf32 on cuda, fp32 on cpu)");
+  run->add_option("--math", ropt->run.math, "tf32, fp32, fp16 or bf16 (16-bit storage; cuda only) (default: tf32 on cuda, fp32 on cpu)");
   run->add_option("--layout", ropt->run.layout, "nchw or nhwc: how activations are stored (default: nhwc on cuda, nchw on cpu; docs/benchmarks.md compares)")
       ->check(CLI::IsMember({"nchw", "nhwc"}));
   run->add_option("--comm-priority", ropt->run.comm_priority,

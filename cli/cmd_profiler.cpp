@@ -30,8 +30,8 @@ void add_profiler_commands(CLI::App& app) {
   cmd->add_option("--gpus", o->gpus, "GPUs whose links to time (nodes and stages run on GPU 0; default 1)");
   cmd->add_option("--device", o->device,
                   "Device preset the database belongs to (default: from the GPU's name, e.g. h200)");
-  cmd->add_option("--math", o->math, "tf32 or fp32, as hios run --math (default tf32)")
-      ->check(CLI::IsMember({"tf32", "fp32"}));
+  cmd->add_option("--math", o->math, "tf32, fp32, fp16 or bf16, as hios run --math (default tf32)")
+      ->check(CLI::IsMember({"tf32", "fp32", "fp16", "bf16"}));
   cmd->add_option("--layout", o->layout, "nchw or nhwc, as hios run --layout (default nhwc)")
       ->check(CLI::IsMember({"nchw", "nhwc"}));
   cmd->add_option("--warmup", o->warmup, "Untimed passes first (default 3)");

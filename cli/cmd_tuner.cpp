@@ -34,7 +34,7 @@ void add_tuner_commands(CLI::App& app) {
       ->required();
   cmd->add_option("--backend", o->tune.session.backend, "cpu or cuda (default cpu)");
   cmd->add_option("--transport", o->tune.session.transport, "nccl, mpi-host or mpi-cuda-aware (default: the backend's)");
-  cmd->add_option("--math", o->tune.session.math, "tf32 or fp32 (default: tf32 on cuda, fp32 on cpu)");
+  cmd->add_option("--math", o->tune.session.math, "tf32, fp32, fp16 or bf16 (16-bit storage; cuda only) (default: tf32 on cuda, fp32 on cpu)");
   cmd->add_option("--layout", o->tune.session.layout, "nchw or nhwc: how activations are stored (default: nhwc on cuda, nchw on cpu; docs/benchmarks.md compares)")
       ->check(CLI::IsMember({"nchw", "nhwc"}));
   cmd->add_option("--comm-priority", o->tune.session.comm_priority,

@@ -50,7 +50,7 @@ using HostBuffer = std::shared_ptr<void>;
 
 struct BackendConfig {
   int device = -1;      // device index on this host chosen by the runner; -1 for the CPU backend
-  std::string math = "fp32";  // "fp32" or "tf32"; a backend rejects modes it does not support
+  std::string math = "fp32";  // "fp32", "tf32", "fp16" or "bf16"; a backend rejects modes it does not support
   uint64_t seed = init::kDefaultSeed;
   int threads = 0;      // CPU backend: OpenMP threads (0 = the OpenMP default)
   // 0: no limit. Otherwise the backend fails as out of memory, naming the tensor and its size,
@@ -77,6 +77,10 @@ class Backend {
   virtual std::string versions() const = 0;     // e.g. "CUDA 13.0, cuDNN 9.10" for the report preamble
   virtual std::string math() const = 0;         // the math mode actually in effect
   virtual std::string layout() const { return "nchw"; }  // BackendConfig::layout in effect
+  // Bytes per stored tensor element: 4 (float32), or 2 where the math mode stores 16-bit
+  // floats (CUDA --math fp16|bf16). Programs are lowered in float32 bytes; RankSession::load
+  // rescales them to this before prepare(), so Allocs, arenas and messages match the storage.
+  virtual size_t element_bytes() const { return 4; }
 
   virtual void prepare(const Graph& g, const RankProgram& p) = 0;
 

@@ -366,6 +366,23 @@ std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s) {
   return out;
 }
 
+RankProgram with_element_bytes(RankProgram p, size_t element_bytes) {
+  const int64_t from = 4, to = int64_t(element_bytes);
+  HIOS_CHECK(to == 2 || to == 4, "internal error: tensors of %zu-byte elements", element_bytes);
+  if (to == from) return p;
+  auto scale = [&](int64_t& v, const char* what) {
+    HIOS_CHECK(v % from == 0, "internal error: %s of %lld bytes is not whole float32 elements", what, (long long)v);
+    v = v / from * to;
+  };
+  for (Instr& in : p.instrs) {
+    if (in.kind != InstrKind::Alloc && in.kind != InstrKind::Send && in.kind != InstrKind::Recv) continue;
+    scale(in.bytes, "a tensor");
+    if (in.offset > 0) scale(in.offset, "an arena offset");
+  }
+  scale(p.arena_bytes, "the arena");
+  return p;
+}
+
 Schedule sequential_schedule(const Graph& g) {
   Schedule s = make_schedule_skeleton(g, 1);
   s.meta.algorithm = "sequential";

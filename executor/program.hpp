@@ -103,6 +103,12 @@ RankProgram lower(const Graph& g, const Schedule& s, int rank);
 // Every rank's program (index = rank).
 std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s);
 
+// The program for a backend storing `element_bytes` per element instead of the graph's float32:
+// every Alloc, Send and Recv size, arena offset and the arena scale by element_bytes / 4. A
+// shared arena stays valid (the map is linear, so disjoint ranges stay disjoint) and offsets
+// keep element_bytes / 4 of their alignment. Throws on a size that is not whole elements.
+RankProgram with_element_bytes(RankProgram p, size_t element_bytes);
+
 // The order in which rank src sends tensors to rank dst (what dst's Recvs must follow).
 std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst);
 

@@ -75,7 +75,8 @@ void RankSession::load(RankProgram p) {
   HIOS_CHECK(p.rank == comm_.rank() && p.num_ranks == comm_.size(),
              "internal error: rank %d of %d given the program of rank %d of %d", comm_.rank(), comm_.size(), p.rank,
              p.num_ranks);
-  program_ = std::move(p);
+  // Lowered in float32 bytes; a backend storing 16-bit elements gets its sizes.
+  program_ = with_element_bytes(std::move(p), backend_->element_bytes());
   captured_ = false;
   eager_passes_ = 0;
   backend_->prepare(g_, program_);

@@ -247,7 +247,9 @@ std::vector<LinkMeasurement> measure_links(exec::RankSession& s, const std::vect
           s.timed_passes(warmup + iters);
           if (rank == dst) {
             std::vector<double> t(recv.ms.begin() + std::min<ptrdiff_t>(warmup, ptrdiff_t(recv.ms.size())), recv.ms.end());
-            mine.push_back(json::array({src, dst, output_bytes(g, v), median(t)}));
+            // The bytes that moved: the session stores 16-bit elements under --math fp16|bf16.
+            const int64_t moved = output_bytes(g, v) / 4 * int64_t(s.backend().element_bytes());
+            mine.push_back(json::array({src, dst, moved, median(t)}));
           }
         }
       }

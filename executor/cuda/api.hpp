@@ -22,9 +22,17 @@ namespace hios::cuda {
 // (torch.backends.cudnn.allow_tf32 = True); Fp32 forbids tensor-core TF32. Linear layers always
 // run in full FP32, as PyTorch's default matmul does (torch.backends.cuda.matmul.allow_tf32 =
 // False), so the two stacks compute the same function.
-enum class MathMode { Tf32, Fp32 };
+//
+// Fp16 and Bf16 store every tensor, weights included, in that 16-bit type (weights are
+// converted once at load, inputs on upload, results back to fp32 on download); convolutions
+// accumulate in fp32 on tensor cores, and hios's own kernels compute in fp32 between a 16-bit
+// load and a 16-bit store. The precision of torch.autocast with channels_last, without its
+// fp32 islands.
+enum class MathMode { Tf32, Fp32, Fp16, Bf16 };
 const char* math_mode_name(MathMode m);
-MathMode parse_math_mode(const std::string& s);  // "tf32" or "fp32"; otherwise hios::Error
+MathMode parse_math_mode(const std::string& s);  // "tf32", "fp32", "fp16" or "bf16"; otherwise hios::Error
+// Bytes per stored element under a math mode: 2 for fp16 and bf16, else 4.
+size_t math_element_bytes(MathMode m);
 
 // Which family of convolution implementations may run: Auto times them all and takes the
 // fastest (the default everywhere); the others force one family where it can compute the

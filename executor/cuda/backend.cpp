@@ -54,7 +54,7 @@ void CudaBackend::require_prepared(const char* what) const {
   HIOS_CHECK(eng_ != nullptr, "cuda backend: %s before prepare()", what);
 }
 
-float* CudaBackend::resident(int node, const char* what) {
+void* CudaBackend::resident(int node, const char* what) {
   require_prepared(what);
   HIOS_CHECK(node >= 0 && node < g_->size() && tensors_[size_t(node)].data,
              "cuda backend: %s of node %d, which is not resident on this rank", what, node);
@@ -129,19 +129,20 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
   for (const exec::Instr& in : p.instrs) {
     if (in.kind == exec::InstrKind::Alloc) {
       const Node& nd = g.nodes.at(size_t(in.node));
-      HIOS_CHECK(in.bytes == nd.shape.numel() * int64_t(sizeof(float)),
-                 "cuda backend: Alloc of '%s' asks for %lld bytes, its shape %s holds %lld", nd.name.c_str(),
-                 (long long)in.bytes, nd.shape.str().c_str(), (long long)(nd.shape.numel() * 4));
+      // RankSession::load sized the program for this backend's element_bytes().
+      const int64_t want = nd.shape.numel() * int64_t(element_bytes());
+      HIOS_CHECK(in.bytes == want, "cuda backend: Alloc of '%s' asks for %lld bytes, its shape %s holds %lld in %s",
+                 nd.name.c_str(), (long long)in.bytes, nd.shape.str().c_str(), (long long)want, math_mode_name(math_));
       Tensor& t = tensors_[size_t(in.node)];
       t.bytes = size_t(in.bytes);
       if (p.arena_bytes > 0) {
         HIOS_CHECK(in.offset >= 0 && in.offset + in.bytes <= p.arena_bytes,
                    "cuda backend: tensor '%s' is planned at offset %lld, outside the %lld-byte arena", nd.name.c_str(),
                    (long long)in.offset, (long long)p.arena_bytes);
-        t.data = reinterpret_cast<float*>(static_cast<char*>(storage_.front().get()) + in.offset);
+        t.data = static_cast<char*>(storage_.front().get()) + in.offset;
       } else {
         storage_.emplace_back(device_, size_t(in.bytes), "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
-        t.data = storage_.back().f32();
+        t.data = storage_.back().get();
       }
       eng_->bind_output(in.node, t.data);
     } else if (in.kind == exec::InstrKind::Launch) {
@@ -214,7 +215,7 @@ void CudaBackend::synchronize() {
 }
 
 exec::TensorView CudaBackend::tensor(int node) {
-  float* p = resident(node, "tensor access");
+  void* p = resident(node, "tensor access");
   return exec::TensorView{p, tensors_[size_t(node)].bytes, exec::MemoryKind::Device};
 }
 
@@ -225,12 +226,12 @@ exec::HostBuffer CudaBackend::alloc_host(size_t bytes) {
 }
 
 void CudaBackend::copy_to_host(int node, void* dst, int stream) {
-  float* p = resident(node, "copy to host");
+  void* p = resident(node, "copy to host");
   HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, p, tensors_[size_t(node)].bytes, cudaMemcpyDeviceToHost, stream_handle(stream)));
 }
 
 void CudaBackend::copy_from_host(int node, const void* src, int stream) {
-  float* p = resident(node, "copy from host");
+  void* p = resident(node, "copy from host");
   HIOS_CUDA_CHECK(cudaMemcpyAsync(p, src, tensors_[size_t(node)].bytes, cudaMemcpyHostToDevice, stream_handle(stream)));
 }
 
@@ -238,21 +239,21 @@ void* CudaBackend::native_stream(int stream) { return static_cast<void*>(stream_
 
 void CudaBackend::set_input(const std::vector<float>& values) {
   const int in = g_ ? g_->input() : 0;
-  float* p = resident(in, "set_input");
-  HIOS_CHECK(values.size() * sizeof(float) == tensors_[size_t(in)].bytes,
+  void* p = resident(in, "set_input");
+  HIOS_CHECK(values.size() * element_bytes() == tensors_[size_t(in)].bytes,
              "cuda backend: set_input got %zu values, the input holds %zu", values.size(),
-             tensors_[size_t(in)].bytes / sizeof(float));
+             tensors_[size_t(in)].bytes / element_bytes());
   synchronize();
-  // The user's values are NCHW; the buffer holds the backend's layout.
+  // The user's values are NCHW fp32; the buffer holds the backend's layout and element type.
   const std::vector<float> stored = exec::to_layout(values, g_->nodes[size_t(in)].shape, layout_);
-  upload(p, stored.data(), tensors_[size_t(in)].bytes, stream_handle(0));
+  upload_as(p, storage_elem(math_), stored.data(), stored.size(), stream_handle(0));
 }
 
 std::vector<float> CudaBackend::read_tensor(int node) {
-  float* p = resident(node, "read_tensor");
+  void* p = resident(node, "read_tensor");
   synchronize();
-  std::vector<float> out(tensors_[size_t(node)].bytes / sizeof(float));
-  HIOS_CUDA_CHECK(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  const std::vector<float> out =
+      download_as(p, storage_elem(math_), tensors_[size_t(node)].bytes / element_bytes(), stream_handle(0));
   return exec::from_layout(out, g_->nodes[size_t(node)].shape, layout_);
 }
 

@@ -44,6 +44,7 @@ Params kernel_params(const ConvProblem& p) {
   dp.input_relu = p.input_relu;
   dp.act = act_code(p.act);
   dp.nhwc = p.x.nhwc() ? 1 : 0;
+  dp.elem = p.x.elem;
   return dp;
 }
 
@@ -64,6 +65,12 @@ DirectConvParams direct_params(const ConvProblem& p) {
 bool legacy_fits(const ConvProblem& p) { return p.cudnn_ok && p.padding[0] == p.pad_bottom; }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+cudnnDataType_t cudnn_type(Elem e) {
+  return e == Elem::F16 ? CUDNN_DATA_HALF : e == Elem::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+// The byte alignment a graph-API tensor promises: 16 where the pointer has it, else one element.
+int64_t alignment_of(const void* p, Elem e) { return aligned16(p) ? 16 : int64_t(elem_bytes(e)); }
 
 // ---------------------------------------------------------------------------------------------
 // cuDNN graph API helpers
@@ -86,13 +93,13 @@ void be_set(const BeP& b, cudnnBackendAttributeName_t a, cudnnBackendAttributeTy
 }
 
 // A packed tensor of dims (n, c, h, w) (for a filter: k, c/g, r, s), stored NCHW or NHWC
-// (a filter: KCRS or KRSC).
-BeP be_tensor(int64_t uid, const std::array<int64_t, 4>& dims, bool is_virtual, int64_t align, bool nhwc) {
+// (a filter: KCRS or KRSC), of element type f (virtual intermediates: fp32).
+BeP be_tensor(int64_t uid, const std::array<int64_t, 4>& dims, bool is_virtual, int64_t align, bool nhwc,
+              cudnnDataType_t f) {
   const std::array<int64_t, 4> strides =
       nhwc ? std::array<int64_t, 4>{dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]}
            : std::array<int64_t, 4>{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
   BeP t = be(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const cudnnDataType_t f = CUDNN_DATA_FLOAT;
   be_set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f);
   be_set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data());
   be_set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data());
@@ -132,16 +139,21 @@ struct BeGraph {
 };
 
 // Returns null when cuDNN cannot express or finalize the graph.
-std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, const float* x, bool fused) {
+std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, const void* x, bool fused) {
   auto g = std::make_shared<BeGraph>();
   const Shape& xs = p.x.shape;
   const Shape& ys = p.y.shape;
-  const int64_t ax = aligned16(x) ? 16 : 4, ay = aligned16(p.y.ptr) ? 16 : 4, aw = aligned16(p.w) ? 16 : 4;
+  const Elem e = p.x.elem;
+  const int64_t ax = alignment_of(x, e), ay = alignment_of(p.y.ptr, e), aw = alignment_of(p.w, e);
   const bool nhwc = p.x.nhwc();
-  BeP tx = be_tensor(kUidX, {xs.n, xs.c, xs.h, xs.w}, false, ax, nhwc);
-  BeP tw = be_tensor(kUidW, {p.out_channels, xs.c / p.groups, p.kernel[0], p.kernel[1]}, false, aw, nhwc);
+  // Tensors in memory are in the storage type; the convolution's output before a fused
+  // epilogue is virtual, fp32 (accumulation is fp32 in every mode).
+  const cudnnDataType_t st = cudnn_type(e), acc = CUDNN_DATA_FLOAT;
+  BeP tx = be_tensor(kUidX, {xs.n, xs.c, xs.h, xs.w}, false, ax, nhwc, st);
+  BeP tw = be_tensor(kUidW, {p.out_channels, xs.c / p.groups, p.kernel[0], p.kernel[1]}, false, aw, nhwc, st);
   const bool pointwise = fused && (p.b != nullptr || p.act != Activation::None);
-  BeP conv_out = be_tensor(pointwise ? 10 : kUidY, {ys.n, ys.c, ys.h, ys.w}, pointwise, pointwise ? 16 : ay, nhwc);
+  BeP conv_out = pointwise ? be_tensor(10, {ys.n, ys.c, ys.h, ys.w}, true, 16, nhwc, acc)
+                           : be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st);
   g->keep = {tx, tw, conv_out};
 
   BeP cd = be(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
@@ -176,9 +188,9 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
     BeP cur = conv_out;
     const bool last_is_bias = p.act == Activation::None;
     if (p.b) {
-      BeP tb = be_tensor(kUidB, {1, ys.c, 1, 1}, false, aligned16(p.b) ? 16 : 4, nhwc);
-      BeP out = last_is_bias ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc)
-                             : be_tensor(11, {ys.n, ys.c, ys.h, ys.w}, true, 16, nhwc);
+      BeP tb = be_tensor(kUidB, {1, ys.c, 1, 1}, false, alignment_of(p.b, e), nhwc, st);
+      BeP out = last_is_bias ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st)
+                             : be_tensor(11, {ys.n, ys.c, ys.h, ys.w}, true, 16, nhwc, acc);
       BeP add = be_pointwise(CUDNN_POINTWISE_ADD, cur, tb, out, g->keep);
       g->keep.insert(g->keep.end(), {tb, out, add});
       ops.push_back(add->d);
@@ -189,7 +201,7 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
       const cudnnPointwiseMode_t m = p.act == Activation::Relu      ? CUDNN_POINTWISE_RELU_FWD
                                      : p.act == Activation::Sigmoid ? CUDNN_POINTWISE_SIGMOID_FWD
                                                                     : CUDNN_POINTWISE_TANH_FWD;
-      BeP out = be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc);
+      BeP out = be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st);
       BeP a = be_pointwise(m, cur, nullptr, out, g->keep);
       g->keep.insert(g->keep.end(), {out, a});
       ops.push_back(a->d);
@@ -317,17 +329,22 @@ struct LegacyDescs {
     const Shape& ys = p.y.shape;
     // NHWC: activations channels-last and the filter KRSC (Engine::to_channels_last).
     const cudnnTensorFormat_t fmt = p.x.nhwc() ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, fmt, CUDNN_DATA_FLOAT, int(xs.n), int(xs.c), int(xs.h), int(xs.w)));
-    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, fmt, CUDNN_DATA_FLOAT, int(ys.n), int(ys.c), int(ys.h), int(ys.w)));
-    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, int(ys.c), 1, 1));
-    HIOS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, fmt, int(p.out_channels), int(xs.c / p.groups),
+    // 16-bit storage: x, w, y and the bias in that type, fp32 compute ("pseudo-half").
+    const cudnnDataType_t st = cudnn_type(p.x.elem);
+    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, fmt, st, int(xs.n), int(xs.c), int(xs.h), int(xs.w)));
+    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, fmt, st, int(ys.n), int(ys.c), int(ys.h), int(ys.w)));
+    HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(b, CUDNN_TENSOR_NCHW, st, 1, int(ys.c), 1, 1));
+    HIOS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, st, fmt, int(p.out_channels), int(xs.c / p.groups),
                                                 p.kernel[0], p.kernel[1]));
     HIOS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, p.padding[0], p.padding[1], p.stride[0], p.stride[1],
                                                      p.dilation[0], p.dilation[1], CUDNN_CROSS_CORRELATION,
                                                      CUDNN_DATA_FLOAT));
     HIOS_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, int(p.groups)));
-    // CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for float data; FMA forbids them.
-    HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, p.fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+    // CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for float data; FMA forbids them;
+    // 16-bit data asks for tensor cores outright.
+    HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, p.fp32                ? CUDNN_FMA_MATH
+                                                       : p.x.elem != Elem::F32 ? CUDNN_TENSOR_OP_MATH
+                                                                               : CUDNN_DEFAULT_MATH));
     const cudnnActivationMode_t m = p.act == Activation::Relu      ? CUDNN_ACTIVATION_RELU
                                     : p.act == Activation::Sigmoid ? CUDNN_ACTIVATION_SIGMOID
                                     : p.act == Activation::Tanh    ? CUDNN_ACTIVATION_TANH
@@ -383,10 +400,10 @@ using Trial = std::function<void(cudaStream_t, cudnnHandle_t, void* ws, size_t w
 
 void relu_pass(cudaStream_t st, const ConvProblem& p) {
   const Shape& s = p.x.shape;
-  launch_bias_act(p.x.ptr, p.relu_tmp.ptr, nullptr, act_code(Activation::Relu), s.n, s.c, s.h * s.w, 0, st);
+  launch_bias_act(p.x.ptr, p.relu_tmp.ptr, nullptr, act_code(Activation::Relu), s.n, s.c, s.h * s.w, 0, p.x.elem, st);
 }
 
-std::string key_of(const ConvProblem& p, const float* x) {
+std::string key_of(const ConvProblem& p, const void* x) {
   const Shape& s = p.x.shape;
   // A whole tensor's signature is unchanged by row splits (recorded recipes stay valid); a
   // band's unequal H paddings, or its hios-only geometry, add to it.
@@ -395,6 +412,8 @@ std::string key_of(const ConvProblem& p, const float* x) {
   if (!p.cudnn_ok) band += " hios-only";
   // Layouts are problems of their own; NCHW keys stay as they were (recorded recipes).
   if (p.x.nhwc()) band += " nhwc";
+  if (p.x.elem == Elem::F16) band += " fp16";
+  if (p.x.elem == Elem::BF16) band += " bf16";
   return strprintf("x%lldx%lldx%lldx%lld w%lldx%lldx%dx%d p%d,%d s%d,%d d%d,%d g%lld %s b%d %s%s a%d%d%d",
                    (long long)s.n, (long long)s.c, (long long)s.h, (long long)s.w, (long long)p.out_channels,
                    (long long)(s.c / p.groups), p.kernel[0], p.kernel[1], p.padding[0], p.padding[1], p.stride[0],
@@ -478,7 +497,7 @@ json recipe_of(const Choice& ch) {
 // problem any more (then the caller times the candidates as usual).
 std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r) {
   const std::string impl = r.value("impl", std::string());
-  const float* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  const void* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
   auto ch = std::make_shared<Choice>();
   ch->ms = r.value("ms", 0.0);
   if (impl == "depthwise") {
@@ -538,7 +557,8 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
   size_t ws_bytes = 0;
   void* ws = eng.find_workspace(&ws_bytes);
   // With a ReLU in front, the cuDNN candidates read the ReLU's output from scratch.
-  const float* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  const void* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  const Elem elem = p.y.elem;
   std::vector<std::shared_ptr<Choice>> cands;
   std::vector<Trial> trials;
   auto pre = [p](cudaStream_t st) {
@@ -586,17 +606,17 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       exec->graph = g;
       exec->plan = plan;
       exec->uids = {kUidX, kUidW, kUidY};
-      exec->ptrs = {const_cast<float*>(x), const_cast<float*>(p.w), p.y.ptr};
+      exec->ptrs = {const_cast<void*>(x), const_cast<void*>(p.w), p.y.ptr};
       if (ch->graph_bias) {
         exec->uids.push_back(kUidB);
-        exec->ptrs.push_back(const_cast<float*>(p.b));
+        exec->ptrs.push_back(const_cast<void*>(p.b));
       }
-      const float* b = p.b;
-      float* y = p.y.ptr;
-      trials.push_back([exec, fused, b, act, ys, y, pre, nhwc](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
+      const void* b = p.b;
+      void* y = p.y.ptr;
+      trials.push_back([exec, fused, b, act, ys, y, pre, nhwc, elem](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
         pre(st);
         exec->run(h, w);
-        if (!fused) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, st);
+        if (!fused) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, st);
       });
       cands.push_back(ch);
     }
@@ -617,7 +637,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
     // IMPLICIT_PRECOMP_GEMM; a bias is required (the zero one stands in).
     ch->legacy_fused = p.act == Activation::Relu ||
                        (p.act == Activation::None && p.b && lc.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
-    const float* bias = p.b ? p.b : eng.zeros(p.out_channels, res.stream());
+    const void* bias = p.b ? p.b : eng.zeros(p.out_channels, res.stream());
     if (ch->legacy_fused) {
       HIOS_CUDA_CHECK(cudaStreamSynchronize(res.stream()));
       const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(res.cudnn(), &kOne, d->x, x, d->w, p.w, d->conv,
@@ -632,11 +652,11 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
     ch->what = strprintf("legacy algo %d%s", int(lc.algo), ch->legacy_fused ? " fused" : " + epilogue");
     const bool lf = ch->legacy_fused;
     const cudnnConvolutionFwdAlgo_t algo = lc.algo;
-    const float* w = p.w;
-    const float* b = p.b;
-    float* y = p.y.ptr;
-    trials.push_back([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc](cudaStream_t st, cudnnHandle_t h, void* wsp,
-                                                                   size_t wsb) {
+    const void* w = p.w;
+    const void* b = p.b;
+    void* y = p.y.ptr;
+    trials.push_back([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc, elem](cudaStream_t st, cudnnHandle_t h,
+                                                                         void* wsp, size_t wsb) {
       pre(st);
       if (lf) {
         HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb,
@@ -644,7 +664,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       } else {
         HIOS_CUDNN_CHECK(
             cudnnConvolutionForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb, &kZero, d->y, y));
-        launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, st);
+        launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, st);
       }
     });
     cands.push_back(ch);
@@ -718,7 +738,7 @@ bool depthwise_kernel_fits(const ConvProblem& p) {
 
 void plan_convolution(PlanCtx& c, const ConvProblem& p) {
   if (c.dry) return;
-  const float* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  const void* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
   const std::string key = key_of(p, x) + " impl " + conv_impl_name(c.eng.conv_impl());
   ChoiceCache& cache = choice_cache(c.eng.device());
   std::shared_ptr<Choice> ch;
@@ -746,6 +766,7 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
   const int act = act_code(p.act);
   const Shape ys = p.y.shape;
   const int nhwc = p.y.nhwc() ? 1 : 0;
+  const Elem elem = p.y.elem;
   const ConvProblem prob = p;
   auto pre = [prob](cudaStream_t st) {
     if (prob.input_relu) relu_pass(st, prob);
@@ -767,18 +788,18 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
       exec->graph = ch->graph;
       exec->plan = ch->plan;
       exec->uids = {kUidX, kUidW, kUidY};
-      exec->ptrs = {const_cast<float*>(x), const_cast<float*>(p.w), p.y.ptr};
+      exec->ptrs = {const_cast<void*>(x), const_cast<void*>(p.w), p.y.ptr};
       if (ch->graph_bias) {
         exec->uids.push_back(kUidB);
-        exec->ptrs.push_back(const_cast<float*>(p.b));
+        exec->ptrs.push_back(const_cast<void*>(p.b));
       }
       const bool epilogue = ch->impl == Impl::GraphConv;
-      const float* b = p.b;
-      float* y = p.y.ptr;
-      c.emit([exec, epilogue, b, act, ys, y, pre, nhwc](StreamResources& r) {
+      const void* b = p.b;
+      void* y = p.y.ptr;
+      c.emit([exec, epilogue, b, act, ys, y, pre, nhwc, elem](StreamResources& r) {
         pre(r.stream());
         exec->run(r.cudnn(), r.workspace());
-        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, r.stream());
+        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, r.stream());
       });
       return;
     }
@@ -787,11 +808,11 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
       HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, ch->math));
       const bool lf = ch->legacy_fused;
       const cudnnConvolutionFwdAlgo_t algo = ch->algo;
-      const float* w = p.w;
-      const float* b = p.b;
-      const float* bias = p.b ? p.b : c.eng.zeros(p.out_channels, c.res.stream());
-      float* y = p.y.ptr;
-      c.emit([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc](StreamResources& r) {
+      const void* w = p.w;
+      const void* b = p.b;
+      const void* bias = p.b ? p.b : c.eng.zeros(p.out_channels, c.res.stream());
+      void* y = p.y.ptr;
+      c.emit([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc, elem](StreamResources& r) {
         pre(r.stream());
         if (lf) {
           HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo,
@@ -800,7 +821,7 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
         } else {
           HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(),
                                                    r.workspace_bytes(), &kZero, d->y, y));
-          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, r.stream());
+          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, r.stream());
         }
       });
       return;

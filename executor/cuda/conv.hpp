@@ -21,7 +21,8 @@
 // separate pass into scratch, and that pass is part of their timed cost.
 //
 // Numerics follow the math mode: in fp32 mode no engine with the tensor-core note (TF32 for
-// float data) is used; engines that down-convert their inputs to half precision and
+// float data) is used; in fp16 and bf16 modes x, w, y and the bias are 16-bit and cuDNN
+// accumulates in fp32 (its "pseudo-half" configurations); engines that down-convert their inputs to half precision and
 // non-deterministic ones are never used, so a captured graph replays the eager result bit for bit.
 #pragma once
 
@@ -35,8 +36,8 @@ namespace hios::cuda {
 struct ConvProblem {
   View x;  // packed
   View y;  // packed
-  const float* w = nullptr;
-  const float* b = nullptr;  // may be null
+  const void* w = nullptr;  // in x's element type, as every tensor
+  const void* b = nullptr;  // may be null
   int64_t out_channels = 0, groups = 1;
   // padding: above x's first row (H) and either side (W). pad_bottom: below x's last row; equal
   // to padding[0] for a whole tensor. A band may have any pair, and with cudnn_ok false (only

@@ -24,6 +24,7 @@ class CudaBackend final : public exec::Backend {
   std::string device_name() const override;
   std::string versions() const override;
   std::string math() const override { return math_mode_name(math_); }
+  size_t element_bytes() const override { return math_element_bytes(math_); }
   std::string layout() const override { return exec::layout_name(layout_); }
 
   void prepare(const Graph& g, const exec::RankProgram& p) override;
@@ -61,7 +62,7 @@ class CudaBackend final : public exec::Backend {
 
  private:
   void require_prepared(const char* what) const;
-  float* resident(int node, const char* what);
+  void* resident(int node, const char* what);
 
   exec::BackendConfig cfg_;
   int device_ = 0;
@@ -72,7 +73,7 @@ class CudaBackend final : public exec::Backend {
   // Where each node's tensor lives (index: node; null when not resident here). The memory is
   // in storage_: one buffer per tensor, or one arena the program's plan shares out.
   struct Tensor {
-    float* data = nullptr;
+    void* data = nullptr;
     size_t bytes = 0;
   };
   std::vector<Tensor> tensors_;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/kernels.hpp"
 
 namespace hios::cuda {
 
@@ -78,6 +79,46 @@ double time_on_stream(cudaStream_t stream, const std::function<void()>& work) {
 void upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
   HIOS_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+namespace {
+// fp32 staging for conversions at the edges. Outside the accounting on purpose: it lives only
+// while a copy lands, never during a pass, and must not count as the framework's memory.
+struct Staging {
+  void* p = nullptr;
+  explicit Staging(size_t bytes) {
+    const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw_error("out of device memory staging %s for a conversion to or from 16-bit storage",
+                  format_bytes(bytes).c_str());
+    }
+  }
+  ~Staging() { (void)cudaFree(p); }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+};
+}  // namespace
+
+void upload_as(void* dst, Elem elem, const float* src, size_t count, cudaStream_t stream) {
+  if (elem == Elem::F32) return upload(dst, src, count * sizeof(float), stream);
+  Staging tmp(count * sizeof(float));
+  HIOS_CUDA_CHECK(cudaMemcpyAsync(tmp.p, src, count * sizeof(float), cudaMemcpyHostToDevice, stream));
+  launch_cast(tmp.p, Elem::F32, dst, elem, int64_t(count), stream);
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::vector<float> download_as(const void* src, Elem elem, size_t count, cudaStream_t stream) {
+  std::vector<float> out(count);
+  if (elem == Elem::F32) {
+    HIOS_CUDA_CHECK(cudaMemcpyAsync(out.data(), src, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  } else {
+    Staging tmp(count * sizeof(float));
+    launch_cast(src, elem, tmp.p, Elem::F32, int64_t(count), stream);
+    HIOS_CUDA_CHECK(cudaMemcpyAsync(out.data(), tmp.p, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  }
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace hios::cuda {
 
@@ -69,7 +70,7 @@ class StreamResources {
   void reserve_scratch(size_t bytes);
   void* workspace() const { return workspace_.get(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }
-  float* scratch() const { return scratch_.f32(); }
+  void* scratch() const { return scratch_.get(); }
   size_t scratch_bytes() const { return scratch_.bytes(); }
 
  private:
@@ -86,6 +87,12 @@ std::string format_bytes(size_t bytes);
 // Device time of `work` (enqueued on `stream`): the fastest of three runs after a warm-up, in
 // milliseconds. For choosing between implementations while planning, never inside a pass.
 double time_on_stream(cudaStream_t stream, const std::function<void()>& work);
+
+// Host fp32 values into device storage of type `elem` (converted on the device through a
+// staging buffer when it is not fp32), and back; both have landed when they return.
+enum class Elem : int;
+void upload_as(void* dst, Elem elem, const float* src, size_t count, cudaStream_t stream);
+std::vector<float> download_as(const void* src, Elem elem, size_t count, cudaStream_t stream);
 
 // Host -> device copy that has landed when it returns. A plain cudaMemcpy from pageable memory
 // may return before its DMA finishes, and our streams do not wait for the legacy stream it

@@ -49,23 +49,22 @@ void Engine::ensure_streams(int n) {
   while (int(streams_.size()) < n) streams_.push_back(std::make_unique<StreamResources>(opts_.device, int(streams_.size())));
 }
 
-void Engine::bind_output(int node, float* ptr) { outputs_.at(size_t(node)) = ptr; }
+void Engine::bind_output(int node, void* ptr) { outputs_.at(size_t(node)) = ptr; }
 
 View Engine::node_view(int node) const {
-  return whole_view(outputs_.at(size_t(node)), g_.nodes.at(size_t(node)).shape, opts_.layout);
+  return whole_view(outputs_.at(size_t(node)), g_.nodes.at(size_t(node)).shape, opts_.layout, elem());
 }
 
 View Engine::value_view(const Value& v) const {
   const Shape& s = g_.nodes.at(size_t(v.node)).shape;
   const int64_t begin = g_.value_begin(v), end = g_.value_end(v);
-  float* base = outputs_.at(size_t(v.node));
-  View out = whole_view(nullptr, Shape{s.n, end - begin, s.h, s.w}, opts_.layout);
+  View out = whole_view(outputs_.at(size_t(v.node)), Shape{s.n, end - begin, s.h, s.w}, opts_.layout, elem());
   out.batch_stride = s.c * s.h * s.w;
   if (opts_.layout == Layout::Nhwc) {
-    out.ptr = base ? base + begin : nullptr;  // channel `begin` of pixel 0
+    out.ptr = out.at(begin);  // channel `begin` of pixel 0
     out.pixel_stride = s.c;
   } else {
-    out.ptr = base ? base + begin * s.h * s.w : nullptr;
+    out.ptr = out.at(begin * s.h * s.w);
   }
   return out;
 }
@@ -153,12 +152,13 @@ void Engine::load_params(int node) {
       continue;
     }
     Params out;
-    auto to_device = [&](const std::vector<float>& host, const std::string& what) -> const float* {
+    // Converted once here to the storage type (in half precision the weights take half the memory).
+    auto to_device = [&](const std::vector<float>& host, const std::string& what) -> const void* {
       if (host.empty()) return nullptr;
-      DeviceBuffer buf(opts_.device, host.size() * sizeof(float), what + " '" + prefix + "'");
-      upload(buf.get(), host.data(), buf.bytes(), streams_[0]->stream());
+      DeviceBuffer buf(opts_.device, host.size() * elem_bytes(elem()), what + " '" + prefix + "'");
+      upload_as(buf.get(), elem(), host.data(), host.size(), streams_[0]->stream());
       weight_bytes_ += buf.bytes();
-      const float* p = buf.f32();
+      const void* p = buf.get();
       weights_.emplace(owner + "." + what, std::move(buf));
       return p;
     };
@@ -182,16 +182,17 @@ void Engine::upload_input() {
   HIOS_CHECK(outputs_[size_t(in)] != nullptr, "CUDA engine: the graph input has no device buffer");
   const std::vector<float> v =
       exec::to_layout(exec::make_input(g_, opts_.seed), g_.nodes[size_t(in)].shape, opts_.layout);
-  upload(outputs_[size_t(in)], v.data(), v.size() * sizeof(float), streams_[0]->stream());
+  upload_as(outputs_[size_t(in)], elem(), v.data(), v.size(), streams_[0]->stream());
 }
 
-const float* Engine::zeros(int64_t count, cudaStream_t fill_stream) {
+const void* Engine::zeros(int64_t count, cudaStream_t fill_stream) {
   const std::string name = strprintf("<zero bias x%lld>", (long long)count);
   auto it = weights_.find(name);
-  if (it != weights_.end()) return it->second.f32();
-  DeviceBuffer buf(opts_.device, size_t(count) * sizeof(float), "a zero bias");
+  if (it != weights_.end()) return it->second.get();
+  // All-zero bits are zero in every storage type.
+  DeviceBuffer buf(opts_.device, size_t(count) * elem_bytes(elem()), "a zero bias");
   HIOS_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, buf.bytes(), fill_stream));
-  const float* p = buf.f32();
+  const void* p = buf.get();
   weights_.emplace(name, std::move(buf));
   return p;
 }
@@ -208,9 +209,9 @@ void* Engine::find_workspace(size_t* bytes) {
   return find_ws_.get();
 }
 
-ConvChoice& Engine::find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const float* x,
-                              cudnnFilterDescriptor_t wd, const float* w, cudnnConvolutionDescriptor_t cd,
-                              cudnnTensorDescriptor_t yd, float* y, bool fp32_only) {
+ConvChoice& Engine::find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const void* x,
+                              cudnnFilterDescriptor_t wd, const void* w, cudnnConvolutionDescriptor_t cd,
+                              cudnnTensorDescriptor_t yd, void* y, bool fp32_only) {
   ConvCache& cache = conv_cache(opts_.device);
   std::lock_guard<std::mutex> lock(cache.mu);
   auto it = cache.entries.find(key);

@@ -21,29 +21,38 @@
 
 #include "executor/cuda/api.hpp"
 #include "executor/cuda/device.hpp"
+#include "executor/cuda/kernels.hpp"
 #include "graph/graph.hpp"
 
 namespace hios::cuda {
 
 using exec::Layout;
 
-// A tensor in device memory, stored in the engine's layout: a whole buffer or a channel slice
-// of one. Batch items sit batch_stride elements apart. In NCHW a slice of a batch-1 tensor is
-// contiguous; in NHWC a slice's pixels sit pixel_stride elements apart (the channels of the
-// buffer it is cut from), so it is contiguous only when it is the whole buffer.
+// A tensor in device memory, stored in the engine's layout and element type: a whole buffer or
+// a channel slice of one. Batch items sit batch_stride elements apart. In NCHW a slice of a
+// batch-1 tensor is contiguous; in NHWC a slice's pixels sit pixel_stride elements apart (the
+// channels of the buffer it is cut from), so it is contiguous only when it is the whole buffer.
 struct View {
-  float* ptr = nullptr;
+  void* ptr = nullptr;
   Shape shape;
   int64_t batch_stride = 0;
   Layout layout = Layout::Nchw;
   int64_t pixel_stride = 0;  // NHWC only
+  Elem elem = Elem::F32;
   bool nhwc() const { return layout == Layout::Nhwc; }
+  // The address `elements` elements past ptr (null stays null: dry planning passes).
+  void* at(int64_t elements) const {
+    return ptr ? static_cast<char*>(ptr) + elements * int64_t(elem_bytes(elem)) : nullptr;
+  }
   int64_t item() const { return shape.c * shape.h * shape.w; }
   bool packed() const {
     return (shape.n == 1 || batch_stride == item()) && (!nhwc() || pixel_stride == shape.c || shape.h * shape.w == 1);
   }
 };
-View whole_view(float* ptr, const Shape& s, Layout layout);
+View whole_view(void* ptr, const Shape& s, Layout layout, Elem elem);
+inline Elem storage_elem(MathMode m) {
+  return m == MathMode::Fp16 ? Elem::F16 : m == MathMode::Bf16 ? Elem::BF16 : Elem::F32;
+}
 
 using Launch = std::function<void(StreamResources&)>;
 
@@ -115,6 +124,8 @@ class Engine {
   const Graph& graph() const { return g_; }
   int device() const { return opts_.device; }
   MathMode math() const { return opts_.math; }
+  // What tensors and parameters are stored as: fp16 or bf16 under those math modes, else fp32.
+  Elem elem() const { return storage_elem(opts_.math); }
   ConvImpl conv_impl() const { return opts_.conv_impl; }
   Layout layout() const { return opts_.layout; }
   uint64_t seed() const { return opts_.seed; }
@@ -124,8 +135,8 @@ class Engine {
   StreamResources& stream(int i) { return *streams_.at(size_t(i)); }
 
   // Storage of each node's whole output, owned by the caller.
-  void bind_output(int node, float* ptr);
-  float* output_ptr(int node) const { return outputs_.at(size_t(node)); }
+  void bind_output(int node, void* ptr);
+  void* output_ptr(int node) const { return outputs_.at(size_t(node)); }
   View node_view(int node) const;
   View value_view(const Value& v) const;
 
@@ -144,20 +155,20 @@ class Engine {
   // Parameters of a conv or linear op, by prefix ("<node>" or "<node>.steps[i]"), built by
   // executor/weights.hpp (the values every backend and rank uses) and uploaded once.
   struct Params {
-    const float* weight = nullptr;
-    const float* bias = nullptr;
+    const void* weight = nullptr;  // in the storage type, as every tensor
+    const void* bias = nullptr;
     int64_t weight_count = 0, bias_count = 0;
   };
   void load_params(int node);
   const Params& params(const std::string& prefix) const;
   // Writes the graph input's deterministic values into its bound buffer (in the layout).
   void upload_input();
-  const float* zeros(int64_t count, cudaStream_t fill_stream);
+  const void* zeros(int64_t count, cudaStream_t fill_stream);
   // cudnnFind once per distinct signature (key) and device in this process, on the planning
   // stream; later engines on the same device (another schedule, another test) reuse the answer.
-  ConvChoice& find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const float* x,
-                        cudnnFilterDescriptor_t wd, const float* w, cudnnConvolutionDescriptor_t cd,
-                        cudnnTensorDescriptor_t yd, float* y, bool fp32_only);
+  ConvChoice& find_conv(const std::string& key, StreamResources& res, cudnnTensorDescriptor_t xd, const void* x,
+                        cudnnFilterDescriptor_t wd, const void* w, cudnnConvolutionDescriptor_t cd,
+                        cudnnTensorDescriptor_t yd, void* y, bool fp32_only);
   // Scratch large enough for cudnnFind and fused-call trials; freed after planning.
   void* find_workspace(size_t* bytes);
 
@@ -175,7 +186,7 @@ class Engine {
   const Graph& g_;
   Options opts_;
   std::vector<std::unique_ptr<StreamResources>> streams_;
-  std::vector<float*> outputs_;
+  std::vector<void*> outputs_;
   // Key: node * kStreamKeys + stream.
   static constexpr int64_t kStreamKeys = int64_t(1) << 20;
   static int64_t plan_key(int node, int stream) { return int64_t(node) * kStreamKeys + stream; }

@@ -1,7 +1,11 @@
 #include "executor/cuda/kernels.hpp"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "executor/cuda/check.hpp"
 
@@ -11,6 +15,87 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Loads and stores of one storage type, converting to and from the fp32 the kernels compute
+// in; ld4/st4 move 4 neighbouring elements in one access (16 bytes, or 8 in 16-bit types).
+template <class T>
+struct Io;
+template <>
+struct Io<float> {
+  __device__ static float ld(const float* p) { return *p; }
+  __device__ static void st(float* p, float v) { *p = v; }
+  __device__ static void ld4(const float* p, float (&v)[4]) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+  }
+  __device__ static void st4(float* p, const float (&v)[4]) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+};
+struct alignas(8) Half4 {
+  __half2 a, b;
+};
+template <>
+struct Io<__half> {
+  __device__ static float ld(const __half* p) { return __half2float(*p); }
+  __device__ static void st(__half* p, float v) { *p = __float2half_rn(v); }
+  __device__ static void ld4(const __half* p, float (&v)[4]) {
+    const Half4 q = *reinterpret_cast<const Half4*>(p);
+    const float2 a = __half22float2(q.a), b = __half22float2(q.b);
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = b.x;
+    v[3] = b.y;
+  }
+  __device__ static void st4(__half* p, const float (&v)[4]) {
+    *reinterpret_cast<Half4*>(p) = Half4{__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3])};
+  }
+};
+struct alignas(8) Bf4 {
+  __nv_bfloat162 a, b;
+};
+template <>
+struct Io<__nv_bfloat16> {
+  __device__ static float ld(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+  __device__ static void st(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+  __device__ static void ld4(const __nv_bfloat16* p, float (&v)[4]) {
+    const Bf4 q = *reinterpret_cast<const Bf4*>(p);
+    const float2 a = __bfloat1622float2(q.a), b = __bfloat1622float2(q.b);
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = b.x;
+    v[3] = b.y;
+  }
+  __device__ static void st4(__nv_bfloat16* p, const float (&v)[4]) {
+    *reinterpret_cast<Bf4*>(p) = Bf4{__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
+  }
+};
+template <class T>
+__device__ __forceinline__ float ld(const T* p) {
+  return Io<T>::ld(p);
+}
+template <class T>
+__device__ __forceinline__ void st(T* p, float v) {
+  Io<T>::st(p, v);
+}
+// An optional operand (bias): 0 when absent.
+template <class T>
+__device__ __forceinline__ float ld_or0(const T* p, int64_t i) {
+  return p ? Io<T>::ld(p + i) : 0.f;
+}
+
+// Calls f(T{}) for the storage type e: launchers instantiate their kernel per type with it.
+template <class F>
+void with_elem(Elem e, F&& f) {
+  switch (e) {
+    case Elem::F32: f(float{}); return;
+    case Elem::F16: f(__half{}); return;
+    case Elem::BF16: f(__nv_bfloat16{}); return;
+  }
+}
+
 // Enough blocks to fill an H100/H200 several times over; the loops stride over the rest.
 int grid_for(int64_t work, int per_thread = 1) {
   int64_t blocks = (work + int64_t(kThreads) * per_thread - 1) / (int64_t(kThreads) * per_thread);
@@ -19,8 +104,10 @@ int grid_for(int64_t work, int per_thread = 1) {
 
 // blockIdx.y picks the term, so no thread searches for the range its element falls in. An
 // element's place: batch item n, block r of the term, element e of the block.
+template <class T>
 __global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
   const CombineTerm& t = p.terms[blockIdx.y];
+  T* const dst = static_cast<T*>(p.dst);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t width = t.vec4 ? t.len / 4 : t.len;  // per block, in accesses
   const int64_t item = width * t.rows;
@@ -30,37 +117,36 @@ __global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
     const int64_t r = rem / width, e = (rem - r * width) * (t.vec4 ? 4 : 1);
     const int64_t dst_at = n * p.dst_batch_stride + t.dst_offset + r * t.dst_row_stride + e;
     if (t.vec4) {
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
       for (int s = t.first; s < t.first + t.count; ++s) {
         const CombineSrc& src = p.srcs[s];
-        const float4 v = *reinterpret_cast<const float4*>(src.ptr + n * src.batch_stride + r * src.row_stride + e);
-        acc.x += v.x;
-        acc.y += v.y;
-        acc.z += v.z;
-        acc.w += v.w;
+        float v[4];
+        Io<T>::ld4(static_cast<const T*>(src.ptr) + n * src.batch_stride + r * src.row_stride + e, v);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[k] += v[k];
       }
-      float4* d = reinterpret_cast<float4*>(p.dst + dst_at);
+      T* d = dst + dst_at;
       if (p.accumulate) {
-        const float4 o = *d;
-        acc.x += o.x;
-        acc.y += o.y;
-        acc.z += o.z;
-        acc.w += o.w;
+        float o[4];
+        Io<T>::ld4(d, o);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[k] += o[k];
       }
-      *d = acc;
+      Io<T>::st4(d, acc);
     } else {
       float acc = 0.f;
       for (int s = t.first; s < t.first + t.count; ++s) {
         const CombineSrc& src = p.srcs[s];
-        acc += src.ptr[n * src.batch_stride + r * src.row_stride + e];
+        acc += ld(static_cast<const T*>(src.ptr) + n * src.batch_stride + r * src.row_stride + e);
       }
-      float* d = p.dst + dst_at;
-      *d = p.accumulate ? *d + acc : acc;
+      T* d = dst + dst_at;
+      st(d, p.accumulate ? ld(d) + acc : acc);
     }
   }
 }
 
 // Every term covers the same range; the result is the product of the terms' sums.
+template <class T>
 __global__ void combine_product_kernel(const __grid_constant__ CombineParams p) {
   const CombineTerm& t0 = p.terms[0];
   const int64_t item = t0.len * t0.rows;
@@ -73,12 +159,12 @@ __global__ void combine_product_kernel(const __grid_constant__ CombineParams p) 
       float sum = 0.f;
       for (int s = p.terms[t].first; s < p.terms[t].first + p.terms[t].count; ++s) {
         const CombineSrc& src = p.srcs[s];
-        sum += src.ptr[n * src.batch_stride + r * src.row_stride + e];
+        sum += ld(static_cast<const T*>(src.ptr) + n * src.batch_stride + r * src.row_stride + e);
       }
       prod *= sum;
     }
-    float* d = p.dst + n * p.dst_batch_stride + t0.dst_offset + r * t0.dst_row_stride + e;
-    *d = p.accumulate ? *d * prod : prod;
+    T* d = static_cast<T*>(p.dst) + n * p.dst_batch_stride + t0.dst_offset + r * t0.dst_row_stride + e;
+    st(d, p.accumulate ? ld(d) * prod : prod);
   }
 }
 
@@ -126,26 +212,24 @@ __device__ __forceinline__ float pool_reduce(const PoolParams& p, const PoolWind
 // arithmetic but the final offsets is 32-bit (64-bit divisions cost more than the loads).
 // Sums go over rows, then columns, as pool_reduce does, so both layouts round alike.
 constexpr int kPoolRun = 4;
-template <int V>
-struct Vec;
-template <>
-struct Vec<4> {
-  using T = float4;
-  __device__ static T load(const float* p) { return *reinterpret_cast<const float4*>(p); }
-  __device__ static void store(float* p, const float (&v)[4]) {
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+template <class T, int V>
+__device__ __forceinline__ void load_v(const T* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    Io<T>::ld4(p, v);
+  } else {
+    v[0] = ld(p);
   }
-  __device__ static float get(const T& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
-};
-template <>
-struct Vec<1> {
-  using T = float;
-  __device__ static T load(const float* p) { return *p; }
-  __device__ static void store(float* p, const float (&v)[1]) { *p = v[0]; }
-  __device__ static float get(const T& v, int) { return v; }
-};
+}
+template <class T, int V>
+__device__ __forceinline__ void store_v(T* p, const float (&v)[V]) {
+  if constexpr (V == 4) {
+    Io<T>::st4(p, v);
+  } else {
+    st(p, v[0]);
+  }
+}
 
-template <int V>
+template <class T, int V>
 __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
   const int groups = p.c / V;
   const int runs = (p.ow + kPoolRun - 1) / kPoolRun;
@@ -163,23 +247,24 @@ __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[j][k] = p.is_max ? -INFINITY : 0.f;
     }
-    const float* xb = p.x + int64_t(b) * p.x_batch_stride + g * V;
+    const T* xb = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + g * V;
     for (int yy = win[0].y0; yy < win[0].y1; ++yy) {
-      const float* xr = xb + int64_t(yy) * p.w * p.x_pixel_stride;
+      const T* xr = xb + int64_t(yy) * p.w * p.x_pixel_stride;
       for (int xx = win[0].x0; xx < win[nrun - 1].x1; ++xx) {
-        const typename Vec<V>::T v = Vec<V>::load(xr + int64_t(xx) * p.x_pixel_stride);
+        float v[V];
+        load_v<T, V>(xr + int64_t(xx) * p.x_pixel_stride, v);
 #pragma unroll
         for (int j = 0; j < kPoolRun; ++j) {
           if (j >= nrun || xx < win[j].x0 || xx >= win[j].x1) continue;
 #pragma unroll
           for (int k = 0; k < V; ++k) {
-            const float e = Vec<V>::get(v, k);
+            const float e = v[k];
             acc[j][k] = p.is_max ? fmaxf(acc[j][k], e) : acc[j][k] + e;
           }
         }
       }
     }
-    float* yr = p.y + (int64_t(row) * p.ow + ox0) * p.c + g * V;
+    T* yr = static_cast<T*>(p.y) + (int64_t(row) * p.ow + ox0) * p.c + g * V;
 #pragma unroll
     for (int j = 0; j < kPoolRun; ++j) {
       if (j >= nrun) break;
@@ -187,11 +272,12 @@ __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[j][k] /= win[j].divisor;
       }
-      Vec<V>::store(yr + int64_t(j) * p.c, acc[j]);
+      store_v<T, V>(yr + int64_t(j) * p.c, acc[j]);
     }
   }
 }
 
+template <class T>
 __global__ void pool_kernel(const __grid_constant__ PoolParams p) {
   const int64_t total = int64_t(p.n) * p.c * p.oh * p.ow;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -200,8 +286,8 @@ __global__ void pool_kernel(const __grid_constant__ PoolParams p) {
     const int64_t nc = i / (int64_t(p.ow) * p.oh);
     const int ch = int(nc % p.c);
     const int64_t b = nc / p.c;
-    const float* x = p.x + b * p.x_batch_stride + int64_t(ch) * p.h * p.w;
-    p.y[i] = pool_reduce(p, pool_window(p, oy, ox), [&](int yy, int xx) { return x[yy * p.w + xx]; });
+    const T* x = static_cast<const T*>(p.x) + b * p.x_batch_stride + int64_t(ch) * p.h * p.w;
+    st(static_cast<T*>(p.y) + i, pool_reduce(p, pool_window(p, oy, ox), [&](int yy, int xx) { return ld(x + yy * p.w + xx); }));
   }
 }
 
@@ -214,12 +300,82 @@ __device__ __forceinline__ float activate(float v, int act) {
   }
 }
 
-__global__ void bias_act_kernel(const float* x, float* y, const float* bias, int act, int64_t c, int64_t hw,
-                                int nhwc, int64_t total) {
+template <class T>
+__global__ void bias_act_kernel(const T* x, T* y, const T* bias, int act, int64_t c, int64_t hw, int nhwc,
+                                int64_t total) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    float v = x[i];
-    if (bias) v += bias[nhwc ? i % c : (i / hw) % c];
-    y[i] = activate(v, act);
+    float v = ld(x + i);
+    if (bias) v += ld(bias + (nhwc ? i % c : (i / hw) % c));
+    st(y + i, activate(v, act));
+  }
+}
+
+// Global pools. NHWC: a block covers 32 channels (one per lane) of one item, its warps take
+// every 32nd pixel each and meet in shared memory, so loads along channels are contiguous and
+// a 2048-channel map keeps 64 blocks of 1024 threads busy. NCHW: a warp per plane.
+constexpr int kGlobalPoolWarps = 32;
+template <class T>
+__global__ void __launch_bounds__(32 * kGlobalPoolWarps) global_pool_nhwc_kernel(const __grid_constant__ GlobalPoolParams p) {
+  __shared__ float part[kGlobalPoolWarps][33];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int ch = blockIdx.x * 32 + lane, b = blockIdx.y;
+  float acc = p.is_max ? -INFINITY : 0.f;
+  if (ch < p.c) {
+    const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + ch;
+    for (int64_t px = warp; px < p.hw; px += kGlobalPoolWarps) {
+      const float v = ld(x + px * p.x_pixel_stride);
+      acc = p.is_max ? fmaxf(acc, v) : acc + v;
+    }
+  }
+  part[warp][lane] = acc;
+  __syncthreads();
+  if (warp != 0 || ch >= p.c) return;
+  float r = part[0][lane];
+  for (int k = 1; k < kGlobalPoolWarps; ++k) r = p.is_max ? fmaxf(r, part[k][lane]) : r + part[k][lane];
+  st(static_cast<T*>(p.y) + int64_t(b) * p.c + ch, p.is_max ? r : r / p.divisor);
+}
+
+template <class T>
+__global__ void global_pool_nchw_kernel(const __grid_constant__ GlobalPoolParams p) {
+  const int lane = threadIdx.x % 32;
+  const int64_t plane = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (plane >= int64_t(p.n) * p.c) return;
+  const int64_t b = plane / p.c, ch = plane - b * p.c;
+  const T* x = static_cast<const T*>(p.x) + b * p.x_batch_stride + ch * p.hw;
+  float acc = p.is_max ? -INFINITY : 0.f;
+  for (int64_t i = lane; i < p.hw; i += 32) {
+    const float v = ld(x + i);
+    acc = p.is_max ? fmaxf(acc, v) : acc + v;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const float o = __shfl_down_sync(0xffffffffu, acc, off);
+    acc = p.is_max ? fmaxf(acc, o) : acc + o;
+  }
+  if (lane == 0) st(static_cast<T*>(p.y) + plane, p.is_max ? acc : acc / p.divisor);
+}
+
+// A warp per pixel: the channel maximum, then the sum of exponentials, then the outputs.
+template <class T>
+__global__ void softmax_kernel(const T* x, T* y, int64_t n, int64_t c, int64_t hw, int nhwc) {
+  const int lane = threadIdx.x % 32;
+  const int64_t pix = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (pix >= n * hw) return;
+  const int64_t b = pix / hw, q = pix - b * hw;
+  // Element k of this pixel: channel-strided in NCHW, contiguous in NHWC.
+  const int64_t base = nhwc ? pix * c : b * c * hw + q, step = nhwc ? 1 : hw;
+  float m = -INFINITY;
+  for (int64_t k = lane; k < c; k += 32) m = fmaxf(m, ld(x + base + k * step));
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  float sum = 0.f;
+  for (int64_t k = lane; k < c; k += 32) sum += expf(ld(x + base + k * step) - m);
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  for (int64_t k = lane; k < c; k += 32) st(y + base + k * step, expf(ld(x + base + k * step) - m) / sum);
+}
+
+template <class S, class D>
+__global__ void cast_kernel(const S* src, D* dst, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    st(dst + i, ld(src + i));
   }
 }
 
@@ -229,6 +385,7 @@ __global__ void bias_act_kernel(const float* x, float* y, const float* bias, int
 // thread keep loads in flight: with one, a 5x5 depthwise layer on a 256x256x168 map ran at a
 // tenth of the memory bandwidth, waiting on latency wave after wave.
 constexpr int kTileW = 32, kTileH = 32, kRowsPerPass = 8, kBlockThreads = kTileW * kRowsPerPass;
+template <class T>
 __global__ void __launch_bounds__(kBlockThreads) depthwise_kernel(const __grid_constant__ DepthwiseParams p) {
   extern __shared__ float smem[];
   const int tiles_w = (p.ow + kTileW - 1) / kTileW;
@@ -237,25 +394,25 @@ __global__ void __launch_bounds__(kBlockThreads) depthwise_kernel(const __grid_c
   const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
   float* tile = smem;
   float* wk = smem + ih * iw;
-  const float* x = p.x + (int64_t(b) * p.c + ch) * p.h * p.w_in;
+  const T* x = static_cast<const T*>(p.x) + (int64_t(b) * p.c + ch) * p.h * p.w_in;
   const int iy0 = oy0 * p.sh - p.ph, ix0 = ox0 * p.sw - p.pw;
   for (int i = threadIdx.x; i < ih * iw; i += blockDim.x) {
     const int r = i / iw, q = i - r * iw;
     const int yy = iy0 + r, xx = ix0 + q;
     float v = 0.f;
     if (yy >= 0 && yy < p.h && xx >= 0 && xx < p.w_in) {
-      v = x[yy * p.w_in + xx];
+      v = ld(x + yy * p.w_in + xx);
       if (p.input_relu) v = fmaxf(v, 0.f);
     }
     tile[i] = v;
   }
-  for (int i = threadIdx.x; i < p.kh * p.kw; i += blockDim.x) wk[i] = p.w[ch * p.kh * p.kw + i];
+  for (int i = threadIdx.x; i < p.kh * p.kw; i += blockDim.x) wk[i] = ld(static_cast<const T*>(p.w) + ch * p.kh * p.kw + i);
   __syncthreads();
   const int tx = threadIdx.x % kTileW;
   const int ox = ox0 + tx;
   if (ox >= p.ow) return;
-  const float bias = p.b ? p.b[ch] : 0.f;
-  float* y = p.y + (int64_t(b) * p.c + ch) * p.oh * p.ow;
+  const float bias = ld_or0(static_cast<const T*>(p.b), ch);
+  T* y = static_cast<T*>(p.y) + (int64_t(b) * p.c + ch) * p.oh * p.ow;
   for (int ty = threadIdx.x / kTileW; ty < kTileH; ty += kRowsPerPass) {
     const int oy = oy0 + ty;
     if (oy >= p.oh) break;
@@ -264,7 +421,7 @@ __global__ void __launch_bounds__(kBlockThreads) depthwise_kernel(const __grid_c
     for (int r = 0; r < p.kh; ++r) {
       for (int q = 0; q < p.kw; ++q) acc = fmaf(base[r * iw + q], wk[r * p.kw + q], acc);
     }
-    y[int64_t(oy) * p.ow + ox] = activate(acc + bias, p.act);
+    st(y + int64_t(oy) * p.ow + ox, activate(acc + bias, p.act));
   }
 }
 
@@ -272,6 +429,7 @@ __global__ void __launch_bounds__(kBlockThreads) depthwise_kernel(const __grid_c
 // window row's input columns are loaded once for all of them; threads run along channels, so
 // a warp's loads of one input pixel are contiguous. Weights [c][kh][kw].
 constexpr int kDwRun = 4;
+template <class T>
 __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p) {
   const int runs = (p.ow + kDwRun - 1) / kDwRun;
   const int64_t total = int64_t(p.n) * p.oh * runs * p.c;
@@ -282,31 +440,31 @@ __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p)
     rest /= runs;
     const int oy = int(rest % p.oh);
     const int64_t b = rest / p.oh;
-    const float* x = p.x + b * p.h * int64_t(p.w_in) * p.c + ch;
-    const float* wk = p.w + int64_t(ch) * p.kh * p.kw;
+    const T* x = static_cast<const T*>(p.x) + b * p.h * int64_t(p.w_in) * p.c + ch;
+    const T* wk = static_cast<const T*>(p.w) + int64_t(ch) * p.kh * p.kw;
     float acc[kDwRun] = {0.f, 0.f, 0.f, 0.f};
     const int ix0 = ox0 * p.sw - p.pw;
     for (int r = 0; r < p.kh; ++r) {
       const int yy = oy * p.sh - p.ph + r;
       if (yy < 0 || yy >= p.h) continue;
-      const float* xr = x + int64_t(yy) * p.w_in * p.c;
+      const T* xr = x + int64_t(yy) * p.w_in * p.c;
       // Columns ix0 .. ix0 + (kDwRun - 1) * sw + kw - 1 of this row feed the run.
       for (int q = 0; q < p.kw; ++q) {
-        const float wv = wk[r * p.kw + q];
+        const float wv = ld(wk + r * p.kw + q);
 #pragma unroll
         for (int j = 0; j < kDwRun; ++j) {
           const int xx = ix0 + j * p.sw + q;
-          float v = (xx >= 0 && xx < p.w_in) ? xr[int64_t(xx) * p.c] : 0.f;
+          float v = (xx >= 0 && xx < p.w_in) ? ld(xr + int64_t(xx) * p.c) : 0.f;
           if (p.input_relu) v = fmaxf(v, 0.f);
           acc[j] = fmaf(v, wv, acc[j]);
         }
       }
     }
-    const float bias = p.b ? p.b[ch] : 0.f;
-    float* y = p.y + ((b * p.oh + oy) * p.ow) * int64_t(p.c) + ch;
+    const float bias = ld_or0(static_cast<const T*>(p.b), ch);
+    T* y = static_cast<T*>(p.y) + ((b * p.oh + oy) * p.ow) * int64_t(p.c) + ch;
 #pragma unroll
     for (int j = 0; j < kDwRun; ++j) {
-      if (ox0 + j < p.ow) y[int64_t(ox0 + j) * p.c] = activate(acc[j] + bias, p.act);
+      if (ox0 + j < p.ow) st(y + int64_t(ox0 + j) * p.c, activate(acc[j] + bias, p.act));
     }
   }
 }
@@ -315,7 +473,7 @@ __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p)
 // input columns are loaded once into registers (K + (RUN - 1) * S loads for RUN outputs, not
 // K * RUN), and the weights live in registers. Accumulation order (rows, then columns) is the
 // generic kernel's, so both give the same bits.
-template <int K, int S, int RUN>
+template <class T, int K, int S, int RUN>
 __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwiseParams p) {
   constexpr int kCols = K + (RUN - 1) * S;
   const int runs = (p.ow + RUN - 1) / RUN;
@@ -326,10 +484,10 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
     const int ox0 = (rest % runs) * RUN;
     const int oy = (rest / runs) % p.oh;
     const int b = rest / (runs * p.oh);
-    const float* x = p.x + int64_t(b) * p.h * p.w_in * p.c + ch;
+    const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.h * p.w_in * p.c + ch;
     float wk[K * K];
 #pragma unroll
-    for (int t = 0; t < K * K; ++t) wk[t] = p.w[int64_t(ch) * K * K + t];
+    for (int t = 0; t < K * K; ++t) wk[t] = ld(static_cast<const T*>(p.w) + int64_t(ch) * K * K + t);
     float acc[RUN];
 #pragma unroll
     for (int j = 0; j < RUN; ++j) acc[j] = 0.f;
@@ -338,12 +496,12 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
     for (int r = 0; r < K; ++r) {
       const int yy = oy * S - p.ph + r;
       if (yy < 0 || yy >= p.h) continue;
-      const float* xr = x + int64_t(yy) * p.w_in * p.c;
+      const T* xr = x + int64_t(yy) * p.w_in * p.c;
       float xv[kCols];
 #pragma unroll
       for (int q = 0; q < kCols; ++q) {
         const int xx = ix0 + q;
-        float v = (xx >= 0 && xx < p.w_in) ? xr[int64_t(xx) * p.c] : 0.f;
+        float v = (xx >= 0 && xx < p.w_in) ? ld(xr + int64_t(xx) * p.c) : 0.f;
         xv[q] = p.input_relu ? fmaxf(v, 0.f) : v;
       }
 #pragma unroll
@@ -352,11 +510,11 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
         for (int j = 0; j < RUN; ++j) acc[j] = fmaf(xv[j * S + q], wk[r * K + q], acc[j]);
       }
     }
-    const float bias = p.b ? p.b[ch] : 0.f;
-    float* y = p.y + ((int64_t(b) * p.oh + oy) * p.ow) * p.c + ch;
+    const float bias = ld_or0(static_cast<const T*>(p.b), ch);
+    T* y = static_cast<T*>(p.y) + ((int64_t(b) * p.oh + oy) * p.ow) * p.c + ch;
 #pragma unroll
     for (int j = 0; j < RUN; ++j) {
-      if (ox0 + j < p.ow) y[int64_t(ox0 + j) * p.c] = activate(acc[j] + bias, p.act);
+      if (ox0 + j < p.ow) st(y + int64_t(ox0 + j) * p.c, activate(acc[j] + bias, p.act));
     }
   }
 }
@@ -365,8 +523,10 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
 // NHWC threads along output channels (so neighbouring threads read neighbouring memory);
 // weights [oc][c/g][kh][kw] (NCHW) or [oc][kh][kw][c/g] (NHWC). Only the index arithmetic
 // depends on the layout; both sum over (kernel row, kernel column, input channel).
-template <bool kNhwc>
+template <class T, bool kNhwc>
 __global__ void conv_direct_kernel(const __grid_constant__ DirectConvParams p) {
+  const T* const xp = static_cast<const T*>(p.x);
+  const T* const wp = static_cast<const T*>(p.w);
   const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
   const int cin_g = p.c / p.groups, cout_g = p.oc / p.groups;
   const int64_t plane = int64_t(p.h) * p.w_in;
@@ -396,21 +556,25 @@ __global__ void conv_direct_kernel(const __grid_constant__ DirectConvParams p) {
         if (xx < 0 || xx >= p.w_in) continue;
         for (int ic = 0; ic < cin_g; ++ic) {
           const int64_t pixel = int64_t(yy) * p.w_in + xx;
-          float v = kNhwc ? p.x[(b * plane + pixel) * p.c + c0 + ic] : p.x[(b * p.c + c0 + ic) * plane + pixel];
+          float v = ld(xp + (kNhwc ? (b * plane + pixel) * p.c + c0 + ic : (b * p.c + c0 + ic) * plane + pixel));
           if (p.input_relu) v = fmaxf(v, 0.f);
-          const float wv = kNhwc ? p.w[((int64_t(o) * p.kh + r) * p.kw + q) * cin_g + ic]
-                                 : p.w[((int64_t(o) * cin_g + ic) * p.kh + r) * p.kw + q];
+          const float wv = ld(wp + (kNhwc ? ((int64_t(o) * p.kh + r) * p.kw + q) * cin_g + ic
+                                          : ((int64_t(o) * cin_g + ic) * p.kh + r) * p.kw + q));
           acc = fmaf(v, wv, acc);
         }
       }
     }
-    p.y[i] = activate(acc + (p.b ? p.b[o] : 0.f), p.act);
+    st(static_cast<T*>(p.y) + i, activate(acc + ld_or0(static_cast<const T*>(p.b), o), p.act));
   }
 }
 
-// blockIdx.y picks the segment.
+// blockIdx.y picks the segment. A copy: elements move as raw bits, 4 at a time where vec4.
+template <class T>
 __global__ void rows_kernel(const __grid_constant__ RowsParams p) {
+  using Raw4 = std::conditional_t<sizeof(T) == 4, uint4, uint2>;
   const RowSegment& s = p.segs[blockIdx.y];
+  const T* const src = static_cast<const T*>(s.src);
+  T* const dst = static_cast<T*>(p.dst);
   const int64_t planes = p.channels * p.batch;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   if (s.vec4) {
@@ -418,8 +582,8 @@ __global__ void rows_kernel(const __grid_constant__ RowsParams p) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
       const int64_t plane = i / len4, r = (i - plane * len4) * 4;
       const int64_t n = plane / p.channels, c = plane - n * p.channels;
-      const float4 v = *reinterpret_cast<const float4*>(s.src + n * s.src_batch_stride + c * s.src_plane + r);
-      *reinterpret_cast<float4*>(p.dst + n * p.dst_batch_stride + c * p.dst_plane + s.dst_offset + r) = v;
+      const Raw4 v = *reinterpret_cast<const Raw4*>(src + n * s.src_batch_stride + c * s.src_plane + r);
+      *reinterpret_cast<Raw4*>(dst + n * p.dst_batch_stride + c * p.dst_plane + s.dst_offset + r) = v;
     }
     return;
   }
@@ -427,64 +591,63 @@ __global__ void rows_kernel(const __grid_constant__ RowsParams p) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
     const int64_t plane = i / s.len, r = i - plane * s.len;
     const int64_t n = plane / p.channels, c = plane - n * p.channels;
-    p.dst[n * p.dst_batch_stride + c * p.dst_plane + s.dst_offset + r] =
-        s.src[n * s.src_batch_stride + c * s.src_plane + r];
+    dst[n * p.dst_batch_stride + c * p.dst_plane + s.dst_offset + r] = src[n * s.src_batch_stride + c * s.src_plane + r];
   }
 }
 
 // One warp per output feature; lanes stride over the input features, then reduce.
-__global__ void linear_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
-                              float* __restrict__ y, int64_t n, int64_t in, int64_t out, int vec4) {
+template <class T>
+__global__ void linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                              T* __restrict__ y, int64_t n, int64_t in, int64_t out, int vec4) {
   const int lane = threadIdx.x % 32;
   const int64_t o = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   if (o >= out) return;
-  const float* wr = w + o * in;
+  const T* wr = w + o * in;
   for (int64_t k = 0; k < n; ++k) {
-    const float* xr = x + k * in;
+    const T* xr = x + k * in;
     float acc = 0.f;
     if (vec4) {
-      const float4* w4 = reinterpret_cast<const float4*>(wr);
-      const float4* x4 = reinterpret_cast<const float4*>(xr);
       for (int64_t i = lane; i < in / 4; i += 32) {
-        const float4 a = w4[i], v = x4[i];
-        acc = fmaf(a.x, v.x, acc);
-        acc = fmaf(a.y, v.y, acc);
-        acc = fmaf(a.z, v.z, acc);
-        acc = fmaf(a.w, v.w, acc);
+        float a[4], v[4];
+        Io<T>::ld4(wr + 4 * i, a);
+        Io<T>::ld4(xr + 4 * i, v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc = fmaf(a[j], v[j], acc);
       }
     } else {
-      for (int64_t i = lane; i < in; i += 32) acc = fmaf(wr[i], xr[i], acc);
+      for (int64_t i = lane; i < in; i += 32) acc = fmaf(ld(wr + i), ld(xr + i), acc);
     }
     for (int off = 16; off > 0; off /= 2) acc += __shfl_down_sync(0xffffffffu, acc, off);
-    if (lane == 0) y[k * out + o] = acc + (b ? b[o] : 0.f);
+    if (lane == 0) st(y + k * out + o, acc + ld_or0(b, o));
   }
 }
 
+template <class T>
 __global__ void __launch_bounds__(kBlockThreads) pool_tiled_kernel(const __grid_constant__ PoolParams p) {
   extern __shared__ float smem[];
   const int tiles_w = (p.ow + kTileW - 1) / kTileW;
   const int ox0 = (blockIdx.x % tiles_w) * kTileW, oy0 = (blockIdx.x / tiles_w) * kTileH;
   const int ch = blockIdx.y, b = blockIdx.z;
   const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
-  const float* x = p.x + int64_t(b) * p.x_batch_stride + int64_t(ch) * p.h * p.w;
+  const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + int64_t(ch) * p.h * p.w;
   // The tile's first row, as a row of x (a band's windows start at whole-tensor rows).
   const int iy0 = (oy0 + p.r0) * p.sh - p.ph - p.i0, ix0 = ox0 * p.sw - p.pw;
   for (int i = threadIdx.x; i < ih * iw; i += blockDim.x) {
     const int r = i / iw, q = i - r * iw;
     const int yy = iy0 + r, xx = ix0 + q;
     // Cells outside the input are never read: windows are clipped below.
-    smem[i] = (yy >= 0 && yy < p.h && xx >= 0 && xx < p.w) ? x[yy * p.w + xx] : 0.f;
+    smem[i] = (yy >= 0 && yy < p.h && xx >= 0 && xx < p.w) ? ld(x + yy * p.w + xx) : 0.f;
   }
   __syncthreads();
   const int ox = ox0 + threadIdx.x % kTileW;
   if (ox >= p.ow) return;
-  float* yc = p.y + (int64_t(b) * p.c + ch) * p.oh * p.ow;
+  T* yc = static_cast<T*>(p.y) + (int64_t(b) * p.c + ch) * p.oh * p.ow;
   for (int ty = threadIdx.x / kTileW; ty < kTileH; ty += kRowsPerPass) {
     const int oy = oy0 + ty;
     if (oy >= p.oh) break;
-    yc[int64_t(oy) * p.ow + ox] = pool_reduce(p, pool_window(p, oy, ox), [&](int yy, int xx) {
+    st(yc + int64_t(oy) * p.ow + ox, pool_reduce(p, pool_window(p, oy, ox), [&](int yy, int xx) {
       return smem[(yy - iy0) * iw + (xx - ix0)];
-    });
+    }));
   }
 }
 
@@ -493,82 +656,141 @@ __global__ void __launch_bounds__(kBlockThreads) pool_tiled_kernel(const __grid_
 void launch_pool_tiled(const PoolParams& p, cudaStream_t stream) {
   const int tiles = ((p.ow + kTileW - 1) / kTileW) * ((p.oh + kTileH - 1) / kTileH);
   const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
-  pool_tiled_kernel<<<dim3(unsigned(tiles), unsigned(p.c), unsigned(p.n)), kBlockThreads,
-                      size_t(ih * iw) * sizeof(float), stream>>>(p);
+  with_elem(p.elem, [&](auto tag) {
+    using T = decltype(tag);
+    pool_tiled_kernel<T><<<dim3(unsigned(tiles), unsigned(p.c), unsigned(p.n)), kBlockThreads,
+                           size_t(ih * iw) * sizeof(float), stream>>>(p);
+  });
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
-void launch_bias_act(const float* x, float* y, const float* bias, int act, int64_t n, int64_t c, int64_t hw,
-                     int nhwc, cudaStream_t stream) {
+void launch_bias_act(const void* x, void* y, const void* bias, int act, int64_t n, int64_t c, int64_t hw, int nhwc,
+                     Elem elem, cudaStream_t stream) {
   const int64_t total = n * c * hw;
   if (total <= 0 || (!bias && act == 0 && x == y)) return;
-  bias_act_kernel<<<grid_for(total), kThreads, 0, stream>>>(x, y, bias, act, c, hw, nhwc, total);
+  with_elem(elem, [&](auto tag) {
+    using T = decltype(tag);
+    bias_act_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                 static_cast<const T*>(bias), act, c, hw, nhwc, total);
+  });
+  HIOS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_global_pool(const GlobalPoolParams& p, cudaStream_t stream) {
+  if (int64_t(p.n) * p.c <= 0) return;
+  with_elem(p.elem, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.nhwc) {
+      global_pool_nhwc_kernel<T><<<dim3(unsigned((p.c + 31) / 32), unsigned(p.n)), 32 * kGlobalPoolWarps, 0, stream>>>(p);
+    } else {
+      const int warps = kThreads / 32;
+      global_pool_nchw_kernel<T><<<unsigned((int64_t(p.n) * p.c + warps - 1) / warps), kThreads, 0, stream>>>(p);
+    }
+  });
+  HIOS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_softmax(const void* x, void* y, int64_t n, int64_t c, int64_t hw, int nhwc, Elem elem,
+                    cudaStream_t stream) {
+  const int64_t pixels = n * hw;
+  if (pixels <= 0 || c <= 0) return;
+  const int warps = kThreads / 32;
+  with_elem(elem, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_kernel<T><<<unsigned((pixels + warps - 1) / warps), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), n, c, hw, nhwc);
+  });
+  HIOS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_cast(const void* src, Elem src_elem, void* dst, Elem dst_elem, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  with_elem(src_elem, [&](auto s_tag) {
+    using S = decltype(s_tag);
+    with_elem(dst_elem, [&](auto d_tag) {
+      using D = decltype(d_tag);
+      cast_kernel<S, D><<<grid_for(count), kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), count);
+    });
+  });
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
-  if (p.nhwc) {
-    // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel.
-    auto fixed = [&](auto kernel, int run) {
-      const int64_t total = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run) * p.c;
-      if (total > 0) kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
-    };
-    // (The fixed kernels index (item, row, run) in 32 bits.)
-    const bool small = int64_t(p.n) * p.oh * p.ow <= int64_t(INT32_MAX);
-    const int k = small && p.kh == p.kw && p.sh == p.sw ? p.kh * 10 + p.sh : 0;
-    switch (k) {
-      case 31: fixed(depthwise_nhwc_fixed_kernel<3, 1, 8>, 8); break;
-      case 32: fixed(depthwise_nhwc_fixed_kernel<3, 2, 4>, 4); break;
-      case 51: fixed(depthwise_nhwc_fixed_kernel<5, 1, 8>, 8); break;
-      case 52: fixed(depthwise_nhwc_fixed_kernel<5, 2, 4>, 4); break;
-      case 71: fixed(depthwise_nhwc_fixed_kernel<7, 1, 8>, 8); break;
-      case 72: fixed(depthwise_nhwc_fixed_kernel<7, 2, 4>, 4); break;
-      default: {
-        const int64_t total = int64_t(p.n) * p.oh * ((p.ow + kDwRun - 1) / kDwRun) * p.c;
-        if (total > 0) depthwise_nhwc_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+  with_elem(p.elem, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.nhwc) {
+      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel.
+      auto fixed = [&](auto kernel, int run) {
+        const int64_t total = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run) * p.c;
+        if (total > 0) kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+      };
+      // (The fixed kernels index (item, row, run) in 32 bits.)
+      const bool small = int64_t(p.n) * p.oh * p.ow <= int64_t(INT32_MAX);
+      const int k = small && p.kh == p.kw && p.sh == p.sw ? p.kh * 10 + p.sh : 0;
+      switch (k) {
+        case 31: fixed(depthwise_nhwc_fixed_kernel<T, 3, 1, 8>, 8); break;
+        case 32: fixed(depthwise_nhwc_fixed_kernel<T, 3, 2, 4>, 4); break;
+        case 51: fixed(depthwise_nhwc_fixed_kernel<T, 5, 1, 8>, 8); break;
+        case 52: fixed(depthwise_nhwc_fixed_kernel<T, 5, 2, 4>, 4); break;
+        case 71: fixed(depthwise_nhwc_fixed_kernel<T, 7, 1, 8>, 8); break;
+        case 72: fixed(depthwise_nhwc_fixed_kernel<T, 7, 2, 4>, 4); break;
+        default: {
+          const int64_t total = int64_t(p.n) * p.oh * ((p.ow + kDwRun - 1) / kDwRun) * p.c;
+          if (total > 0) depthwise_nhwc_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(p);
+        }
       }
+      return;
     }
-    HIOS_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  const int tiles = ((p.ow + kTileW - 1) / kTileW) * ((p.oh + kTileH - 1) / kTileH);
-  const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
-  const size_t smem = size_t(ih * iw + p.kh * p.kw) * sizeof(float);
-  depthwise_kernel<<<dim3(unsigned(tiles), unsigned(p.c), unsigned(p.n)), kBlockThreads, smem, stream>>>(p);
+    const int tiles = ((p.ow + kTileW - 1) / kTileW) * ((p.oh + kTileH - 1) / kTileH);
+    const int ih = (kTileH - 1) * p.sh + p.kh, iw = (kTileW - 1) * p.sw + p.kw;
+    const size_t smem = size_t(ih * iw + p.kh * p.kw) * sizeof(float);
+    depthwise_kernel<T><<<dim3(unsigned(tiles), unsigned(p.c), unsigned(p.n)), kBlockThreads, smem, stream>>>(p);
+  });
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
-void launch_linear(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in, int64_t out,
+void launch_linear(const void* x, const void* w, const void* b, void* y, int64_t n, int64_t in, int64_t out, Elem elem,
                    cudaStream_t stream) {
   const int warps = 8;
-  const int vec4 = in % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0 && (reinterpret_cast<uintptr_t>(w) & 15u) == 0;
-  linear_kernel<<<unsigned((out + warps - 1) / warps), warps * 32, 0, stream>>>(x, w, b, y, n, in, out, vec4);
+  const int vec4 = in % 4 == 0 && vec4_aligned(x, elem) && vec4_aligned(w, elem);
+  with_elem(elem, [&](auto tag) {
+    using T = decltype(tag);
+    linear_kernel<T><<<unsigned((out + warps - 1) / warps), warps * 32, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(y), n, in, out,
+        vec4);
+  });
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_combine(const CombineParams& p, cudaStream_t stream) {
   if (p.num_terms <= 0) return;
-  if (p.mode == CombineMode::Product) {
-    combine_product_kernel<<<grid_for(p.terms[0].len * p.terms[0].rows * p.batch), kThreads, 0, stream>>>(p);
-  } else {
-    int64_t most = 0;
-    for (int t = 0; t < p.num_terms; ++t) {
-      most = std::max(most, p.terms[t].len * p.terms[t].rows * p.batch / (p.terms[t].vec4 ? 4 : 1));
+  with_elem(p.elem, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.mode == CombineMode::Product) {
+      combine_product_kernel<T><<<grid_for(p.terms[0].len * p.terms[0].rows * p.batch), kThreads, 0, stream>>>(p);
+    } else {
+      int64_t most = 0;
+      for (int t = 0; t < p.num_terms; ++t) {
+        most = std::max(most, p.terms[t].len * p.terms[t].rows * p.batch / (p.terms[t].vec4 ? 4 : 1));
+      }
+      dim3 grid(grid_for(most), p.num_terms);
+      combine_sum_kernel<T><<<grid, kThreads, 0, stream>>>(p);
     }
-    dim3 grid(grid_for(most), p.num_terms);
-    combine_sum_kernel<<<grid, kThreads, 0, stream>>>(p);
-  }
+  });
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_conv_direct(const DirectConvParams& p, cudaStream_t stream) {
   const int64_t total = int64_t(p.n) * p.oc * p.oh * p.ow;
   if (total <= 0) return;
-  if (p.nhwc) {
-    conv_direct_kernel<true><<<grid_for(total), kThreads, 0, stream>>>(p);
-  } else {
-    conv_direct_kernel<false><<<grid_for(total), kThreads, 0, stream>>>(p);
-  }
+  with_elem(p.elem, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.nhwc) {
+      conv_direct_kernel<T, true><<<grid_for(total), kThreads, 0, stream>>>(p);
+    } else {
+      conv_direct_kernel<T, false><<<grid_for(total), kThreads, 0, stream>>>(p);
+    }
+  });
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
@@ -579,27 +801,33 @@ void launch_rows(const RowsParams& p, cudaStream_t stream) {
     most = std::max(most, p.segs[i].len * p.channels * p.batch / (p.segs[i].vec4 ? 4 : 1));
   }
   if (most <= 0) return;
-  rows_kernel<<<dim3(unsigned(grid_for(most)), unsigned(p.num_segments)), kThreads, 0, stream>>>(p);
+  with_elem(p.elem, [&](auto tag) {
+    using T = decltype(tag);
+    rows_kernel<T><<<dim3(unsigned(grid_for(most)), unsigned(p.num_segments)), kThreads, 0, stream>>>(p);
+  });
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_pool(const PoolParams& p, cudaStream_t stream) {
   const int64_t total = int64_t(p.n) * p.c * p.oh * p.ow;
   if (total <= 0) return;
-  if (p.nhwc) {
-    const bool vec4 = p.c % 4 == 0 && p.x_pixel_stride % 4 == 0 && p.x_batch_stride % 4 == 0 &&
-                      (reinterpret_cast<uintptr_t>(p.x) & 15u) == 0 && (reinterpret_cast<uintptr_t>(p.y) & 15u) == 0;
-    const int64_t threads = int64_t(vec4 ? p.c / 4 : p.c) * ((p.ow + kPoolRun - 1) / kPoolRun);
-    const dim3 grid(unsigned((threads + kThreads - 1) / kThreads), unsigned(std::min<int64_t>(int64_t(p.n) * p.oh, 65535)));
-    if (vec4) {
-      pool_nhwc_kernel<4><<<grid, kThreads, 0, stream>>>(p);
-    } else {
-      pool_nhwc_kernel<1><<<grid, kThreads, 0, stream>>>(p);
+  with_elem(p.elem, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.nhwc) {
+      const bool vec4 = p.c % 4 == 0 && p.x_pixel_stride % 4 == 0 && p.x_batch_stride % 4 == 0 &&
+                        vec4_aligned(p.x, p.elem) && vec4_aligned(p.y, p.elem);
+      const int64_t threads = int64_t(vec4 ? p.c / 4 : p.c) * ((p.ow + kPoolRun - 1) / kPoolRun);
+      const dim3 grid(unsigned((threads + kThreads - 1) / kThreads),
+                      unsigned(std::min<int64_t>(int64_t(p.n) * p.oh, 65535)));
+      if (vec4) {
+        pool_nhwc_kernel<T, 4><<<grid, kThreads, 0, stream>>>(p);
+      } else {
+        pool_nhwc_kernel<T, 1><<<grid, kThreads, 0, stream>>>(p);
+      }
+      return;
     }
-    HIOS_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  pool_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+    pool_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(p);
+  });
   HIOS_CUDA_CHECK_LAUNCH();
 }
 

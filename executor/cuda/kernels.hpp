@@ -3,15 +3,30 @@
 // ceil_mode, a bias + activation epilogue in one pass (cuDNN needs two), a depthwise
 // convolution that applies the ReLU before it on the fly, a matrix-vector product for
 // linear layers at small batch (cuDNN's 1x1 convolution over a 1x1 map leaves most of the GPU
-// idle), row copies for row splits, and a plain direct convolution as the last resort.
+// idle), row copies for row splits, and a plain direct convolution as the last resort. In half
+// precision (--math fp16|bf16) they also stand in for cuDNN's pooling, activation, op-tensor
+// and softmax calls, whose support for 16-bit storage varies by cuDNN version: global pools,
+// softmax and the conversions at the edges.
+//
+// Every kernel reads and writes tensors of one element type, the engine's storage type (Elem),
+// and computes in fp32 whatever it is. Pointers are untyped for that reason; `elem` says what
+// they point to, and "elements" in strides and offsets are elements of that type.
 // Internal to executor/cuda.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace hios::cuda {
+
+enum class Elem : int { F32 = 0, F16 = 1, BF16 = 2 };
+inline size_t elem_bytes(Elem e) { return e == Elem::F32 ? 4 : 2; }
+// Whether p may be read 4 elements at a time (16 bytes in fp32, 8 in 16-bit types).
+inline bool vec4_aligned(const void* p, Elem e) {
+  return (reinterpret_cast<uintptr_t>(p) & (4 * elem_bytes(e) - 1)) == 0;
+}
 
 // Term assembly. One launch writes up to kMaxCombineTerms disjoint channel ranges of dst, each
 // the sum of its sources (mode Sum), or one range holding the product over terms of each
@@ -26,7 +41,7 @@ constexpr int kMaxCombineTerms = 12;
 constexpr int kMaxCombineSrcs = 24;
 
 struct CombineSrc {
-  const float* ptr = nullptr;  // first element of the slice in batch item 0
+  const void* ptr = nullptr;  // first element of the slice in batch item 0
   int64_t batch_stride = 0;
   int64_t row_stride = 0;      // elements between blocks (rows > 1)
 };
@@ -37,11 +52,12 @@ struct CombineTerm {
   int64_t dst_row_stride = 0;
   int first = 0;    // index into srcs
   int count = 0;
-  int vec4 = 0;     // every address, stride and length is a multiple of 4 floats: use 16-byte accesses
+  int vec4 = 0;     // every address, stride and length is a multiple of 4 elements: use vector accesses
 };
 enum class CombineMode : int { Sum = 0, Product = 1 };
 struct CombineParams {
-  float* dst = nullptr;
+  void* dst = nullptr;
+  Elem elem = Elem::F32;
   int64_t dst_batch_stride = 0;
   int batch = 1;
   int num_terms = 0;
@@ -56,8 +72,9 @@ void launch_combine(const CombineParams& p, cudaStream_t stream);
 // cuDNN cannot express the op: ceil_mode windows that hang past the padded input, and bands of
 // a row split (windows, clipping and divisors follow the whole tensor, not the band).
 struct PoolParams {
-  const float* x = nullptr;
-  float* y = nullptr;
+  const void* x = nullptr;
+  void* y = nullptr;
+  Elem elem = Elem::F32;
   int n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;  // h: rows x holds (a channel plane is h * w)
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
   int is_max = 1;
@@ -84,17 +101,42 @@ void launch_pool_tiled(const PoolParams& p, cudaStream_t stream);
 // hios::Activation).
 // y = act(x + bias[c]) over packed NCHW (nhwc 0) or NHWC (nhwc 1) tensors (x == y is fine);
 // bias may be null.
-void launch_bias_act(const float* x, float* y, const float* bias, int act, int64_t n, int64_t c, int64_t hw,
-                     int nhwc, cudaStream_t stream);
+void launch_bias_act(const void* x, void* y, const void* bias, int act, int64_t n, int64_t c, int64_t hw,
+                     int nhwc, Elem elem, cudaStream_t stream);
+
+// Global max or average pooling (also a partial average, a part of a row split: divisor is
+// then the whole tensor's H * W, not the rows x holds): one output per (item, channel). x is
+// packed, or in NHWC a channel slice whose pixels are x_pixel_stride elements apart.
+struct GlobalPoolParams {
+  const void* x = nullptr;
+  void* y = nullptr;
+  Elem elem = Elem::F32;
+  int n = 0, c = 0;
+  int64_t hw = 0;  // pixels x holds
+  int64_t x_batch_stride = 0, x_pixel_stride = 0;
+  int nhwc = 0;
+  int is_max = 0;
+  float divisor = 1.f;  // averages: sum / divisor
+};
+void launch_global_pool(const GlobalPoolParams& p, cudaStream_t stream);
+
+// Softmax over the channels of every pixel of a packed tensor.
+void launch_softmax(const void* x, void* y, int64_t n, int64_t c, int64_t hw, int nhwc, Elem elem,
+                    cudaStream_t stream);
+
+// dst[i] = src[i] converted (round to nearest even); the conversions at the edges of a
+// half-precision engine: weights and inputs in, results out.
+void launch_cast(const void* src, Elem src_elem, void* dst, Elem dst_elem, int64_t count, cudaStream_t stream);
 
 // Depthwise convolution (groups = in = out channels): y = act(conv(relu?(x), w) + b). ph is
 // the padding above x's first row and may be negative (a band whose input holds rows above the
 // ones it reads); the output height oh is explicit, and rows outside [0, h) read as zeros.
 struct DepthwiseParams {
-  const float* x = nullptr;
-  const float* w = nullptr;  // [c][kh][kw]
-  const float* b = nullptr;  // may be null
-  float* y = nullptr;
+  const void* x = nullptr;
+  const void* w = nullptr;  // [c][kh][kw]
+  const void* b = nullptr;  // may be null
+  void* y = nullptr;
+  Elem elem = Elem::F32;
   int n = 0, c = 0, h = 0, w_in = 0, oh = 0, ow = 0;
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
   int input_relu = 0;
@@ -110,10 +152,11 @@ void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream);
 // DepthwiseParams (ph may be negative, oh explicit, rows outside [0, h) are zeros); weights
 // [oc][c / groups][kh][kw] (NCHW) or [oc][kh][kw][c / groups] (NHWC); x packed.
 struct DirectConvParams {
-  const float* x = nullptr;
-  const float* w = nullptr;
-  const float* b = nullptr;  // may be null
-  float* y = nullptr;
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* b = nullptr;  // may be null
+  void* y = nullptr;
+  Elem elem = Elem::F32;
   int n = 0, c = 0, h = 0, w_in = 0, oc = 0, oh = 0, ow = 0, groups = 1;
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   int input_relu = 0;
@@ -130,15 +173,16 @@ void launch_conv_direct(const DirectConvParams& p, cudaStream_t stream);
 // elements, so one launch does them all.
 constexpr int kMaxRowSegments = 16;
 struct RowSegment {
-  const float* src = nullptr;    // first copied element of channel 0 of batch item 0
+  const void* src = nullptr;     // first copied element of channel 0 of batch item 0
   int64_t src_batch_stride = 0;  // elements between batch items
   int64_t src_plane = 0;         // elements between channel planes
   int64_t dst_offset = 0;
   int64_t len = 0;
-  int vec4 = 0;                  // every address, stride and length is a multiple of 4 floats
+  int vec4 = 0;                  // every address, stride and length is a multiple of 4 elements
 };
 struct RowsParams {
-  float* dst = nullptr;
+  void* dst = nullptr;
+  Elem elem = Elem::F32;
   int64_t dst_batch_stride = 0;
   int64_t dst_plane = 0;
   int64_t channels = 0;
@@ -150,7 +194,7 @@ void launch_rows(const RowsParams& p, cudaStream_t stream);
 
 // y[n][o] = b[o] + sum_i w[o][i] * x[n][i], x flattened, in fp32 (no TF32, as PyTorch's
 // default matmul); b may be null.
-void launch_linear(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in, int64_t out,
-                   cudaStream_t stream);
+void launch_linear(const void* x, const void* w, const void* b, void* y, int64_t n, int64_t in, int64_t out,
+                   Elem elem, cudaStream_t stream);
 
 }  // namespace hios::cuda

@@ -62,11 +62,19 @@ std::array<int64_t, 4> strides_of(const View& v) {
   return {bs, s.h * s.w, s.w, 1};
 }
 
+cudnnDataType_t cudnn_type(Elem e) {
+  return e == Elem::F16 ? CUDNN_DATA_HALF : e == Elem::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+// 16-bit storage keeps cuDNN to convolutions (whose 16-bit engines are the point); pooling,
+// activations, op-tensor and softmax run on hios's kernels, which take every storage type.
+bool half(const View& v) { return v.elem != Elem::F32; }
+
 std::shared_ptr<TensorDesc> tensor_desc(const View& v, const std::string& node) {
   auto t = std::make_shared<TensorDesc>();
   const Shape& s = v.shape;
   const std::array<int64_t, 4> st = strides_of(v);
-  HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(t->d, CUDNN_DATA_FLOAT, to_int(s.n, node, "batch"),
+  HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(t->d, cudnn_type(v.elem), to_int(s.n, node, "batch"),
                                                 to_int(s.c, node, "channels"), to_int(s.h, node, "height"),
                                                 to_int(s.w, node, "width"), to_int(st[0], node, "batch stride"),
                                                 to_int(st[1], node, "channel stride"), to_int(st[2], node, "row stride"),
@@ -106,7 +114,6 @@ std::shared_ptr<ActDesc> act_desc(Activation a) {
   return d;
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // ---------------------------------------------------------------------------------------------
 // Convolution (also the linear layer, as a 1x1 convolution over the flattened input).
@@ -232,12 +239,13 @@ void plan_linear(PlanCtx& c, const Op& op, const std::string& prefix, const std:
   HIOS_CHECK(prm.weight_count == a.out_features * x.item() && prm.bias_count == (a.bias ? a.out_features : 0),
              "node '%s': parameters of '%s' do not match a %lld -> %lld linear layer", c.node_name.c_str(),
              prefix.c_str(), (long long)x.item(), (long long)a.out_features);
-  const float* xp = x.ptr;
-  const float* w = prm.weight;
-  const float* b = prm.bias;
-  float* yp = out.ptr;
+  const void* xp = x.ptr;
+  const void* w = prm.weight;
+  const void* b = prm.bias;
+  void* yp = out.ptr;
   const int64_t n = x.shape.n, features = x.item(), outs = a.out_features;
-  c.emit([=](StreamResources& r) { launch_linear(xp, w, b, yp, n, features, outs, r.stream()); });
+  const Elem e = x.elem;
+  c.emit([=](StreamResources& r) { launch_linear(xp, w, b, yp, n, features, outs, e, r.stream()); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -295,6 +303,7 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   PoolParams pp;
   pp.x = x.ptr;
   pp.y = y.ptr;
+  pp.elem = x.elem;
   pp.n = int(x.shape.n);
   pp.c = to_int(x.shape.c, node, "channels");
   pp.h = to_int(x.shape.h, node, "height");
@@ -336,6 +345,27 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
     return;
   }
 
+  if (half(x) && global) {
+    GlobalPoolParams gp;
+    gp.x = x.ptr;
+    gp.y = y.ptr;
+    gp.elem = x.elem;
+    gp.n = pp.n;
+    gp.c = pp.c;
+    gp.hw = x.shape.h * x.shape.w;
+    gp.x_batch_stride = pp.x_batch_stride;
+    gp.x_pixel_stride = nhwc ? x.pixel_stride : 1;
+    gp.nhwc = nhwc;
+    gp.is_max = is_max;
+    // A partial average divides by the whole tensor's pixels (see above).
+    gp.divisor = float(double(partial ? a.rows.in_full : x.shape.h) * double(x.shape.w));
+    c.emit([gp](StreamResources& r) { launch_global_pool(gp, r.stream()); });
+    return;
+  }
+  if (half(x)) {
+    emit_hios_pool(c, pp, tiled_ok);
+    return;
+  }
   auto pd = std::make_shared<PoolDesc>();
   const cudnnPoolingMode_t mode = is_max ? CUDNN_POOLING_MAX
                                   : a.count_include_pad || global ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
@@ -343,8 +373,8 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   HIOS_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pd->d, mode, CUDNN_NOT_PROPAGATE_NAN, k[0], k[1], p[0], p[1], s[0], s[1]));
   auto xd = tensor_desc(x, node);
   auto yd = tensor_desc(y, node);
-  const float* xp = x.ptr;
-  float* yp = y.ptr;
+  const void* xp = x.ptr;
+  void* yp = y.ptr;
   const float scale = partial ? float(double(x.shape.h) / double(a.rows.in_full)) : 1.0f;
   auto with_cudnn = [=](cudnnHandle_t h) {
     HIOS_CUDNN_CHECK(cudnnPoolingForward(h, pd->d, &scale, xd->d, xp, &kZero, yd->d, yp));
@@ -382,13 +412,23 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
 // Point-wise ops
 
 void plan_activation(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+  if (half(y)) {
+    const View x = c.packed(in.at(0));  // the kernel walks packed tensors (both passes: scratch)
+    if (c.dry) return;
+    const Shape s = y.shape;
+    const int act = static_cast<int>(op.act().activation), nhwc = y.nhwc() ? 1 : 0;
+    c.emit([x, y, s, act, nhwc](StreamResources& r) {
+      launch_bias_act(x.ptr, y.ptr, nullptr, act, s.n, s.c, s.h * s.w, nhwc, y.elem, r.stream());
+    });
+    return;
+  }
   if (c.dry) return;
   const View x = in.at(0);
   auto ad = act_desc(op.act().activation);
   auto xd = tensor_desc(x, c.node_name);
   auto yd = tensor_desc(y, c.node_name);
-  const float* xp = x.ptr;
-  float* yp = y.ptr;
+  const void* xp = x.ptr;
+  void* yp = y.ptr;
   c.emit([=](StreamResources& r) {
     HIOS_CUDNN_CHECK(cudnnActivationForward(r.cudnn(), ad->d, &kOne, xd->d, xp, &kZero, yd->d, yp));
   });
@@ -399,29 +439,39 @@ void plan_activation(PlanCtx& c, const Op& op, const std::string&, const std::ve
 void plan_binary(PlanCtx& c, const std::vector<View>& in, const View& y, cudnnOpTensorOp_t op) {
   if (c.dry) return;
   HIOS_CHECK(in.size() >= 2, "node '%s': needs at least two operands", c.node_name.c_str());
-  if (op == CUDNN_OP_TENSOR_MUL && in.size() > 2) {
+  const bool product = op == CUDNN_OP_TENSOR_MUL;
+  if ((product && in.size() > 2) || half(y)) {
+    // hios's term kernel: a product of one-operand terms, or one term summing every operand.
     HIOS_CHECK(int(in.size()) <= kMaxCombineTerms && int(in.size()) <= kMaxCombineSrcs,
-               "node '%s': mul of %zu operands; the CUDA backend multiplies at most %d in one node",
-               c.node_name.c_str(), in.size(), kMaxCombineTerms);
+               "node '%s': %s of %zu operands; the CUDA backend combines at most %d in one node",
+               c.node_name.c_str(), product ? "mul" : "add", in.size(), kMaxCombineTerms);
     CombineParams p;
     p.dst = y.ptr;
+    p.elem = y.elem;
     p.dst_batch_stride = y.item();
     p.batch = int(y.shape.n);
-    p.mode = CombineMode::Product;
-    p.num_terms = int(in.size());
+    p.mode = product ? CombineMode::Product : CombineMode::Sum;
+    p.num_terms = product ? int(in.size()) : 1;
     // Every operand is walked alike: whole items, or pixel by pixel when any is an NHWC slice.
     bool flat = true;
     for (const View& v : in) flat = flat && blocks_of(v).rows == 1;
+    bool v4 = !product && vec4_aligned(y.ptr, y.elem) && (y.shape.n == 1 || y.item() % 4 == 0);
     for (size_t i = 0; i < in.size(); ++i) {
       const Blocks b = flat ? blocks_of(in[i]) : pixel_blocks_of(in[i]);
       p.srcs[i] = CombineSrc{in[i].ptr, in[i].shape.n == 1 ? in[i].item() : in[i].batch_stride, b.stride};
+      v4 = v4 && b.len % 4 == 0 && b.stride % 4 == 0 && vec4_aligned(in[i].ptr, in[i].elem) &&
+           (in[i].shape.n == 1 || p.srcs[i].batch_stride % 4 == 0);
       CombineTerm t;
       t.len = b.len;
       t.rows = b.rows;
       t.dst_row_stride = flat ? 0 : y.shape.c;
       t.first = int(i);
       t.count = 1;
-      p.terms[i] = t;
+      if (product || i == 0) p.terms[i] = t;
+    }
+    if (!product) {
+      p.terms[0].count = int(in.size());
+      p.terms[0].vec4 = v4 ? 1 : 0;
     }
     c.emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
     return;
@@ -429,13 +479,13 @@ void plan_binary(PlanCtx& c, const std::vector<View>& in, const View& y, cudnnOp
   auto od = std::make_shared<OpTensorDesc>();
   HIOS_CUDNN_CHECK(cudnnSetOpTensorDescriptor(od->d, op, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
   std::vector<std::shared_ptr<TensorDesc>> descs;
-  std::vector<const float*> ptrs;
+  std::vector<const void*> ptrs;
   for (const View& v : in) {
     descs.push_back(tensor_desc(v, c.node_name));
     ptrs.push_back(v.ptr);
   }
   auto yd = tensor_desc(y, c.node_name);
-  float* yp = y.ptr;
+  void* yp = y.ptr;
   c.emit([=](StreamResources& r) {
     HIOS_CUDNN_CHECK(cudnnOpTensor(r.cudnn(), od->d, &kOne, descs[0]->d, ptrs[0], &kOne, descs[1]->d, ptrs[1], &kZero,
                                    yd->d, yp));
@@ -453,12 +503,22 @@ void plan_mul(PlanCtx& c, const Op&, const std::string&, const std::vector<View>
 }
 
 void plan_softmax(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
+  if (half(y)) {
+    const View x = c.packed(in.at(0));
+    if (c.dry) return;
+    const Shape s = y.shape;
+    const int nhwc = y.nhwc() ? 1 : 0;
+    c.emit([x, y, s, nhwc](StreamResources& r) {
+      launch_softmax(x.ptr, y.ptr, s.n, s.c, s.h * s.w, nhwc, y.elem, r.stream());
+    });
+    return;
+  }
   if (c.dry) return;
   const View x = in.at(0);
   auto xd = tensor_desc(x, c.node_name);
   auto yd = tensor_desc(y, c.node_name);
-  const float* xp = x.ptr;
-  float* yp = y.ptr;
+  const void* xp = x.ptr;
+  void* yp = y.ptr;
   c.emit([=](StreamResources& r) {
     HIOS_CUDNN_CHECK(cudnnSoftmaxForward(r.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, xd->d, xp,
                                          &kZero, yd->d, yp));
@@ -471,6 +531,7 @@ CombineParams copy_params(const View& x, const View& y) {
   const Blocks bx = flat ? blocks_of(x) : pixel_blocks_of(x), by = flat ? blocks_of(y) : pixel_blocks_of(y);
   CombineParams p;
   p.dst = y.ptr;
+  p.elem = y.elem;
   p.dst_batch_stride = y.shape.n == 1 ? y.item() : y.batch_stride;
   p.batch = int(y.shape.n);
   p.num_terms = 1;
@@ -481,7 +542,7 @@ CombineParams copy_params(const View& x, const View& y) {
   t.dst_row_stride = by.stride;
   t.first = 0;
   t.count = 1;
-  t.vec4 = aligned16(x.ptr) && aligned16(y.ptr) && t.len % 4 == 0 && p.srcs[0].batch_stride % 4 == 0 &&
+  t.vec4 = vec4_aligned(x.ptr, x.elem) && vec4_aligned(y.ptr, y.elem) && t.len % 4 == 0 && p.srcs[0].batch_stride % 4 == 0 &&
                    p.dst_batch_stride % 4 == 0 && bx.stride % 4 == 0 && by.stride % 4 == 0
                ? 1
                : 0;
@@ -502,31 +563,31 @@ void plan_identity(PlanCtx& c, const Op&, const std::string&, const std::vector<
 // dst (packed, dst_h rows high).
 // In NHWC, v must be packed: a row is then w * c consecutive elements and the tensor one plane
 // (the caller sets RowsParams::channels = 1).
-RowSegment row_segment(const View& v, int64_t from, int64_t rows, const float* dst, int64_t dst_h, int64_t to) {
+RowSegment row_segment(const View& v, int64_t from, int64_t rows, const void* dst, int64_t dst_h, int64_t to) {
   if (v.nhwc()) {
     const int64_t row = v.shape.w * v.shape.c;
     RowSegment s;
-    s.src = v.ptr + from * row;
+    s.src = v.at(from * row);
     s.src_batch_stride = v.shape.n == 1 ? v.item() : v.batch_stride;
     s.dst_offset = to * row;
     s.len = rows * row;
     const int64_t dst_item = dst_h * row;
     s.vec4 = row % 4 == 0 && (v.shape.n == 1 || (s.src_batch_stride % 4 == 0 && dst_item % 4 == 0)) &&
-                     aligned16(s.src) && aligned16(dst)
+                     vec4_aligned(s.src, v.elem) && vec4_aligned(dst, v.elem)
                  ? 1
                  : 0;
     return s;
   }
   const int64_t w = v.shape.w;
   RowSegment s;
-  s.src = v.ptr + from * w;
+  s.src = v.at(from * w);
   s.src_batch_stride = v.shape.n == 1 ? v.item() : v.batch_stride;
   s.src_plane = v.shape.h * w;
   s.dst_offset = to * w;
   s.len = rows * w;
   const int64_t dst_item = v.shape.c * dst_h * w;
-  s.vec4 = w % 4 == 0 && (v.shape.n == 1 || (s.src_batch_stride % 4 == 0 && dst_item % 4 == 0)) && aligned16(s.src) &&
-                   aligned16(dst)
+  s.vec4 = w % 4 == 0 && (v.shape.n == 1 || (s.src_batch_stride % 4 == 0 && dst_item % 4 == 0)) &&
+                   vec4_aligned(s.src, v.elem) && vec4_aligned(dst, v.elem)
                ? 1
                : 0;
   return s;
@@ -572,6 +633,7 @@ void plan_rows(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   for (size_t first = 0; first < segs.size(); first += kMaxRowSegments) {
     RowsParams p;
     p.dst = y.ptr;
+    p.elem = y.elem;
     p.dst_batch_stride = y.item();
     p.dst_plane = y.shape.h * y.shape.w;
     p.channels = y.nhwc() ? 1 : y.shape.c;
@@ -640,7 +702,7 @@ void plan_sequential(PlanCtx& c, const Op& op, const std::string& prefix, const 
   }
   View x = in.at(0);
   for (size_t i = 0; i < plan.size(); ++i) {
-    const View y = i + 1 == plan.size() ? out : whole_view(buf[i % 2].ptr, shapes[i], c.eng.layout());
+    const View y = i + 1 == plan.size() ? out : whole_view(buf[i % 2].ptr, shapes[i], c.eng.layout(), c.eng.elem());
     if (plan[i].input_relu) {
       const ConvAttrs& a = plan[i].op.conv();
       plan_conv_spec(c,
@@ -684,18 +746,18 @@ const CudaOpImpl& cuda_op_impl(OpKind kind) { return kTable.at(size_t(kind)); }
 // ---------------------------------------------------------------------------------------------
 // Input assembly
 
-View whole_view(float* ptr, const Shape& s, Layout layout) {
-  return View{ptr, s, s.c * s.h * s.w, layout, layout == Layout::Nhwc ? s.c : 0};
+View whole_view(void* ptr, const Shape& s, Layout layout, Elem elem) {
+  return View{ptr, s, s.c * s.h * s.w, layout, layout == Layout::Nhwc ? s.c : 0, elem};
 }
 
 View PlanCtx::scratch(const Shape& s) {
-  const size_t bytes = size_t(s.numel()) * sizeof(float);
+  const size_t bytes = size_t(s.numel()) * elem_bytes(eng.elem());
   const size_t at = (scratch_top + 255) / 256 * 256;  // keep every buffer 256-byte aligned
   scratch_top = at + bytes;
-  float* base = dry ? nullptr : res.scratch();
+  char* base = dry ? nullptr : static_cast<char*>(res.scratch());
   HIOS_CHECK(dry || at + bytes <= res.scratch_bytes(), "node '%s': scratch arena of stream %d too small (%zu < %zu)",
              node_name.c_str(), res.index(), res.scratch_bytes(), at + bytes);
-  return whole_view(base ? base + at / sizeof(float) : nullptr, s, eng.layout());
+  return whole_view(base ? base + at : nullptr, s, eng.layout(), eng.elem());
 }
 
 View PlanCtx::packed(const View& v) {
@@ -711,15 +773,16 @@ View PlanCtx::rows_of(const View& v, int64_t first, int64_t count) {
   s.h = count;
   if (v.nhwc()) {
     // A packed batch-1 NHWC tensor's rows hold every channel: the band is an offset.
-    if (s.n == 1 && v.packed()) return whole_view(v.ptr ? v.ptr + first * s.w * s.c : nullptr, s, v.layout);
+    if (s.n == 1 && v.packed()) return whole_view(v.at(first * s.w * s.c), s, v.layout, v.elem);
   } else if (s.n * s.c == 1) {
-    return whole_view(v.ptr ? v.ptr + first * s.w : nullptr, s, v.layout);  // one plane: an offset
+    return whole_view(v.at(first * s.w), s, v.layout, v.elem);  // one plane: an offset
   }
   const View src = v.nhwc() ? packed(v) : v;
   View dst = scratch(s);
   if (!dry) {
     RowsParams p;
     p.dst = dst.ptr;
+    p.elem = dst.elem;
     p.dst_batch_stride = dst.item();
     p.dst_plane = s.h * s.w;
     p.channels = v.nhwc() ? 1 : s.c;
@@ -760,11 +823,11 @@ void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst) {
       pc.term.rows = flat ? 1 : hw;
       pc.term.dst_row_stride = flat ? 0 : dst.shape.c;
       bool v4 = pc.term.len % 4 == 0 && pc.term.dst_row_stride % 4 == 0 && (dst.shape.n == 1 || dst.item() % 4 == 0) &&
-                aligned16(dst.ptr + pc.term.dst_offset);
+                vec4_aligned(dst.at(pc.term.dst_offset), dst.elem);
       for (size_t i = first; i < std::min(t.size(), first + kMaxCombineSrcs); ++i) {
         View v = eng.value_view(t[i]);
         CombineSrc s{v.ptr, v.shape.n == 1 ? v.item() : v.batch_stride, flat ? 0 : v.pixel_stride};
-        v4 = v4 && aligned16(s.ptr) && (v.shape.n == 1 || s.batch_stride % 4 == 0) && s.row_stride % 4 == 0;
+        v4 = v4 && vec4_aligned(s.ptr, v.elem) && (v.shape.n == 1 || s.batch_stride % 4 == 0) && s.row_stride % 4 == 0;
         pc.srcs.push_back(s);
       }
       pc.term.vec4 = v4 ? 1 : 0;
@@ -789,6 +852,7 @@ void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst) {
         nsrc = 0;
       }
       p.dst = dst.ptr;
+      p.elem = dst.elem;
       p.dst_batch_stride = dst.item();
       p.batch = int(dst.shape.n);
       p.accumulate = pass > 0;

@@ -13,7 +13,17 @@
 
 namespace hios::cuda {
 
-const char* math_mode_name(MathMode m) { return m == MathMode::Tf32 ? "tf32" : "fp32"; }
+const char* math_mode_name(MathMode m) {
+  switch (m) {
+    case MathMode::Tf32: return "tf32";
+    case MathMode::Fp32: return "fp32";
+    case MathMode::Fp16: return "fp16";
+    case MathMode::Bf16: return "bf16";
+  }
+  return "tf32";
+}
+
+size_t math_element_bytes(MathMode m) { return elem_bytes(storage_elem(m)); }
 
 const char* conv_impl_name(ConvImpl c) {
   switch (c) {
@@ -33,9 +43,10 @@ ConvImpl parse_conv_impl(const std::string& s) {
 }
 
 MathMode parse_math_mode(const std::string& s) {
-  if (s == "tf32") return MathMode::Tf32;
-  if (s == "fp32") return MathMode::Fp32;
-  throw_error("unknown math mode '%s' (expected tf32 or fp32)", s.c_str());
+  for (MathMode m : {MathMode::Tf32, MathMode::Fp32, MathMode::Fp16, MathMode::Bf16}) {
+    if (s == math_mode_name(m)) return m;
+  }
+  throw_error("unknown math mode '%s' (expected tf32, fp32, fp16 or bf16)", s.c_str());
 }
 
 int device_count() noexcept {
@@ -156,12 +167,6 @@ TimingResult summarise_ms(const std::vector<double>& samples) {
 
 // ---------------------------------------------------------------------------------------------
 
-static std::vector<float> download(const float* p, int64_t count) {
-  std::vector<float> out(static_cast<size_t>(count));
-  HIOS_CUDA_CHECK(cudaMemcpy(out.data(), p, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  return out;
-}
-
 std::vector<float> run_single_node(const Graph& g, int node, const std::vector<std::vector<float>>& values,
                                    const SingleGpuOptions& opts) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
@@ -173,23 +178,23 @@ std::vector<float> run_single_node(const Graph& g, int node, const std::vector<s
                "run_single_node: value of '%s' has %zu elements, expected %lld", pn.name.c_str(),
                values.at(size_t(p)).size(), (long long)pn.shape.numel());
     const std::vector<float> host = exec::to_layout(values[size_t(p)], pn.shape, opts.layout);
-    bufs.emplace_back(opts.device, host.size() * sizeof(float), "test input '" + pn.name + "'");
-    upload(bufs.back().get(), host.data(), host.size() * sizeof(float), eng.stream(0).stream());
-    eng.bind_output(p, bufs.back().f32());
+    bufs.emplace_back(opts.device, host.size() * elem_bytes(eng.elem()), "test input '" + pn.name + "'");
+    upload_as(bufs.back().get(), eng.elem(), host.data(), host.size(), eng.stream(0).stream());
+    eng.bind_output(p, bufs.back().get());
   }
   const Node& nd = g.nodes.at(size_t(node));
-  DeviceBuffer out(opts.device, size_t(nd.shape.numel()) * sizeof(float), "the output of '" + nd.name + "'");
+  DeviceBuffer out(opts.device, size_t(nd.shape.numel()) * elem_bytes(eng.elem()), "the output of '" + nd.name + "'");
   // Poison the output so an element the op forgets to write cannot pass as a right answer.
   cudaStream_t st = eng.stream(0).stream();
   HIOS_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), st));
-  eng.bind_output(node, out.f32());
+  eng.bind_output(node, out.get());
   eng.plan({{node, 0}});
   // Planning timed candidate kernels on the output buffer: poison it again, on the same stream
   // as the launch so that the order is certain.
   HIOS_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), st));
   eng.launch(node);
   HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
-  return exec::from_layout(download(out.f32(), nd.shape.numel()), nd.shape, opts.layout);
+  return exec::from_layout(download_as(out.get(), eng.elem(), size_t(nd.shape.numel()), st), nd.shape, opts.layout);
 }
 
 }  // namespace hios::cuda

@@ -103,6 +103,45 @@ TEST_CASE("memory plan: every schedule's shared plan is sound and smaller than s
   }
 }
 
+TEST_CASE("memory plan: a 16-bit program halves every size and keeps the shared plan's overlaps") {
+  const Graph g = build_model("inception_v3", ModelParams{1, 75, 75});
+  for (RankProgram p : lower_all(g, test::schedule_with("hios-lp", g, 2))) {
+    share_buffers(g, p);
+    const RankProgram h = with_element_bytes(p, 2);
+    CHECK(with_element_bytes(p, 4).arena_bytes == p.arena_bytes);  // float32 storage: unchanged
+    REQUIRE(h.instrs.size() == p.instrs.size());
+    CHECK(h.arena_bytes * 2 == p.arena_bytes);
+    int sends = 0;
+    for (size_t i = 0; i < p.instrs.size(); ++i) {
+      const Instr& a = p.instrs[i];
+      const Instr& b = h.instrs[i];
+      if (a.kind != InstrKind::Alloc && a.kind != InstrKind::Send && a.kind != InstrKind::Recv) {
+        CHECK(b.bytes == a.bytes);
+        continue;
+      }
+      sends += a.kind != InstrKind::Alloc;
+      CHECK(b.bytes * 2 == a.bytes);
+      CHECK(b.bytes == g.nodes[size_t(a.node)].shape.numel() * 2);
+      if (a.kind == InstrKind::Alloc) {
+        CHECK(b.offset * 2 == a.offset);
+        CHECK(b.offset % 16 == 0);  // vector and cuDNN accesses stay aligned
+        CHECK(b.offset + b.bytes <= h.arena_bytes);
+      }
+    }
+    CHECK(sends > 0);  // the two-GPU schedule moves tensors, and their messages shrink too
+    // Two tensors share bytes in the 16-bit plan exactly when they did in the float32 one.
+    for (size_t i = 0; i < p.instrs.size(); ++i) {
+      for (size_t j = i + 1; j < p.instrs.size(); ++j) {
+        const Instr &a = p.instrs[i], &b = p.instrs[j], &ha = h.instrs[i], &hb = h.instrs[j];
+        if (a.kind != InstrKind::Alloc || b.kind != InstrKind::Alloc) continue;
+        const bool overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+        const bool half_overlap = ha.offset < hb.offset + hb.bytes && hb.offset < ha.offset + ha.bytes;
+        CHECK(overlap == half_overlap);
+      }
+    }
+  }
+}
+
 TEST_CASE("memory plan: the graph input and output never share their memory") {
   const Graph g = build_model("inception_v3", ModelParams{1, 75, 75});
   RankProgram p = lower(g, one_gpu("hios-lp", g, 4), 0);

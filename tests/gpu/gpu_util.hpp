@@ -20,7 +20,10 @@ namespace hios::gputest {
 
 // The math modes every op test runs in, and the convolution families: Auto takes the fastest,
 // the others force each family of implementations in turn.
-inline constexpr cuda::MathMode kModes[] = {cuda::MathMode::Tf32, cuda::MathMode::Fp32};
+inline constexpr cuda::MathMode kModes[] = {cuda::MathMode::Tf32, cuda::MathMode::Fp32, cuda::MathMode::Fp16,
+                                            cuda::MathMode::Bf16};
+// The storage types, for ops that never touch tensor cores (TF32 is fp32 storage for them).
+inline constexpr cuda::MathMode kStorageModes[] = {cuda::MathMode::Fp32, cuda::MathMode::Fp16, cuda::MathMode::Bf16};
 inline constexpr cuda::ConvImpl kImpls[] = {cuda::ConvImpl::Auto, cuda::ConvImpl::Graph, cuda::ConvImpl::Legacy,
                                             cuda::ConvImpl::Hios};
 

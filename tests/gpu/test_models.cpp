@@ -18,7 +18,15 @@ const ModelCase kModels[] = {{"demo", 15}, {"inception_v3", 75}, {"randwire_smal
 
 // Errors compound through a network's depth; these bound the norm-wise relative error of the
 // output for He-initialised weights (measured values are printed with every run).
-double model_tolerance(MathMode m) { return m == MathMode::Tf32 ? 3e-2 : 1e-4; }
+double model_tolerance(MathMode m) {
+  switch (m) {
+    case MathMode::Fp32: return 1e-4;
+    case MathMode::Tf32: return 3e-2;
+    case MathMode::Fp16: return 3e-2;
+    case MathMode::Bf16: return 1e-1;
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -30,7 +38,7 @@ TEST_CASE("whole models on one GPU match the CPU reference", "[gpu][models]") {
     // A softmax output saturates (He-initialised logits are large), so compare the logits.
     int checked = g.output();
     if (g.nodes[size_t(checked)].op.kind == OpKind::Softmax) checked = g.nodes[size_t(checked)].inputs[0][0].node;
-    for (MathMode m : {MathMode::Tf32, MathMode::Fp32}) {
+    for (MathMode m : gputest::kModes) {
       std::vector<float> nchw;  // the NCHW run's logits, which the NHWC run must agree with
       for (exec::Layout l : gputest::kLayouts) {
         cuda::SingleGpuOptions opts;

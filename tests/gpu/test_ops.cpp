@@ -31,6 +31,11 @@ void expect_close(const gputest::OpCheck& c, OpKind kind, MathMode m, const std:
   CHECK(c.err.within(op_tolerance(kind, m)));
 }
 
+// Ops without tensor-core math: checked in each storage type (fp32, fp16, bf16).
+void expect_close_stored(const gputest::OpGraph& og, OpKind kind, std::mt19937& rng, const std::string& what) {
+  for (MathMode m : gputest::kStorageModes) expect_close(gputest::check_op(og, m, rng), kind, m, what);
+}
+
 }  // namespace
 
 TEST_CASE("conv matches the CPU reference on random shapes", "[gpu][ops]") {
@@ -101,8 +106,7 @@ TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "
     auto og = make_op_graph(n, h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
       return b.pool("pool", v[0], kind, k, s, p, ceil_mode, include_pad);
     });
-    auto r = check_op(og, MathMode::Fp32, rng);
-    expect_close(r, OpKind::Pool, MathMode::Fp32,
+    expect_close_stored(og, OpKind::Pool, rng,
                  strprintf("pool %s k%d s%d p%d ceil%d incl%d on %s", pool_kind_name(kind), k, s, p, int(ceil_mode),
                            int(include_pad), og.g.nodes[size_t(og.producers[0])].shape.str().c_str()));
   }
@@ -110,7 +114,7 @@ TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "
   auto og = make_op_graph(1, 55, 55, {16}, [&](GraphBuilder& b, const std::vector<Value>& v) {
     return b.pool("pool", v[0], PoolKind::Max, 3, 2, 0, true);
   });
-  expect_close(check_op(og, MathMode::Fp32, rng), OpKind::Pool, MathMode::Fp32, "squeezenet max pool");
+  expect_close_stored(og, OpKind::Pool, rng, "squeezenet max pool");
 }
 
 TEST_CASE("activations, softmax and linear match the CPU reference", "[gpu][ops]") {
@@ -120,19 +124,19 @@ TEST_CASE("activations, softmax and linear match the CPU reference", "[gpu][ops]
     auto og = make_op_graph(2, 9, 11, {13}, [&](GraphBuilder& b, const std::vector<Value>& v) {
       return b.activation("act", v[0], a);
     });
-    expect_close(check_op(og, MathMode::Fp32, rng), OpKind::Activation, MathMode::Fp32, activation_name(a));
+    expect_close_stored(og, OpKind::Activation, rng, activation_name(a));
     // Sliced input of a batched tensor: the strided path.
     auto sl = make_op_graph(2, 5, 7, {13}, [&](GraphBuilder& b, const std::vector<Value>& v) {
       return b.node("act", activation_op(a), {Term{GraphBuilder::slice(v[0], 3, 9)}});
     });
-    expect_close(check_op(sl, MathMode::Fp32, rng), OpKind::Activation, MathMode::Fp32,
+    expect_close_stored(sl, OpKind::Activation, rng,
                  std::string("sliced ") + activation_name(a));
   }
   for (int64_t n : {1, 3}) {
     auto sm = make_op_graph(n, 4, 3, {10}, [&](GraphBuilder& b, const std::vector<Value>& v) {
       return b.softmax("softmax", v[0]);
     });
-    expect_close(check_op(sm, MathMode::Fp32, rng), OpKind::Softmax, MathMode::Fp32, "softmax");
+    expect_close_stored(sm, OpKind::Softmax, rng, "softmax");
   }
   for (MathMode m : kModes) {
     for (bool bias : {true, false}) {
@@ -168,7 +172,7 @@ TEST_CASE("add and mul match the CPU reference", "[gpu][ops]") {
                                   }
                                   return b.node("op", make_op(kind), terms);
                                 });
-        expect_close(check_op(og, MathMode::Fp32, rng), kind, MathMode::Fp32,
+        expect_close_stored(og, kind, rng,
                      strprintf("%s of %d operands, batch %lld", op_def(kind).name, operands, (long long)n));
       }
     }
@@ -186,25 +190,25 @@ TEST_CASE("term assembly (sums, concats, slices) matches the CPU reference", "[g
                       {Term{v[0]}, Term{v[1], v[2]}, Term{v[2], v[3]}, Term{GraphBuilder::slice(v[4], 2, 10), v[0]},
                        Term{v[3]}, Term{GraphBuilder::slice(v[4], 4, 12)}});
       });
-      expect_close(check_op(og, MathMode::Fp32, rng), OpKind::Identity, MathMode::Fp32, "six-term exit");
+      expect_close_stored(og, OpKind::Identity, rng, "six-term exit");
     }
   }
   // More values than one launch takes: 30 in one term, and 17 terms.
   auto many = make_op_graph(1, 3, 3, std::vector<int64_t>(30, 4), [&](GraphBuilder& b, const std::vector<Value>& v) {
     return b.node("sum", make_op(OpKind::Identity), {Term(v.begin(), v.end())});
   });
-  expect_close(check_op(many, MathMode::Fp32, rng), OpKind::Identity, MathMode::Fp32, "sum of 30 values");
+  expect_close_stored(many, OpKind::Identity, rng, "sum of 30 values");
   auto wide = make_op_graph(2, 4, 4, std::vector<int64_t>(17, 3), [&](GraphBuilder& b, const std::vector<Value>& v) {
     std::vector<Term> terms;
     for (const Value& x : v) terms.push_back(Term{x});
     return b.node("cat", make_op(OpKind::Identity), terms);
   });
-  expect_close(check_op(wide, MathMode::Fp32, rng), OpKind::Identity, MathMode::Fp32, "concat of 17 terms");
+  expect_close_stored(wide, OpKind::Identity, rng, "concat of 17 terms");
   // A single sliced value: copied, not assembled.
   auto one = make_op_graph(2, 4, 6, {9}, [&](GraphBuilder& b, const std::vector<Value>& v) {
     return b.node("copy", make_op(OpKind::Identity), {Term{GraphBuilder::slice(v[0], 1, 7)}});
   });
-  expect_close(check_op(one, MathMode::Fp32, rng), OpKind::Identity, MathMode::Fp32, "sliced copy");
+  expect_close_stored(one, OpKind::Identity, rng, "sliced copy");
 }
 
 TEST_CASE("sequential nodes (NASNet separable and squeeze chains) match the CPU reference", "[gpu][ops]") {

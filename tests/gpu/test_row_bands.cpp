@@ -250,10 +250,12 @@ TEST_CASE("banded pools (max, avg with and without padding, ceil_mode) match the
     const Band band = band_of(whole, pc.in_full, pc.out, pc.extra_top, pc.extra_bottom);
     const gputest::OpGraph og = band_graph(band, pc.n, pc.c, pc.w, pc.slice);
     REQUIRE(og.g.nodes[size_t(og.node)].shape.h == pc.out.size());
-    const gputest::OpCheck r = check_op(og, MathMode::Fp32, rng);
-    INFO(pc.what << ", " << rows_str(pc.out) << " of an input of " << pc.in_full << " rows holding " << band.held
-                 << " from row " << band.in_first << ": " << r.str());
-    CHECK(r.err.within(op_tolerance(OpKind::Pool, MathMode::Fp32)));
+    for (MathMode m : gputest::kStorageModes) {
+      const gputest::OpCheck r = check_op(og, m, rng);
+      INFO(pc.what << ", " << rows_str(pc.out) << " of an input of " << pc.in_full << " rows holding " << band.held
+                   << " from row " << band.in_first << " [" << cuda::math_mode_name(m) << "]: " << r.str());
+      CHECK(r.err.within(op_tolerance(OpKind::Pool, m)));
+    }
   }
 }
 
@@ -442,6 +444,27 @@ TEST_CASE("row-split graphs on one GPU, captured, match the unsplit graph", "[gp
           CHECK(split.output() == replayed);
         }
       }
+    }
+  }
+  // 16-bit storage through a split ending in partial pools, against the unsplit graph in the
+  // same storage: the bands, row copies and partial pools of every type.
+  for (MathMode m : {MathMode::Fp16, MathMode::Bf16}) {
+    for (exec::Layout layout : gputest::kLayouts) {
+      cuda::SingleGpuOptions ho = opts;
+      ho.math = m;
+      ho.layout = layout;
+      cuda::SingleGpuRunner unsplit(g, ho);
+      unsplit.run();
+      SpatialPlan plan;
+      for (const auto& run : splittable_runs(g, 2)) plan.regions.push_back(plan_region(g, run.first, run.second, 2, SplitMode::Halo));
+      const Graph sg = apply_spatial(g, plan);
+      cuda::SingleGpuRunner split(sg, ho);
+      split.run();
+      const gputest::Error e = gputest::compare(split.output(), unsplit.output());
+      INFO(cuda::math_mode_name(m) << ", " << exec::layout_name(layout) << ": split vs unsplit " << e.str()
+                                   << "; vs CPU " << gputest::compare(split.output(), cpu[size_t(g.output())]).str());
+      CHECK(e.within(op_tolerance(OpKind::Conv, m)));
+      CHECK(gputest::compare(split.output(), cpu[size_t(g.output())]).within(op_tolerance(OpKind::Conv, m) * 2));
     }
   }
 }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "executor/cuda/api.hpp"
 #include "graph/error.hpp"
@@ -82,7 +83,8 @@ static int gpus_used(const Schedule& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Time one model on this machine's GPUs (hios sequential, one-GPU and two-GPU schedules)"};
-  std::string model = "inception_v3", math = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
+  std::string model = "inception_v3", maths = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
+  std::string math;  // of the rows being timed
   std::string cost_name = "analytic", layouts = "nhwc";
   int size = 0, warmup = 10, iters = 30, gpus = 2, streams = 4;
   bool summary = false;
@@ -92,7 +94,8 @@ int main(int argc, char** argv) {
                  "cost model the schedules are made with: analytic (H200 preset) or a profile database "
                  "(hios profile) of this model at this size");
   app.add_option("--size", size, "square input resolution (0: the model's default)");
-  app.add_option("--math", math, "tf32 or fp32")->check(CLI::IsMember({"tf32", "fp32"}));
+  app.add_option("--math", maths,
+                 "tf32, fp32, fp16 or bf16, or a comma-separated list of them (every row in each, in order)");
   app.add_option("--layout", layouts, "nchw, nhwc or both: how activations are stored (both: every row in each)")
       ->check(CLI::IsMember({"nchw", "nhwc", "both"}));
   app.add_option("--cuda-graph", graph_mode, "on: capture and replay; off: issue every pass; both")
@@ -147,8 +150,17 @@ int main(int argc, char** argv) {
     std::vector<float> ref;
     std::vector<std::string> layout_list = {layouts};
     if (layouts == "both") layout_list = {"nchw", "nhwc"};
+    std::vector<std::string> math_list;
+    {
+      std::stringstream ss(maths);
+      for (std::string m; std::getline(ss, m, ',');) math_list.push_back(m);
+    }
+    HIOS_CHECK(!math_list.empty(), "--math: no math mode given");
+    for (const std::string& m : math_list) (void)cuda::parse_math_mode(m);  // one line naming a bad one, first
+    for (const std::string& mth : math_list)
     for (const std::string& lay : layout_list) {
       layout = lay;
+      math = mth;
       for (bool graph : modes) {
         cuda::SingleGpuOptions o;
         o.math = cuda::parse_math_mode(math);
@@ -197,7 +209,7 @@ int main(int argc, char** argv) {
           }
         }
       }
-    }  // layouts
+    }  // math modes and layouts
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hios-gpu-bench: error: %s\n", e.what());
     return 2;
