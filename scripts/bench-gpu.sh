@@ -7,7 +7,8 @@
 # ITERS (30), GPUS (2: also the two-GPU hios-lp rows when two GPUs are visible), STREAMS (4),
 # DEADLINE_S (420: no new run starts after this many seconds), PROFILE (0: passes of the
 # per-node profile printed to bench.log for each configuration), LAYOUT (both: hios rows with
-# NCHW and NHWC activations; nchw or nhwc for one).
+# NCHW and NHWC activations; nchw or nhwc for one), MATH (tf32: hios's math modes, a comma-separated
+# list of tf32, fp32, fp16, bf16; the table pairs each with PyTorch's rows of the same precision).
 # Writes OUT_DIR/bench.jsonl (one JSON object per row, both stacks), OUT_DIR/bench.log and
 # OUT_DIR/bench-table.txt (nccl-tests-style), and prints the table last.
 set -uo pipefail
@@ -22,6 +23,7 @@ STREAMS=${STREAMS:-4}
 DEADLINE_S=${DEADLINE_S:-420}
 PROFILE=${PROFILE:-0}
 LAYOUT=${LAYOUT:-both}
+MATH=${MATH:-tf32}
 # PyTorch variants (bench_pytorch.py --variants). Each torch.compile takes 17-65 s and
 # max-autotune minutes per shape, so the default keeps the two strongest reduce-overhead ones.
 PT_VARIANTS=${PT_VARIANTS:-eager,cuda-graph,compile-ro-cl,compile-ro-cl-bf16}
@@ -55,7 +57,7 @@ for m in "${models[@]}"; do
       continue
     fi
     args=(--model "$m" --size "$s" --warmup "$WARMUP" --iters "$ITERS" --algo hios-lp --gpus "$GPUS"
-          --streams "$STREAMS" --layout "$LAYOUT" --json "$JSON")
+          --streams "$STREAMS" --layout "$LAYOUT" --math "$MATH" --json "$JSON")
     [ "$PROFILE" -gt 0 ] && args+=(--profile "$PROFILE" --summary)
     echo "# $BENCH ${args[*]}" >>"$LOG"
     timeout 240 "$BENCH" "${args[@]}" >>"$LOG" 2>&1 || echo "# hios-gpu-bench $m $s failed (exit $?)" | tee -a "$LOG"

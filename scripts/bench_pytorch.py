@@ -13,6 +13,8 @@ torch.backends.cudnn.benchmark = True, inference mode:
                       shape: it autotunes every convolution)
   compile-ro-cl-bf16  reduce-overhead, channels_last, torch.autocast(bfloat16)
   compile-ro-cl-fp16  reduce-overhead, channels_last, torch.autocast(float16)
+  compile-ro-cl-bf16-pure  reduce-overhead, channels_last, model and input cast to bfloat16
+                      (every tensor 16-bit, no fp32 islands: what hios --math bf16 stores)
 
 Every row records its math ("tf32", "bf16", "fp16"), the model's FLOPs (counted once per
 model and size with torch.utils.flop_counter on an eager pass: a multiply-add is 2 FLOPs) and
@@ -70,7 +72,7 @@ PEAK_TFLOPS = {
 }
 
 ALL_VARIANTS = ["eager", "cuda-graph", "compile-ro", "compile-ro-cl", "compile-ma-cl", "compile-ro-cl-bf16",
-                "compile-ro-cl-fp16"]
+                "compile-ro-cl-fp16", "compile-ro-cl-bf16-pure"]
 
 
 def peak_tflops(device, math):
@@ -132,13 +134,17 @@ def compiled_variant(model_name, size, variant, warmup, iters, flops):
     if "-cl" in variant:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
-    math = "bf16" if variant.endswith("bf16") else "fp16" if variant.endswith("fp16") else "tf32"
+    math = "bf16" if "bf16" in variant else "fp16" if "fp16" in variant else "tf32"
     mode = "max-autotune" if variant.startswith("compile-ma") else "reduce-overhead"
-    fn = torch.compile(model, mode=mode)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(math)
+    pure = variant.endswith("-pure")
+    if pure:
+        model = model.to(dtype)
+        x = x.to(dtype)
+    fn = torch.compile(model, mode=mode)
 
     def step():
-        if dtype is None:
+        if dtype is None or pure:
             return fn(x)
         with torch.autocast("cuda", dtype=dtype):
             return fn(x)
@@ -276,28 +282,34 @@ def report(path):
 
 def strongest(rows, keys, pick):
     """The best PyTorch per model, size and precision, the variant it came from, and hios's best
-    one-GPU run beside it; "TC%" is the share of the tensor-core peak at that precision."""
+    one-GPU run at the same precision beside it (fp32 tensors with TF32 convolutions against
+    "tf32"; 16-bit storage against autocast in that type); "TC%" is the share of the tensor-core
+    peak at that precision, "peak" each side's peak memory."""
     maths = sorted({r.get("math", "tf32") for r in rows if r["impl"] == "pytorch"})
     if not any(r["variant"].startswith("compile") for r in rows if r["impl"] == "pytorch"):
         return
     print("#")
-    print("# strongest PyTorch per precision (any variant) against hios's best one-GPU run (TF32)")
-    print("#  model           size  math  best PyTorch (ms)  via                   TC%     hios best1 (ms)  TC%     hios/PyTorch")
+    print("# strongest PyTorch per precision (any variant) against hios's best one-GPU run at that precision")
+    print("#  model           size  math  best PyTorch (ms)  via                   TC%    peak MiB   "
+          "hios best1 (ms)  via                TC%    peak MiB  hios/PyTorch")
     for model, size in keys:
-        b1 = pick(model, size, lambda r: r["impl"] == "hios" and r["gpus"] == 1 and r["cuda_graph"])
         flops = next((r.get("flops") for r in rows if r["model"] == model and r["size"] == size and r.get("flops")), None)
         for math in maths:
             best = pick(model, size, lambda r: r["impl"] == "pytorch" and r.get("math", "tf32") == math)
             if not best:
                 continue
+            b1 = pick(model, size, lambda r: r["impl"] == "hios" and r["gpus"] == 1 and r["cuda_graph"]
+                      and r.get("math", "tf32") == math)
             share = tc_share(best)
             hshare = None
             if b1 and flops:
-                hshare = tc_share(dict(b1, flops=flops, math="tf32", device=best.get("device", "")))
+                hshare = tc_share(dict(b1, flops=flops, math=math, device=best.get("device", "")))
             ratio = b1["median_ms"] / best["median_ms"] if b1 else None
             pct = (lambda v: f"{100 * v:5.1f}%" if v is not None else "   n/a")
             print(f"  {model:<14} {size:5d}  {math:<4}  {best['median_ms']:17.3f}  {best['variant']:<20} {pct(share)}  "
-                  f"{(b1['median_ms'] if b1 else float('nan')):15.3f}  {pct(hshare)}  "
+                  f"{best.get('peak_mib', float('nan')):8.0f}   "
+                  f"{(b1['median_ms'] if b1 else float('nan')):15.3f}  {(b1['variant'] if b1 else 'n/a'):<18} "
+                  f"{pct(hshare)}  {(b1['peak_mib'] if b1 else float('nan')):8.0f}  "
                   f"{('{:8.2f}'.format(ratio) if ratio else '     n/a')}")
 
 

@@ -5,7 +5,8 @@
 #
 #   OUT=/some/dir bash scripts/gpu-kernels.sh inception_v3:2048 [nasnet_large:331 ...]
 #
-# Environment: BUILD_DIR (/tmp/b), JOBS (16), TESTS (0; 1: ctest -L gpu $CTEST_ARGS first), PT_VARIANTS
+# Environment: BUILD_DIR (/tmp/b), JOBS (16), TESTS (0; 1: ctest -L gpu $CTEST_ARGS first, for at
+# most CTEST_TIMEOUT seconds, default 300), PT_VARIANTS
 # (profile_pytorch.py --variants; empty: no PyTorch), HIOS_ARGS (extra hios-gpu-bench
 # arguments; default "--layout both --profile 3 --summary").
 set -uo pipefail
@@ -28,7 +29,7 @@ targets=(hios-gpu-bench)
 echo "build: $(( $(date +%s) - t0 )) s"
 if [ "$TESTS" = 1 ]; then
   # shellcheck disable=SC2086
-  (cd "$B" && timeout 300 ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 240) >"$OUT/ctest-gpu.log" 2>&1
+  (cd "$B" && timeout "${CTEST_TIMEOUT:-300}" ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 240) >"$OUT/ctest-gpu.log" 2>&1
   echo "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$OUT/ctest-gpu.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
   grep -E "Failed|\*\*\*|FAILED|REQUIRE|CHECK\(|with expansion|worse layout" "$OUT/ctest-gpu.log" | head -30
 fi

@@ -69,8 +69,15 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 cudnnDataType_t cudnn_type(Elem e) {
   return e == Elem::F16 ? CUDNN_DATA_HALF : e == Elem::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
-// The byte alignment a graph-API tensor promises: 16 where the pointer has it, else one element.
-int64_t alignment_of(const void* p, Elem e) { return aligned16(p) ? 16 : int64_t(elem_bytes(e)); }
+// The byte alignment of a pointer, up to 16: what a graph-API tensor promises. Bands of 16-bit
+// tensors start at any element, so 2, 4 and 8 occur, and an engine finalized for one may refuse
+// another at execution (CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER): the promise is the real one.
+int64_t alignment_of(const void* p, Elem) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  int64_t al = 16;
+  while (al > 1 && (a & uintptr_t(al - 1)) != 0) al /= 2;
+  return al;
+}
 
 // ---------------------------------------------------------------------------------------------
 // cuDNN graph API helpers
@@ -412,8 +419,12 @@ std::string key_of(const ConvProblem& p, const void* x) {
   if (!p.cudnn_ok) band += " hios-only";
   // Layouts are problems of their own; NCHW keys stay as they were (recorded recipes).
   if (p.x.nhwc()) band += " nhwc";
-  if (p.x.elem == Elem::F16) band += " fp16";
-  if (p.x.elem == Elem::BF16) band += " bf16";
+  if (p.x.elem != Elem::F32) {
+    // 16-bit storage: the exact alignments (a band's pointer may sit at any element).
+    band += strprintf(" %s al%lld,%lld,%lld", p.x.elem == Elem::F16 ? "fp16" : "bf16",
+                      (long long)alignment_of(x, p.x.elem), (long long)alignment_of(p.y.ptr, p.x.elem),
+                      (long long)alignment_of(p.w, p.x.elem));
+  }
   return strprintf("x%lldx%lldx%lldx%lld w%lldx%lldx%dx%d p%d,%d s%d,%d d%d,%d g%lld %s b%d %s%s a%d%d%d",
                    (long long)s.n, (long long)s.c, (long long)s.h, (long long)s.w, (long long)p.out_channels,
                    (long long)(s.c / p.groups), p.kernel[0], p.kernel[1], p.padding[0], p.padding[1], p.stride[0],
@@ -694,8 +705,25 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
   size_t best = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
     const Trial& t = trials[i];
-    cands[i]->ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), ws, ws_bytes); });
+    // A candidate that cuDNN refuses when it runs (it checks some constraints only then) drops
+    // out; only a problem no candidate runs is an error (below).
+    try {
+      cands[i]->ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), ws, ws_bytes); });
+    } catch (const Error& e) {
+      cands[i]->ms = INFINITY;
+      cands[i]->what += std::string(" refused: ") + e.what();
+    }
     if (cands[i]->ms < cands[best]->ms) best = i;
+  }
+  if (cands.empty() || !std::isfinite(cands[best]->ms)) {
+    // Every candidate was refused when it ran: the direct kernel computes any convolution.
+    auto ch = std::make_shared<Choice>();
+    ch->impl = Impl::Direct;
+    ch->what = "hios direct (every other candidate refused)";
+    const DirectConvParams dp = direct_params(p);
+    ch->ms = time_on_stream(res.stream(), [&] { launch_conv_direct(dp, res.stream()); });
+    cands.push_back(ch);
+    best = cands.size() - 1;
   }
   HIOS_CHECK(!cands.empty() && std::isfinite(cands[best]->ms), "node '%s': no convolution implementation ran for %s",
              c.node_name.c_str(), key.c_str());

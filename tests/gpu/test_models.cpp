@@ -1,5 +1,8 @@
 // Whole models on one GPU against the CPU reference, and CUDA Graph replay against eager
 // replay. Skipped on machines without a GPU.
+#include <algorithm>
+#include <cmath>
+
 #include "models/models.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/gpu_util.hpp"
@@ -22,8 +25,8 @@ double model_tolerance(MathMode m) {
   switch (m) {
     case MathMode::Fp32: return 1e-4;
     case MathMode::Tf32: return 3e-2;
-    case MathMode::Fp16: return 3e-2;
-    case MathMode::Bf16: return 1e-1;
+    case MathMode::Fp16: return 1e-2;  // measured up to 1.1e-3 (nasnet_large @40)
+    case MathMode::Bf16: return 5e-2;  // measured up to 1.3e-2 (randwire_small @64)
   }
   return 0;
 }
@@ -38,7 +41,18 @@ TEST_CASE("whole models on one GPU match the CPU reference", "[gpu][models]") {
     // A softmax output saturates (He-initialised logits are large), so compare the logits.
     int checked = g.output();
     if (g.nodes[size_t(checked)].op.kind == OpKind::Softmax) checked = g.nodes[size_t(checked)].inputs[0][0].node;
+    // fp16's range ends at 65504: a model whose activations pass it (RandWire's unnormalised
+    // sums reach 1e6) overflows to infinity in fp16 storage, as it would under PyTorch's
+    // autocast. That is the format's limit, not a kernel's error; bf16 has fp32's range.
+    float largest = 0;
+    for (const std::vector<float>& v : ref) {
+      for (float x : v) largest = std::max(largest, std::fabs(x));
+    }
     for (MathMode m : gputest::kModes) {
+      if (m == MathMode::Fp16 && largest > 65504.f) {
+        WARN(mc.name << " @" << mc.size << ": fp16 not checked, activations reach " << largest);
+        continue;
+      }
       std::vector<float> nchw;  // the NCHW run's logits, which the NHWC run must agree with
       for (exec::Layout l : gputest::kLayouts) {
         cuda::SingleGpuOptions opts;

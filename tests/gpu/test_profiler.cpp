@@ -43,15 +43,23 @@ TEST_CASE("the profiler measures every node, its kernels and the stages of a sch
   for (int v = 0; v < g.size(); ++v) {
     if (v != g.input()) sum += cost->node_ms(g, v, 0);
   }
-  // The per-node times add up to about an eager sequential pass.
+  // The per-node times add up to a sequential pass's device time: no more than an eager pass
+  // (which also waits for the host between launches; at this size it is launch-bound, 3.5 ms
+  // against 1.9 ms of nodes on an H200), and not much less than a captured one (no launch
+  // gaps; the events between nodes add a little).
   cuda::SingleGpuOptions eager;
   eager.cuda_graph = false;
   cuda::SingleGpuRunner runner(g, eager);
   const double pass = runner.time(3, 10).median_ms;
+  cuda::SingleGpuOptions captured;
+  cuda::SingleGpuRunner replayed(g, captured);
+  const double graph_pass = replayed.time(3, 10).median_ms;
   WARN("inception_v3 @128: " << db.entries.size() << " signatures, sum of node medians " << sum
                              << " ms (report " << rep.sequential_sum_ms << "), CUPTI busy " << rep.kernel_sum_ms
-                             << " ms, eager pass " << pass << " ms, " << rep.stages_measured << " stages");
-  CHECK(sum == Approx(pass).epsilon(0.35));
+                             << " ms, eager pass " << pass << " ms, captured pass " << graph_pass << " ms, "
+                             << rep.stages_measured << " stages");
+  CHECK(sum <= pass * 1.15);
+  CHECK(sum >= graph_pass * 0.65);
   CHECK(rep.kernel_sum_ms > 0);
   CHECK(rep.kernel_sum_ms <= rep.sequential_sum_ms * 1.1);
   CHECK(rep.stages_measured > 0);
