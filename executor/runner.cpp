@@ -54,12 +54,13 @@ double tolerance(const std::string& math) {
   // conv operands to 10 mantissa bits (unit roundoff ~4.9e-4), which compounds to ~1e-2.
   // fp16 and bf16 round every stored tensor, not only conv operands: fp16 keeps 10 mantissa
   // bits (unit roundoff ~4.9e-4, as TF32, but at every layer boundary), bf16 7 (~3.9e-3, eight
-  // times more). The bounds below are the measured worst over the model zoo with room to spare
-  // (docs/executor.md, "Half precision"); a wrong tensor is still an error of order 1.
+  // times more). The bounds below are about six times the measured worst (docs/executor.md,
+  // "Half precision"); a wrong tensor is an error of order 1. fp16's range ends at 65504, and
+  // nasnet_large's activations pass it at 331: its fp16 output is infinite, and fails.
   if (math == "fp32") return 1e-3;
   if (math == "tf32") return 2e-2;
-  if (math == "fp16") return 5e-2;
-  if (math == "bf16") return 1e-1;
+  if (math == "fp16") return 1e-2;  // measured 5.7e-4 (inception_v3 @331, H200)
+  if (math == "bf16") return 3e-2;  // measured 5.4e-3 (inception_v3 @331), 5.0e-3 (nasnet_large @331)
   throw_error("unknown math mode '%s' (expected fp32, tf32, fp16 or bf16)", math.c_str());
 }
 

@@ -62,7 +62,7 @@ struct Diff {
 };
 Diff compare(const std::vector<float>& got, const std::vector<float>& ref);
 
-// Documented tolerance on Diff::max_rel for a math mode ("fp32", "tf32") when comparing a GPU
+// Documented tolerance on Diff::max_rel for a math mode ("fp32", "tf32", "fp16", "bf16") when comparing a GPU
 // result with another result; the CPU backend against itself must match exactly (0).
 double tolerance(const std::string& math);
 
