@@ -421,14 +421,14 @@ std::string key_of(const ConvProblem& p, const void* x) {
   if (p.x.nhwc()) band += " nhwc";
   if (p.x.elem != Elem::F32) {
     // 16-bit storage: the exact alignments (a band's pointer may sit at any element).
-    band += strprintf(" %s al%lld,%lld,%lld", p.x.elem == Elem::F16 ? "fp16" : "bf16",
-                      (long long)alignment_of(x, p.x.elem), (long long)alignment_of(p.y.ptr, p.x.elem),
-                      (long long)alignment_of(p.w, p.x.elem));
+    band += strprintf(" al%lld,%lld,%lld", (long long)alignment_of(x, p.x.elem),
+                      (long long)alignment_of(p.y.ptr, p.x.elem), (long long)alignment_of(p.w, p.x.elem));
   }
   return strprintf("x%lldx%lldx%lldx%lld w%lldx%lldx%dx%d p%d,%d s%d,%d d%d,%d g%lld %s b%d %s%s a%d%d%d",
                    (long long)s.n, (long long)s.c, (long long)s.h, (long long)s.w, (long long)p.out_channels,
                    (long long)(s.c / p.groups), p.kernel[0], p.kernel[1], p.padding[0], p.padding[1], p.stride[0],
-                   p.stride[1], p.dilation[0], p.dilation[1], (long long)p.groups, p.fp32 ? "fp32" : "tf32",
+                   p.stride[1], p.dilation[0], p.dilation[1], (long long)p.groups,
+                   p.x.elem == Elem::F16 ? "fp16" : p.x.elem == Elem::BF16 ? "bf16" : p.fp32 ? "fp32" : "tf32",
                    int(p.b != nullptr), activation_name(p.act), p.input_relu ? " relu-in" : "", int(aligned16(x)),
                    int(aligned16(p.y.ptr)), int(aligned16(p.w))) +
          band;

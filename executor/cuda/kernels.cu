@@ -471,23 +471,31 @@ __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p)
 
 // The same for a square K x K window and stride S known at compile time: each window row's
 // input columns are loaded once into registers (K + (RUN - 1) * S loads for RUN outputs, not
-// K * RUN), and the weights live in registers. Accumulation order (rows, then columns) is the
-// generic kernel's, so both give the same bits.
+// K * RUN), and the weights live in registers. A thread keeps one channel for its whole life
+// (blockIdx.x picks 32 channels, a lane one of them; the block's 8 warps and blockIdx.y stride
+// over the (item, row, run) triples), so it loads its K * K weights once: with the channel
+// changing every iteration, the weights' reloads (K * K loads 50-98 bytes apart across a warp)
+// were most of the kernel's L1 traffic. Accumulation order (rows, then columns) is the generic
+// kernel's, so both give the same bits.
+constexpr int kDwFixedWarps = 8;
 template <class T, int K, int S, int RUN>
-__global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwiseParams p) {
+__global__ void __launch_bounds__(32 * kDwFixedWarps) depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwiseParams p) {
   constexpr int kCols = K + (RUN - 1) * S;
+  const int ch = blockIdx.x * 32 + threadIdx.x % 32;
+  if (ch >= p.c) return;
   const int runs = (p.ow + RUN - 1) / RUN;
-  const int64_t total = int64_t(p.n) * p.oh * runs * p.c;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int ch = int(i % p.c);
-    const int rest = int(i / p.c);  // total / c fits: oh * runs * n is far below 2^31
-    const int ox0 = (rest % runs) * RUN;
-    const int oy = (rest / runs) % p.oh;
-    const int b = rest / (runs * p.oh);
-    const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.h * p.w_in * p.c + ch;
-    float wk[K * K];
+  const int triples = p.n * p.oh * runs;  // the launcher checks it fits 32 bits
+  float wk[K * K];
 #pragma unroll
-    for (int t = 0; t < K * K; ++t) wk[t] = ld(static_cast<const T*>(p.w) + int64_t(ch) * K * K + t);
+  for (int t = 0; t < K * K; ++t) wk[t] = ld(static_cast<const T*>(p.w) + int64_t(ch) * K * K + t);
+  const float bias = ld_or0(static_cast<const T*>(p.b), ch);
+  const T* const x0 = static_cast<const T*>(p.x) + ch;
+  T* const y0 = static_cast<T*>(p.y) + ch;
+  for (int i = blockIdx.y * kDwFixedWarps + threadIdx.x / 32; i < triples; i += gridDim.y * kDwFixedWarps) {
+    const int ox0 = (i % runs) * RUN;
+    const int oy = (i / runs) % p.oh;
+    const int b = i / (runs * p.oh);
+    const T* x = x0 + int64_t(b) * p.h * p.w_in * p.c;
     float acc[RUN];
 #pragma unroll
     for (int j = 0; j < RUN; ++j) acc[j] = 0.f;
@@ -510,8 +518,7 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
         for (int j = 0; j < RUN; ++j) acc[j] = fmaf(xv[j * S + q], wk[r * K + q], acc[j]);
       }
     }
-    const float bias = ld_or0(static_cast<const T*>(p.b), ch);
-    T* y = static_cast<T*>(p.y) + ((int64_t(b) * p.oh + oy) * p.ow) * p.c + ch;
+    T* y = y0 + ((int64_t(b) * p.oh + oy) * p.ow) * p.c;
 #pragma unroll
     for (int j = 0; j < RUN; ++j) {
       if (ox0 + j < p.ow) st(y + int64_t(ox0 + j) * p.c, activate(acc[j] + bias, p.act));
@@ -719,10 +726,15 @@ void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
   with_elem(p.elem, [&](auto tag) {
     using T = decltype(tag);
     if (p.nhwc) {
-      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel.
+      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel: 32
+      // channels per block column, enough block rows to fill the GPU a few times over.
       auto fixed = [&](auto kernel, int run) {
-        const int64_t total = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run) * p.c;
-        if (total > 0) kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+        const int64_t triples = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run);
+        if (triples <= 0 || p.c <= 0) return;
+        const int64_t cols = (p.c + 31) / 32;
+        const int64_t rows = std::min<int64_t>((triples + kDwFixedWarps - 1) / kDwFixedWarps,
+                                               std::max<int64_t>(1, 132 * 16 / cols));
+        kernel<<<dim3(unsigned(cols), unsigned(std::min<int64_t>(rows, 65535))), 32 * kDwFixedWarps, 0, stream>>>(p);
       };
       // (The fixed kernels index (item, row, run) in 32 bits.)
       const bool small = int64_t(p.n) * p.oh * p.ow <= int64_t(INT32_MAX);

@@ -82,6 +82,8 @@ if ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
 fi
 "$HIOS" schedule --graph "$TMP/d15.json" --algo sequential --gpus 1 -o "$TMP/s15one.json" >/dev/null
 expect_error "nhwc on the cpu backend" "the cpu backend stores activations NCHW; --layout nhwc needs the cuda backend" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --layout nhwc -o none
+expect_error "bf16 on the cpu backend" "the cpu backend computes in fp32 with double accumulation; --math bf16 needs a GPU backend" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --math bf16 -o none
+expect_error "unknown math mode"   "unknown math mode 'fp8'"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --math fp8 -o none
 expect_error "unknown layout"      "--layout: chwn not in"           "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --layout chwn -o none
 expect_error "bad memory mode"     "memory"                          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --memory pooled -o none
 expect_ok "lower shared"   "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --all -o "$TMP/lower.txt"

@@ -123,7 +123,9 @@ TEST_CASE("cpu backend: comparisons and tolerances") {
   CHECK(nan.max_rel > 1e30);
   CHECK_THROWS_AS(compare({1}, {1, 2}), Error);
   CHECK(tolerance("fp32") < tolerance("tf32"));
-  CHECK_THROWS_AS(tolerance("fp16"), Error);
+  CHECK(tolerance("tf32") < tolerance("bf16"));  // bf16 keeps 7 mantissa bits, fp16 and TF32 10
+  CHECK(tolerance("fp16") < tolerance("bf16"));
+  CHECK_THROWS_AS(tolerance("int8"), Error);
 }
 
 TEST_CASE("cpu backend: a one-rank run through the runner verifies exactly") {
