@@ -471,31 +471,32 @@ __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p)
 
 // The same for a square K x K window and stride S known at compile time: each window row's
 // input columns are loaded once into registers (K + (RUN - 1) * S loads for RUN outputs, not
-// K * RUN), and the weights live in registers. A thread keeps one channel for its whole life
-// (blockIdx.x picks 32 channels, a lane one of them; the block's 8 warps and blockIdx.y stride
-// over the (item, row, run) triples), so it loads its K * K weights once: with the channel
-// changing every iteration, the weights' reloads (K * K loads 50-98 bytes apart across a warp)
-// were most of the kernel's L1 traffic. Accumulation order (rows, then columns) is the generic
+// K * RUN), and the weights live in registers. Threads run along channels (a block's warps
+// cover neighbouring channels of one pixel, so they share its cache lines), and the launch
+// makes the stride between a thread's items, `stride`, a multiple of the channel count: a
+// thread keeps one channel and loads its K * K weights once. (Reloading them every item, K * K
+// loads 50-98 bytes apart across a warp, was most of the kernel's L1 traffic; a layout with
+// one channel per lane and warps on different pixels measured slower in bf16, where a warp's
+// 32 channels are half a cache line.) Accumulation order (rows, then columns) is the generic
 // kernel's, so both give the same bits.
-constexpr int kDwFixedWarps = 8;
 template <class T, int K, int S, int RUN>
-__global__ void __launch_bounds__(32 * kDwFixedWarps) depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwiseParams p) {
+__global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwiseParams p, int64_t stride) {
   constexpr int kCols = K + (RUN - 1) * S;
-  const int ch = blockIdx.x * 32 + threadIdx.x % 32;
-  if (ch >= p.c) return;
+  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t >= stride) return;
   const int runs = (p.ow + RUN - 1) / RUN;
-  const int triples = p.n * p.oh * runs;  // the launcher checks it fits 32 bits
+  const int64_t total = int64_t(p.n) * p.oh * runs * p.c;
+  const int ch = int(t % p.c);  // the same for every item of this thread: stride % c == 0
   float wk[K * K];
 #pragma unroll
-  for (int t = 0; t < K * K; ++t) wk[t] = ld(static_cast<const T*>(p.w) + int64_t(ch) * K * K + t);
+  for (int q = 0; q < K * K; ++q) wk[q] = ld(static_cast<const T*>(p.w) + int64_t(ch) * K * K + q);
   const float bias = ld_or0(static_cast<const T*>(p.b), ch);
-  const T* const x0 = static_cast<const T*>(p.x) + ch;
-  T* const y0 = static_cast<T*>(p.y) + ch;
-  for (int i = blockIdx.y * kDwFixedWarps + threadIdx.x / 32; i < triples; i += gridDim.y * kDwFixedWarps) {
-    const int ox0 = (i % runs) * RUN;
-    const int oy = (i / runs) % p.oh;
-    const int b = i / (runs * p.oh);
-    const T* x = x0 + int64_t(b) * p.h * p.w_in * p.c;
+  for (int64_t i = t; i < total; i += stride) {
+    const int rest = int(i / p.c);  // total / c fits: oh * runs * n is far below 2^31
+    const int ox0 = (rest % runs) * RUN;
+    const int oy = (rest / runs) % p.oh;
+    const int b = rest / (runs * p.oh);
+    const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.h * p.w_in * p.c + ch;
     float acc[RUN];
 #pragma unroll
     for (int j = 0; j < RUN; ++j) acc[j] = 0.f;
@@ -518,7 +519,7 @@ __global__ void __launch_bounds__(32 * kDwFixedWarps) depthwise_nhwc_fixed_kerne
         for (int j = 0; j < RUN; ++j) acc[j] = fmaf(xv[j * S + q], wk[r * K + q], acc[j]);
       }
     }
-    T* y = y0 + ((int64_t(b) * p.oh + oy) * p.ow) * p.c;
+    T* y = static_cast<T*>(p.y) + ((int64_t(b) * p.oh + oy) * p.ow) * p.c + ch;
 #pragma unroll
     for (int j = 0; j < RUN; ++j) {
       if (ox0 + j < p.ow) st(y + int64_t(ox0 + j) * p.c, activate(acc[j] + bias, p.act));
@@ -726,15 +727,14 @@ void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
   with_elem(p.elem, [&](auto tag) {
     using T = decltype(tag);
     if (p.nhwc) {
-      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel: 32
-      // channels per block column, enough block rows to fill the GPU a few times over.
+      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel, with
+      // as many threads as fill the GPU a few times over, rounded to whole channel counts.
       auto fixed = [&](auto kernel, int run) {
-        const int64_t triples = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run);
-        if (triples <= 0 || p.c <= 0) return;
-        const int64_t cols = (p.c + 31) / 32;
-        const int64_t rows = std::min<int64_t>((triples + kDwFixedWarps - 1) / kDwFixedWarps,
-                                               std::max<int64_t>(1, 132 * 16 / cols));
-        kernel<<<dim3(unsigned(cols), unsigned(std::min<int64_t>(rows, 65535))), 32 * kDwFixedWarps, 0, stream>>>(p);
+        const int64_t total = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run) * p.c;
+        if (total <= 0) return;
+        const int64_t want = int64_t(132) * 16 * kThreads;
+        const int64_t stride = std::min(total, std::max<int64_t>(1, want / p.c) * p.c);
+        kernel<<<unsigned((stride + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, stride);
       };
       // (The fixed kernels index (item, row, run) in 32 bits.)
       const bool small = int64_t(p.n) * p.oh * p.ow <= int64_t(INT32_MAX);

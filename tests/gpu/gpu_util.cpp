@@ -128,7 +128,9 @@ double op_tolerance(OpKind kind, cuda::MathMode math) {
   switch (kind) {
     case OpKind::Conv:
     case OpKind::Sequential:
-      return math == cuda::MathMode::Tf32 ? 4e-3 : 2e-5;
+      // fp32: cuDNN's FFT and Winograd algorithms are fp32 algorithms too (PyTorch runs them);
+      // cudnnFind picks them by timing, so by chance, and they land near 3e-4.
+      return math == cuda::MathMode::Tf32 ? 4e-3 : 1e-3;
     case OpKind::Linear:
       return 2e-5;  // always fp32, as PyTorch's default matmul
     default:
