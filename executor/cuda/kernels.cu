@@ -471,32 +471,23 @@ __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p)
 
 // The same for a square K x K window and stride S known at compile time: each window row's
 // input columns are loaded once into registers (K + (RUN - 1) * S loads for RUN outputs, not
-// K * RUN), and the weights live in registers. Threads run along channels (a block's warps
-// cover neighbouring channels of one pixel, so they share its cache lines), and the launch
-// makes the stride between a thread's items, `stride`, a multiple of the channel count: a
-// thread keeps one channel and loads its K * K weights once. (Reloading them every item, K * K
-// loads 50-98 bytes apart across a warp, was most of the kernel's L1 traffic; a layout with
-// one channel per lane and warps on different pixels measured slower in bf16, where a warp's
-// 32 channels are half a cache line.) Accumulation order (rows, then columns) is the generic
-// kernel's, so both give the same bits.
+// K * RUN), and the weights live in registers. Accumulation order (rows, then columns) is the
+// generic kernel's, so both give the same bits.
 template <class T, int K, int S, int RUN>
-__global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwiseParams p, int64_t stride) {
+__global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwiseParams p) {
   constexpr int kCols = K + (RUN - 1) * S;
-  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (t >= stride) return;
   const int runs = (p.ow + RUN - 1) / RUN;
   const int64_t total = int64_t(p.n) * p.oh * runs * p.c;
-  const int ch = int(t % p.c);  // the same for every item of this thread: stride % c == 0
-  float wk[K * K];
-#pragma unroll
-  for (int q = 0; q < K * K; ++q) wk[q] = ld(static_cast<const T*>(p.w) + int64_t(ch) * K * K + q);
-  const float bias = ld_or0(static_cast<const T*>(p.b), ch);
-  for (int64_t i = t; i < total; i += stride) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int ch = int(i % p.c);
     const int rest = int(i / p.c);  // total / c fits: oh * runs * n is far below 2^31
     const int ox0 = (rest % runs) * RUN;
     const int oy = (rest / runs) % p.oh;
     const int b = rest / (runs * p.oh);
     const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.h * p.w_in * p.c + ch;
+    float wk[K * K];
+#pragma unroll
+    for (int t = 0; t < K * K; ++t) wk[t] = ld(static_cast<const T*>(p.w) + int64_t(ch) * K * K + t);
     float acc[RUN];
 #pragma unroll
     for (int j = 0; j < RUN; ++j) acc[j] = 0.f;
@@ -519,6 +510,7 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
         for (int j = 0; j < RUN; ++j) acc[j] = fmaf(xv[j * S + q], wk[r * K + q], acc[j]);
       }
     }
+    const float bias = ld_or0(static_cast<const T*>(p.b), ch);
     T* y = static_cast<T*>(p.y) + ((int64_t(b) * p.oh + oy) * p.ow) * p.c + ch;
 #pragma unroll
     for (int j = 0; j < RUN; ++j) {
@@ -727,14 +719,10 @@ void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
   with_elem(p.elem, [&](auto tag) {
     using T = decltype(tag);
     if (p.nhwc) {
-      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel, with
-      // as many threads as fill the GPU a few times over, rounded to whole channel counts.
+      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel.
       auto fixed = [&](auto kernel, int run) {
         const int64_t total = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run) * p.c;
-        if (total <= 0) return;
-        const int64_t want = int64_t(132) * 16 * kThreads;
-        const int64_t stride = std::min(total, std::max<int64_t>(1, want / p.c) * p.c);
-        kernel<<<unsigned((stride + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, stride);
+        if (total > 0) kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
       };
       // (The fixed kernels index (item, row, run) in 32 bits.)
       const bool small = int64_t(p.n) * p.oh * p.ow <= int64_t(INT32_MAX);
