@@ -66,9 +66,6 @@ bool legacy_fits(const ConvProblem& p) { return p.cudnn_ok && p.padding[0] == p.
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-cudnnDataType_t cudnn_type(Elem e) {
-  return e == Elem::F16 ? CUDNN_DATA_HALF : e == Elem::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-}
 // The byte alignment of a pointer, up to 16: what a graph-API tensor promises. Bands of 16-bit
 // tensors start at any element, so 2, 4 and 8 occur, and an engine finalized for one may refuse
 // another at execution (CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER): the promise is the real one.

@@ -50,6 +50,10 @@ struct View {
   }
 };
 View whole_view(void* ptr, const Shape& s, Layout layout, Elem elem);
+// cuDNN's name for a storage type.
+inline cudnnDataType_t cudnn_type(Elem e) {
+  return e == Elem::F16 ? CUDNN_DATA_HALF : e == Elem::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
 inline Elem storage_elem(MathMode m) {
   return m == MathMode::Fp16 ? Elem::F16 : m == MathMode::Bf16 ? Elem::BF16 : Elem::F32;
 }

@@ -62,9 +62,6 @@ std::array<int64_t, 4> strides_of(const View& v) {
   return {bs, s.h * s.w, s.w, 1};
 }
 
-cudnnDataType_t cudnn_type(Elem e) {
-  return e == Elem::F16 ? CUDNN_DATA_HALF : e == Elem::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-}
 
 // 16-bit storage keeps cuDNN to convolutions (whose 16-bit engines are the point); pooling,
 // activations, op-tensor and softmax run on hios's kernels, which take every storage type.
