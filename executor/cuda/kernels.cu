@@ -34,44 +34,42 @@ struct Io<float> {
     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
   }
 };
-struct alignas(8) Half4 {
-  __half2 a, b;
-};
-template <>
-struct Io<__half> {
-  __device__ static float ld(const __half* p) { return __half2float(*p); }
-  __device__ static void st(__half* p, float v) { *p = __float2half_rn(v); }
-  __device__ static void ld4(const __half* p, float (&v)[4]) {
-    const Half4 q = *reinterpret_cast<const Half4*>(p);
-    const float2 a = __half22float2(q.a), b = __half22float2(q.b);
+// The two 16-bit types differ only in their conversion intrinsics: these overloads name them,
+// and one template (Io16) does the rest for both.
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float2 to_f2(__half2 v) { return __half22float2(v); }
+__device__ __forceinline__ float2 to_f2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ __forceinline__ void from_f(float v, __half* out) { *out = __float2half_rn(v); }
+__device__ __forceinline__ void from_f(float v, __nv_bfloat16* out) { *out = __float2bfloat16_rn(v); }
+__device__ __forceinline__ __half2 pair_of(float a, float b, __half2*) { return __floats2half2_rn(a, b); }
+__device__ __forceinline__ __nv_bfloat162 pair_of(float a, float b, __nv_bfloat162*) {
+  return __floats2bfloat162_rn(a, b);
+}
+template <class T, class T2>
+struct Io16 {
+  struct alignas(8) Four {
+    T2 a, b;
+  };
+  __device__ static float ld(const T* p) { return to_f(*p); }
+  __device__ static void st(T* p, float v) { from_f(v, p); }
+  __device__ static void ld4(const T* p, float (&v)[4]) {
+    const Four q = *reinterpret_cast<const Four*>(p);
+    const float2 a = to_f2(q.a), b = to_f2(q.b);
     v[0] = a.x;
     v[1] = a.y;
     v[2] = b.x;
     v[3] = b.y;
   }
-  __device__ static void st4(__half* p, const float (&v)[4]) {
-    *reinterpret_cast<Half4*>(p) = Half4{__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3])};
+  __device__ static void st4(T* p, const float (&v)[4]) {
+    *reinterpret_cast<Four*>(p) = Four{pair_of(v[0], v[1], static_cast<T2*>(nullptr)),
+                                       pair_of(v[2], v[3], static_cast<T2*>(nullptr))};
   }
-};
-struct alignas(8) Bf4 {
-  __nv_bfloat162 a, b;
 };
 template <>
-struct Io<__nv_bfloat16> {
-  __device__ static float ld(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-  __device__ static void st(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-  __device__ static void ld4(const __nv_bfloat16* p, float (&v)[4]) {
-    const Bf4 q = *reinterpret_cast<const Bf4*>(p);
-    const float2 a = __bfloat1622float2(q.a), b = __bfloat1622float2(q.b);
-    v[0] = a.x;
-    v[1] = a.y;
-    v[2] = b.x;
-    v[3] = b.y;
-  }
-  __device__ static void st4(__nv_bfloat16* p, const float (&v)[4]) {
-    *reinterpret_cast<Bf4*>(p) = Bf4{__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
-  }
-};
+struct Io<__half> : Io16<__half, __half2> {};
+template <>
+struct Io<__nv_bfloat16> : Io16<__nv_bfloat16, __nv_bfloat162> {};
 template <class T>
 __device__ __forceinline__ float ld(const T* p) {
   return Io<T>::ld(p);
