@@ -69,6 +69,10 @@ void add_profiler_commands(CLI::App& app) {
     std::printf("  node signatures        %zu (of %d nodes)\n", db.entries.size(), g.size() - 1);
     std::printf("  sum of node times      %.4f ms (events)\n", rep.sequential_sum_ms);
     if (rep.kernel_sum_ms >= 0) std::printf("  sum of kernel time     %.4f ms (CUPTI)\n", rep.kernel_sum_ms);
+    // How many kernels a pass launches: what fusing epilogues into convolutions reduces.
+    if (rep.kernels_per_pass >= 0) {
+      std::printf("  kernels per pass       %lld (CUPTI: kernels, copies, memsets)\n", (long long)rep.kernels_per_pass);
+    }
     for (size_t i = 0; i < db.links.size(); ++i) {
       const ProfileLink& l = db.links[i];
       std::printf("  link GPU %d -> GPU %d    %.1f us + bytes / %.1f GB/s (worst fit error %.0f%%)\n", l.src, l.dst,

@@ -40,6 +40,7 @@ struct ProfileReport {
   std::string gpu;                 // device_description(0)
   double sequential_sum_ms = 0;    // sum over nodes of their median wall time
   double kernel_sum_ms = -1;       // sum over nodes of their CUPTI busy time (-1: not measured)
+  int64_t kernels_per_pass = -1;   // CUPTI records (kernels, copies, memsets) of one pass (-1: not measured)
   std::vector<double> link_max_rel_residual;  // per link, how well the line fits
   int stages_measured = 0;
 };

@@ -8,7 +8,8 @@
 # Environment: BUILD_DIR (/tmp/b), JOBS (16), TESTS (0; 1: ctest -L gpu $CTEST_ARGS first, for at
 # most CTEST_TIMEOUT seconds, default 300), PT_VARIANTS
 # (profile_pytorch.py --variants; empty: no PyTorch), HIOS_ARGS (extra hios-gpu-bench
-# arguments; default "--layout both --profile 3 --summary").
+# arguments; default "--layout both --profile 3 --summary"), KERNEL_MATH (e.g. "bf16 fp32": run
+# hios-kernel-bench, hios's depthwise and pool kernels variant against variant, in each).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-kernels}
@@ -24,6 +25,7 @@ configs=("$@")
 t0=$(date +%s)
 targets=(hios-gpu-bench)
 [ "$TESTS" = 1 ] && targets+=(test_gpu)
+[ -n "${KERNEL_MATH:-}" ] && targets+=(hios-kernel-bench)
 { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
   cmake --build "$B" -j "$JOBS" --target "${targets[@]}"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
@@ -33,6 +35,11 @@ if [ "$TESTS" = 1 ]; then
   echo "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$OUT/ctest-gpu.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
   grep -E "Failed|\*\*\*|FAILED|REQUIRE|CHECK\(|with expansion|worse layout" "$OUT/ctest-gpu.log" | head -30
 fi
+for m in ${KERNEL_MATH:-}; do
+  timeout 120 "$B/executor/cuda/hios-kernel-bench" --math "$m" >"$OUT/kernels-$m.txt" 2>&1
+  echo "hios-kernel-bench $m rc=$? ($(( $(date +%s) - t0 )) s)"
+  cat "$OUT/kernels-$m.txt"
+done
 for spec in "${configs[@]}"; do
   IFS=: read -r model size <<<"$spec"
   # shellcheck disable=SC2086

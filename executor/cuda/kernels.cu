@@ -33,6 +33,12 @@ struct Io<float> {
   __device__ static void st4(float* p, const float (&v)[4]) {
     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
   }
+  __device__ static void ld2(const float* p, float (&v)[2]) {
+    const float2 q = *reinterpret_cast<const float2*>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+  }
+  __device__ static void st2(float* p, const float (&v)[2]) { *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]); }
 };
 // The two 16-bit types differ only in their conversion intrinsics: these overloads name them,
 // and one template (Io16) does the rest for both.
@@ -65,6 +71,14 @@ struct Io16 {
     *reinterpret_cast<Four*>(p) = Four{pair_of(v[0], v[1], static_cast<T2*>(nullptr)),
                                        pair_of(v[2], v[3], static_cast<T2*>(nullptr))};
   }
+  __device__ static void ld2(const T* p, float (&v)[2]) {
+    const float2 a = to_f2(*reinterpret_cast<const T2*>(p));
+    v[0] = a.x;
+    v[1] = a.y;
+  }
+  __device__ static void st2(T* p, const float (&v)[2]) {
+    *reinterpret_cast<T2*>(p) = pair_of(v[0], v[1], static_cast<T2*>(nullptr));
+  }
 };
 template <>
 struct Io<__half> : Io16<__half, __half2> {};
@@ -77,6 +91,27 @@ __device__ __forceinline__ float ld(const T* p) {
 template <class T>
 __device__ __forceinline__ void st(T* p, float v) {
   Io<T>::st(p, v);
+}
+// V neighbouring elements (V = 1, 2 or 4) in one access; p aligned to V elements.
+template <int V, class T>
+__device__ __forceinline__ void ldv(const T* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    Io<T>::ld4(p, v);
+  } else if constexpr (V == 2) {
+    Io<T>::ld2(p, v);
+  } else {
+    v[0] = Io<T>::ld(p);
+  }
+}
+template <int V, class T>
+__device__ __forceinline__ void stv(T* p, const float (&v)[V]) {
+  if constexpr (V == 4) {
+    Io<T>::st4(p, v);
+  } else if constexpr (V == 2) {
+    Io<T>::st2(p, v);
+  } else {
+    Io<T>::st(p, v[0]);
+  }
 }
 // An optional operand (bias): 0 when absent.
 template <class T>
@@ -271,6 +306,102 @@ __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
         for (int k = 0; k < V; ++k) acc[j][k] /= win[j].divisor;
       }
       store_v<T, V>(yr + int64_t(j) * p.c, acc[j]);
+    }
+  }
+}
+
+// NHWC 3x3 pooling at stride S (1 or 2), the windows of NASNet's and Inception's pools. A
+// thread owns V channels of RUN neighbouring outputs in a row and walks down rows_per_thread
+// output rows. Each input row is reduced across its columns once (hr: one value per output of
+// the run) and kept while later output rows still need it, so a stride-1 output row costs one
+// new input row instead of three: the general kernel above re-reads every row of every window
+// and ran at 6x the copy time (nasnet_large at 2048, bf16). Output = rows combined in row order
+// over the per-row column reductions, the same for every output wherever its thread starts, so
+// a band computes the bits the whole tensor does.
+template <class T, int V, int S, int RUN>
+__device__ __forceinline__ void pool3_row(const PoolParams& p, const T* xb, int gy, int ix0, float (&hr)[RUN][V]) {
+  constexpr int kCols = (RUN - 1) * S + 3;
+  const float none = p.is_max ? -INFINITY : 0.f;  // what a row or column outside the input adds
+  if (gy < 0 || gy >= p.full_h) {
+#pragma unroll
+    for (int j = 0; j < RUN; ++j) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) hr[j][v] = none;
+    }
+    return;
+  }
+  const T* xr = xb + int64_t(gy - p.i0) * p.w * p.x_pixel_stride;
+  float xv[kCols][V];
+#pragma unroll
+  for (int q = 0; q < kCols; ++q) {
+    const int xx = ix0 + q;
+    if (xx >= 0 && xx < p.w) {
+      ldv<V>(xr + int64_t(xx) * p.x_pixel_stride, xv[q]);
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) xv[q][v] = none;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < RUN; ++j) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const float a = xv[j * S][v], b = xv[j * S + 1][v], c = xv[j * S + 2][v];
+      hr[j][v] = p.is_max ? fmaxf(fmaxf(a, b), c) : (a + b) + c;
+    }
+  }
+}
+
+template <class T, int V, int S, int RUN>
+__global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows_per_thread) {
+  const int groups = p.c / V;
+  const int runs = (p.ow + RUN - 1) / RUN;
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= groups * runs) return;
+  const int g = t % groups, ox0 = (t / groups) * RUN;
+  const int ix0 = ox0 * S - p.pw;
+  const int segs = (p.oh + rows_per_thread - 1) / rows_per_thread;
+  for (int seg = blockIdx.y; seg < p.n * segs; seg += gridDim.y) {
+    const int b = seg / segs, oy0 = (seg % segs) * rows_per_thread;
+    const int oy1 = min(p.oh, oy0 + rows_per_thread);
+    const T* xb = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + g * V;
+    float h0[RUN][V], h1[RUN][V], h2[RUN][V];
+    const int gy0 = (oy0 + p.r0) * S - p.ph;  // global input row of the first window's top
+    pool3_row<T, V, S, RUN>(p, xb, gy0, ix0, h0);
+    pool3_row<T, V, S, RUN>(p, xb, gy0 + 1, ix0, h1);
+    pool3_row<T, V, S, RUN>(p, xb, gy0 + 2, ix0, h2);
+    for (int oy = oy0;;) {
+      T* yr = static_cast<T*>(p.y) + ((int64_t(b) * p.oh + oy) * p.ow + ox0) * p.c + g * V;
+#pragma unroll
+      for (int j = 0; j < RUN; ++j) {
+        if (ox0 + j >= p.ow) break;
+        float o[V];
+        if (p.is_max) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) o[v] = fmaxf(fmaxf(h0[j][v], h1[j][v]), h2[j][v]);
+        } else {
+          const float d = pool_window(p, oy, ox0 + j).divisor;
+#pragma unroll
+          for (int v = 0; v < V; ++v) o[v] = ((h0[j][v] + h1[j][v]) + h2[j][v]) / d;
+        }
+        stv<V>(yr + int64_t(j) * p.c, o);
+      }
+      if (++oy >= oy1) break;
+      const int top = (oy + p.r0) * S - p.ph;
+#pragma unroll
+      for (int j = 0; j < RUN; ++j) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          if constexpr (S == 1) {
+            h0[j][v] = h1[j][v];
+            h1[j][v] = h2[j][v];
+          } else {
+            h0[j][v] = h2[j][v];
+          }
+        }
+      }
+      if constexpr (S == 2) pool3_row<T, V, S, RUN>(p, xb, top + 1, ix0, h1);
+      pool3_row<T, V, S, RUN>(p, xb, top + 2, ix0, h2);
     }
   }
 }
@@ -517,6 +648,97 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
   }
 }
 
+// The fixed-window kernel with V neighbouring channels per thread (V = 2 or 4, when C and the
+// pointers allow): one vector access fetches V channels of an input pixel, so a thread issues
+// V times fewer loads per output. The scalar version above is bound by load instructions, not
+// bytes: NASNet's 7x7/2 on a 96x1023x1023 map took 0.89 ms where its input is 0.04 ms of
+// HBM time. A block owns a slice of channels (threadIdx.x, V each) and strides over output
+// runs (threadIdx.y); the slice's weights are staged once in shared memory as [tap][channel],
+// so a thread reads V channels' weight for one tap in one access. Accumulation order is the
+// other kernels' (rows, then columns), so all three give the same bits.
+template <class T, int K, int S, int RUN, int V>
+__global__ void __launch_bounds__(kThreads) depthwise_nhwc_vec_kernel(const __grid_constant__ DepthwiseParams p) {
+  extern __shared__ float wsm[];  // [K * K][cb]
+  constexpr int kCols = K + (RUN - 1) * S;
+  const int cb = blockDim.x * V;
+  const int c0 = blockIdx.y * cb;
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  for (int i = tid; i < K * K * cb; i += blockDim.x * blockDim.y) {
+    const int tap = i / cb, c = c0 + (i - tap * cb);
+    wsm[i] = c < p.c ? ld(static_cast<const T*>(p.w) + int64_t(c) * K * K + tap) : 0.f;
+  }
+  __syncthreads();
+  const int ch = c0 + threadIdx.x * V;
+  if (ch >= p.c) return;
+  float bias[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) bias[v] = ld_or0(static_cast<const T*>(p.b), ch + v);
+  const int runs = (p.ow + RUN - 1) / RUN;
+  const int spatial = p.n * p.oh * runs;  // the launcher checks that it fits
+  const T* const xb = static_cast<const T*>(p.x) + ch;
+  T* const yb = static_cast<T*>(p.y) + ch;
+  for (int s = blockIdx.x * blockDim.y + threadIdx.y; s < spatial; s += gridDim.x * blockDim.y) {
+    const int ox0 = (s % runs) * RUN;
+    const int oy = (s / runs) % p.oh;
+    const int b = s / (runs * p.oh);
+    const T* x = xb + int64_t(b) * p.h * p.w_in * p.c;
+    float acc[RUN][V];
+#pragma unroll
+    for (int j = 0; j < RUN; ++j) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[j][v] = 0.f;
+    }
+    const int ix0 = ox0 * S - p.pw;
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      const int yy = oy * S - p.ph + r;
+      if (yy < 0 || yy >= p.h) continue;
+      const T* xr = x + int64_t(yy) * p.w_in * p.c;
+      float xv[kCols][V];
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) {
+        const int xx = ix0 + q;
+        if (xx >= 0 && xx < p.w_in) {
+          ldv<V>(xr + int64_t(xx) * p.c, xv[q]);
+          if (p.input_relu) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) xv[q][v] = fmaxf(xv[q][v], 0.f);
+          }
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; ++v) xv[q][v] = 0.f;
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < K; ++q) {
+        float wv[V];
+        const float* wp = wsm + (r * K + q) * cb + threadIdx.x * V;
+        if constexpr (V == 4) {
+          const float4 w4 = *reinterpret_cast<const float4*>(wp);
+          wv[0] = w4.x, wv[1] = w4.y, wv[2] = w4.z, wv[3] = w4.w;
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; ++v) wv[v] = wp[v];
+        }
+#pragma unroll
+        for (int j = 0; j < RUN; ++j) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[j][v] = fmaf(xv[j * S + q][v], wv[v], acc[j][v]);
+        }
+      }
+    }
+    T* y = yb + ((int64_t(b) * p.oh + oy) * p.ow) * p.c;
+#pragma unroll
+    for (int j = 0; j < RUN; ++j) {
+      if (ox0 + j >= p.ow) break;
+      float out[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) out[v] = activate(acc[j][v] + bias[v], p.act);
+      stv<V>(y + int64_t(ox0 + j) * p.c, out);
+    }
+  }
+}
+
 // Any convolution, one thread per output, in either layout: NCHW threads run along columns,
 // NHWC threads along output channels (so neighbouring threads read neighbouring memory);
 // weights [oc][c/g][kh][kw] (NCHW) or [oc][kh][kw][c/g] (NHWC). Only the index arithmetic
@@ -713,25 +935,75 @@ void launch_cast(const void* src, Elem src_elem, void* dst, Elem dst_elem, int64
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
+// How many neighbouring channels one thread of the NHWC depthwise kernels takes: 4 or 2 when
+// C is a multiple and x, y start on such a boundary (a band's rows keep it), else 1.
+int pick_channel_vector(const DepthwiseParams& p) {
+  if (p.channel_vector == 1 || p.channel_vector == 2 || p.channel_vector == 4) return p.channel_vector;
+  const size_t eb = elem_bytes(p.elem);
+  for (int v : {4, 2}) {
+    const uintptr_t mask = uintptr_t(v) * eb - 1;
+    if (p.c % v == 0 && (reinterpret_cast<uintptr_t>(p.x) & mask) == 0 && (reinterpret_cast<uintptr_t>(p.y) & mask) == 0)
+      return v;
+  }
+  return 1;
+}
+
 void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
   with_elem(p.elem, [&](auto tag) {
     using T = decltype(tag);
     if (p.nhwc) {
-      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernel.
-      auto fixed = [&](auto kernel, int run) {
-        const int64_t total = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run) * p.c;
-        if (total > 0) kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
+      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernels: V
+      // channels per thread where C and the pointers allow 4 or 2, one otherwise.
+      const int vec = pick_channel_vector(p);
+      auto fixed = [&](auto scalar, auto vec2, auto vec4, int run) {
+        const int64_t spatial = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run);
+        if (spatial * p.c == 0) return;
+        if (vec == 1) {
+          scalar<<<grid_for(spatial * p.c), kThreads, 0, stream>>>(p);
+          return;
+        }
+        // Threads along channels cover a slice of at most 32 vectors, the slices split C evenly;
+        // the rest of the block's threads take other output runs.
+        const int vectors = p.c / vec;
+        const int slices = (vectors + 31) / 32;
+        const int tx = (vectors + slices - 1) / slices, ty = kThreads / tx;
+        const size_t smem = size_t(p.kh) * p.kw * tx * vec * sizeof(float);
+        const int64_t want = (spatial + ty - 1) / ty;
+        const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(want, 132 * 8 / slices + 1))), unsigned(slices));
+        if (vec == 4) {
+          vec4<<<grid, dim3(tx, ty), smem, stream>>>(p);
+        } else {
+          vec2<<<grid, dim3(tx, ty), smem, stream>>>(p);
+        }
       };
       // (The fixed kernels index (item, row, run) in 32 bits.)
       const bool small = int64_t(p.n) * p.oh * p.ow <= int64_t(INT32_MAX);
       const int k = small && p.kh == p.kw && p.sh == p.sw ? p.kh * 10 + p.sh : 0;
       switch (k) {
-        case 31: fixed(depthwise_nhwc_fixed_kernel<T, 3, 1, 8>, 8); break;
-        case 32: fixed(depthwise_nhwc_fixed_kernel<T, 3, 2, 4>, 4); break;
-        case 51: fixed(depthwise_nhwc_fixed_kernel<T, 5, 1, 8>, 8); break;
-        case 52: fixed(depthwise_nhwc_fixed_kernel<T, 5, 2, 4>, 4); break;
-        case 71: fixed(depthwise_nhwc_fixed_kernel<T, 7, 1, 8>, 8); break;
-        case 72: fixed(depthwise_nhwc_fixed_kernel<T, 7, 2, 4>, 4); break;
+        case 31:
+          fixed(depthwise_nhwc_fixed_kernel<T, 3, 1, 8>, depthwise_nhwc_vec_kernel<T, 3, 1, 8, 2>,
+                depthwise_nhwc_vec_kernel<T, 3, 1, 8, 4>, 8);
+          break;
+        case 32:
+          fixed(depthwise_nhwc_fixed_kernel<T, 3, 2, 4>, depthwise_nhwc_vec_kernel<T, 3, 2, 4, 2>,
+                depthwise_nhwc_vec_kernel<T, 3, 2, 4, 4>, 4);
+          break;
+        case 51:
+          fixed(depthwise_nhwc_fixed_kernel<T, 5, 1, 8>, depthwise_nhwc_vec_kernel<T, 5, 1, 8, 2>,
+                depthwise_nhwc_vec_kernel<T, 5, 1, 8, 4>, 8);
+          break;
+        case 52:
+          fixed(depthwise_nhwc_fixed_kernel<T, 5, 2, 4>, depthwise_nhwc_vec_kernel<T, 5, 2, 4, 2>,
+                depthwise_nhwc_vec_kernel<T, 5, 2, 4, 4>, 4);
+          break;
+        case 71:
+          fixed(depthwise_nhwc_fixed_kernel<T, 7, 1, 8>, depthwise_nhwc_vec_kernel<T, 7, 1, 8, 2>,
+                depthwise_nhwc_vec_kernel<T, 7, 1, 8, 4>, 8);
+          break;
+        case 72:
+          fixed(depthwise_nhwc_fixed_kernel<T, 7, 2, 4>, depthwise_nhwc_vec_kernel<T, 7, 2, 4, 2>,
+                depthwise_nhwc_vec_kernel<T, 7, 2, 4, 4>, 4);
+          break;
         default: {
           const int64_t total = int64_t(p.n) * p.oh * ((p.ow + kDwRun - 1) / kDwRun) * p.c;
           if (total > 0) depthwise_nhwc_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(p);
@@ -806,11 +1078,46 @@ void launch_rows(const RowsParams& p, cudaStream_t stream) {
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
+// The 3x3 kernel's launch: V = 4, 2 or 1 channels per thread as C, the strides and the
+// pointers allow; rows per thread as many as keep about 2048 threads per SM busy, at most 8.
+template <class T>
+void launch_pool3_nhwc(const PoolParams& p, cudaStream_t stream) {
+  int v = 1;
+  for (int cand : {4, 2}) {
+    const uintptr_t mask = uintptr_t(cand) * elem_bytes(p.elem) - 1;
+    if (p.c % cand == 0 && p.x_pixel_stride % cand == 0 && p.x_batch_stride % cand == 0 &&
+        (reinterpret_cast<uintptr_t>(p.x) & mask) == 0 && (reinterpret_cast<uintptr_t>(p.y) & mask) == 0) {
+      v = cand;
+      break;
+    }
+  }
+  const int run = p.sh == 1 ? 4 : 2;
+  const int64_t per_row = int64_t(p.c / v) * ((p.ow + run - 1) / run);
+  const int64_t rows = int64_t(p.n) * p.oh;
+  const int rows_per_thread = int(std::clamp<int64_t>(per_row * rows / (132 * 2048), 1, 8));
+  const dim3 grid(unsigned((per_row + kThreads - 1) / kThreads),
+                  unsigned(std::min<int64_t>((rows + rows_per_thread - 1) / rows_per_thread, 65535)));
+  auto go = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, rows_per_thread); };
+  if (p.sh == 1) {
+    if (v == 4) go(pool3_nhwc_kernel<T, 4, 1, 4>);
+    else if (v == 2) go(pool3_nhwc_kernel<T, 2, 1, 4>);
+    else go(pool3_nhwc_kernel<T, 1, 1, 4>);
+  } else {
+    if (v == 4) go(pool3_nhwc_kernel<T, 4, 2, 2>);
+    else if (v == 2) go(pool3_nhwc_kernel<T, 2, 2, 2>);
+    else go(pool3_nhwc_kernel<T, 1, 2, 2>);
+  }
+}
+
 void launch_pool(const PoolParams& p, cudaStream_t stream) {
   const int64_t total = int64_t(p.n) * p.c * p.oh * p.ow;
   if (total <= 0) return;
   with_elem(p.elem, [&](auto tag) {
     using T = decltype(tag);
+    if (p.nhwc && !p.general && p.kh == 3 && p.kw == 3 && p.sh == p.sw && (p.sh == 1 || p.sh == 2)) {
+      launch_pool3_nhwc<T>(p, stream);
+      return;
+    }
     if (p.nhwc) {
       const bool vec4 = p.c % 4 == 0 && p.x_pixel_stride % 4 == 0 && p.x_batch_stride % 4 == 0 &&
                         vec4_aligned(p.x, p.elem) && vec4_aligned(p.y, p.elem);

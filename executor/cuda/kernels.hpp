@@ -88,6 +88,9 @@ struct PoolParams {
   // A band (graph/ops.hpp, RowWindow): output row y is row r0 + y of the whole output, x's row
   // 0 is row i0 of a whole input full_h rows high. A whole tensor: r0 = i0 = 0, full_h = h.
   int r0 = 0, i0 = 0, full_h = 0;
+  // NHWC 3x3 windows at stride 1 or 2 take a kernel that slides down the rows; 1 forces the
+  // general kernel (hios-kernel-bench compares them).
+  int general = 0;
 };
 void launch_pool(const PoolParams& p, cudaStream_t stream);
 // The same function, one block per 32x32 patch of outputs with its input patch staged in shared
@@ -142,6 +145,9 @@ struct DepthwiseParams {
   int input_relu = 0;
   int act = 0;
   int nhwc = 0;  // x and y packed NHWC: a thread per output, threads along channels
+  // NHWC square windows: channels per thread, 0 = the widest of 4, 2, 1 that C and the
+  // pointers allow; 1, 2 or 4 force one (hios-kernel-bench compares them).
+  int channel_vector = 0;
 };
 constexpr int kMaxDepthwiseKernel = 7;
 constexpr int kMaxDepthwiseStride = 2;

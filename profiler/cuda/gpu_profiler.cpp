@@ -261,7 +261,10 @@ ProfileDb profile_gpus(const Graph& g, const ProfileOptions& opt, ProfileReport*
   for (const NodeSamples& ns : nodes) {
     if (ns.wall_ms.empty()) continue;
     rep.sequential_sum_ms += median(ns.wall_ms);
-    if (!ns.kernel_ms.empty()) rep.kernel_sum_ms = std::max(rep.kernel_sum_ms, 0.0) + median(ns.kernel_ms);
+    if (!ns.kernel_ms.empty()) {
+      rep.kernel_sum_ms = std::max(rep.kernel_sum_ms, 0.0) + median(ns.kernel_ms);
+      rep.kernels_per_pass = std::max<int64_t>(rep.kernels_per_pass, 0) + ns.kernels;
+    }
   }
   db.links = profile_links(opt, &rep);
   if (opt.stages) {

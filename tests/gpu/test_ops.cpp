@@ -94,6 +94,32 @@ TEST_CASE("conv matches the CPU reference on random shapes", "[gpu][ops]") {
   }
 }
 
+// hios's NHWC depthwise kernels for every fixed window (3, 5, 7 at stride 1 and 2), with C
+// chosen so each channel-vector path runs: 4 per thread (C = 96), 2 (C = 42, NASNet's first
+// cells) and 1 (C = 13); the ReLU before the depthwise (a separable chain's) is fused into it.
+TEST_CASE("NHWC depthwise kernels (4, 2 and 1 channels per thread) match the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(21);
+  for (int k : {3, 5, 7}) {
+    for (int s : {1, 2}) {
+      for (int64_t c : {96, 42, 13}) {
+        const int64_t h = pick(rng, k, 19), w = pick(rng, k, 37);
+        const bool bias = pick(rng, 0, 1) == 1;
+        auto og = make_op_graph(pick(rng, 1, 2), h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+          std::vector<Op> steps = {activation_op(Activation::Relu),
+                                   conv_op(c, {k, k}, {s, s}, {k / 2, k / 2}, Activation::None, c, bias)};
+          return b.sequential("sep", {v[0]}, steps);
+        });
+        for (MathMode m : gputest::kStorageModes) {
+          expect_close(check_op(og, m, rng, cuda::ConvImpl::Hios), OpKind::Sequential, m,
+                       strprintf("depthwise %dx%d/%d c%lld %lldx%lld bias%d", k, k, s, (long long)c, (long long)h,
+                                 (long long)w, int(bias)));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "[gpu][ops]") {
   REQUIRE_GPU();
   std::mt19937 rng(99);
@@ -109,6 +135,23 @@ TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "
     expect_close_stored(og, OpKind::Pool, rng,
                  strprintf("pool %s k%d s%d p%d ceil%d incl%d on %s", pool_kind_name(kind), k, s, p, int(ceil_mode),
                            int(include_pad), og.g.nodes[size_t(og.producers[0])].shape.str().c_str()));
+  }
+  // The 3x3 windows at stride 1 and 2 have a kernel of their own in NHWC (it slides down the
+  // rows): every channel-vector width (C = 12, 42, 13), padding, ceil_mode and divisors.
+  for (int s : {1, 2}) {
+    for (int64_t c : {12, 42, 13}) {
+      for (const PoolKind kind : {PoolKind::Max, PoolKind::Avg}) {
+        const int p = pick(rng, 0, 1);
+        const bool ceil_mode = pick(rng, 0, 1) == 1, include_pad = pick(rng, 0, 1) == 1;
+        const int64_t h = pick(rng, 3, 29), w = pick(rng, 3, 29);
+        auto og3 = make_op_graph(pick(rng, 1, 2), h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+          return b.pool("pool", v[0], kind, 3, s, p, ceil_mode, include_pad);
+        });
+        expect_close_stored(og3, OpKind::Pool, rng,
+                            strprintf("pool %s 3x3/%d p%d ceil%d incl%d c%lld %lldx%lld", pool_kind_name(kind), s, p,
+                                      int(ceil_mode), int(include_pad), (long long)c, (long long)h, (long long)w));
+      }
+    }
   }
   // SqueezeNet's case: 3x3/2 ceil_mode windows hanging past the input.
   auto og = make_op_graph(1, 55, 55, {16}, [&](GraphBuilder& b, const std::vector<Value>& v) {

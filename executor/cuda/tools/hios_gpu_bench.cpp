@@ -13,6 +13,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
+
+#include <cuda_runtime.h>
 
 #include "executor/cuda/api.hpp"
 #include "graph/error.hpp"
@@ -35,6 +38,74 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
     r2 += double(ref[i]) * ref[i];
   }
   return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+}
+
+// The bandwidth a plain device-to-device copy of 512 MiB reaches, read and written bytes
+// counted: the yardstick of the memory-bound nodes below, "memory time" being their bytes at
+// this rate (what this GPU really sustains, not its datasheet peak).
+double copy_bandwidth_gbs() {
+  const size_t bytes = size_t(512) << 20;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaFree(a);
+    return NAN;
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);  // warm-up
+  const int reps = 10;
+  cudaEventRecord(e0);
+  for (int i = 0; i < reps; ++i) cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  return ms > 0 ? 2.0 * double(bytes) * reps / (double(ms) * 1e6) : NAN;
+}
+
+// Memory-bound nodes (pools, activations, add, mul, concats and sums, softmax) against the
+// time their bytes take at the copy bandwidth: issue 11 asks for within 1.5x. `elem_scale`
+// turns the graph's fp32 byte counts into the stored type's (0.5 in fp16/bf16).
+void print_memory_bound(const Graph& g, const std::vector<double>& t, double elem_scale, double gbs) {
+  if (!(gbs > 0)) return;
+  std::map<std::string, std::pair<double, double>> by_kind;  // measured, memory time
+  std::vector<std::tuple<double, double, int>> worst;         // ratio, ms, node
+  for (int v = 1; v < g.size(); ++v) {
+    const Node& nd = g.nodes[size_t(v)];
+    const OpKind k = nd.op.kind;
+    if (k != OpKind::Pool && k != OpKind::Activation && k != OpKind::Add && k != OpKind::Mul &&
+        k != OpKind::Identity && k != OpKind::Softmax)
+      continue;
+    const double mem_ms = (nd.cost.bytes_read + nd.cost.bytes_written) * elem_scale / (gbs * 1e6);
+    std::string key = op_def(k).name;
+    if (k == OpKind::Pool) key += std::string(" ") + pool_kind_name(nd.op.pool().kind);
+    by_kind[key].first += t[size_t(v)];
+    by_kind[key].second += mem_ms;
+    if (mem_ms > 0) worst.emplace_back(t[size_t(v)] / mem_ms, t[size_t(v)], v);
+  }
+  std::fprintf(stderr, "# memory-bound nodes against a %.0f GB/s copy (measured time / memory time):\n", gbs);
+  double all_t = 0, all_m = 0;
+  for (const auto& [k, tm] : by_kind) {
+    std::fprintf(stderr, "#   %-16s %8.3f ms against %8.3f ms: %.2fx\n", k.c_str(), tm.first, tm.second,
+                 tm.second > 0 ? tm.first / tm.second : NAN);
+    all_t += tm.first;
+    all_m += tm.second;
+  }
+  std::fprintf(stderr, "#   %-16s %8.3f ms against %8.3f ms: %.2fx\n", "all", all_t, all_m, all_m > 0 ? all_t / all_m : NAN);
+  std::sort(worst.rbegin(), worst.rend());
+  int shown = 0;
+  for (const auto& [ratio, ms, v] : worst) {
+    if (ms < 0.005) continue;  // launch-bound slivers say nothing about bandwidth
+    const Node& nd = g.nodes[size_t(v)];
+    std::fprintf(stderr, "#   worst %5.2fx %8.3f ms  %-45s %-30s out %s\n", ratio, ms, nd.name.c_str(),
+                 describe_op(nd.op).substr(0, 30).c_str(), nd.shape.str().c_str());
+    if (++shown == 8) break;
+  }
 }
 
 // Time per op kind (sequential steps split by what they start with) and the slowest nodes.
@@ -172,7 +243,12 @@ int main(int argc, char** argv) {
         const std::vector<float> out = r.output();
         if (first) ref = out;
         if (summary) std::fputs(r.summary().c_str(), stderr);
-        if (profile > 0 && graph == modes.front()) print_profile(g, r.node_times_ms(profile));
+        if (profile > 0 && graph == modes.front()) {
+          const std::vector<double> times = r.node_times_ms(profile);
+          print_profile(g, times);
+          const bool half = math == "fp16" || math == "bf16";
+          print_memory_bound(g, times, half ? 0.5 : 1.0, copy_bandwidth_gbs());
+        }
         emit("sequential", 1, graph, t, double(r.peak_bytes()) / (1 << 20), first ? NAN : rel_error(out, ref), 1, 0);
       }
       if (!algo.empty()) {

@@ -1,0 +1,211 @@
+// hios-kernel-bench: times hios's own NHWC depthwise and pooling kernels on NASNet-Large's
+// shapes at 2048x2048 (or --scale of them), each variant of a kernel against the others and
+// against the time a device-to-device copy of the same bytes takes. Every variant's output is
+// compared with the first variant's, so a faster variant that computes something else shows.
+//
+//   hios-kernel-bench [--math bf16|fp16|fp32] [--iters 50]
+//
+// A development tool for the kernels in kernels.cu (issue 11's "within 1.5x of memory time");
+// the model-level numbers come from hios-gpu-bench.
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "executor/cuda/kernels.hpp"
+
+using namespace hios::cuda;
+
+namespace {
+
+#define CK(call)                                                                                 \
+  do {                                                                                           \
+    cudaError_t e_ = (call);                                                                     \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "hios-kernel-bench: %s: %s\n", #call, cudaGetErrorString(e_));        \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+// Device buffer of `count` elements of `elem` holding values in [-1, 1) (converted on the
+// host through fp32, so each storage type holds what the kernels would see).
+struct Buffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  Buffer(int64_t count, Elem elem, unsigned seed) : bytes(size_t(count) * elem_bytes(elem)) {
+    CK(cudaMalloc(&p, bytes));
+    std::vector<float> host(size_t(count));
+    for (size_t i = 0; i < host.size(); ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      host[i] = float(seed >> 8) / float(1u << 24) * 2.f - 1.f;
+    }
+    void* tmp = nullptr;
+    CK(cudaMalloc(&tmp, host.size() * sizeof(float)));
+    CK(cudaMemcpy(tmp, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    launch_cast(tmp, Elem::F32, p, elem, count, nullptr);
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(tmp));
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { cudaFree(p); }
+  std::vector<float> read(Elem elem) const {
+    const int64_t count = int64_t(bytes / elem_bytes(elem));
+    void* tmp = nullptr;
+    CK(cudaMalloc(&tmp, size_t(count) * sizeof(float)));
+    launch_cast(p, elem, tmp, Elem::F32, count, nullptr);
+    std::vector<float> out(size_t(count));
+    CK(cudaMemcpy(out.data(), tmp, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CK(cudaFree(tmp));
+    return out;
+  }
+};
+
+// Median of `iters` timed launches (events around each), after 3 untimed ones.
+double time_ms(const std::function<void()>& launch, int iters) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) launch();
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) {
+    CK(cudaEventRecord(a));
+    launch();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+struct Shape {
+  const char* what;
+  int c, h, k, s;  // channels, input height = width, window, stride
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Time hios's NHWC depthwise and pooling kernels, variant against variant and against a copy"};
+  std::string math = "bf16";
+  int iters = 50;
+  double scale = 1.0;
+  app.add_option("--math", math, "Storage type: bf16, fp16 or fp32 (default bf16)");
+  app.add_option("--iters", iters, "Timed launches per variant, 1 to 10000 (default 50)")->check(CLI::Range(1, 10000));
+  app.add_option("--scale", scale, "Input sizes as a share of NASNet's at 2048, 0.01 to 1 (default 1)")
+      ->check(CLI::Range(0.01, 1.0));
+  CLI11_PARSE(app, argc, argv);
+  const Elem elem = math == "bf16" ? Elem::BF16 : math == "fp16" ? Elem::F16 : math == "fp32" ? Elem::F32 : Elem(-1);
+  if (int(elem) < 0) {
+    std::fprintf(stderr, "hios-kernel-bench: --math '%s': expected bf16, fp16 or fp32\n", math.c_str());
+    return 2;
+  }
+  const size_t eb = elem_bytes(elem);
+
+  // The copy bandwidth (read + written bytes) every kernel is held against.
+  double copy_gbs = 0;
+  {
+    const int64_t n = int64_t(256) << 20;
+    Buffer a(n / int64_t(eb), elem, 1), b(n / int64_t(eb), elem, 2);
+    const double ms = time_ms([&] { CK(cudaMemcpyAsync(b.p, a.p, size_t(n), cudaMemcpyDeviceToDevice)); }, iters);
+    copy_gbs = 2.0 * double(n) / (ms * 1e6);
+  }
+  std::printf("# %s, copy bandwidth %.0f GB/s (read + written)\n", math.c_str(), copy_gbs);
+  std::printf("# %-34s %-16s %9s %9s %7s %10s\n", "shape", "variant", "ms", "copy ms", "x copy", "max |diff|");
+  auto sz = [&](int h) { return std::max(8, int(std::lround(h * scale))); };
+
+  // NASNet-Large at 2048: the stem's separable convolutions, then a normal cell's and a
+  // reduction cell's.
+  const Shape dw_shapes[] = {{"dw 7x7/2 c96 1023", 96, 1023, 7, 2}, {"dw 5x5/2 c96 1023", 96, 1023, 5, 2},
+                             {"dw 5x5/2 c42 1023", 42, 1023, 5, 2}, {"dw 7x7/1 c42 512", 42, 512, 7, 1},
+                             {"dw 5x5/1 c168 256", 168, 256, 5, 1}, {"dw 3x3/1 c168 256", 168, 256, 3, 1},
+                             {"dw 7x7/2 c336 256", 336, 256, 7, 2}, {"dw 3x3/1 c672 64", 672, 64, 3, 1}};
+  for (const Shape& sh : dw_shapes) {
+    const int h = sz(sh.h), pad = sh.k / 2, oh = (h + 2 * pad - sh.k) / sh.s + 1;
+    Buffer x(int64_t(h) * h * sh.c, elem, 3), w(int64_t(sh.c) * sh.k * sh.k, elem, 4), b(sh.c, elem, 5);
+    Buffer y(int64_t(oh) * oh * sh.c, elem, 6);
+    DepthwiseParams p;
+    p.x = x.p;
+    p.w = w.p;
+    p.b = b.p;
+    p.y = y.p;
+    p.elem = elem;
+    p.n = 1;
+    p.c = sh.c;
+    p.h = p.w_in = h;
+    p.oh = p.ow = oh;
+    p.kh = p.kw = sh.k;
+    p.sh = p.sw = sh.s;
+    p.ph = p.pw = pad;
+    p.input_relu = 1;
+    p.nhwc = 1;
+    const double copy_ms = double(x.bytes + y.bytes) / (copy_gbs * 1e6);
+    std::vector<float> first;
+    for (int v : {1, 2, 4}) {
+      if (sh.c % v != 0) continue;
+      p.channel_vector = v;
+      const double ms = time_ms([&] { launch_depthwise(p, nullptr); }, iters);
+      const std::vector<float> out = y.read(elem);
+      if (first.empty()) first = out;
+      std::printf("  %-34s %-16s %9.4f %9.4f %7.2f %10.2e\n", sh.what, (std::to_string(v) + " ch/thread").c_str(), ms,
+                  copy_ms, ms / copy_ms, max_abs_diff(out, first));
+    }
+  }
+
+  const struct {
+    const char* what;
+    int c, h, s, is_max;
+  } pool_shapes[] = {{"avg 3x3/1 c42 512", 42, 512, 1, 0},   {"avg 3x3/1 c168 256", 168, 256, 1, 0},
+                     {"avg 3x3/1 c336 128", 336, 128, 1, 0}, {"avg 3x3/1 c672 64", 672, 64, 1, 0},
+                     {"max 3x3/2 c96 1023", 96, 1023, 2, 1}, {"max 3x3/2 c336 256", 336, 256, 2, 1},
+                     {"avg 3x3/2 c84 512", 84, 512, 2, 0},   {"avg 3x3/1 c288 253 (incep)", 288, 253, 1, 0}};
+  for (const auto& sh : pool_shapes) {
+    const int h = sz(sh.h), pad = 1, oh = (h + 2 * pad - 3) / sh.s + 1;
+    Buffer x(int64_t(h) * h * sh.c, elem, 7), y(int64_t(oh) * oh * sh.c, elem, 8);
+    PoolParams p;
+    p.x = x.p;
+    p.y = y.p;
+    p.elem = elem;
+    p.n = 1;
+    p.c = sh.c;
+    p.h = p.w = p.full_h = h;
+    p.oh = p.ow = oh;
+    p.kh = p.kw = 3;
+    p.sh = p.sw = sh.s;
+    p.ph = p.pw = pad;
+    p.is_max = sh.is_max;
+    p.count_include_pad = 0;
+    p.nhwc = 1;
+    p.x_pixel_stride = sh.c;
+    p.x_batch_stride = int64_t(h) * h * sh.c;
+    const double copy_ms = double(x.bytes + y.bytes) / (copy_gbs * 1e6);
+    std::vector<float> first;
+    for (int general : {1, 0}) {
+      p.general = general;
+      const double ms = time_ms([&] { launch_pool(p, nullptr); }, iters);
+      const std::vector<float> out = y.read(elem);
+      if (first.empty()) first = out;
+      std::printf("  %-34s %-16s %9.4f %9.4f %7.2f %10.2e\n", sh.what, general ? "general" : "3x3 rows", ms, copy_ms,
+                  ms / copy_ms, max_abs_diff(out, first));
+    }
+  }
+  CK(cudaDeviceSynchronize());
+  return 0;
+}
