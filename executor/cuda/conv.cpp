@@ -381,6 +381,7 @@ struct Choice {
   cudnnMathType_t math{};
   bool legacy_fused = false;
   int config_index = -1;           // graph API: position in heuristic_configs_for's list
+  int depthwise_variant = 0;       // hios depthwise: DepthwiseParams::variant
   size_t workspace = 0;
   double ms = 0;
   std::string what;
@@ -492,6 +493,7 @@ json recipe_of(const Choice& ch) {
   json r = json::object();
   r["impl"] = impl_recipe_name(ch.impl);
   if (ch.impl == Impl::GraphFused || ch.impl == Impl::GraphConv) r["config"] = ch.config_index;
+  if (ch.impl == Impl::Depthwise) r["variant"] = ch.depthwise_variant;
   if (ch.impl == Impl::Legacy) {
     r["algo"] = int(ch.algo);
     r["math"] = int(ch.math);
@@ -511,7 +513,11 @@ std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r)
   if (impl == "depthwise") {
     if (!depthwise_kernel_fits(p)) return nullptr;
     ch->impl = Impl::Depthwise;
-    ch->what = "hios depthwise";
+    // Recipes from before the variants name none: variant 1 is the kernel they timed.
+    const int64_t variant = r.value("variant", int64_t(1));
+    if (variant != 0 && variant != 1) return nullptr;
+    ch->depthwise_variant = int(variant);
+    ch->what = variant == 0 ? "hios depthwise" : "hios depthwise rows";
   } else if (impl == "direct") {
     ch->impl = Impl::Direct;
     ch->what = "hios direct";
@@ -680,12 +686,20 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
 
   // hios's depthwise kernel.
   if (want_hios && depthwise_ok) {
-    auto ch = std::make_shared<Choice>();
-    ch->impl = Impl::Depthwise;
-    ch->what = "hios depthwise";
-    const DepthwiseParams dp = depthwise_params(p);
-    trials.push_back([dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_depthwise(dp, st); });
-    cands.push_back(ch);
+    // NHWC square windows have two kernels (4 x 4 output tiles, or runs of one row); which is
+    // faster depends on the shape, so both are timed.
+    const bool two = p.x.nhwc() && p.kernel[0] == p.kernel[1] && p.stride[0] == p.stride[1] &&
+                     (p.kernel[0] == 3 || p.kernel[0] == 5 || p.kernel[0] == 7);
+    for (int variant = 0; variant < (two ? 2 : 1); ++variant) {
+      auto ch = std::make_shared<Choice>();
+      ch->impl = Impl::Depthwise;
+      ch->depthwise_variant = variant;
+      ch->what = variant == 0 ? "hios depthwise" : "hios depthwise rows";
+      DepthwiseParams dp = depthwise_params(p);
+      dp.variant = variant;
+      trials.push_back([dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_depthwise(dp, st); });
+      cands.push_back(ch);
+    }
   }
 
   // hios's direct kernel when nothing else takes the problem (a band whose unequal paddings no
@@ -798,7 +812,8 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
   };
   switch (ch->impl) {
     case Impl::Depthwise: {
-      const DepthwiseParams dp = depthwise_params(p);
+      DepthwiseParams dp = depthwise_params(p);
+      dp.variant = ch->depthwise_variant;
       c.emit([dp](StreamResources& r) { launch_depthwise(dp, r.stream()); });
       return;
     }

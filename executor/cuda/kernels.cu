@@ -648,93 +648,72 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
   }
 }
 
-// The fixed-window kernel with V neighbouring channels per thread (V = 2 or 4, when C and the
-// pointers allow): one vector access fetches V channels of an input pixel, so a thread issues
-// V times fewer loads per output. The scalar version above is bound by load instructions, not
-// bytes: NASNet's 7x7/2 on a 96x1023x1023 map took 0.89 ms where its input is 0.04 ms of
-// HBM time. A block owns a slice of channels (threadIdx.x, V each) and strides over output
-// runs (threadIdx.y); the slice's weights are staged once in shared memory as [tap][channel],
-// so a thread reads V channels' weight for one tap in one access. Accumulation order is the
-// other kernels' (rows, then columns), so all three give the same bits.
-template <class T, int K, int S, int RUN, int V>
-__global__ void __launch_bounds__(kThreads) depthwise_nhwc_vec_kernel(const __grid_constant__ DepthwiseParams p) {
-  extern __shared__ float wsm[];  // [K * K][cb]
+// The same windows with a tile of ROWS x RUN outputs per thread. Input rows stream through
+// once and each adds its products to every output row of the tile whose window holds it, so a
+// stride-2 7x7 tile of 4 x 4 outputs loads 13 rows of 13 columns (10.6 loads an output) where
+// a row of 4 loads 7 rows of 13 (22.8). The one-row kernel above issued about 2200
+// instructions per 4 outputs under Nsight Compute (25% occupancy, 51% issue, 0.89 ms for
+// NASNet's 7x7/2 on 96x1023x1023 in bf16, where its bytes take 0.05 ms): per-load
+// bounds checks, 64-bit addressing and reloaded weights. Here the columns are checked once per
+// tile when the tile is inside the row, and offsets within a row are 32-bit. Each output
+// still sums rows, then columns, in order, so the bits are the other kernels'.
+template <class T, int K, int S, int RUN, int ROWS>
+__global__ void depthwise_nhwc_tile_kernel(const __grid_constant__ DepthwiseParams p) {
   constexpr int kCols = K + (RUN - 1) * S;
-  const int cb = blockDim.x * V;
-  const int c0 = blockIdx.y * cb;
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-  for (int i = tid; i < K * K * cb; i += blockDim.x * blockDim.y) {
-    const int tap = i / cb, c = c0 + (i - tap * cb);
-    wsm[i] = c < p.c ? ld(static_cast<const T*>(p.w) + int64_t(c) * K * K + tap) : 0.f;
-  }
-  __syncthreads();
-  const int ch = c0 + threadIdx.x * V;
-  if (ch >= p.c) return;
-  float bias[V];
+  constexpr int kInRows = K + (ROWS - 1) * S;
+  const int runs = (p.ow + RUN - 1) / RUN, bands = (p.oh + ROWS - 1) / ROWS;
+  const int64_t total = int64_t(p.n) * bands * runs * p.c;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int ch = int(i % p.c);
+    const int rest = int(i / p.c);  // n * bands * runs is far below 2^31 (the launcher checks n * oh * ow)
+    const int ox0 = (rest % runs) * RUN;
+    const int oy0 = ((rest / runs) % bands) * ROWS;
+    const int b = rest / (runs * bands);
+    float wk[K * K];
 #pragma unroll
-  for (int v = 0; v < V; ++v) bias[v] = ld_or0(static_cast<const T*>(p.b), ch + v);
-  const int runs = (p.ow + RUN - 1) / RUN;
-  const int spatial = p.n * p.oh * runs;  // the launcher checks that it fits
-  const T* const xb = static_cast<const T*>(p.x) + ch;
-  T* const yb = static_cast<T*>(p.y) + ch;
-  for (int s = blockIdx.x * blockDim.y + threadIdx.y; s < spatial; s += gridDim.x * blockDim.y) {
-    const int ox0 = (s % runs) * RUN;
-    const int oy = (s / runs) % p.oh;
-    const int b = s / (runs * p.oh);
-    const T* x = xb + int64_t(b) * p.h * p.w_in * p.c;
-    float acc[RUN][V];
+    for (int t = 0; t < K * K; ++t) wk[t] = ld(static_cast<const T*>(p.w) + int64_t(ch) * K * K + t);
+    float acc[ROWS][RUN];
 #pragma unroll
-    for (int j = 0; j < RUN; ++j) {
+    for (int r = 0; r < ROWS; ++r) {
 #pragma unroll
-      for (int v = 0; v < V; ++v) acc[j][v] = 0.f;
+      for (int j = 0; j < RUN; ++j) acc[r][j] = 0.f;
     }
-    const int ix0 = ox0 * S - p.pw;
+    const int ix0 = ox0 * S - p.pw, iy0 = oy0 * S - p.ph;
+    const bool inside = ix0 >= 0 && ix0 + kCols <= p.w_in;
+    const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.h * p.w_in * p.c + ch;
 #pragma unroll
-    for (int r = 0; r < K; ++r) {
-      const int yy = oy * S - p.ph + r;
+    for (int t = 0; t < kInRows; ++t) {
+      const int yy = iy0 + t;
       if (yy < 0 || yy >= p.h) continue;
-      const T* xr = x + int64_t(yy) * p.w_in * p.c;
-      float xv[kCols][V];
+      const T* xr = x + (int64_t(yy) * p.w_in + ix0) * p.c;  // column ix0 (may be before the row)
+      float xv[kCols];
 #pragma unroll
       for (int q = 0; q < kCols; ++q) {
-        const int xx = ix0 + q;
-        if (xx >= 0 && xx < p.w_in) {
-          ldv<V>(xr + int64_t(xx) * p.c, xv[q]);
-          if (p.input_relu) {
-#pragma unroll
-            for (int v = 0; v < V; ++v) xv[q][v] = fmaxf(xv[q][v], 0.f);
-          }
-        } else {
-#pragma unroll
-          for (int v = 0; v < V; ++v) xv[q][v] = 0.f;
-        }
+        float v = 0.f;
+        if (inside || (ix0 + q >= 0 && ix0 + q < p.w_in)) v = ld(xr + q * p.c);
+        xv[q] = p.input_relu ? fmaxf(v, 0.f) : v;
       }
 #pragma unroll
-      for (int q = 0; q < K; ++q) {
-        float wv[V];
-        const float* wp = wsm + (r * K + q) * cb + threadIdx.x * V;
-        if constexpr (V == 4) {
-          const float4 w4 = *reinterpret_cast<const float4*>(wp);
-          wv[0] = w4.x, wv[1] = w4.y, wv[2] = w4.z, wv[3] = w4.w;
-        } else {
+      for (int rr = 0; rr < ROWS; ++rr) {
+        const int r = t - rr * S;  // this input row's place in output row rr's window
+        if (r < 0 || r >= K) continue;
 #pragma unroll
-          for (int v = 0; v < V; ++v) wv[v] = wp[v];
-        }
+        for (int q = 0; q < K; ++q) {
 #pragma unroll
-        for (int j = 0; j < RUN; ++j) {
-#pragma unroll
-          for (int v = 0; v < V; ++v) acc[j][v] = fmaf(xv[j * S + q][v], wv[v], acc[j][v]);
+          for (int j = 0; j < RUN; ++j) acc[rr][j] = fmaf(xv[j * S + q], wk[r * K + q], acc[rr][j]);
         }
       }
     }
-    T* y = yb + ((int64_t(b) * p.oh + oy) * p.ow) * p.c;
+    const float bias = ld_or0(static_cast<const T*>(p.b), ch);
 #pragma unroll
-    for (int j = 0; j < RUN; ++j) {
-      if (ox0 + j >= p.ow) break;
-      float out[V];
+    for (int rr = 0; rr < ROWS; ++rr) {
+      const int oy = oy0 + rr;
+      if (oy >= p.oh) break;
+      T* y = static_cast<T*>(p.y) + ((int64_t(b) * p.oh + oy) * p.ow) * p.c + ch;
 #pragma unroll
-      for (int v = 0; v < V; ++v) out[v] = activate(acc[j][v] + bias[v], p.act);
-      stv<V>(y + int64_t(ox0 + j) * p.c, out);
+      for (int j = 0; j < RUN; ++j) {
+        if (ox0 + j < p.ow) st(y + int64_t(ox0 + j) * p.c, activate(acc[rr][j] + bias, p.act));
+      }
     }
   }
 }
@@ -935,45 +914,19 @@ void launch_cast(const void* src, Elem src_elem, void* dst, Elem dst_elem, int64
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
-// How many neighbouring channels one thread of the NHWC depthwise kernels takes: 4 or 2 when
-// C is a multiple and x, y start on such a boundary (a band's rows keep it), else 1.
-int pick_channel_vector(const DepthwiseParams& p) {
-  if (p.channel_vector == 1 || p.channel_vector == 2 || p.channel_vector == 4) return p.channel_vector;
-  const size_t eb = elem_bytes(p.elem);
-  for (int v : {4, 2}) {
-    const uintptr_t mask = uintptr_t(v) * eb - 1;
-    if (p.c % v == 0 && (reinterpret_cast<uintptr_t>(p.x) & mask) == 0 && (reinterpret_cast<uintptr_t>(p.y) & mask) == 0)
-      return v;
-  }
-  return 1;
-}
-
 void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
   with_elem(p.elem, [&](auto tag) {
     using T = decltype(tag);
     if (p.nhwc) {
-      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernels: V
-      // channels per thread where C and the pointers allow 4 or 2, one otherwise.
-      const int vec = pick_channel_vector(p);
-      auto fixed = [&](auto scalar, auto vec2, auto vec4, int run) {
-        const int64_t spatial = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run);
-        if (spatial * p.c == 0) return;
-        if (vec == 1) {
-          scalar<<<grid_for(spatial * p.c), kThreads, 0, stream>>>(p);
-          return;
-        }
-        // Threads along channels cover a slice of at most 32 vectors, the slices split C evenly;
-        // the rest of the block's threads take other output runs.
-        const int vectors = p.c / vec;
-        const int slices = (vectors + 31) / 32;
-        const int tx = (vectors + slices - 1) / slices, ty = kThreads / tx;
-        const size_t smem = size_t(p.kh) * p.kw * tx * vec * sizeof(float);
-        const int64_t want = (spatial + ty - 1) / ty;
-        const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(want, 132 * 8 / slices + 1))), unsigned(slices));
-        if (vec == 4) {
-          vec4<<<grid, dim3(tx, ty), smem, stream>>>(p);
+      // Square windows of NASNet's and MobileNet's sizes get the register-cached kernels: 4 x 4
+      // output tiles, or (variant 1) runs of one row.
+      auto fixed = [&](auto row_kernel, int run, auto tile_kernel) {
+        if (p.variant == 1) {
+          const int64_t total = int64_t(p.n) * p.oh * ((p.ow + run - 1) / run) * p.c;
+          if (total > 0) row_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
         } else {
-          vec2<<<grid, dim3(tx, ty), smem, stream>>>(p);
+          const int64_t total = int64_t(p.n) * ((p.oh + 3) / 4) * ((p.ow + 3) / 4) * p.c;
+          if (total > 0) tile_kernel<<<grid_for(total), kThreads, 0, stream>>>(p);
         }
       };
       // (The fixed kernels index (item, row, run) in 32 bits.)
@@ -981,28 +934,22 @@ void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
       const int k = small && p.kh == p.kw && p.sh == p.sw ? p.kh * 10 + p.sh : 0;
       switch (k) {
         case 31:
-          fixed(depthwise_nhwc_fixed_kernel<T, 3, 1, 8>, depthwise_nhwc_vec_kernel<T, 3, 1, 8, 2>,
-                depthwise_nhwc_vec_kernel<T, 3, 1, 8, 4>, 8);
+          fixed(depthwise_nhwc_fixed_kernel<T, 3, 1, 8>, 8, depthwise_nhwc_tile_kernel<T, 3, 1, 4, 4>);
           break;
         case 32:
-          fixed(depthwise_nhwc_fixed_kernel<T, 3, 2, 4>, depthwise_nhwc_vec_kernel<T, 3, 2, 4, 2>,
-                depthwise_nhwc_vec_kernel<T, 3, 2, 4, 4>, 4);
+          fixed(depthwise_nhwc_fixed_kernel<T, 3, 2, 4>, 4, depthwise_nhwc_tile_kernel<T, 3, 2, 4, 4>);
           break;
         case 51:
-          fixed(depthwise_nhwc_fixed_kernel<T, 5, 1, 8>, depthwise_nhwc_vec_kernel<T, 5, 1, 8, 2>,
-                depthwise_nhwc_vec_kernel<T, 5, 1, 8, 4>, 8);
+          fixed(depthwise_nhwc_fixed_kernel<T, 5, 1, 8>, 8, depthwise_nhwc_tile_kernel<T, 5, 1, 4, 4>);
           break;
         case 52:
-          fixed(depthwise_nhwc_fixed_kernel<T, 5, 2, 4>, depthwise_nhwc_vec_kernel<T, 5, 2, 4, 2>,
-                depthwise_nhwc_vec_kernel<T, 5, 2, 4, 4>, 4);
+          fixed(depthwise_nhwc_fixed_kernel<T, 5, 2, 4>, 4, depthwise_nhwc_tile_kernel<T, 5, 2, 4, 4>);
           break;
         case 71:
-          fixed(depthwise_nhwc_fixed_kernel<T, 7, 1, 8>, depthwise_nhwc_vec_kernel<T, 7, 1, 8, 2>,
-                depthwise_nhwc_vec_kernel<T, 7, 1, 8, 4>, 8);
+          fixed(depthwise_nhwc_fixed_kernel<T, 7, 1, 8>, 8, depthwise_nhwc_tile_kernel<T, 7, 1, 4, 4>);
           break;
         case 72:
-          fixed(depthwise_nhwc_fixed_kernel<T, 7, 2, 4>, depthwise_nhwc_vec_kernel<T, 7, 2, 4, 2>,
-                depthwise_nhwc_vec_kernel<T, 7, 2, 4, 4>, 4);
+          fixed(depthwise_nhwc_fixed_kernel<T, 7, 2, 4>, 4, depthwise_nhwc_tile_kernel<T, 7, 2, 4, 4>);
           break;
         default: {
           const int64_t total = int64_t(p.n) * p.oh * ((p.ow + kDwRun - 1) / kDwRun) * p.c;

@@ -145,9 +145,9 @@ struct DepthwiseParams {
   int input_relu = 0;
   int act = 0;
   int nhwc = 0;  // x and y packed NHWC: a thread per output, threads along channels
-  // NHWC square windows: channels per thread, 0 = the widest of 4, 2, 1 that C and the
-  // pointers allow; 1, 2 or 4 force one (hios-kernel-bench compares them).
-  int channel_vector = 0;
+  // NHWC square windows of 3, 5 or 7 at stride 1 or 2: 0 = a tile of 4 x 4 outputs per
+  // thread, 1 = a run of one row's outputs. The planner times both (conv.cpp).
+  int variant = 0;
 };
 constexpr int kMaxDepthwiseKernel = 7;
 constexpr int kMaxDepthwiseStride = 2;

@@ -40,7 +40,7 @@ struct Buffer {
   size_t bytes = 0;
   Buffer(int64_t count, Elem elem, unsigned seed) : bytes(size_t(count) * elem_bytes(elem)) {
     CK(cudaMalloc(&p, bytes));
-    std::vector<float> host(size_t(count));
+    std::vector<float> host(static_cast<size_t>(count));
     for (size_t i = 0; i < host.size(); ++i) {
       seed = seed * 1664525u + 1013904223u;
       host[i] = float(seed >> 8) / float(1u << 24) * 2.f - 1.f;
@@ -60,7 +60,7 @@ struct Buffer {
     void* tmp = nullptr;
     CK(cudaMalloc(&tmp, size_t(count) * sizeof(float)));
     launch_cast(p, elem, tmp, Elem::F32, count, nullptr);
-    std::vector<float> out(size_t(count));
+    std::vector<float> out(static_cast<size_t>(count));
     CK(cudaMemcpy(out.data(), tmp, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
     CK(cudaFree(tmp));
     return out;
@@ -107,10 +107,12 @@ int main(int argc, char** argv) {
   std::string math = "bf16";
   int iters = 50;
   double scale = 1.0;
+  std::string only;
   app.add_option("--math", math, "Storage type: bf16, fp16 or fp32 (default bf16)");
   app.add_option("--iters", iters, "Timed launches per variant, 1 to 10000 (default 50)")->check(CLI::Range(1, 10000));
   app.add_option("--scale", scale, "Input sizes as a share of NASNet's at 2048, 0.01 to 1 (default 1)")
       ->check(CLI::Range(0.01, 1.0));
+  app.add_option("--only", only, "Only the shapes whose name contains this text");
   CLI11_PARSE(app, argc, argv);
   const Elem elem = math == "bf16" ? Elem::BF16 : math == "fp16" ? Elem::F16 : math == "fp32" ? Elem::F32 : Elem(-1);
   if (int(elem) < 0) {
@@ -138,6 +140,7 @@ int main(int argc, char** argv) {
                              {"dw 5x5/1 c168 256", 168, 256, 5, 1}, {"dw 3x3/1 c168 256", 168, 256, 3, 1},
                              {"dw 7x7/2 c336 256", 336, 256, 7, 2}, {"dw 3x3/1 c672 64", 672, 64, 3, 1}};
   for (const Shape& sh : dw_shapes) {
+    if (std::string(sh.what).find(only) == std::string::npos) continue;
     const int h = sz(sh.h), pad = sh.k / 2, oh = (h + 2 * pad - sh.k) / sh.s + 1;
     Buffer x(int64_t(h) * h * sh.c, elem, 3), w(int64_t(sh.c) * sh.k * sh.k, elem, 4), b(sh.c, elem, 5);
     Buffer y(int64_t(oh) * oh * sh.c, elem, 6);
@@ -158,13 +161,12 @@ int main(int argc, char** argv) {
     p.nhwc = 1;
     const double copy_ms = double(x.bytes + y.bytes) / (copy_gbs * 1e6);
     std::vector<float> first;
-    for (int v : {1, 2, 4}) {
-      if (sh.c % v != 0) continue;
-      p.channel_vector = v;
+    for (int v : {1, 0}) {
+      p.variant = v;
       const double ms = time_ms([&] { launch_depthwise(p, nullptr); }, iters);
       const std::vector<float> out = y.read(elem);
       if (first.empty()) first = out;
-      std::printf("  %-34s %-16s %9.4f %9.4f %7.2f %10.2e\n", sh.what, (std::to_string(v) + " ch/thread").c_str(), ms,
+      std::printf("  %-34s %-16s %9.4f %9.4f %7.2f %10.2e\n", sh.what, v == 1 ? "row runs" : "4x4 tiles", ms,
                   copy_ms, ms / copy_ms, max_abs_diff(out, first));
     }
   }
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
                      {"max 3x3/2 c96 1023", 96, 1023, 2, 1}, {"max 3x3/2 c336 256", 336, 256, 2, 1},
                      {"avg 3x3/2 c84 512", 84, 512, 2, 0},   {"avg 3x3/1 c288 253 (incep)", 288, 253, 1, 0}};
   for (const auto& sh : pool_shapes) {
+    if (std::string(sh.what).find(only) == std::string::npos) continue;
     const int h = sz(sh.h), pad = 1, oh = (h + 2 * pad - 3) / sh.s + 1;
     Buffer x(int64_t(h) * h * sh.c, elem, 7), y(int64_t(oh) * oh * sh.c, elem, 8);
     PoolParams p;

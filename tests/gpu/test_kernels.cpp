@@ -1,0 +1,149 @@
+// hios's CUDA kernels that come in several variants computing the same function: every
+// variant must give the same bits (the planner times them and keeps the fastest, so the one a
+// model runs depends on the shape and the GPU; the op tests check whichever won against the
+// CPU reference). Skipped on machines without a GPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "executor/cuda/api.hpp"
+#include "executor/cuda/kernels.hpp"
+#include "graph/error.hpp"
+
+#include "tests/catch.hpp"
+#include "tests/gpu/gpu_util.hpp"
+
+using namespace hios;
+using namespace hios::cuda;
+
+namespace {
+
+// A device buffer of random bits that are finite values of the storage type.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer(int64_t count, Elem elem, std::mt19937& rng) : bytes(size_t(count) * elem_bytes(elem)) {
+    REQUIRE(cudaMalloc(&p, bytes) == cudaSuccess);
+    const std::vector<float> host = gputest::random_values(count, rng);
+    void* tmp = nullptr;
+    REQUIRE(cudaMalloc(&tmp, host.size() * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMemcpy(tmp, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    launch_cast(tmp, Elem::F32, p, elem, count, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    cudaFree(tmp);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(p); }
+  std::vector<unsigned char> bits() const {
+    std::vector<unsigned char> out(bytes);
+    REQUIRE(cudaMemcpy(out.data(), p, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("NHWC depthwise variants (4x4 tiles, row runs) give the same bits", "[gpu][kernels]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (Elem elem : {Elem::F32, Elem::BF16, Elem::F16}) {
+    for (int k : {3, 5, 7}) {
+      for (int s : {1, 2}) {
+        for (int band : {0, 1}) {  // 1: a band's geometry, rows above the input (ph < 0 means skipped rows)
+          const int n = 2, c = band ? 13 : 96;
+          const int h = std::uniform_int_distribution<int>(k + 2, 41)(rng), w = std::uniform_int_distribution<int>(k, 37)(rng);
+          DepthwiseParams p;
+          p.elem = elem;
+          p.n = n;
+          p.c = c;
+          p.h = h;
+          p.w_in = w;
+          p.kh = p.kw = k;
+          p.sh = p.sw = s;
+          p.ph = band ? -1 : k / 2;
+          p.pw = k / 2;
+          p.oh = (h + 2 * p.ph - k) / s + 1 + (band ? 1 : 0);  // a band may run past the rows it holds
+          p.ow = (w + 2 * p.pw - k) / s + 1;
+          p.input_relu = 1;
+          p.act = 1;
+          p.nhwc = 1;
+          DeviceBuffer x(int64_t(n) * h * w * c, elem, rng), wt(int64_t(c) * k * k, elem, rng), b(c, elem, rng);
+          DeviceBuffer y0(int64_t(n) * p.oh * p.ow * c, elem, rng), y1(int64_t(n) * p.oh * p.ow * c, elem, rng);
+          p.x = x.p;
+          p.w = wt.p;
+          p.b = b.p;
+          p.variant = 0;
+          p.y = y0.p;
+          launch_depthwise(p, nullptr);
+          p.variant = 1;
+          p.y = y1.p;
+          launch_depthwise(p, nullptr);
+          REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+          INFO("depthwise " << k << "x" << k << "/" << s << " c" << c << " " << h << "x" << w << " band " << band
+                            << " elem " << int(elem));
+          CHECK(y0.bits() == y1.bits());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("NHWC 3x3 pools: the row-sliding kernel matches the general one", "[gpu][kernels]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(6);
+  for (Elem elem : {Elem::F32, Elem::BF16}) {
+    for (int s : {1, 2}) {
+      for (int is_max : {1, 0}) {
+        for (int c : {12, 42, 13}) {
+          const int n = 2, h = std::uniform_int_distribution<int>(3, 33)(rng), w = std::uniform_int_distribution<int>(3, 33)(rng);
+          PoolParams p;
+          p.elem = elem;
+          p.n = n;
+          p.c = c;
+          p.h = p.full_h = h;
+          p.w = w;
+          p.kh = p.kw = 3;
+          p.sh = p.sw = s;
+          p.ph = p.pw = 1;
+          p.oh = (h + 2 - 3) / s + 1;
+          p.ow = (w + 2 - 3) / s + 1;
+          p.is_max = is_max;
+          p.count_include_pad = c == 42 ? 1 : 0;
+          p.nhwc = 1;
+          p.x_pixel_stride = c;
+          p.x_batch_stride = int64_t(h) * w * c;
+          DeviceBuffer x(int64_t(n) * h * w * c, elem, rng);
+          DeviceBuffer y0(int64_t(n) * p.oh * p.ow * c, elem, rng), y1(int64_t(n) * p.oh * p.ow * c, elem, rng);
+          p.x = x.p;
+          p.general = 0;
+          p.y = y0.p;
+          launch_pool(p, nullptr);
+          p.general = 1;
+          p.y = y1.p;
+          launch_pool(p, nullptr);
+          REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+          INFO("pool 3x3/" << s << (is_max ? " max" : " avg") << " c" << c << " " << h << "x" << w);
+          if (is_max) {
+            CHECK(y0.bits() == y1.bits());  // max is exact in any order
+          } else {
+            // The sums associate differently (rows of column sums): within a few ulps.
+            std::vector<float> a(y0.bytes / elem_bytes(elem)), b(a.size());
+            DeviceBuffer fa(int64_t(a.size()), Elem::F32, rng), fb(int64_t(a.size()), Elem::F32, rng);
+            launch_cast(y0.p, elem, fa.p, Elem::F32, int64_t(a.size()), nullptr);
+            launch_cast(y1.p, elem, fb.p, Elem::F32, int64_t(a.size()), nullptr);
+            REQUIRE(cudaMemcpy(a.data(), fa.p, fa.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+            REQUIRE(cudaMemcpy(b.data(), fb.p, fb.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+            double worst = 0;
+            for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+            CHECK(worst <= (elem == Elem::F32 ? 1e-6 : 1e-2));
+          }
+        }
+      }
+    }
+  }
+}
