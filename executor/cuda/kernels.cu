@@ -657,8 +657,12 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
 // bounds checks, 64-bit addressing and reloaded weights. Here the columns are checked once per
 // tile when the tile is inside the row, and offsets within a row are 32-bit. Each output
 // still sums rows, then columns, in order, so the bits are the other kernels'.
+// 7x7 windows get at most 128 registers (two blocks of 256 per SM): left alone, the bf16 build
+// took 144 and ran at 12% occupancy, 2.7x slower than fp32's (0.98 against 0.37 ms on
+// NASNet's 7x7/2 stem layer; 0.56 ms with the bound). The same bound made the 5x5 kernels
+// 15-45% slower, so they are left to the compiler.
 template <class T, int K, int S, int RUN, int ROWS>
-__global__ void depthwise_nhwc_tile_kernel(const __grid_constant__ DepthwiseParams p) {
+__global__ void __launch_bounds__(kThreads, K == 7 ? 2 : 1) depthwise_nhwc_tile_kernel(const __grid_constant__ DepthwiseParams p) {
   constexpr int kCols = K + (RUN - 1) * S;
   constexpr int kInRows = K + (ROWS - 1) * S;
   const int runs = (p.ow + RUN - 1) / RUN, bands = (p.oh + ROWS - 1) / ROWS;
