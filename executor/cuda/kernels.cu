@@ -657,8 +657,12 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
 // bounds checks, 64-bit addressing and reloaded weights. Here the columns are checked once per
 // tile when the tile is inside the row, and offsets within a row are 32-bit. Each output
 // still sums rows, then columns, in order, so the bits are the other kernels'.
+// Its bf16 7x7 build takes 144 registers (12% occupancy; 0.98 ms on that layer against 0.37 in
+// fp32). A 128-register bound fixed it (0.54 ms), but any bound on the 5x5 builds, or the body
+// moved into a __device__ function under two kernels, slowed the others by 15-100%, and
+// nasnet_large at 2048 measured best as it is (docs/benchmarks.md, "Depthwise and pool kernels").
 template <class T, int K, int S, int RUN, int ROWS>
-__device__ __forceinline__ void depthwise_nhwc_tile(const DepthwiseParams p) {  // by value: see below
+__global__ void depthwise_nhwc_tile_kernel(const __grid_constant__ DepthwiseParams p) {
   constexpr int kCols = K + (RUN - 1) * S;
   constexpr int kInRows = K + (ROWS - 1) * S;
   const int runs = (p.ow + RUN - 1) / RUN, bands = (p.oh + ROWS - 1) / ROWS;
@@ -716,22 +720,6 @@ __device__ __forceinline__ void depthwise_nhwc_tile(const DepthwiseParams p) {  
       }
     }
   }
-}
-
-// The kernels. 7x7 windows get at most 128 registers (two blocks of 256 per SM): left alone,
-// the bf16 build took 144 and ran at 12% occupancy, 2.7x slower than fp32's (0.98 against
-// 0.37 ms on NASNet's 7x7/2 stem layer; 0.54 ms with the bound). Any bound on the 3x3 and
-// 5x5 ones, even a minimum of one block, made them 15-45% slower on an H200, so they have none.
-// The body takes the parameters by value: through a reference to the kernel's parameter the
-// compiler could not prove the output stores leave them alone and reloaded them, and every
-// tile kernel ran 2-3x slower.
-template <class T, int K, int S, int RUN, int ROWS>
-__global__ void depthwise_nhwc_tile_kernel(const __grid_constant__ DepthwiseParams p) {
-  depthwise_nhwc_tile<T, K, S, RUN, ROWS>(p);
-}
-template <class T, int K, int S, int RUN, int ROWS>
-__global__ void __launch_bounds__(kThreads, 2) depthwise_nhwc_tile7_kernel(const __grid_constant__ DepthwiseParams p) {
-  depthwise_nhwc_tile<T, K, S, RUN, ROWS>(p);
 }
 
 // Any convolution, one thread per output, in either layout: NCHW threads run along columns,
@@ -962,10 +950,10 @@ void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
           fixed(depthwise_nhwc_fixed_kernel<T, 5, 2, 4>, 4, depthwise_nhwc_tile_kernel<T, 5, 2, 4, 4>);
           break;
         case 71:
-          fixed(depthwise_nhwc_fixed_kernel<T, 7, 1, 8>, 8, depthwise_nhwc_tile7_kernel<T, 7, 1, 4, 4>);
+          fixed(depthwise_nhwc_fixed_kernel<T, 7, 1, 8>, 8, depthwise_nhwc_tile_kernel<T, 7, 1, 4, 4>);
           break;
         case 72:
-          fixed(depthwise_nhwc_fixed_kernel<T, 7, 2, 4>, 4, depthwise_nhwc_tile7_kernel<T, 7, 2, 4, 4>);
+          fixed(depthwise_nhwc_fixed_kernel<T, 7, 2, 4>, 4, depthwise_nhwc_tile_kernel<T, 7, 2, 4, 4>);
           break;
         default: {
           const int64_t total = int64_t(p.n) * p.oh * ((p.ow + kDwRun - 1) / kDwRun) * p.c;
