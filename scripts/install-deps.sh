@@ -22,6 +22,7 @@ need nlohmann-json3-dev have_file /usr/include/nlohmann/json.hpp
 need libcli11-dev   have_file /usr/include/CLI/CLI.hpp
 need catch2         have_file /usr/lib/cmake/Catch2/Catch2Config.cmake /usr/lib/x86_64-linux-gnu/cmake/Catch2/Catch2Config.cmake /usr/share/cmake/Catch2/Catch2Config.cmake
 need python3        command -v python3
+need python3-matplotlib have_file /usr/lib/python3/dist-packages/matplotlib/__init__.py
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all dependencies present"

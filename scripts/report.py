@@ -1,0 +1,722 @@
+#!/usr/bin/env python3
+"""Tables and plots from the results of scripts/sweep.py.
+
+    scripts/report.py RESULTS.jsonl [MORE.jsonl ...] -o DIR [--formats png,svg] [--title TEXT]
+
+Writes DIR/report.md (every configuration, the best runs and the speed-ups as Markdown
+tables) and the plots, each as PNG and SVG:
+
+    latency_vs_size       latency against image size, one line per algorithm and GPU count
+    speedup_vs_size       speed-up over the sequential run and over the best one-GPU run
+    batch                 latency and throughput (images/s) against batch size
+    predicted_vs_measured the schedule's predicted latency against the measured one
+    optimisation_cost     seconds spent choosing the schedule (schedule or tune, with profiling)
+    pytorch               PyTorch rows next to hios's best, where the results have them
+
+When a key appears more than once (--retry-failed), its last row counts; repeats of one
+configuration (rep 0, 1, ...) are combined: the median of their medians, the lowest minimum and
+the highest maximum. Needs matplotlib (Debian: python3-matplotlib). Outputs are written
+atomically (a temporary file, then a rename); a symlink is followed and kept, and a FIFO or a
+device is written into, never replaced.
+"""
+import argparse
+import io
+import json
+import math
+import os
+import statistics
+import stat
+import sys
+
+PROG = "report.py"
+MAX_SIZE = 65536
+MAX_GPUS = 1024
+STATUSES = ("ok", "failed", "timeout")
+
+
+class ReportError(Exception):
+    """A bad input or option: one line, exit 2."""
+
+
+def import_matplotlib():
+    try:
+        import matplotlib
+    except ImportError:
+        # pyenv or venv interpreters do not see Debian's dist-packages, where python3-matplotlib
+        # lives: try the system interpreter once before giving up.
+        system = "/usr/bin/python3"
+        if (os.environ.get("HIOS_REPORT_REEXEC") != "1" and os.path.exists(system)
+                and os.path.realpath(sys.executable) != os.path.realpath(system)):
+            os.environ["HIOS_REPORT_REEXEC"] = "1"
+            os.execv(system, [system, os.path.abspath(__file__)] + sys.argv[1:])
+        raise ReportError("matplotlib is missing: install python3-matplotlib (scripts/install-deps.sh does)")
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+    return plt
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading and checking rows
+# ----------------------------------------------------------------------------------------------
+
+def _num(v, where, lo, hi=math.inf, lo_open=False, integer=False):
+    kind = "an integer" if integer else "a number"
+    if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or \
+            (isinstance(v, float) and not math.isfinite(v)):
+        raise ReportError(f"{where}: expected {kind}, got {json.dumps(v)[:60]}")
+    if v < lo or v > hi or (lo_open and v == lo):
+        rng = f"{'above ' if lo_open else ''}{lo:g}" + ("" if hi == math.inf else f" to {hi:g}")
+        raise ReportError(f"{where}: {v} is not in range {rng}")
+    return v
+
+
+def _str(v, where):
+    if not isinstance(v, str) or not v:
+        raise ReportError(f"{where}: expected a non-empty string, got {json.dumps(v)[:60]}")
+    return v
+
+
+def _get(d, path):
+    for p in path.split("."):
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def check_row(row, where):
+    """Checks the fields the report uses, and returns the row flattened for it."""
+    if not isinstance(row, dict):
+        raise ReportError(f"{where}: expected a JSON object")
+    key = _str(row.get("key"), f"{where}: key")
+    status = row.get("status")
+    if status not in STATUSES:
+        raise ReportError(f"{where}: status: expected one of {', '.join(STATUSES)}, got {json.dumps(status)[:60]}")
+    c = row.get("config")
+    if not isinstance(c, dict):
+        raise ReportError(f"{where}: config: missing")
+    f = {"key": key, "status": status, "error": row.get("error") or "", "step": row.get("step") or "",
+         "env": row.get("env") if isinstance(row.get("env"), dict) else {}}
+    for k in ("model", "algorithm", "cost", "backend", "math", "intra"):
+        f[k] = _str(c.get(k), f"{where}: config.{k}")
+    for k, lo, hi in (("height", 1, MAX_SIZE), ("width", 1, MAX_SIZE), ("batch", 1, MAX_SIZE),
+                      ("gpus", 1, MAX_GPUS), ("rep", 0, 1000)):
+        f[k] = _num(c.get(k), f"{where}: config.{k}", lo, hi, integer=True)
+    f["pytorch"] = f["algorithm"].startswith("pytorch-")
+    res = row.get("result") if isinstance(row.get("result"), dict) else {}
+    lat = res.get("latency_ms") if isinstance(res.get("latency_ms"), dict) else {}
+    f["median"] = f["min"] = f["max"] = None
+    if status == "ok" or lat.get("median") is not None:
+        f["median"] = _num(lat.get("median"), f"{where}: result.latency_ms.median", 0, lo_open=True)
+        f["min"] = _num(lat["min"], f"{where}: result.latency_ms.min", 0) if lat.get("min") is not None else f["median"]
+        f["max"] = _num(lat["max"], f"{where}: result.latency_ms.max", 0) if lat.get("max") is not None else f["median"]
+    for name, path in (("predicted", "predicted_ms"), ("opt_total", "optimisation.total_s"),
+                       ("opt_search", "optimisation.search_s"), ("peak_mb", "peak_memory_mb")):
+        v = _get(res, path)
+        f[name] = None if v is None else _num(v, f"{where}: result.{path}", 0)
+    if f["predicted"] == 0:
+        f["predicted"] = None
+    f["verified"] = res.get("verified") if isinstance(res.get("verified"), bool) else None
+    f["used_gpus"] = _get(res, "schedule.used_gpus")
+    # Show and group by the precision that ran: "default" is the backend's (fp32 on cpu, tf32 on
+    # cuda), which hios run writes down; PyTorch rows take theirs from the variant.
+    ran = _get(res, "run_config.math") if not f["pytorch"] else res.get("math")
+    if isinstance(ran, str) and ran and (f["math"] in ("default", "-")):
+        f["math"] = ran
+    devices = res.get("devices") if isinstance(res.get("devices"), list) else []
+    f["device"] = ", ".join(str(d) for d in devices)
+    return f
+
+
+def load_rows(paths):
+    last = {}
+    warnings = []
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as e:
+            raise ReportError(f"{path}: cannot read: {e.strerror}") from None
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            # A sweep killed in the middle of a row's write leaves a partial last line; the sweep
+            # cuts it on its next start. Read around it.
+            warnings.append(f"{path}: ignored a partial last line ({len(data) - end} bytes)")
+            data = data[:end]
+        for i, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line, parse_constant=lambda c: float("nan"))
+            except ValueError as e:
+                raise ReportError(f"{path}:{i}: not a JSON row ({e.msg})") from None
+            f = check_row(row, f"{path}:{i}")
+            last.pop(f["key"], None)  # keep file order, the last row of a key wins
+            last[f["key"]] = f
+    if not last:
+        raise ReportError(f"{', '.join(paths)}: no rows")
+    return list(last.values()), warnings
+
+
+# ----------------------------------------------------------------------------------------------
+# Combining repeats, references, speed-ups
+# ----------------------------------------------------------------------------------------------
+
+CELL_FIELDS = ("model", "height", "width", "batch", "gpus", "algorithm", "cost", "backend", "math", "intra")
+PROBLEM_FIELDS = ("model", "height", "width", "batch", "backend", "math")
+
+
+def combine(rows):
+    """One cell per configuration without its repeat index, from the ok rows."""
+    groups = {}
+    for r in rows:
+        if r["status"] == "ok":
+            groups.setdefault(tuple(r[k] for k in CELL_FIELDS), []).append(r)
+    cells = []
+    for key, rs in groups.items():
+        c = dict(zip(CELL_FIELDS, key))
+        c["pytorch"] = rs[0]["pytorch"]
+        c["reps"] = len(rs)
+        c["median"] = statistics.median(r["median"] for r in rs)
+        c["min"] = min(r["min"] for r in rs)
+        c["max"] = max(r["max"] for r in rs)
+        for k in ("predicted", "opt_total", "peak_mb"):
+            vals = [r[k] for r in rs if r[k] is not None]
+            c[k] = statistics.median(vals) if vals else None
+        c["throughput"] = c["batch"] * 1000.0 / c["median"]
+        c["side"] = math.sqrt(c["height"] * c["width"])
+        c["used_gpus"] = rs[0]["used_gpus"]
+        cells.append(c)
+    problems = {}
+    for c in cells:
+        problems.setdefault(tuple(c[k] for k in PROBLEM_FIELDS), []).append(c)
+    for c in cells:
+        peers = [p for p in problems[tuple(c[k] for k in PROBLEM_FIELDS)] if not p["pytorch"]]
+        seq = [p for p in peers if p["algorithm"] == "sequential"]
+        # A sequential schedule is the same whatever the cost model: take the same cost's when
+        # there is one, else any.
+        same = [p for p in seq if p["cost"] == c["cost"]] or seq
+        c["seq"] = min(same, key=lambda p: p["median"]) if same else None
+        one = [p for p in peers if p["gpus"] == 1]
+        c["best1"] = min(one, key=lambda p: p["median"]) if one else None
+        c["vs_seq"] = c["seq"]["median"] / c["median"] if c["seq"] else None
+        c["vs_best1"] = c["best1"]["median"] / c["median"] if c["best1"] else None
+    return cells, problems
+
+
+def varies(cells, field):
+    return len({c[field] for c in cells if not c["pytorch"]}) > 1
+
+
+def comparable(r):
+    """Whether a row's prediction models the backend it ran on: the analytic model and hios
+    profile describe GPUs; hios tune measures whichever backend it runs."""
+    return r["backend"] != "cpu" or r["cost"] == "tune"
+
+
+def series_label(c, show_cost, show_intra):
+    if c["pytorch"]:
+        return c["algorithm"]
+    s = f"{c['algorithm']} {c['gpus']} GPU" + ("s" if c["gpus"] > 1 else "")
+    if show_cost and c["algorithm"] != "tuned":  # tuned always measures its own costs
+        s += f" {c['cost']}"
+    if show_intra and c["algorithm"] in ("hios-lp", "hios-mr", "heft"):
+        s += f" intra={c['intra']}"
+    return s
+
+
+def facet_title(c, fields):
+    parts = []
+    for f in fields:
+        if f == "model":
+            parts.append(c["model"])
+        elif f == "size":
+            parts.append(f"{c['height']}x{c['width']}")
+        elif f == "batch":
+            parts.append(f"batch {c['batch']}")
+        elif f == "backend":
+            parts.append(f"{c['backend']} {c['math']}")
+    return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------------------------
+# Output files
+# ----------------------------------------------------------------------------------------------
+
+def write_bytes(path, data):
+    """The project's output rule (graph/json_reader.hpp, write_file_atomic): a regular file is
+    replaced atomically (temporary file, fsync, rename, the old mode kept); a symlink is followed
+    and its target replaced; a FIFO or device is written into, never replaced; a file nobody may
+    write is refused."""
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise ReportError(f"{path}: is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            return
+        if st.st_mode & 0o222 == 0:
+            raise ReportError(f"{path}: is read-only (mode {stat.S_IMODE(st.st_mode):04o}); refusing to replace it")
+    tmp = f"{target}.tmp.{os.getpid()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                     stat.S_IMODE(st.st_mode) if st else 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if st is not None:
+                os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+class Plots:
+    def __init__(self, plt, outdir, formats):
+        self.plt, self.outdir, self.formats = plt, outdir, formats
+        self.written = []  # (name, caption)
+        self.skipped = []  # (name, why)
+        self.styles = {}
+
+    def style(self, label):
+        """One colour and marker per series label, the same in every plot."""
+        if label not in self.styles:
+            i = len(self.styles)
+            colours = self.plt.rcParams["axes.prop_cycle"].by_key()["color"]
+            self.styles[label] = {"color": colours[i % len(colours)], "marker": "os^vD<>ph*"[i // len(colours) % 10]}
+        return self.styles[label]
+
+    def grid(self, n, rows_per_facet=1, width=4.6, height=3.3):
+        ncols = min(n, 3)
+        nrows = (n + ncols - 1) // ncols
+        fig, axes = self.plt.subplots(nrows * rows_per_facet, ncols, figsize=(width * ncols, height * nrows * rows_per_facet),
+                                      squeeze=False)
+        return fig, axes, ncols
+
+    def finish(self, fig, axes, name, caption):
+        """One legend under all panels (every panel shares the series), then the files."""
+        handles, labels = {}, []
+        for ax in axes.flat:
+            if not ax.get_visible():
+                continue
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in handles:
+                    handles[lab] = h
+                    labels.append(lab)
+        bottom = 0.0
+        if labels:
+            ncol = min(4, len(labels))
+            fig.legend([handles[lab] for lab in labels], labels, loc="lower center", ncol=ncol, fontsize=8,
+                       frameon=False)
+            bottom = (0.22 * ((len(labels) + ncol - 1) // ncol) + 0.1) / fig.get_size_inches()[1]
+        fig.tight_layout(rect=(0, bottom, 1, 1))
+        for fmt in self.formats:
+            buf = io.BytesIO()
+            # No timestamp in SVG metadata: the same results give the same files.
+            fig.savefig(buf, format=fmt, dpi=90, metadata={"Date": None} if fmt == "svg" else {})
+            write_bytes(os.path.join(self.outdir, f"{name}.{fmt}"), buf.getvalue())
+        self.plt.close(fig)
+        self.written.append((name, caption))
+
+
+def lines_by_series(ax, plots, cells, x, y, show_cost, show_intra, err=False):
+    series = {}
+    for c in cells:
+        series.setdefault(series_label(c, show_cost, show_intra), []).append(c)
+    for label in sorted(series, key=lambda s: (not s.startswith("sequential"), s)):
+        pts = sorted(series[label], key=lambda c: c[x])
+        xs = [c[x] for c in pts]
+        ys = [y(c) for c in pts]
+        keep = [(a, b, c) for a, b, c in zip(xs, ys, pts) if b is not None]
+        if not keep:
+            continue
+        xs, ys, pts = zip(*keep)
+        st = plots.style(label)
+        if err:
+            lo = [b - c["min"] for b, c in zip(ys, pts)]
+            hi = [c["max"] - b for b, c in zip(ys, pts)]
+            ax.errorbar(xs, ys, yerr=[lo, hi], label=label, capsize=2, lw=1.2, ms=4, **st)
+        else:
+            ax.plot(xs, ys, label=label, lw=1.2, ms=4, **st)
+
+
+def log_axis(ax, axis="y"):
+    """Log scale with plain labels at 1, 2 and 5 of each decade (no 2x10^2), none on minor ticks."""
+    import matplotlib.ticker as tk
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    a.set_major_locator(tk.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    a.set_major_formatter(tk.FuncFormatter(lambda v, _: f"{v:g}"))
+    a.set_minor_formatter(tk.NullFormatter())
+
+
+def auto_log(ax, values, axis="y"):
+    """Log scale when the values span more than about a decade (sizes and batches grow latency
+    by orders of magnitude); linear otherwise, where a log axis would show one tick or none."""
+    vals = [v for v in values if v is not None and v > 0]
+    if vals and max(vals) / min(vals) > 8:
+        log_axis(ax, axis)
+
+
+def no_data(ax, what):
+    if not ax.get_lines() and not ax.collections:
+        ax.text(0.5, 0.5, what, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="grey")
+
+
+def hide_unused(axes, used):
+    for ax in list(axes.flat)[used:]:
+        ax.set_visible(False)
+
+
+def facets(cells, fields):
+    out = {}
+    for c in cells:
+        out.setdefault(tuple(c[f] for f in fields), []).append(c)
+    return [out[k] for k in sorted(out)]
+
+
+def plot_latency_vs_size(plots, cells, show_cost, show_intra):
+    hios = [c for c in cells if not c["pytorch"]]
+    fs = facets(hios, ("model", "batch", "backend", "math"))
+    fig, axes, _ = plots.grid(len(fs))
+    for ax, fc in zip(axes.flat, fs):
+        lines_by_series(ax, plots, fc, "side", lambda c: c["median"], show_cost, show_intra, err=True)
+        ax.set_title(facet_title(fc[0], ("model", "batch", "backend")), fontsize=9)
+        ax.set_xlabel("image size (px, H = W)", fontsize=8)
+        ax.set_ylabel("latency (ms, median; bars: min-max)", fontsize=8)
+        auto_log(ax, [c["median"] for c in fc])
+        ax.grid(True, which="both", alpha=0.3)
+        ax.tick_params(labelsize=7)
+    hide_unused(axes, len(fs))
+    plots.finish(fig, axes, "latency_vs_size",
+                 "Latency against image size, one line per algorithm and GPU count (median of the repeats; "
+                 "bars from the fastest to the slowest repeat).")
+
+
+def plot_speedup(plots, cells, show_cost, show_intra):
+    hios = [c for c in cells if not c["pytorch"]]
+    fs = facets(hios, ("model", "batch", "backend", "math"))
+    ncols = min(len(fs), 3)
+    nrows = (len(fs) + ncols - 1) // ncols
+    fig, axes = plots.plt.subplots(2 * nrows, ncols, figsize=(4.6 * ncols, 3.0 * 2 * nrows), squeeze=False)
+    used = []
+    for i, fc in enumerate(fs):
+        r, col = divmod(i, ncols)
+        for row, (field, what) in enumerate((("vs_seq", "sequential"), ("vs_best1", "best one-GPU run"))):
+            ax = axes[2 * r + row][col]
+            used.append(ax)
+            pts = [c for c in fc if c[field] is not None and not (field == "vs_seq" and c["algorithm"] == "sequential")]
+            lines_by_series(ax, plots, pts, "side", lambda c: c[field], show_cost, show_intra)
+            no_data(ax, "nothing to compare")
+            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+            ax.set_title(f"{facet_title(fc[0], ('model', 'batch', 'backend'))}: over {what}", fontsize=9)
+            ax.set_xlabel("image size (px, H = W)", fontsize=8)
+            ax.set_ylabel("speed-up (x)", fontsize=8)
+            ax.grid(True, alpha=0.3)
+            ax.tick_params(labelsize=7)
+    for ax in axes.flat:
+        if ax not in used:
+            ax.set_visible(False)
+    plots.finish(fig, axes, "speedup_vs_size",
+                 "Speed-up over the sequential run (top of each pair) and over the fastest one-GPU run of any "
+                 "algorithm (bottom), same model, size, batch, backend and precision; above 1 is faster.")
+
+
+def plot_batch(plots, cells, show_cost, show_intra):
+    hios = [c for c in cells if not c["pytorch"]]
+    fs = [fc for fc in facets(hios, ("model", "height", "width", "backend", "math"))
+          if len({c["batch"] for c in fc}) > 1]
+    if not fs:
+        plots.skipped.append(("batch", "every model and size was run at one batch size only"))
+        return
+    ncols = min(len(fs), 3)
+    nrows = (len(fs) + ncols - 1) // ncols
+    fig, axes = plots.plt.subplots(2 * nrows, ncols, figsize=(4.6 * ncols, 3.0 * 2 * nrows), squeeze=False)
+    used = []
+    for i, fc in enumerate(fs):
+        r, col = divmod(i, ncols)
+        for row, (y, ylabel) in enumerate(((lambda c: c["median"], "latency (ms, median)"),
+                                           (lambda c: c["throughput"], "throughput (images/s)"))):
+            ax = axes[2 * r + row][col]
+            used.append(ax)
+            lines_by_series(ax, plots, fc, "batch", y, show_cost, show_intra, err=(row == 0))
+            auto_log(ax, [y(c) for c in fc])
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted({c["batch"] for c in fc}))
+            ax.set_xticklabels([str(b) for b in sorted({c["batch"] for c in fc})])
+            ax.set_title(facet_title(fc[0], ("model", "size", "backend")), fontsize=9)
+            ax.set_xlabel("batch size", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.grid(True, alpha=0.3)
+            ax.tick_params(labelsize=7)
+    for ax in axes.flat:
+        if ax not in used:
+            ax.set_visible(False)
+    plots.finish(fig, axes, "batch",
+                 "Latency (top of each pair) and throughput = batch / latency (bottom) against batch size.")
+
+
+def plot_predicted(plots, cells, show_cost, show_intra):
+    pts = [c for c in cells if c["predicted"] is not None and not c["pytorch"] and comparable(c)]
+    if not pts:
+        plots.skipped.append(("predicted_vs_measured", "no row has a prediction made for the backend it ran on "
+                                                       "(CPU-backend rows scheduled with GPU cost models are left out)"))
+        return
+    backends = sorted({(c["backend"], c["math"]) for c in pts})
+    fig, axes, _ = plots.grid(len(backends), width=4.8, height=4.2)
+    for ax, (backend, m) in zip(axes.flat, backends):
+        sub = [c for c in pts if (c["backend"], c["math"]) == (backend, m)]
+        series = {}
+        for c in sub:
+            series.setdefault(series_label(c, show_cost, show_intra), []).append(c)
+        for label in sorted(series):
+            st = plots.style(label)
+            ax.scatter([c["median"] for c in series[label]], [c["predicted"] for c in series[label]], label=label,
+                       s=18, color=st["color"], marker=st["marker"])
+        lo = min(min(c["median"], c["predicted"]) for c in sub) / 1.5
+        hi = max(max(c["median"], c["predicted"]) for c in sub) * 1.5
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
+        log_axis(ax, "x")
+        log_axis(ax, "y")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_title(f"{backend} {m}", fontsize=9)
+        ax.set_xlabel("measured latency (ms, median)", fontsize=8)
+        ax.set_ylabel("predicted latency (ms)", fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.tick_params(labelsize=7)
+    hide_unused(axes, len(backends))
+    plots.finish(fig, axes, "predicted_vs_measured",
+                 "The schedule's predicted latency (its cost model: analytic, profile or tune) against the "
+                 "measured median; on the dashed line they agree. CPU-backend rows appear only with costs "
+                 "measured on the CPU ranks (cost `tune`, algorithm `tuned`): the analytic and profile costs "
+                 "model GPUs.")
+
+
+def plot_optimisation(plots, cells, show_cost, show_intra):
+    pts = [c for c in cells if c["opt_total"] is not None and not c["pytorch"]]
+    if not pts:
+        plots.skipped.append(("optimisation_cost", "no row has an optimisation cost"))
+        return
+    fs = facets(pts, ("model", "batch", "backend", "math"))
+    fig, axes, _ = plots.grid(len(fs))
+    for ax, fc in zip(axes.flat, fs):
+        lines_by_series(ax, plots, fc, "side", lambda c: c["opt_total"], show_cost, show_intra)
+        auto_log(ax, [c["opt_total"] for c in fc])
+        ax.set_title(facet_title(fc[0], ("model", "batch", "backend")), fontsize=9)
+        ax.set_xlabel("image size (px, H = W)", fontsize=8)
+        ax.set_ylabel("optimisation cost (s, wall)", fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.tick_params(labelsize=7)
+    hide_unused(axes, len(fs))
+    plots.finish(fig, axes, "optimisation_cost",
+                 "Seconds spent choosing the schedule: the wall time of `hios schedule` (or of `mpirun hios tune`), "
+                 "plus the profile or tune that measured its costs.")
+
+
+def plot_pytorch(plots, cells, show_cost, show_intra):
+    pt = [c for c in cells if c["pytorch"]]
+    if not pt:
+        plots.skipped.append(("pytorch", "no PyTorch rows"))
+        return
+    fs = facets(pt, ("model", "batch"))
+    fig, axes, _ = plots.grid(len(fs))
+    for ax, fc in zip(axes.flat, fs):
+        model, batch = fc[0]["model"], fc[0]["batch"]
+        hios = [c for c in cells if not c["pytorch"] and c["model"] == model and c["batch"] == batch
+                and c["backend"] == "cuda"]
+        best = {}  # (size, tag) -> hios's fastest cell: on one GPU, and on any number
+        for c in hios:
+            tags = ["hios best"] + (["hios best 1 GPU"] if c["gpus"] == 1 else [])
+            for tag in tags:
+                k = (c["side"], tag)
+                if k not in best or c["median"] < best[k]["median"]:
+                    best[k] = c
+        rows = list(fc)
+        for (side, tag), c in best.items():
+            rows.append(dict(c, algorithm=tag, pytorch=True))
+        lines_by_series(ax, plots, rows, "side", lambda c: c["median"], False, False)
+        auto_log(ax, [c["median"] for c in rows])
+        ax.set_title(f"{model}, batch {batch}", fontsize=9)
+        ax.set_xlabel("image size (px, H = W)", fontsize=8)
+        ax.set_ylabel("latency (ms, median)", fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.tick_params(labelsize=7)
+    hide_unused(axes, len(fs))
+    plots.finish(fig, axes, "pytorch",
+                 "PyTorch variants (scripts/bench_pytorch.py) next to hios's fastest CUDA run of the same model, "
+                 "size and batch (on one GPU, and on any number).")
+
+
+# ----------------------------------------------------------------------------------------------
+# Markdown
+# ----------------------------------------------------------------------------------------------
+
+def md_cell(v):
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def fmt(v, spec="{:.3f}"):
+    return "" if v is None else spec.format(v)
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(md_cell(x) for x in r) + " |" for r in rows]
+    return out
+
+
+def order(r):
+    return (r["model"], r["height"], r["width"], r["batch"], r["backend"], r["math"], r["pytorch"],
+            r["algorithm"] != "sequential", r["gpus"], r["algorithm"], r["cost"], r["intra"], r.get("rep", 0))
+
+
+def markdown(title, paths, rows, cells, problems, plots, warnings):
+    out = [f"# {title}", ""]
+    envs = [r["env"] for r in rows if r["env"]]
+
+    def uniq(k):
+        vals = []
+        for e in envs:
+            v = e.get(k)
+            v = ", ".join(v) if isinstance(v, list) else v
+            if v not in (None, "") and v not in vals:
+                vals.append(str(v))
+        return ", ".join(vals) if vals else "unknown"
+
+    dates = sorted(str(e.get("date")) for e in envs if e.get("date"))
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in STATUSES}
+    out += [f"Results: {', '.join(f'`{p}`' for p in paths)}; {len(rows)} configuration(s): "
+            f"{counts['ok']} ok, {counts['failed']} failed, {counts['timeout']} timed out.", "",
+            f"- hosts: {uniq('host')}", f"- hios commits: {uniq('commit')}", f"- GPUs: {uniq('gpus')}",
+            f"- MPI: {uniq('mpirun')}",
+            f"- dates (UTC): {dates[0] + ' to ' + dates[-1] if dates else 'unknown'}", ""]
+    if any(r["backend"] == "cpu" for r in rows):
+        out += ["Rows on the `cpu` backend are timings of hios's CPU reference backend: they show the pipeline "
+                "and its checks working and say nothing about GPU schedules. Their predictions come from GPU cost "
+                "models unless the costs were measured by `hios tune` on the CPU ranks, so `pred err` is `n/a` "
+                "for them.", ""]
+    for w in warnings:
+        out += [f"Note: {w}.", ""]
+
+    out += ["## Best per problem", "",
+            "Per model, size, batch, backend and precision: the sequential run, the fastest one-GPU run and the "
+            "fastest run on more GPUs (medians in ms), and their speed-ups.", ""]
+    body = []
+    for pk in sorted(problems):
+        pc = [c for c in problems[pk] if not c["pytorch"]]
+        if not pc:
+            continue
+        seq = [c for c in pc if c["algorithm"] == "sequential"]
+        seq = min(seq, key=lambda c: c["median"]) if seq else None
+        one = [c for c in pc if c["gpus"] == 1]
+        one = min(one, key=lambda c: c["median"]) if one else None
+        many = [c for c in pc if c["gpus"] > 1]
+        many = min(many, key=lambda c: c["median"]) if many else None
+        m = problems[pk][0]
+
+        def who(c):
+            return "" if c is None else f"{c['algorithm']} ({c['cost']}" + (
+                f", intra={c['intra']})" if c["algorithm"] in ("hios-lp", "hios-mr", "heft") else ")")
+
+        body.append([m["model"], f"{m['height']}x{m['width']}", m["batch"], f"{m['backend']} {m['math']}",
+                     fmt(seq and seq["median"]), fmt(one and one["median"]), who(one),
+                     fmt(many and many["median"]), f"{who(many)}" + (f" on {many['gpus']}" if many else ""),
+                     fmt(seq and many and seq["median"] / many["median"], "{:.2f}x"),
+                     fmt(one and many and one["median"] / many["median"], "{:.2f}x")])
+    out += table(["model", "size", "batch", "backend", "sequential", "best 1 GPU", "via", "best >1 GPU", "via",
+                  "x seq", "x best 1 GPU"], body) if body else ["No ok rows."]
+    out += ["", "## Every configuration", "",
+            "One row per configuration and repeat (the last row of each key). `x seq`: the sequential "
+            "median over this one; `x best1`: the fastest one-GPU median over this one; `pred err`: "
+            "predicted / measured - 1; `opt s`: the optimisation cost in seconds.", ""]
+    cell_of = {tuple(c[k] for k in CELL_FIELDS): c for c in cells}
+    body = []
+    for r in sorted(rows, key=order):
+        c = cell_of.get(tuple(r[k] for k in CELL_FIELDS))
+        err = (r["predicted"] / r["median"] - 1) * 100 if r["predicted"] and r["median"] and comparable(r) else None
+        body.append([r["model"], f"{r['height']}x{r['width']}", r["batch"], r["gpus"], r["algorithm"], r["cost"],
+                     r["intra"], f"{r['backend']} {r['math']}", r["rep"], r["status"], fmt(r["median"]),
+                     f"{fmt(r['min'])}-{fmt(r['max'])}" if r["median"] is not None else "",
+                     fmt(r["batch"] * 1000.0 / r["median"] if r["median"] else None, "{:.1f}"),
+                     fmt(r["predicted"]), fmt(err, "{:+.0f}%") if comparable(r) else "n/a",
+                     fmt(c and c["seq"] and c["seq"]["median"] / r["median"] if r["median"] else None, "{:.2f}x"),
+                     fmt(c and c["best1"] and c["best1"]["median"] / r["median"] if r["median"] else None, "{:.2f}x"),
+                     fmt(r["opt_total"], "{:.3g}"),
+                     {True: "ok", False: "FAIL", None: ""}[r["verified"]],
+                     (f"{r['step']}: {r['error']}" if r["error"] else "")[:160]])
+    out += table(["model", "size", "batch", "GPUs", "algorithm", "cost", "intra", "backend", "rep", "status",
+                  "median ms", "min-max ms", "img/s", "pred ms", "pred err", "x seq", "x best1", "opt s",
+                  "verify", "error"], body)
+    out += ["", "## Plots", ""]
+    for name, caption in plots.written:
+        out += [f"### {name}", "", caption, "", f"![{name}]({name}.png)", "",
+                "Files: " + ", ".join(f"[{name}.{f}]({name}.{f})" for f in plots.formats), ""]
+    for name, why in plots.skipped:
+        out += [f"No `{name}` plot: {why}.", ""]
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="docs/experiments.md describes every table and plot.")
+    ap.add_argument("results", nargs="+", help="results of scripts/sweep.py (JSON lines)")
+    ap.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for report.md and the plots")
+    ap.add_argument("--formats", default="png,svg", help="comma-separated image formats (default png,svg)")
+    ap.add_argument("--title", default="", help="the report's heading (default: from the results' file names)")
+    args = ap.parse_args(argv)
+    try:
+        formats = [f for f in args.formats.split(",") if f]
+        bad = [f for f in formats if f not in ("png", "svg", "pdf")]
+        if bad or not formats:
+            raise ReportError(f"--formats: expected png, svg or pdf, got {args.formats!r}")
+        rows, warnings = load_rows(args.results)
+        outdir = args.output
+        if os.path.exists(outdir) and not os.path.isdir(outdir):
+            raise ReportError(f"{outdir}: exists and is not a folder")
+        plt = import_matplotlib()
+        os.makedirs(outdir, exist_ok=True)
+        cells, problems = combine(rows)
+        plots = Plots(plt, outdir, formats)
+        show_cost, show_intra = varies(cells, "cost"), varies(cells, "intra")
+        if cells:
+            for fn in (plot_latency_vs_size, plot_speedup, plot_batch, plot_predicted, plot_optimisation,
+                       plot_pytorch):
+                fn(plots, cells, show_cost, show_intra)
+        else:
+            plots.skipped.append(("any", "no configuration is ok"))
+        title = args.title or "Sweep report: " + ", ".join(os.path.basename(p) for p in args.results)
+        text = markdown(title, args.results, rows, cells, problems, plots, warnings)
+        write_bytes(os.path.join(outdir, "report.md"), text.encode())
+    except ReportError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"{PROG}: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        return 2
+    for w in warnings:
+        print(f"{PROG}: note: {w}", file=sys.stderr)
+    print(f"{PROG}: wrote {os.path.join(outdir, 'report.md')} and {len(plots.written)} plot(s) "
+          f"({', '.join(n for n, _ in plots.written)}) as {', '.join(formats)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
