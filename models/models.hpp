@@ -36,6 +36,7 @@ Graph build_inception_v3(const ModelParams& p);
 Graph build_nasnet_large(const ModelParams& p);
 Graph build_randwire_small(const ModelParams& p);
 Graph build_randwire_regular(const ModelParams& p);
+Graph build_randwire_large(const ModelParams& p);  // regular regime, C=154
 Graph build_squeezenet(const ModelParams& p);
 Graph build_resnet50(const ModelParams& p);
 

@@ -241,4 +241,18 @@ Graph build_randwire_regular(const ModelParams& p) {
   return build_randwire(p, regime);
 }
 
+// The regular regime at C=154, the paper's larger RandWire (Table 3) and the one IOS and HIOS
+// evaluate as "randwire_large". Seeds of its own, so its sampled stages are not C=109's.
+Graph build_randwire_large(const ModelParams& p) {
+  constexpr int64_t c = 154;
+  static const Regime regime{"randwire_large",
+                             c,
+                             false,
+                             {{"conv2", kNodes / 2, c, 302},
+                              {"conv3", kNodes, 2 * c, 303},
+                              {"conv4", kNodes, 4 * c, 304},
+                              {"conv5", kNodes, 8 * c, 305}}};
+  return build_randwire(p, regime);
+}
+
 }  // namespace hios

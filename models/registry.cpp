@@ -12,6 +12,8 @@ const std::vector<ModelInfo>& model_registry() {
        build_randwire_small},
       {"randwire_small", "RandWire-WS(4, 0.75), small regime (C=78), fixed seed", 224, build_randwire_small},
       {"randwire_regular", "RandWire-WS(4, 0.75), regular regime (C=109), fixed seed", 224, build_randwire_regular},
+      {"randwire_large", "RandWire-WS(4, 0.75), regular regime (C=154, IOS's and HIOS's), fixed seed", 224,
+       build_randwire_large},
       {"squeezenet", "SqueezeNet 1.1, 0.35 GMACs at 224", 224, build_squeezenet},
       {"resnet50", "ResNet-50 (control with little branching), 4.1 GMACs at 224", 224, build_resnet50},
   };

@@ -89,6 +89,16 @@ TEST_CASE("randwire regular regime matches the paper's cost", "[randwire]") {
   CHECK(c.params == Approx(31.9e6).epsilon(0.05));
 }
 
+// Table 3's larger model, C=154: 7.9B multiply-adds and 61.5M parameters.
+TEST_CASE("randwire large (regular regime, C=154) matches the paper's cost", "[randwire]") {
+  Graph g = build_randwire_large(ModelParams{1, 224, 224});
+  CHECK(g.name == "randwire_large");
+  const OpCost c = g.total_cost();
+  CHECK(c.macs == Approx(7.9e9).epsilon(0.05));
+  CHECK(c.params == Approx(61.5e6).epsilon(0.05));
+  CHECK(graph_to_text(build_model("randwire_large", ModelParams{})) == graph_to_text(g));
+}
+
 TEST_CASE("randwire builds are deterministic", "[randwire]") {
   CHECK(graph_to_text(small()) == graph_to_text(small()));
   CHECK(graph_to_text(regular()) == graph_to_text(regular()));
