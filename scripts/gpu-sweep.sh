@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A sweep preset on the GPU machine in one device call (issue 12): build hios, run
+# scripts/sweep.py on the preset until it finishes or the time budget ends (SIGTERM: the
+# results file stays whole and a later call resumes it), then scripts/report.py. The device
+# returns at most 8 files, so the report's plots come back as one tarball.
+#
+#   OUT=/some/dir bash scripts/gpu-sweep.sh [PRESET]        # PRESET: scripts/sweeps/hios-paper.json
+#
+# To resume in a second call, keep the results in the repository tree and carry them:
+#   RESULTS=output/paper.jsonl bash scripts/gpu-sweep.sh     (run's carry: ["output/paper.jsonl"])
+#
+# Environment: BUILD_DIR (/tmp/b), BUDGET_S (480: the sweep gets this many seconds), RESULTS
+# ($OUT/results.jsonl), ONLY (sweep.py --only patterns, space-separated, e.g.
+# "inception_v3/331x331/*").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PRESET=${1:-scripts/sweeps/hios-paper.json}
+OUT=${OUT:-$PWD/output/gpu-sweep}
+B=${BUILD_DIR:-/tmp/b}
+BUDGET_S=${BUDGET_S:-480}
+RESULTS=${RESULTS:-$OUT/results.jsonl}
+mkdir -p "$OUT" "$(dirname "$RESULTS")"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+t0=$(date +%s)
+{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
+  cmake --build "$B" -j 16 --target hios; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s; $( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "no GPU") | sort | uniq -c | xargs)"
+only=()
+for p in ${ONLY:-}; do only+=(--only "$p"); done
+# SIGTERM at the budget: sweep.py finishes the row being written, ends the running job and
+# exits 143 with every finished row in RESULTS.
+timeout -s TERM "$BUDGET_S" python3 scripts/sweep.py "$PRESET" -o "$RESULTS" --hios "$B/cli/hios" \
+  --workdir "$OUT/work" "${only[@]}" 2>&1 | tee "$OUT/sweep.log" | grep -E "^\[|error|interrupted" | tail -40
+rc=${PIPESTATUS[0]}
+rows=0
+[ -f "$RESULTS" ] && rows=$(wc -l <"$RESULTS")
+echo "sweep: exit $rc, $rows rows in $RESULTS ($(( $(date +%s) - t0 )) s)"
+[ "$RESULTS" != "$OUT/results.jsonl" ] && cp "$RESULTS" "$OUT/results.jsonl"
+if python3 scripts/report.py "$RESULTS" -o "$OUT/report" >"$OUT/report.log" 2>&1; then
+  cp "$OUT/report/report.md" "$OUT/report.md"
+  tar czf "$OUT/report.tgz" -C "$OUT" report
+  echo "report: $OUT/report.md, plots in $OUT/report.tgz"
+else
+  echo "report failed:"; tail -5 "$OUT/report.log"
+fi
+rm -rf "$OUT/work" "$OUT/report"  # only the files above come back from the device
+echo "total: $(( $(date +%s) - t0 )) s"
