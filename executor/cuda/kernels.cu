@@ -246,23 +246,6 @@ __device__ __forceinline__ float pool_reduce(const PoolParams& p, const PoolWind
 // Sums go over rows, then columns, as pool_reduce does, so both layouts round alike.
 constexpr int kPoolRun = 4;
 template <class T, int V>
-__device__ __forceinline__ void load_v(const T* p, float (&v)[V]) {
-  if constexpr (V == 4) {
-    Io<T>::ld4(p, v);
-  } else {
-    v[0] = ld(p);
-  }
-}
-template <class T, int V>
-__device__ __forceinline__ void store_v(T* p, const float (&v)[V]) {
-  if constexpr (V == 4) {
-    Io<T>::st4(p, v);
-  } else {
-    st(p, v[0]);
-  }
-}
-
-template <class T, int V>
 __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
   const int groups = p.c / V;
   const int runs = (p.ow + kPoolRun - 1) / kPoolRun;
@@ -285,7 +268,7 @@ __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
       const T* xr = xb + int64_t(yy) * p.w * p.x_pixel_stride;
       for (int xx = win[0].x0; xx < win[nrun - 1].x1; ++xx) {
         float v[V];
-        load_v<T, V>(xr + int64_t(xx) * p.x_pixel_stride, v);
+        ldv<V>(xr + int64_t(xx) * p.x_pixel_stride, v);
 #pragma unroll
         for (int j = 0; j < kPoolRun; ++j) {
           if (j >= nrun || xx < win[j].x0 || xx >= win[j].x1) continue;
@@ -305,7 +288,7 @@ __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[j][k] /= win[j].divisor;
       }
-      store_v<T, V>(yr + int64_t(j) * p.c, acc[j]);
+      stv<V>(yr + int64_t(j) * p.c, acc[j]);
     }
   }
 }
