@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "executor/cuda/api.hpp"
+#include "executor/cuda/tools/copy_bandwidth.hpp"
 #include "graph/error.hpp"
 #include "graph/json_reader.hpp"
 #include "models/models.hpp"
@@ -38,34 +39,6 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
     r2 += double(ref[i]) * ref[i];
   }
   return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
-}
-
-// The bandwidth a plain device-to-device copy of 512 MiB reaches, read and written bytes
-// counted: the yardstick of the memory-bound nodes below, "memory time" being their bytes at
-// this rate (what this GPU really sustains, not its datasheet peak).
-double copy_bandwidth_gbs() {
-  const size_t bytes = size_t(512) << 20;
-  void *a = nullptr, *b = nullptr;
-  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
-    cudaFree(a);
-    return NAN;
-  }
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);  // warm-up
-  const int reps = 10;
-  cudaEventRecord(e0);
-  for (int i = 0; i < reps; ++i) cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaFree(a);
-  cudaFree(b);
-  return ms > 0 ? 2.0 * double(bytes) * reps / (double(ms) * 1e6) : NAN;
 }
 
 // Memory-bound nodes (pools, activations, add, mul, concats and sums, softmax) against the
@@ -247,7 +220,7 @@ int main(int argc, char** argv) {
           const std::vector<double> times = r.node_times_ms(profile);
           print_profile(g, times);
           const bool half = math == "fp16" || math == "bf16";
-          print_memory_bound(g, times, half ? 0.5 : 1.0, copy_bandwidth_gbs());
+          print_memory_bound(g, times, half ? 0.5 : 1.0, cuda::copy_bandwidth_gbs());
         }
         emit("sequential", 1, graph, t, double(r.peak_bytes()) / (1 << 20), first ? NAN : rel_error(out, ref), 1, 0);
       }

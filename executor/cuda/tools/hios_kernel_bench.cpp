@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "executor/cuda/kernels.hpp"
+#include "executor/cuda/tools/copy_bandwidth.hpp"
 
 using namespace hios::cuda;
 
@@ -119,16 +120,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hios-kernel-bench: --math '%s': expected bf16, fp16 or fp32\n", math.c_str());
     return 2;
   }
-  const size_t eb = elem_bytes(elem);
 
   // The copy bandwidth (read + written bytes) every kernel is held against.
-  double copy_gbs = 0;
-  {
-    const int64_t n = int64_t(256) << 20;
-    Buffer a(n / int64_t(eb), elem, 1), b(n / int64_t(eb), elem, 2);
-    const double ms = time_ms([&] { CK(cudaMemcpyAsync(b.p, a.p, size_t(n), cudaMemcpyDeviceToDevice)); }, iters);
-    copy_gbs = 2.0 * double(n) / (ms * 1e6);
-  }
+  const double copy_gbs = copy_bandwidth_gbs(size_t(256) << 20, iters);
   std::printf("# %s, copy bandwidth %.0f GB/s (read + written)\n", math.c_str(), copy_gbs);
   std::printf("# %-34s %-16s %9s %9s %7s %10s\n", "shape", "variant", "ms", "copy ms", "x copy", "max |diff|");
   auto sz = [&](int h) { return std::max(8, int(std::lround(h * scale))); };
