@@ -379,6 +379,15 @@ def no_data(ax, what):
         ax.text(0.5, 0.5, what, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="grey")
 
 
+def label_axes(ax, title, xlabel, ylabel, minor_grid=True):
+    """Every panel's title, axis labels, grid and tick size, in one style."""
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.grid(True, which="both" if minor_grid else "major", alpha=0.3)
+    ax.tick_params(labelsize=7)
+
+
 def hide_unused(axes, used):
     for ax in list(axes.flat)[used:]:
         ax.set_visible(False)
@@ -397,12 +406,9 @@ def plot_latency_vs_size(plots, cells, show_cost, show_intra):
     fig, axes, _ = plots.grid(len(fs))
     for ax, fc in zip(axes.flat, fs):
         lines_by_series(ax, plots, fc, "side", lambda c: c["median"], show_cost, show_intra, err=True)
-        ax.set_title(facet_title(fc[0], ("model", "batch", "backend")), fontsize=9)
-        ax.set_xlabel("image size (px, H = W)", fontsize=8)
-        ax.set_ylabel("latency (ms, median; bars: min-max)", fontsize=8)
         auto_log(ax, [c["median"] for c in fc])
-        ax.grid(True, which="both", alpha=0.3)
-        ax.tick_params(labelsize=7)
+        label_axes(ax, facet_title(fc[0], ("model", "batch", "backend")), "image size (px, H = W)",
+                   "latency (ms, median; bars: min-max)")
     hide_unused(axes, len(fs))
     plots.finish(fig, axes, "latency_vs_size",
                  "Latency against image size, one line per algorithm and GPU count (median of the repeats; "
@@ -425,11 +431,8 @@ def plot_speedup(plots, cells, show_cost, show_intra):
             lines_by_series(ax, plots, pts, "side", lambda c: c[field], show_cost, show_intra)
             no_data(ax, "nothing to compare")
             ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-            ax.set_title(f"{facet_title(fc[0], ('model', 'batch', 'backend'))}: over {what}", fontsize=9)
-            ax.set_xlabel("image size (px, H = W)", fontsize=8)
-            ax.set_ylabel("speed-up (x)", fontsize=8)
-            ax.grid(True, alpha=0.3)
-            ax.tick_params(labelsize=7)
+            label_axes(ax, f"{facet_title(fc[0], ('model', 'batch', 'backend'))}: over {what}",
+                       "image size (px, H = W)", "speed-up (x)", minor_grid=False)
     for ax in axes.flat:
         if ax not in used:
             ax.set_visible(False)
@@ -460,11 +463,7 @@ def plot_batch(plots, cells, show_cost, show_intra):
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted({c["batch"] for c in fc}))
             ax.set_xticklabels([str(b) for b in sorted({c["batch"] for c in fc})])
-            ax.set_title(facet_title(fc[0], ("model", "size", "backend")), fontsize=9)
-            ax.set_xlabel("batch size", fontsize=8)
-            ax.set_ylabel(ylabel, fontsize=8)
-            ax.grid(True, alpha=0.3)
-            ax.tick_params(labelsize=7)
+            label_axes(ax, facet_title(fc[0], ("model", "size", "backend")), "batch size", ylabel, minor_grid=False)
     for ax in axes.flat:
         if ax not in used:
             ax.set_visible(False)
@@ -496,11 +495,7 @@ def plot_predicted(plots, cells, show_cost, show_intra):
         log_axis(ax, "y")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ax.set_title(f"{backend} {m}", fontsize=9)
-        ax.set_xlabel("measured latency (ms, median)", fontsize=8)
-        ax.set_ylabel("predicted latency (ms)", fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.tick_params(labelsize=7)
+        label_axes(ax, f"{backend} {m}", "measured latency (ms, median)", "predicted latency (ms)")
     hide_unused(axes, len(backends))
     plots.finish(fig, axes, "predicted_vs_measured",
                  "The schedule's predicted latency (its cost model: analytic, profile or tune) against the "
@@ -519,11 +514,8 @@ def plot_optimisation(plots, cells, show_cost, show_intra):
     for ax, fc in zip(axes.flat, fs):
         lines_by_series(ax, plots, fc, "side", lambda c: c["opt_total"], show_cost, show_intra)
         auto_log(ax, [c["opt_total"] for c in fc])
-        ax.set_title(facet_title(fc[0], ("model", "batch", "backend")), fontsize=9)
-        ax.set_xlabel("image size (px, H = W)", fontsize=8)
-        ax.set_ylabel("optimisation cost (s, wall)", fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.tick_params(labelsize=7)
+        label_axes(ax, facet_title(fc[0], ("model", "batch", "backend")), "image size (px, H = W)",
+                   "optimisation cost (s, wall)")
     hide_unused(axes, len(fs))
     plots.finish(fig, axes, "optimisation_cost",
                  "Seconds spent choosing the schedule: the wall time of `hios schedule` (or of `mpirun hios tune`), "
@@ -553,11 +545,7 @@ def plot_pytorch(plots, cells, show_cost, show_intra):
             rows.append(dict(c, algorithm=tag, pytorch=True))
         lines_by_series(ax, plots, rows, "side", lambda c: c["median"], False, False)
         auto_log(ax, [c["median"] for c in rows])
-        ax.set_title(f"{model}, batch {batch}", fontsize=9)
-        ax.set_xlabel("image size (px, H = W)", fontsize=8)
-        ax.set_ylabel("latency (ms, median)", fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.tick_params(labelsize=7)
+        label_axes(ax, f"{model}, batch {batch}", "image size (px, H = W)", "latency (ms, median)")
     hide_unused(axes, len(fs))
     plots.finish(fig, axes, "pytorch",
                  "PyTorch variants (scripts/bench_pytorch.py) next to hios's fastest CUDA run of the same model, "
