@@ -79,25 +79,6 @@ struct Io16 {
   __device__ static void st2(T* p, const float (&v)[2]) {
     *reinterpret_cast<T2*>(p) = pair_of(v[0], v[1], static_cast<T2*>(nullptr));
   }
-  // 8 elements in one 16-byte access: what a 16-bit memory-bound kernel needs to move as many
-  // bytes per instruction as the fp32 one does with ld4.
-  struct alignas(16) Eight {
-    T2 a, b, c, d;
-  };
-  __device__ static void ld8(const T* p, float (&v)[8]) {
-    const Eight q = *reinterpret_cast<const Eight*>(p);
-    const T2 pairs[4] = {q.a, q.b, q.c, q.d};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = to_f2(pairs[i]);
-      v[2 * i] = f.x;
-      v[2 * i + 1] = f.y;
-    }
-  }
-  __device__ static void st8(T* p, const float (&v)[8]) {
-    auto pr = [&](int i) { return pair_of(v[2 * i], v[2 * i + 1], static_cast<T2*>(nullptr)); };
-    *reinterpret_cast<Eight*>(p) = Eight{pr(0), pr(1), pr(2), pr(3)};
-  }
 };
 template <>
 struct Io<__half> : Io16<__half, __half2> {};
@@ -111,13 +92,10 @@ template <class T>
 __device__ __forceinline__ void st(T* p, float v) {
   Io<T>::st(p, v);
 }
-// V neighbouring elements (V = 1, 2 or 4; 8 for 16-bit types) in one access; p aligned to V
-// elements.
+// V neighbouring elements (V = 1, 2 or 4) in one access; p aligned to V elements.
 template <int V, class T>
 __device__ __forceinline__ void ldv(const T* p, float (&v)[V]) {
-  if constexpr (V == 8) {
-    Io<T>::ld8(p, v);
-  } else if constexpr (V == 4) {
+  if constexpr (V == 4) {
     Io<T>::ld4(p, v);
   } else if constexpr (V == 2) {
     Io<T>::ld2(p, v);
@@ -127,9 +105,7 @@ __device__ __forceinline__ void ldv(const T* p, float (&v)[V]) {
 }
 template <int V, class T>
 __device__ __forceinline__ void stv(T* p, const float (&v)[V]) {
-  if constexpr (V == 8) {
-    Io<T>::st8(p, v);
-  } else if constexpr (V == 4) {
+  if constexpr (V == 4) {
     Io<T>::st4(p, v);
   } else if constexpr (V == 2) {
     Io<T>::st2(p, v);
@@ -1036,16 +1012,12 @@ void launch_rows(const RowsParams& p, cudaStream_t stream) {
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
-// The 3x3 kernel's launch: V = 8 (16-bit types only: one 16-byte access), 4, 2 or 1 channels per
-// thread as C, the strides, the pointers and p.max_vec allow; 8 channels take runs of 2 outputs
-// (runs of 4 would hold 96 partial sums in registers). Rows per thread as many as keep about
-// 2048 threads per SM busy, at most 8.
+// The 3x3 kernel's launch: V = 4, 2 or 1 channels per thread as C, the strides and the
+// pointers allow; rows per thread as many as keep about 2048 threads per SM busy, at most 8.
 template <class T>
 void launch_pool3_nhwc(const PoolParams& p, cudaStream_t stream) {
   int v = 1;
-  for (int cand : {8, 4, 2}) {
-    if (cand == 8 && sizeof(T) != 2) continue;
-    if (p.max_vec > 0 && cand > p.max_vec) continue;
+  for (int cand : {4, 2}) {
     const uintptr_t mask = uintptr_t(cand) * elem_bytes(p.elem) - 1;
     if (p.c % cand == 0 && p.x_pixel_stride % cand == 0 && p.x_batch_stride % cand == 0 &&
         (reinterpret_cast<uintptr_t>(p.x) & mask) == 0 && (reinterpret_cast<uintptr_t>(p.y) & mask) == 0) {
@@ -1053,7 +1025,7 @@ void launch_pool3_nhwc(const PoolParams& p, cudaStream_t stream) {
       break;
     }
   }
-  const int run = v == 8 || p.sh != 1 ? 2 : 4;
+  const int run = p.sh == 1 ? 4 : 2;
   const int64_t per_row = int64_t(p.c / v) * ((p.ow + run - 1) / run);
   const int64_t rows = int64_t(p.n) * p.oh;
   const int rows_per_thread = int(std::clamp<int64_t>(per_row * rows / (132 * 2048), 1, 8));
@@ -1061,16 +1033,10 @@ void launch_pool3_nhwc(const PoolParams& p, cudaStream_t stream) {
                   unsigned(std::min<int64_t>((rows + rows_per_thread - 1) / rows_per_thread, 65535)));
   auto go = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, rows_per_thread); };
   if (p.sh == 1) {
-    if constexpr (sizeof(T) == 2) {
-      if (v == 8) return go(pool3_nhwc_kernel<T, 8, 1, 2>);
-    }
     if (v == 4) go(pool3_nhwc_kernel<T, 4, 1, 4>);
     else if (v == 2) go(pool3_nhwc_kernel<T, 2, 1, 4>);
     else go(pool3_nhwc_kernel<T, 1, 1, 4>);
   } else {
-    if constexpr (sizeof(T) == 2) {
-      if (v == 8) return go(pool3_nhwc_kernel<T, 8, 2, 2>);
-    }
     if (v == 4) go(pool3_nhwc_kernel<T, 4, 2, 2>);
     else if (v == 2) go(pool3_nhwc_kernel<T, 2, 2, 2>);
     else go(pool3_nhwc_kernel<T, 1, 2, 2>);

@@ -91,9 +91,6 @@ struct PoolParams {
   // NHWC 3x3 windows at stride 1 or 2 take a kernel that slides down the rows; 1 forces the
   // general kernel (hios-kernel-bench compares them).
   int general = 0;
-  // The sliding kernel's widest access in channels (8, 4, 2 or 1); 0: the widest the types, C,
-  // strides and pointers allow (hios-kernel-bench compares widths).
-  int max_vec = 0;
 };
 void launch_pool(const PoolParams& p, cudaStream_t stream);
 // The same function, one block per 32x32 patch of outputs with its input patch staged in shared

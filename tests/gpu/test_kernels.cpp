@@ -93,14 +93,13 @@ TEST_CASE("NHWC depthwise variants (4x4 tiles, row runs) give the same bits", "[
   }
 }
 
-// c 16 takes 8 channels per access in bf16, 12 takes 4, 42 takes 2, 13 one.
 TEST_CASE("NHWC 3x3 pools: the row-sliding kernel matches the general one", "[gpu][kernels]") {
   REQUIRE_GPU();
   std::mt19937 rng(6);
   for (Elem elem : {Elem::F32, Elem::BF16}) {
     for (int s : {1, 2}) {
       for (int is_max : {1, 0}) {
-        for (int c : {12, 42, 13, 16}) {
+        for (int c : {12, 42, 13}) {
           const int n = 2, h = std::uniform_int_distribution<int>(3, 33)(rng), w = std::uniform_int_distribution<int>(3, 33)(rng);
           PoolParams p;
           p.elem = elem;
@@ -124,18 +123,11 @@ TEST_CASE("NHWC 3x3 pools: the row-sliding kernel matches the general one", "[gp
           p.general = 0;
           p.y = y0.p;
           launch_pool(p, nullptr);
-          // The same kernel held to 4 channels per access sums in the same order: same bits.
-          DeviceBuffer y4(int64_t(n) * p.oh * p.ow * c, elem, rng);
-          p.max_vec = 4;
-          p.y = y4.p;
-          launch_pool(p, nullptr);
-          p.max_vec = 0;
           p.general = 1;
           p.y = y1.p;
           launch_pool(p, nullptr);
           REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
           INFO("pool 3x3/" << s << (is_max ? " max" : " avg") << " c" << c << " " << h << "x" << w);
-          CHECK(y0.bits() == y4.bits());
           if (is_max) {
             CHECK(y0.bits() == y1.bits());  // max is exact in any order
           } else {
