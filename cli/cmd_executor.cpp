@@ -12,8 +12,11 @@
 #include "executor/registry.hpp"
 #include "executor/replay.hpp"
 #include "executor/runner.hpp"
+#include "executor/shape_runner.hpp"
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
+#include "models/models.hpp"
+#include "scheduler/algorithms.hpp"
 #include "scheduler/cost_model.hpp"
 #include "scheduler/schedule.hpp"
 #include "scheduler/simulator.hpp"
@@ -32,7 +35,64 @@ struct LowerOptions {
 struct RunCliOptions {
   std::string graph, schedule, output, devices;
   exec::RunOptions run;
+  // --shapes: a shape set (executor/shape_set.hpp) of the graph's model, scheduled here.
+  std::string shapes, batches = "1", algo = "hios-lp", cost = "analytic", cost_device;
+  bool prepare_on_demand = false, compare_separate = false;
 };
+
+// `hios run --shapes`: the graph's model rebuilt at every shape, each scheduled on one GPU with
+// --algo under --cost, all served from one process (executor/shape_runner.hpp).
+void run_shapes(const RunCliOptions& o, exec::Comm& comm) {
+  HIOS_CHECK(comm.size() == 1, "--shapes serves every shape from one process on one GPU; run it without mpirun -np %d",
+             comm.size());
+  const Graph source = load_graph(o.graph);
+  HIOS_CHECK(find_model(source.name) != nullptr,
+             "--shapes rebuilds the graph's model at each shape, and '%s' (from %s) is not a model hios can build "
+             "(see hios models)",
+             source.name.c_str(), o.graph.c_str());
+  const std::vector<exec::ShapeKey> keys = exec::parse_shape_list(o.shapes, o.batches);
+  std::shared_ptr<CostModel> cost = make_cost_model(o.cost, o.cost_device);
+  const std::string model = source.name, algo = o.algo;
+  exec::ShapeRunOptions sr;
+  sr.set.session.backend = o.run.backend;
+  sr.set.session.math = o.run.math;
+  sr.set.session.layout = o.run.layout;
+  sr.set.session.seed = o.run.seed;
+  sr.set.session.threads = o.run.threads;
+  sr.set.session.memory_limit = o.run.memory_limit;
+  sr.set.session.devices = parse_devices(o.devices);
+  sr.set.cuda_graph = o.run.cuda_graph;
+  sr.set.prepare_on_demand = o.prepare_on_demand;
+  sr.warmup = o.run.warmup;
+  sr.number = o.run.number;
+  sr.verify = o.run.verify;
+  sr.compare_separate = o.compare_separate;
+  auto make_graph = [model](const exec::ShapeKey& k) {
+    return build_model(model, ModelParams{k.batch, k.height, k.width});
+  };
+  auto make_schedule = [algo, cost](const Graph& g) {
+    SchedulerOptions so;
+    so.num_gpus = 1;
+    return run_algorithm(algo, g, *cost, so);
+  };
+  const exec::ShapeRunReport rep = exec::run_shape_set(make_graph, make_schedule, keys, sr, comm);
+  const std::string table = exec::shape_report_to_table(rep);
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  std::fflush(stdout);
+  const std::string output = o.output.empty() ? strprintf("output/shapes-%s-%s.json", model.c_str(), rep.backend.c_str())
+                                              : o.output;
+  if (output != "none") {
+    std::filesystem::path parent = std::filesystem::path(output).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    write_file_atomic(output, exec::shape_report_to_json(rep).dump(2) + "\n");
+  }
+  for (const exec::ShapeRow& row : rep.rows) {
+    HIOS_CHECK(!row.verified || row.verify.ok,
+               "verification failed: shape %s differs from the %s by max_rel %.3e (max_abs %.3e), tolerance %.1e",
+               row.key.str().c_str(), row.verify.against.c_str(), row.verify.diff.max_rel, row.verify.diff.max_abs,
+               row.verify.tolerance);
+  }
+}
 
 std::string default_output(const Graph& g, const Schedule& s, const exec::RunOptions& o) {
   return strprintf("output/run-%s-%lldx%lld-%s-%dgpu-%s.json", g.name.c_str(), (long long)g.height,
@@ -141,8 +201,22 @@ void add_executor_commands(CLI::App& app) {
   auto ropt = std::make_shared<RunCliOptions>();
   CLI::App* run = app.add_subcommand("run", "Run a schedule: one MPI rank per GPU, timed and optionally verified");
   run->add_option("--graph,-g", ropt->graph, "Graph JSON")->required();
-  run->add_option("--schedule,-s", ropt->schedule, "Schedule JSON for that graph (its GPU count = MPI ranks)")
-      ->required();
+  run->add_option("--schedule,-s", ropt->schedule,
+                  "Schedule JSON for that graph (its GPU count = MPI ranks); required unless --shapes");
+  run->add_option("--shapes", ropt->shapes,
+                  "Serve the graph's model at these image sizes from one process, one set of weights and one "
+                  "arena (S or HxW, comma-separated; docs/executor.md, shape sets): each shape scheduled here, "
+                  "captured once and timed");
+  run->add_option("--batches", ropt->batches, "With --shapes: batch sizes, comma-separated (default 1)");
+  run->add_option("--algo", ropt->algo, "With --shapes: the one-GPU scheduling algorithm (default hios-lp)");
+  run->add_option("--cost", ropt->cost, "With --shapes: 'analytic' (default) or a profile database JSON");
+  run->add_option("--device", ropt->cost_device, "With --shapes: device preset of the analytic model (default h200)");
+  run->add_flag("--prepare-on-demand", ropt->prepare_on_demand,
+                "With --shapes: a shape that was not prepared is prepared (and captured) on first use instead of "
+                "refused");
+  run->add_flag("--compare-separate", ropt->compare_separate,
+                "With --shapes: also prepare each shape alone and report the set's memory against the largest "
+                "and the sum");
   run->add_option("--backend", ropt->run.backend, "cpu or cuda (default cpu)");
   run->add_option("--transport", ropt->run.transport,
                   "nccl, mpi-host or mpi-cuda-aware (default: nccl for cuda, mpi-host for cpu)");
@@ -191,13 +265,24 @@ void add_executor_commands(CLI::App& app) {
       "  mpirun -np 2 hios run --graph inception.json --schedule inception.hios-lp.json --backend cuda\n"
       "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --backend cpu --verify\n"
       "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --trace measured.json   # vs hios trace\n");
-  run->callback([ropt] {
+  run->callback([ropt, run] {
     exec::RunOptions opt = ropt->run;
     opt.devices = parse_devices(ropt->devices);
     if (opt.verify_nodes) opt.verify = true;
     std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
     exec::RunReport rep;
     std::string output;
+    if (!ropt->shapes.empty()) {
+      HIOS_CHECK(ropt->schedule.empty(), "--shapes schedules every shape itself (--algo, --cost); drop --schedule");
+      HIOS_CHECK(!opt.verify_nodes && opt.trace_file.empty() && opt.inject_failure.empty(),
+                 "--shapes takes --verify, but not --verify-nodes, --trace or --inject-failure");
+      run_job(*comm, [&] { run_shapes(*ropt, *comm); });
+      return;
+    }
+    HIOS_CHECK(!ropt->schedule.empty(), "hios run needs --schedule (or --shapes to serve the model at many shapes)");
+    for (const char* only : {"--batches", "--algo", "--cost", "--device", "--prepare-on-demand", "--compare-separate"}) {
+      HIOS_CHECK(run->count(only) == 0, "%s goes with --shapes", only);
+    }
     run_job(*comm, [&] {
       Graph g = load_graph(ropt->graph);
       Schedule s = load_schedule(g, ropt->schedule);

@@ -9,5 +9,13 @@ namespace hios::exec {
 void Backend::begin_capture() { throw_error("the %s backend cannot capture a pass into a graph", name().c_str()); }
 void Backend::end_capture() { throw_error("the %s backend cannot capture a pass into a graph", name().c_str()); }
 void Backend::replay() { throw_error("the %s backend cannot replay a captured pass", name().c_str()); }
+void Backend::reserve_arena(size_t /*bytes*/) {
+  throw_error("the %s backend cannot keep one tensor arena across programs", name().c_str());
+}
+void Backend::keep(int /*slot*/) { throw_error("the %s backend cannot keep captured passes", name().c_str()); }
+PassContents Backend::kept_contents(int /*slot*/, const void* /*data*/, size_t /*bytes*/) const {
+  throw_error("the %s backend cannot keep captured passes", name().c_str());
+}
+void Backend::switch_to(int /*slot*/) { throw_error("the %s backend cannot keep captured passes", name().c_str()); }
 
 }  // namespace hios::exec

@@ -45,6 +45,14 @@ struct TensorView {
   MemoryKind memory = MemoryKind::Host;
 };
 
+// What a kept captured pass consists of (CUDA Graph nodes by kind), and how many of its copies
+// read a given tensor: 0 for the input is the proof that a shape set's caller's input is not
+// copied into a placeholder before the pass reads it.
+struct PassContents {
+  int kernels = 0, copies = 0, memsets = 0, other = 0;
+  int copies_reading = 0;
+};
+
 // Host memory owned by the backend (page-locked for GPU backends so copies are asynchronous).
 using HostBuffer = std::shared_ptr<void>;
 
@@ -138,6 +146,37 @@ class Backend {
   // used, and destroying a communicator waits for them, so the runner calls this before the
   // transport goes away. Safe to call when nothing was captured.
   virtual void release_capture() {}
+
+  // Shape sets (executor/shape_set.hpp): programs of shapes of one model (another image size
+  // or batch; weights.hpp, shape_variant_problem) prepared in turn on one backend. prepare()
+  // accepts such a graph after the first and keeps the weights, which are the same values.
+  //
+  // From reserve_arena(bytes) on, every shared-arena program uses one arena of at least `bytes`
+  // kept across prepares (grown when a program needs more) instead of an arena of its own: the
+  // shapes of a set cost the largest arena, not the sum. The default cannot.
+  virtual void reserve_arena(size_t bytes);
+  size_t reserved_arena() const { return reserved_arena_; }
+  // keep(slot) keeps the current program's captured pass and its tensor bindings as `slot`,
+  // which later prepares do not drop; switch_to(slot) makes a kept slot current again: replay,
+  // tensor, set_input and read_tensor then act on it, and launch is refused until the next
+  // prepare. A kept pass reads the arena, scratch arenas and workspaces where they were when it
+  // was captured; resource_epoch() changes whenever one of them moves, and switch_to refuses a
+  // slot kept in an older epoch (kept_current says so first, and the set captures it again).
+  virtual bool can_keep() const { return false; }
+  virtual void keep(int slot);
+  virtual void switch_to(int slot);
+  virtual bool kept_current(int /*slot*/) const { return false; }
+  virtual uint64_t resource_epoch() const { return 0; }
+  // The nodes of kept slot `slot`'s pass; copies_reading counts copies whose source overlaps
+  // [data, data + bytes).
+  virtual PassContents kept_contents(int slot, const void* data, size_t bytes) const;
+  // What this backend holds now: the cuda backend, the device memory in use less what was in
+  // use when it was made (weights, tensors, workspaces, library handles, captured graphs); the
+  // cpu backend, the bytes it allocated.
+  virtual size_t memory_in_use() const = 0;
+
+ protected:
+  size_t reserved_arena_ = 0;
 };
 
 }  // namespace hios::exec

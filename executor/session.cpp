@@ -6,13 +6,14 @@
 #include "executor/memory_plan.hpp"
 #include "executor/registry.hpp"
 #include "executor/tensor_layout.hpp"
+#include "executor/weights.hpp"
 #include "graph/error.hpp"
 #include "graph/stats.hpp"
 
 namespace hios::exec {
 
 
-RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) : g_(g), comm_(comm), opt_(opt) {
+RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) : g_(&g), comm_(comm), opt_(opt) {
   const BackendEntry& be = find_backend(opt.backend);
   transport_name_ = opt.transport.empty() ? be.default_transport : opt.transport;
   // A one-rank session moves nothing, so it needs no transport (and works in builds without MPI).
@@ -79,21 +80,30 @@ void RankSession::load(RankProgram p) {
   program_ = with_element_bytes(std::move(p), backend_->element_bytes());
   captured_ = false;
   eager_passes_ = 0;
-  backend_->prepare(g_, program_);
+  backend_->prepare(*g_, program_);
   if (comm_.size() > 1) {
     if (!transport_) transport_ = make_transport(transport_name_, comm_, *backend_);
-    transport_->prepare(g_, program_);
+    transport_->prepare(*g_, program_);
   }
   loaded_ = true;
   ++loads_;
+}
+
+void RankSession::load_shape(const Graph& g, RankProgram p) {
+  if (&g != g_) {
+    const std::string problem = shape_variant_problem(*g_, g);
+    HIOS_CHECK(problem.empty(), "%s", problem.c_str());
+    g_ = &g;
+  }
+  load(std::move(p));
 }
 
 void RankSession::load_schedule(const Schedule& s, bool shared_memory) {
   HIOS_CHECK(comm_.size() == s.meta.num_gpus,
              "schedule '%s' is for %d GPU(s) but the job has %d rank(s); start it with mpirun -np %d",
              s.meta.algorithm.c_str(), s.meta.num_gpus, comm_.size(), s.meta.num_gpus);
-  RankProgram p = lower(g_, s, comm_.rank());
-  if (shared_memory) plan_and_check_shared_buffers(g_, p);
+  RankProgram p = lower(*g_, s, comm_.rank());
+  if (shared_memory) plan_and_check_shared_buffers(*g_, p);
   load(std::move(p));
 }
 

@@ -74,7 +74,7 @@ class RankSession {
   RankSession(const RankSession&) = delete;
   RankSession& operator=(const RankSession&) = delete;
 
-  const Graph& graph() const { return g_; }
+  const Graph& graph() const { return *g_; }
   Comm& comm() { return comm_; }
   Backend& backend() { return *backend_; }
   Transport* transport() { return transport_.get(); }
@@ -89,6 +89,10 @@ class RankSession {
   // Collective. Lowers this rank's part of `s`, with tensors sharing one arena where their
   // lives cannot overlap (shared_memory) or each in its own buffer, and loads it.
   void load_schedule(const Schedule& s, bool shared_memory);
+  // Collective. Makes `g`, another shape of the session's model (an image size or batch;
+  // exec::shape_variant_problem says why not), the session's graph and loads its program `p`;
+  // the backend keeps the weights. How a shape set (executor/shape_set.hpp) serves shapes.
+  void load_shape(const Graph& g, RankProgram p);
   const RankProgram& program() const { return program_; }
   int loads() const { return loads_; }
 
@@ -128,7 +132,7 @@ class RankSession {
   void enqueue_pass(bool eager = false);  // observers' pass_begin, the instructions or the replay, end of pass
   void finish_pass();   // the host waits for every stream; observers' pass_end
 
-  const Graph& g_;
+  const Graph* g_;  // load_shape moves it to another shape of the model
   Comm& comm_;
   SessionOptions opt_;
   BackendConfig cfg_;

@@ -16,20 +16,54 @@ std::vector<float> make_input(const Graph& g, uint64_t seed) {
   return uniform_values(seed, in.name + ".value", in.shape.numel(), init::kInputBound);
 }
 
-OpParams make_op_params(const Op& op, const Shape& in, const std::string& prefix, uint64_t seed) {
-  OpParams p;
+namespace {
+
+// One op's parameter sizes: the fan-in of one output, the outputs, and whether it has a bias.
+// make_op_params and node_param_counts both read them here, so a count can never disagree
+// with the values built.
+struct ParamDims {
+  int64_t fan_in = 0, outputs = 0;
+  bool bias = false;
+};
+ParamDims param_dims(const Op& op, const Shape& in) {
   if (op.kind == OpKind::Conv) {
     const ConvAttrs& a = op.conv();
-    int64_t per_out = (in.c / a.groups) * a.kernel[0] * a.kernel[1];
-    p.weight = uniform_values(seed, prefix + ".weight", a.out_channels * per_out,
-                              init::weight_bound(double(per_out)));
-    if (a.bias) p.bias = uniform_values(seed, prefix + ".bias", a.out_channels, init::kBiasBound);
-  } else if (op.kind == OpKind::Linear) {
-    const LinearAttrs& a = op.linear();
-    int64_t fan_in = in.c * in.h * in.w;
-    p.weight = uniform_values(seed, prefix + ".weight", a.out_features * fan_in, init::weight_bound(double(fan_in)));
-    if (a.bias) p.bias = uniform_values(seed, prefix + ".bias", a.out_features, init::kBiasBound);
+    return {(in.c / a.groups) * a.kernel[0] * a.kernel[1], a.out_channels, a.bias};
   }
+  if (op.kind == OpKind::Linear) {
+    const LinearAttrs& a = op.linear();
+    return {in.c * in.h * in.w, a.out_features, a.bias};
+  }
+  return {};
+}
+
+// Calls f(op, its input shape, its index) for every parameterised op of node v (the node's own
+// op, or each step of a sequential, steps without parameters included).
+template <class F>
+void for_each_param_op(const Graph& g, int v, F&& f) {
+  const Node& nd = g.nodes[v];
+  if (nd.op.kind == OpKind::Conv || nd.op.kind == OpKind::Linear) {
+    f(nd.op, assembled_input_shape(g, v), -1);
+  } else if (nd.op.kind == OpKind::Sequential) {
+    Shape cur = assembled_input_shape(g, v);
+    InferContext ctx{nd.name, cur.n, cur.h, cur.w};
+    const auto& steps = nd.op.sequential().steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      f(steps[i], cur, int(i));
+      cur = infer_op(steps[i], {cur}, ctx);
+    }
+  }
+}
+
+}  // namespace
+
+OpParams make_op_params(const Op& op, const Shape& in, const std::string& prefix, uint64_t seed) {
+  OpParams p;
+  const ParamDims d = param_dims(op, in);
+  if (d.outputs == 0) return p;
+  const float bound = init::weight_bound(double(d.fan_in));
+  p.weight = uniform_values(seed, prefix + ".weight", d.outputs * d.fan_in, bound);
+  if (d.bias) p.bias = uniform_values(seed, prefix + ".bias", d.outputs, init::kBiasBound);
   return p;
 }
 
@@ -60,23 +94,44 @@ void reorder_for_layout(const Op& op, const Shape& in, Layout layout, OpParams& 
 }  // namespace
 
 std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed, Layout layout) {
-  const Node& nd = g.nodes[v];
   std::vector<OpParams> out;
-  if (nd.op.kind == OpKind::Conv || nd.op.kind == OpKind::Linear) {
-    const Shape in = assembled_input_shape(g, v);
-    out.push_back(make_op_params(nd.op, in, nd.params_name(), seed));
-    reorder_for_layout(nd.op, in, layout, out.back());
-  } else if (nd.op.kind == OpKind::Sequential) {
-    Shape cur = assembled_input_shape(g, v);
-    InferContext ctx{nd.name, cur.n, cur.h, cur.w};
-    const auto& steps = nd.op.sequential().steps;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      out.push_back(make_op_params(steps[i], cur, nd.params_name() + ".steps[" + std::to_string(i) + "]", seed));
-      reorder_for_layout(steps[i], cur, layout, out.back());
-      cur = infer_op(steps[i], {cur}, ctx);
+  const std::string& owner = g.nodes[v].params_name();
+  for_each_param_op(g, v, [&](const Op& op, const Shape& in, int step) {
+    out.push_back(make_op_params(op, in, step < 0 ? owner : owner + ".steps[" + std::to_string(step) + "]", seed));
+    reorder_for_layout(op, in, layout, out.back());
+  });
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> node_param_counts(const Graph& g, int v) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for_each_param_op(g, v, [&](const Op& op, const Shape& in, int) {
+    const ParamDims d = param_dims(op, in);
+    out.emplace_back(d.outputs * d.fan_in, d.bias ? d.outputs : 0);
+  });
+  return out;
+}
+
+std::string shape_variant_problem(const Graph& a, const Graph& b) {
+  if (a.size() != b.size()) {
+    return strprintf("graph '%s' has %d nodes and '%s' %d: not the same model at another shape", b.name.c_str(),
+                     b.size(), a.name.c_str(), a.size());
+  }
+  for (int v = 0; v < a.size(); ++v) {
+    const Node &x = a.nodes[size_t(v)], &y = b.nodes[size_t(v)];
+    if (x.name != y.name || x.op.kind != y.op.kind) {
+      return strprintf("node %d is '%s' (%s) in '%s' but '%s' (%s) in '%s': not the same model at another shape", v,
+                       x.name.c_str(), op_def(x.op.kind).name, a.name.c_str(), y.name.c_str(), op_def(y.op.kind).name,
+                       b.name.c_str());
+    }
+    if (node_param_counts(a, v) != node_param_counts(b, v)) {
+      return strprintf("node '%s' has other parameter counts at %lldx%lldx%lld than at %lldx%lldx%lld (its weights "
+                       "depend on the image size)",
+                       x.name.c_str(), (long long)b.batch, (long long)b.height, (long long)b.width, (long long)a.batch,
+                       (long long)a.height, (long long)a.width);
     }
   }
-  return out;
+  return "";
 }
 
 }  // namespace hios::exec

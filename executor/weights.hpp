@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "executor/init.hpp"
@@ -41,5 +42,15 @@ Shape assembled_input_shape(const Graph& g, int v);
 // are permuted to match. The values are the NCHW ones, only reordered.
 std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed = init::kDefaultSeed,
                                        Layout layout = Layout::Nchw);
+
+// How many weights and biases each parameterised op of node v has (make_node_params's entries,
+// without building their values).
+std::vector<std::pair<int64_t, int64_t>> node_param_counts(const Graph& g, int v);
+
+// Empty when `b` is a shape variant of `a`: the same model at another image size or batch (the
+// same nodes by name and op in the same order, every node with the same parameter counts), so
+// a backend may keep a's weights for b, since their values depend only on the name, the counts
+// and the seed. Otherwise the first difference, naming the node.
+std::string shape_variant_problem(const Graph& a, const Graph& b);
 
 }  // namespace hios::exec

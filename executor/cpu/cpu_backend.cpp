@@ -50,8 +50,12 @@ class CpuBackend final : public Backend {
   std::string math() const override { return "fp32"; }
 
   void prepare(const Graph& g, const RankProgram& p) override {
-    HIOS_CHECK(!prepared_ || g_ == &g, "cpu backend: prepare() again with another graph ('%s' after '%s')",
-               g.name.c_str(), g_->name.c_str());
+    if (prepared_ && g_ != &g) {
+      // Another shape of the same model (a shape set): parameters are kept by node, and the
+      // node's values depend only on its name and counts, which the check compares.
+      const std::string problem = shape_variant_problem(*g_, g);
+      HIOS_CHECK(problem.empty(), "cpu backend: prepare() with another graph: %s", problem.c_str());
+    }
     if (!prepared_) {
       params_.assign(g.nodes.size(), {});
       views_.assign(g.nodes.size(), {});
@@ -61,11 +65,17 @@ class CpuBackend final : public Backend {
     // A new program: its tensors replace the last one's; weights stay (their bytes stay counted).
     tensors_.assign(g.nodes.size(), {});
     storage_.clear();
-    reserved_ = weight_bytes_;
-    if (p.arena_bytes > 0) {
+    reserved_ = weight_bytes_ + int64_t(arena_.size() * sizeof(float));
+    float* arena = nullptr;
+    if (p.arena_bytes > 0 && reserved_arena_ > 0) {
+      // The kept arena (reserve_arena): grown when this program needs more.
+      if (size_t(p.arena_bytes) > reserved_arena_) reserve_arena(size_t(p.arena_bytes));
+      arena = arena_.data();
+    } else if (p.arena_bytes > 0) {
       // One arena, tensors at their planned offsets (a multiple of kArenaAlignment, so of 4).
       reserve(p.arena_bytes, arena_description(g, p));
       storage_.push_back(allocate(static_cast<size_t>(p.arena_bytes) / sizeof(float), "tensor arena"));
+      arena = storage_[0].data();
     }
     for (const Instr& in : p.instrs) {
       if (in.kind != InstrKind::Alloc) continue;
@@ -75,7 +85,7 @@ class CpuBackend final : public Backend {
         HIOS_CHECK(in.offset >= 0 && in.offset % int64_t(sizeof(float)) == 0 && in.offset + in.bytes <= p.arena_bytes,
                    "cpu backend: tensor '%s' is planned at offset %lld, outside the %lld-byte arena", nd.name.c_str(),
                    (long long)in.offset, (long long)p.arena_bytes);
-        tensors_[in.node] = {storage_[0].data() + in.offset / int64_t(sizeof(float)), elems};
+        tensors_[in.node] = {arena + in.offset / int64_t(sizeof(float)), elems};
       } else {
         reserve(in.bytes, "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
         storage_.push_back(allocate(elems, nd.name));
@@ -220,6 +230,19 @@ class CpuBackend final : public Backend {
   }
 
   size_t peak_memory_bytes() const override { return static_cast<size_t>(reserved_); }
+  size_t memory_in_use() const override { return static_cast<size_t>(reserved_); }
+
+  // The host has no captured passes to keep, so a shape set prepares a shape again to switch
+  // to it; the kept arena is what makes that cheap and keeps the input where the caller wrote it.
+  void reserve_arena(size_t bytes) override {
+    if (bytes <= reserved_arena_) return;
+    const size_t elems = (bytes + sizeof(float) - 1) / sizeof(float);
+    reserve(int64_t(elems - arena_.size()) * int64_t(sizeof(float)), "the kept tensor arena");
+    // Tensors bound into the old arena would dangle: the next prepare binds them afresh.
+    std::fill(tensors_.begin(), tensors_.end(), Tensor{});
+    arena_ = allocate(elems, "kept tensor arena");
+    reserved_arena_ = elems * sizeof(float);
+  }
 
  private:
   // Counts bytes against BackendConfig::memory_limit before allocating, so that the out-of-
@@ -267,6 +290,7 @@ class CpuBackend final : public Backend {
   };
   std::vector<Tensor> tensors_;
   std::vector<std::vector<float>> storage_;
+  std::vector<float> arena_;  // reserve_arena's, kept across programs
   std::vector<std::vector<OpParams>> params_;
   std::vector<std::vector<cpu::OpParamsView>> views_;
   std::vector<std::vector<float>> assembly_;

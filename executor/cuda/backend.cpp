@@ -1,5 +1,6 @@
 // exec::Backend on one GPU: the engine's plans driven by a rank program's instructions, with
 // whole-pass CUDA Graph capture.
+#include <algorithm>
 #include <cstdlib>
 
 #include "executor/cuda/check.hpp"
@@ -21,6 +22,9 @@ CudaBackend::CudaBackend(const exec::BackendConfig& cfg) : cfg_(cfg) {
   HIOS_CUDA_CHECK(cudaSetDevice(device_));
   set_memory_limit(device_, cfg.memory_limit);
   baseline_ = memory_stats(device_).current;
+  size_t free = 0, total = 0;
+  HIOS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  used_at_start_ = total - free;
 }
 
 CudaBackend::~CudaBackend() {
@@ -28,6 +32,7 @@ CudaBackend::~CudaBackend() {
   (void)cudaDeviceSynchronize();
   if (exec_) (void)cudaGraphExecDestroy(exec_);
   if (graph_) (void)cudaGraphDestroy(graph_);
+  for (auto& [slot, k] : kept_) destroy_kept(k);
   for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
   for (cudaEvent_t e : markers_) (void)cudaEventDestroy(e);
   // The engine and the tensors go after the events; their own destructors free them.
@@ -74,9 +79,14 @@ cudaStream_t CudaBackend::stream_handle(int stream) {
 }
 
 void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
-  HIOS_CHECK(eng_ == nullptr || g_ == &g, "cuda backend: prepare() again with another graph ('%s' after '%s')",
-             g.name.c_str(), g_->name.c_str());
   HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  current_kept_ = -1;
+  if (eng_ && g_ != &g) {
+    // Another shape of the same model (a shape set): the engine keeps the weights, which the
+    // check proves are the same values.
+    release_capture();
+    eng_->retarget(g);
+  }
   if (eng_) {
     // Another program of the same graph: drop everything tied to the last one. The engine
     // keeps the weights and the algorithm choices, which is the point of a rank session.
@@ -112,8 +122,13 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
   }
   tensors_.assign(size_t(g.size()), Tensor{});
   launchable_.assign(size_t(g.size()), 0);
-  if (p.arena_bytes > 0) {
+  void* arena = nullptr;
+  if (p.arena_bytes > 0 && reserved_arena_ > 0) {
+    if (size_t(p.arena_bytes) > arena_.bytes()) reserve_arena(size_t(p.arena_bytes));
+    arena = arena_.get();
+  } else if (p.arena_bytes > 0) {
     storage_.emplace_back(device_, size_t(p.arena_bytes), exec::arena_description(g, p));
+    arena = storage_.front().get();
   }
   std::vector<std::pair<int, int>> plan;
   auto plan_on = [&](int node, int stream) {
@@ -139,7 +154,7 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
         HIOS_CHECK(in.offset >= 0 && in.offset + in.bytes <= p.arena_bytes,
                    "cuda backend: tensor '%s' is planned at offset %lld, outside the %lld-byte arena", nd.name.c_str(),
                    (long long)in.offset, (long long)p.arena_bytes);
-        t.data = static_cast<char*>(storage_.front().get()) + in.offset;
+        t.data = static_cast<char*>(arena) + in.offset;
       } else {
         storage_.emplace_back(device_, size_t(in.bytes), "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
         t.data = storage_.back().get();
@@ -159,6 +174,8 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
 
 void CudaBackend::launch(int node, int stream) {
   require_prepared("launch");
+  HIOS_CHECK(current_kept_ < 0, "cuda backend: launch of node %d while kept slot %d is current (prepare it again)",
+             node, current_kept_);
   HIOS_CHECK(node >= 0 && node < g_->size() && stream >= 0 && stream < 64 &&
                  (launchable_[size_t(node)] >> stream & 1),
              "cuda backend: node %d launched on stream %d, where the program never launches it", node, stream);
@@ -300,8 +317,110 @@ void CudaBackend::release_capture() {
 }
 
 void CudaBackend::replay() {
+  if (current_kept_ >= 0) {
+    HIOS_CUDA_CHECK(cudaGraphLaunch(kept_.at(current_kept_).exec, stream_handle(0)));
+    return;
+  }
   HIOS_CHECK(exec_ != nullptr, "cuda backend: replay() before a pass was captured");
   HIOS_CUDA_CHECK(cudaGraphLaunch(exec_, stream_handle(0)));
+}
+
+void CudaBackend::reserve_arena(size_t bytes) {
+  HIOS_CHECK(!capturing_, "cuda backend: reserve_arena() during a capture");
+  if (bytes <= arena_.bytes()) {
+    reserved_arena_ = std::max(reserved_arena_, arena_.bytes());
+    return;
+  }
+  HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  HIOS_CUDA_CHECK(cudaDeviceSynchronize());  // nothing in flight may still use the old arena
+  arena_ = DeviceBuffer();  // free first: the old and the new need not coexist
+  arena_ = DeviceBuffer(device_, bytes, strprintf("the kept tensor arena (%s)", format_bytes(bytes).c_str()));
+  ++arena_moves_;
+  reserved_arena_ = bytes;
+  // Tensors bound into the old arena would dangle: the next prepare binds them afresh.
+  if (current_kept_ < 0) std::fill(tensors_.begin(), tensors_.end(), Tensor{});
+}
+
+void CudaBackend::destroy_kept(Kept& k) {
+  if (k.exec) (void)cudaGraphExecDestroy(k.exec);
+  if (k.graph) (void)cudaGraphDestroy(k.graph);
+  k.exec = nullptr;
+  k.graph = nullptr;
+}
+
+uint64_t CudaBackend::resource_epoch() const { return arena_moves_ + (eng_ ? eng_->resource_epoch() : 0); }
+
+void CudaBackend::keep(int slot) {
+  HIOS_CHECK(exec_ != nullptr && current_kept_ < 0, "cuda backend: keep(%d) without a freshly captured pass", slot);
+  HIOS_CHECK(slot >= 0, "cuda backend: kept slot %d out of range", slot);
+  auto it = kept_.find(slot);
+  if (it != kept_.end()) {
+    HIOS_CUDA_CHECK(cudaDeviceSynchronize());
+    destroy_kept(it->second);
+  }
+  Kept& k = kept_[slot];
+  k = Kept{g_, tensors_, graph_, exec_, resource_epoch()};
+  graph_ = nullptr;
+  exec_ = nullptr;
+  current_kept_ = slot;  // what was just captured stays current
+}
+
+bool CudaBackend::kept_current(int slot) const {
+  auto it = kept_.find(slot);
+  return it != kept_.end() && it->second.epoch == resource_epoch();
+}
+
+void CudaBackend::switch_to(int slot) {
+  auto it = kept_.find(slot);
+  HIOS_CHECK(it != kept_.end(), "cuda backend: no pass was kept as slot %d", slot);
+  HIOS_CHECK(it->second.epoch == resource_epoch(),
+             "cuda backend: the pass kept as slot %d reads buffers that have moved since; capture it again", slot);
+  if (current_kept_ == slot) return;
+  g_ = it->second.g;
+  tensors_ = it->second.tensors;
+  current_kept_ = slot;
+}
+
+exec::PassContents CudaBackend::kept_contents(int slot, const void* data, size_t bytes) const {
+  auto it = kept_.find(slot);
+  HIOS_CHECK(it != kept_.end(), "cuda backend: no pass was kept as slot %d", slot);
+  size_t n = 0;
+  HIOS_CUDA_CHECK(cudaGraphGetNodes(it->second.graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0) HIOS_CUDA_CHECK(cudaGraphGetNodes(it->second.graph, nodes.data(), &n));
+  exec::PassContents c;
+  const auto lo = reinterpret_cast<uintptr_t>(data), hi = lo + bytes;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    HIOS_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type == cudaGraphNodeTypeKernel) {
+      ++c.kernels;
+    } else if (type == cudaGraphNodeTypeMemcpy) {
+      ++c.copies;
+      cudaMemcpy3DParms mp{};
+      if (cudaGraphMemcpyNodeGetParams(node, &mp) != cudaSuccess) {
+        (void)cudaGetLastError();
+        ++c.copies_reading;  // unknown source: counted against the claim, never for it
+        continue;
+      }
+      // A copy reads from srcPtr (pitched) or from a CUDA array; only pointers can be the input.
+      const auto src = reinterpret_cast<uintptr_t>(mp.srcPtr.ptr);
+      const size_t extent = mp.srcPtr.pitch * std::max<size_t>(mp.srcPtr.ysize, 1) * std::max<size_t>(mp.extent.depth, 1);
+      if (src != 0 && src < hi && src + std::max<size_t>(extent, mp.extent.width) > lo) ++c.copies_reading;
+    } else if (type == cudaGraphNodeTypeMemset) {
+      ++c.memsets;
+    } else {
+      ++c.other;
+    }
+  }
+  return c;
+}
+
+size_t CudaBackend::memory_in_use() const {
+  HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  size_t free = 0, total = 0;
+  HIOS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return bytes_above(total - free, used_at_start_);
 }
 
 }  // namespace hios::cuda

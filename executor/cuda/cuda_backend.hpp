@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -57,6 +58,15 @@ class CudaBackend final : public exec::Backend {
   void replay() override;
   void release_capture() override;
 
+  void reserve_arena(size_t bytes) override;
+  bool can_keep() const override { return true; }
+  void keep(int slot) override;
+  void switch_to(int slot) override;
+  bool kept_current(int slot) const override;
+  uint64_t resource_epoch() const override;
+  exec::PassContents kept_contents(int slot, const void* data, size_t bytes) const override;
+  size_t memory_in_use() const override;
+
   int device() const { return device_; }
   cudaStream_t stream_handle(int stream);
 
@@ -93,6 +103,22 @@ class CudaBackend final : public exec::Backend {
   cudaGraphExec_t exec_ = nullptr;
   bool capturing_ = false;
   size_t baseline_ = 0;  // device memory other owners held when this backend was made
+  size_t used_at_start_ = 0;  // the device's used bytes (cudaMemGetInfo) then
+  // reserve_arena's arena, kept across programs; arena_moves_ counts its reallocations.
+  DeviceBuffer arena_;
+  uint64_t arena_moves_ = 0;
+  // Kept captured passes (a shape set), by slot, and the slot current since switch_to (-1: the
+  // last prepared program, which launch() drives).
+  struct Kept {
+    const Graph* g = nullptr;
+    std::vector<Tensor> tensors;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    uint64_t epoch = 0;
+  };
+  std::map<int, Kept> kept_;
+  int current_kept_ = -1;
+  void destroy_kept(Kept& k);
 };
 
 }  // namespace hios::cuda

@@ -229,12 +229,14 @@ void StreamResources::reserve_workspace(size_t bytes) {
   if (bytes <= workspace_.bytes()) return;
   workspace_ = DeviceBuffer();  // free first: the old and new need not coexist
   workspace_ = DeviceBuffer(device_, bytes, strprintf("the cuDNN workspace of stream %d", index_));
+  ++moves_;
 }
 
 void StreamResources::reserve_scratch(size_t bytes) {
   if (bytes <= scratch_.bytes()) return;
   scratch_ = DeviceBuffer();
   scratch_ = DeviceBuffer(device_, bytes, strprintf("the scratch arena of stream %d", index_));
+  ++moves_;
 }
 
 }  // namespace hios::cuda

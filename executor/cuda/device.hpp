@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -72,6 +73,8 @@ class StreamResources {
   size_t workspace_bytes() const { return workspace_.bytes(); }
   void* scratch() const { return scratch_.get(); }
   size_t scratch_bytes() const { return scratch_.bytes(); }
+  // How many times the workspace or the scratch arena has moved (grown) so far.
+  uint64_t moves() const { return moves_; }
 
  private:
   int device_;
@@ -80,6 +83,7 @@ class StreamResources {
   cudnnHandle_t cudnn_ = nullptr;
   DeviceBuffer workspace_;
   DeviceBuffer scratch_;
+  uint64_t moves_ = 0;
 };
 
 std::string format_bytes(size_t bytes);

@@ -35,7 +35,7 @@ constexpr size_t kFindWorkspaceCap = size_t(2) << 30;
 }  // namespace
 
 Engine::Engine(const Graph& g, const Options& opts)
-    : g_(g), opts_(opts), outputs_(size_t(g.size()), nullptr), params_loaded_(size_t(g.size()), false) {
+    : g_(&g), opts_(opts), outputs_(size_t(g.size()), nullptr), params_loaded_(size_t(g.size()), false) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
   ensure_streams(1);
 }
@@ -52,12 +52,12 @@ void Engine::ensure_streams(int n) {
 void Engine::bind_output(int node, void* ptr) { outputs_.at(size_t(node)) = ptr; }
 
 View Engine::node_view(int node) const {
-  return whole_view(outputs_.at(size_t(node)), g_.nodes.at(size_t(node)).shape, opts_.layout, elem());
+  return whole_view(outputs_.at(size_t(node)), g_->nodes.at(size_t(node)).shape, opts_.layout, elem());
 }
 
 View Engine::value_view(const Value& v) const {
-  const Shape& s = g_.nodes.at(size_t(v.node)).shape;
-  const int64_t begin = g_.value_begin(v), end = g_.value_end(v);
+  const Shape& s = g_->nodes.at(size_t(v.node)).shape;
+  const int64_t begin = g_->value_begin(v), end = g_->value_end(v);
   View out = whole_view(outputs_.at(size_t(v.node)), Shape{s.n, end - begin, s.h, s.w}, opts_.layout, elem());
   out.batch_stride = s.c * s.h * s.w;
   if (opts_.layout == Layout::Nhwc) {
@@ -74,17 +74,17 @@ void Engine::plan(const std::vector<std::pair<int, int>>& node_streams) {
   plans_.clear();  // launches hold pointers into the arenas this call may grow
   int most = 0;
   for (const auto& [node, st] : node_streams) {
-    HIOS_CHECK(node >= 0 && node < g_.size(), "CUDA engine: node index %d out of range", node);
+    HIOS_CHECK(node >= 0 && node < g_->size(), "CUDA engine: node index %d out of range", node);
     HIOS_CHECK(st >= 0 && st < kStreamKeys, "CUDA engine: stream index %d out of range for node '%s'", st,
-               g_.nodes[size_t(node)].name.c_str());
-    for (const Term& t : g_.nodes[size_t(node)].inputs) {
+               g_->nodes[size_t(node)].name.c_str());
+    for (const Term& t : g_->nodes[size_t(node)].inputs) {
       for (const Value& v : t) {
         HIOS_CHECK(outputs_[size_t(v.node)] != nullptr, "CUDA engine: node '%s' reads '%s', which has no device buffer",
-                   g_.nodes[size_t(node)].name.c_str(), g_.nodes[size_t(v.node)].name.c_str());
+                   g_->nodes[size_t(node)].name.c_str(), g_->nodes[size_t(v.node)].name.c_str());
       }
     }
     HIOS_CHECK(outputs_[size_t(node)] != nullptr, "CUDA engine: node '%s' has no output buffer",
-               g_.nodes[size_t(node)].name.c_str());
+               g_->nodes[size_t(node)].name.c_str());
     most = std::max(most, st + 1);
   }
   ensure_streams(most);
@@ -92,7 +92,7 @@ void Engine::plan(const std::vector<std::pair<int, int>>& node_streams) {
   // Pass 1: how much scratch each stream's arena needs.
   std::vector<size_t> scratch(streams_.size(), 0);
   for (const auto& [node, st] : node_streams) {
-    PlanCtx c{*this, stream(st), true, g_.nodes[size_t(node)].name, nullptr};
+    PlanCtx c{*this, stream(st), true, g_->nodes[size_t(node)].name, nullptr};
     plan_node(c, node);
     scratch[size_t(st)] = std::max(scratch[size_t(st)], c.scratch_top);
   }
@@ -103,7 +103,7 @@ void Engine::plan(const std::vector<std::pair<int, int>>& node_streams) {
   for (const auto& [node, st] : node_streams) {
     NodePlan np;
     np.stream = st;
-    PlanCtx c{*this, stream(st), false, g_.nodes[size_t(node)].name, &np.launches};
+    PlanCtx c{*this, stream(st), false, g_->nodes[size_t(node)].name, &np.launches};
     plan_node(c, node);
     workspace[size_t(st)] = std::max(workspace[size_t(st)], c.workspace_need);
     plans_[plan_key(node, st)] = std::move(np);
@@ -111,6 +111,23 @@ void Engine::plan(const std::vector<std::pair<int, int>>& node_streams) {
   find_ws_.reset();
   for (size_t s = 0; s < streams_.size(); ++s) streams_[s]->reserve_workspace(workspace[s]);
   HIOS_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void Engine::retarget(const Graph& g) {
+  const std::string problem = exec::shape_variant_problem(*g_, g);
+  HIOS_CHECK(problem.empty(), "CUDA engine: %s", problem.c_str());
+  reset_plans();
+  g_ = &g;
+  outputs_.assign(size_t(g.size()), nullptr);
+  // Plans look parameters up by node; the uploads stay in owned_params_, found again by owner.
+  params_loaded_.assign(size_t(g.size()), false);
+  params_.clear();
+}
+
+uint64_t Engine::resource_epoch() const {
+  uint64_t moves = 0;
+  for (const auto& s : streams_) moves += s->moves();
+  return moves;
 }
 
 void Engine::reset_plans() {
@@ -123,7 +140,7 @@ void Engine::reset_plans() {
 void Engine::launch(int node, int stream_index) {
   auto it = plans_.find(plan_key(node, stream_index));
   HIOS_CHECK(it != plans_.end(), "CUDA engine: node '%s' was not planned on stream %d of this device",
-             g_.nodes.at(size_t(node)).name.c_str(), stream_index);
+             g_->nodes.at(size_t(node)).name.c_str(), stream_index);
   StreamResources& r = stream(it->second.stream);
   for (const Launch& l : it->second.launches) l(r);
 }
@@ -136,21 +153,25 @@ size_t Engine::launch_count(int node, int stream_index) const {
 void Engine::load_params(int node) {
   if (params_loaded_.at(size_t(node))) return;
   params_loaded_[size_t(node)] = true;
-  const Node& nd = g_.nodes[size_t(node)];
-  // Ordered as this layout's kernels read them (KRSC convolutions in NHWC).
-  const std::vector<exec::OpParams> ps = exec::make_node_params(g_, node, opts_.seed, opts_.layout);
-  for (size_t i = 0; i < ps.size(); ++i) {
+  const Node& nd = g_->nodes[size_t(node)];
+  const std::vector<std::pair<int64_t, int64_t>> counts = exec::node_param_counts(*g_, node);
+  // Built only when some op's values are not on the device yet: another shape of the same
+  // model (a shape set) finds them all uploaded.
+  std::vector<exec::OpParams> ps;
+  for (size_t i = 0; i < counts.size(); ++i) {
     const std::string steps = nd.op.kind == OpKind::Sequential ? strprintf(".steps[%zu]", i) : std::string();
     const std::string prefix = nd.name + steps;  // how plans look them up
     // Whose values they are: the parts of a row split carry their operator's parameters
     // (Node::params_from), so parts on one device share one upload.
-    const std::string owner = strprintf("%s%s #%zu,%zu", nd.params_name().c_str(), steps.c_str(),
-                                        ps[i].weight.size(), ps[i].bias.size());
+    const std::string owner = strprintf("%s%s #%lld,%lld", nd.params_name().c_str(), steps.c_str(),
+                                        (long long)counts[i].first, (long long)counts[i].second);
     auto shared = owned_params_.find(owner);
     if (shared != owned_params_.end()) {
       params_[prefix] = shared->second;
       continue;
     }
+    // Ordered as this layout's kernels read them (KRSC convolutions in NHWC).
+    if (ps.empty()) ps = exec::make_node_params(*g_, node, opts_.seed, opts_.layout);
     Params out;
     // Converted once here to the storage type (in half precision the weights take half the memory).
     auto to_device = [&](const std::vector<float>& host, const std::string& what) -> const void* {
@@ -178,10 +199,10 @@ const Engine::Params& Engine::params(const std::string& prefix) const {
 }
 
 void Engine::upload_input() {
-  const int in = g_.input();
+  const int in = g_->input();
   HIOS_CHECK(outputs_[size_t(in)] != nullptr, "CUDA engine: the graph input has no device buffer");
   const std::vector<float> v =
-      exec::to_layout(exec::make_input(g_, opts_.seed), g_.nodes[size_t(in)].shape, opts_.layout);
+      exec::to_layout(exec::make_input(*g_, opts_.seed), g_->nodes[size_t(in)].shape, opts_.layout);
   upload_as(outputs_[size_t(in)], elem(), v.data(), v.size(), streams_[0]->stream());
 }
 

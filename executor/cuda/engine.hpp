@@ -125,7 +125,7 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  const Graph& graph() const { return g_; }
+  const Graph& graph() const { return *g_; }
   int device() const { return opts_.device; }
   MathMode math() const { return opts_.math; }
   // What tensors and parameters are stored as: fp16 or bf16 under those math modes, else fp32.
@@ -152,6 +152,13 @@ class Engine {
   // Drops every plan and output binding, keeping weights, streams and algorithm choices: the
   // engine is then ready for another program of the same graph (a rank session's next load).
   void reset_plans();
+  // Drops every plan and binding, as reset_plans, and from now on plans nodes of `g`, another
+  // shape of the engine's model (exec::shape_variant_problem names why not): the weights on
+  // the device are the same values, so they stay.
+  void retarget(const Graph& g);
+  // Changes whenever a stream's scratch arena or workspace moves (grows): a captured pass
+  // reads them where they were, so one captured in another epoch must be captured again.
+  uint64_t resource_epoch() const;
   // Enqueues a node planned on `stream` there.
   void launch(int node, int stream = 0);
   size_t launch_count(int node, int stream = 0) const;
@@ -187,7 +194,7 @@ class Engine {
     int stream = 0;
     std::vector<Launch> launches;
   };
-  const Graph& g_;
+  const Graph* g_;  // retarget() moves it to another shape of the same model
   Options opts_;
   std::vector<std::unique_ptr<StreamResources>> streams_;
   std::vector<void*> outputs_;
