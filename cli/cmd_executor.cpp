@@ -26,7 +26,7 @@ namespace hios::cli {
 namespace {
 
 struct LowerOptions {
-  std::string graph, schedule, output, cost, device;
+  std::string graph, schedule, output, cost, device, launch_order = "topo";
   std::string memory = "shared";
   int rank = 0;
   bool all = false;
@@ -159,6 +159,10 @@ void add_executor_commands(CLI::App& app) {
                         "Also replay every rank's program under this cost model ('analytic' or a profile "
                         "database) and print its latency beside the simulator's");
   lower_cmd->add_option("--device", lopt->device, "Device preset of the analytic model (default h200)");
+  lower_cmd->add_option("--launch-order", lopt->launch_order,
+                        "topo (default) or opara: how each stage's launches interleave across its streams (measured "
+                        "needs the device: hios run --launch-order measured)")
+      ->check(CLI::IsMember({"topo", "opara", "measured"}));
   lower_cmd->add_option("--memory", lopt->memory,
                         "shared (default: tensors whose lives cannot overlap share memory, as hios run does) or "
                         "separate (one buffer per tensor)")
@@ -170,7 +174,11 @@ void add_executor_commands(CLI::App& app) {
   lower_cmd->callback([lopt] {
     Graph g = load_graph(lopt->graph);
     Schedule s = load_schedule(g, lopt->schedule);
-    std::vector<exec::RankProgram> all = exec::lower_all(g, s);
+    HIOS_CHECK(lopt->launch_order != "measured",
+               "--launch-order measured classes nodes by timing them on a GPU; hios run --launch-order measured "
+               "does that (hios lower shows topo and opara)");
+    const exec::LaunchOrder order = lopt->launch_order == "opara" ? exec::opara_order(g) : exec::LaunchOrder{};
+    std::vector<exec::RankProgram> all = exec::lower_all(g, s, order);
     std::vector<std::string> problems = exec::check_programs(g, all);
     HIOS_CHECK(problems.empty(), "internal error: the lowered programs fail their own check: %s",
                problems[0].c_str());
@@ -240,6 +248,11 @@ void add_executor_commands(CLI::App& app) {
                   "shared (default: tensors whose lives cannot overlap share one arena) or separate (one buffer "
                   "per tensor)")
       ->check(CLI::IsMember({"shared", "separate"}));
+  run->add_option("--launch-order", ropt->run.launch_order,
+                  "How each stage's launches interleave across its streams: topo (group after group), opara "
+                  "(alternate memory- and compute-intensive ops by name), measured (the same with classes measured "
+                  "on rank 0's device) (default topo; docs/executor.md)")
+      ->check(CLI::IsMember({"topo", "opara", "measured"}));
   run->add_option("--devices", ropt->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
   run->add_option("--timeout", ropt->run.timeout_s, "Abort the whole job after this many seconds, 0 to 1e7 (default: none)")
       ->check(finite_range(0.0, 1e7));

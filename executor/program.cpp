@@ -87,16 +87,14 @@ std::vector<std::vector<int>> destinations(const Graph& g, const Schedule& s) {
 
 // Tensors rank `src` sends, in issue order: (node, dst) pairs.
 std::vector<std::pair<int, int>> sends_of(const Graph& g, const Schedule& s, int src,
-                                          const std::vector<std::vector<int>>& dst) {
+                                          const std::vector<std::vector<int>>& dst, const LaunchOrder& order) {
   std::vector<std::pair<int, int>> out;
   if (src == 0) {
     for (int d : dst[g.input()]) out.push_back({g.input(), d});
   }
   for (const StageRef& sr : rank_stages(s, src)) {
-    for (const Group& gr : sr.st->groups) {
-      for (int v : gr.nodes) {
-        for (int d : dst[v]) out.push_back({v, d});
-      }
+    for (const auto& [group, v] : stage_launches(*sr.st, order)) {
+      for (int d : dst[v]) out.push_back({v, d});
     }
   }
   return out;
@@ -111,9 +109,9 @@ void check_lowerable(const Graph& g, const Schedule& s, int rank) {
 
 }  // namespace
 
-std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst) {
+std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst, const LaunchOrder& launch) {
   std::vector<int> order;
-  for (const auto& [node, d] : sends_of(g, s, src, destinations(g, s))) {
+  for (const auto& [node, d] : sends_of(g, s, src, destinations(g, s), launch)) {
     if (d == dst) order.push_back(node);
   }
   return order;
@@ -126,7 +124,8 @@ namespace {
 
 class Lowerer {
  public:
-  Lowerer(const Graph& g, const Schedule& s, int rank) : g_(g), s_(s), rank_(rank) {}
+  Lowerer(const Graph& g, const Schedule& s, int rank, const LaunchOrder& order)
+      : g_(g), s_(s), rank_(rank), order_(order) {}
 
   RankProgram run() {
     gpu_ = s_.gpu_of(g_);
@@ -137,6 +136,7 @@ class Lowerer {
     p_.graph_name = g_.name;
     p_.graph_digest = graph_digest(g_);
     p_.algorithm = s_.meta.algorithm;
+    p_.launch_order = launch_order_summary(order_);
     p_.output = g_.output();
 
     make_streams();
@@ -189,7 +189,7 @@ class Lowerer {
     for (int src : from) {
       p_.streams.push_back({StreamKind::Recv, src});
       // What this rank receives from src, in src's send order.
-      recv_order_[src] = send_order(g_, s_, src, rank_);
+      recv_order_[src] = send_order(g_, s_, src, rank_, order_);
       next_recv_[src] = 0;
     }
   }
@@ -316,27 +316,28 @@ class Lowerer {
     }
   }
 
+  // Group j runs on compute stream j; the launches of the groups interleave in the launch
+  // order's sequence (executor/launch_order.hpp), each group's own order kept.
   void emit_stage(const StageRef& sr) {
-    for (size_t j = 0; j < sr.st->groups.size(); ++j) {
-      int stream = static_cast<int>(j);
-      for (int v : sr.st->groups[j].nodes) {
-        for (int u : g_.predecessors(v)) {
-          if (gpu_[u] == rank_) continue;
-          receive_up_to(u, sr.block, sr.stage);
-          if (covered_.count(u) || waited_[stream].count(u)) continue;
-          push_at({InstrKind::Wait, -1, stream, ready_event_.at(u)}, sr.block, sr.stage);
-          waited_[stream].insert(u);
-        }
-        push_at({InstrKind::Launch, v, stream}, sr.block, sr.stage);
-        p_.launched.push_back(v);
-        emit_sends(v, stream, sr.block, sr.stage);
+    for (const auto& [group, v] : stage_launches(*sr.st, order_)) {
+      const int stream = group;
+      for (int u : g_.predecessors(v)) {
+        if (gpu_[u] == rank_) continue;
+        receive_up_to(u, sr.block, sr.stage);
+        if (covered_.count(u) || waited_[stream].count(u)) continue;
+        push_at({InstrKind::Wait, -1, stream, ready_event_.at(u)}, sr.block, sr.stage);
+        waited_[stream].insert(u);
       }
+      push_at({InstrKind::Launch, v, stream}, sr.block, sr.stage);
+      p_.launched.push_back(v);
+      emit_sends(v, stream, sr.block, sr.stage);
     }
   }
 
   const Graph& g_;
   const Schedule& s_;
   int rank_;
+  const LaunchOrder& order_;
   RankProgram p_;
   std::vector<int> gpu_;
   std::vector<std::vector<int>> dst_;
@@ -354,15 +355,23 @@ class Lowerer {
 
 }  // namespace
 
-RankProgram lower(const Graph& g, const Schedule& s, int rank) {
-  check_lowerable(g, s, rank);
-  return Lowerer(g, s, rank).run();
+void check_launch_order(const Graph& g, const LaunchOrder& order) {
+  HIOS_CHECK(order.kind == LaunchOrderKind::Topo || order.memory_bound.size() == size_t(g.size()),
+             "launch order %s has classes for %zu nodes, the graph has %d", launch_order_name(order.kind),
+             order.memory_bound.size(), g.size());
 }
 
-std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s) {
+RankProgram lower(const Graph& g, const Schedule& s, int rank, const LaunchOrder& order) {
+  check_lowerable(g, s, rank);
+  check_launch_order(g, order);
+  return Lowerer(g, s, rank, order).run();
+}
+
+std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s, const LaunchOrder& order) {
   check_lowerable(g, s, 0);
+  check_launch_order(g, order);
   std::vector<RankProgram> out;
-  for (int r = 0; r < s.meta.num_gpus; ++r) out.push_back(Lowerer(g, s, r).run());
+  for (int r = 0; r < s.meta.num_gpus; ++r) out.push_back(Lowerer(g, s, r, order).run());
   return out;
 }
 
@@ -418,6 +427,7 @@ std::string program_to_text(const Graph& g, const RankProgram& p) {
   std::string out;
   out += strprintf("# hios rank program: graph %s (%s), schedule %s, rank %d of %d\n", p.graph_name.c_str(),
                    p.graph_digest.c_str(), p.algorithm.c_str(), p.rank, p.num_ranks);
+  out += "# launch order: " + p.launch_order + "\n";
   out += "# streams:";
   for (size_t k = 0; k < p.streams.size(); ++k) out += strprintf(" s%zu=%s", k, stream_desc(p.streams[k]).c_str());
   out += "\n";

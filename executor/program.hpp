@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/launch_order.hpp"
 #include "graph/graph.hpp"
 #include "scheduler/schedule.hpp"
 
@@ -74,6 +75,7 @@ struct RankProgram {
   int rank = 0;
   int num_ranks = 1;
   std::string graph_name, graph_digest, algorithm;
+  std::string launch_order = "topo";  // launch_order_summary of the order lowered with
   int num_compute_streams = 1;
   std::vector<StreamDesc> streams;  // [0, num_compute_streams) are Compute, then Send, then Recv
   int num_events = 0;
@@ -99,9 +101,11 @@ struct RankProgram {
 // Lowers rank `rank`'s part of the schedule. Throws hios::Error when the schedule does not
 // pass check_schedule (first violation named) or rank is out of range. Deterministic: the
 // same (graph, schedule, rank) gives the same program, byte for byte in program_to_text.
-RankProgram lower(const Graph& g, const Schedule& s, int rank);
+// `order` interleaves the launches of each stage's groups (executor/launch_order.hpp); every
+// rank of a job must be lowered with the same one.
+RankProgram lower(const Graph& g, const Schedule& s, int rank, const LaunchOrder& order = {});
 // Every rank's program (index = rank).
-std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s);
+std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s, const LaunchOrder& order = {});
 
 // The program for a backend storing `element_bytes` per element instead of the graph's float32:
 // every Alloc, Send and Recv size, arena offset and the arena scale by element_bytes / 4. A
@@ -110,7 +114,7 @@ std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s);
 RankProgram with_element_bytes(RankProgram p, size_t element_bytes);
 
 // The order in which rank src sends tensors to rank dst (what dst's Recvs must follow).
-std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst);
+std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst, const LaunchOrder& order = {});
 
 // A schedule running every node on GPU 0, block by block, one single-group stage per block in
 // the block's topological order: the reference that --verify compares against.

@@ -230,8 +230,12 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   RankSession session(g, so, comm);
   const BackendConfig& cfg = session.backend_config();
 
+  phase = "launch order";
+  SessionOptions measuring = so;
+  measuring.device = cfg.device;
+  const LaunchOrder order = make_launch_order(opt.launch_order, g, measuring, comm);
   phase = "lowering";
-  RankProgram prog = lower(g, s, rank);
+  RankProgram prog = lower(g, s, rank, order);
   const bool shared_memory = opt.memory == "shared" && !opt.verify_nodes;
   if (shared_memory) plan_and_check_shared_buffers(g, prog);
 
@@ -412,6 +416,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   rep.layout = backend.layout();
   rep.cuda_graph = use_graph ? "on" : "off";
   rep.memory = shared_memory ? "shared" : "separate";
+  rep.launch_order = launch_order_summary(order);
   rep.versions = backend.versions();
   if (transport && !transport->versions().empty() && transport->versions() != comm.library()) {
     rep.versions += "; " + transport->versions();
@@ -452,11 +457,10 @@ std::string report_to_table(const RunReport& r) {
   out += strprintf("# hios run: graph %s %lldx%lldx%lld (%s), schedule %s on %d GPU(s), predicted %.3f ms\n",
                    r.graph_name.c_str(), (long long)r.batch, (long long)r.height, (long long)r.width,
                    r.graph_digest.c_str(), r.algorithm.c_str(), r.num_ranks, r.predicted_ms);
-  out += strprintf("# backend %s (math %s, layout %s), transport %s, cuda-graph %s, memory %s, warmup %d, number %d, "
-                   "repeat %d\n",
+  out += strprintf("# backend %s (math %s, layout %s), transport %s, cuda-graph %s, memory %s, launch order %s, "
+                   "warmup %d, number %d, repeat %d\n",
                    r.backend.c_str(), r.math.c_str(), r.layout.c_str(), r.transport.c_str(), r.cuda_graph.c_str(),
-                   r.memory.c_str(),
-                   r.warmup, r.number, r.repeat);
+                   r.memory.c_str(), r.launch_order.c_str(), r.warmup, r.number, r.repeat);
   out += "# versions: " + r.versions + "\n";
   for (const RankInfo& ri : r.ranks) {
     std::string index = ri.device_index < 0 ? "-" : std::to_string(ri.device_index);
@@ -502,7 +506,7 @@ json report_to_json(const RunReport& r) {
                 {"width", r.width}};
   j["schedule"] = {{"algorithm", r.algorithm}, {"gpus", r.num_ranks}, {"predicted_ms", r.predicted_ms}};
   j["config"] = {{"backend", r.backend},   {"transport", r.transport}, {"math", r.math}, {"layout", r.layout},
-                 {"cuda_graph", r.cuda_graph}, {"memory", r.memory},   {"warmup", r.warmup},   {"number", r.number},
+                 {"cuda_graph", r.cuda_graph}, {"memory", r.memory}, {"launch_order", r.launch_order},   {"warmup", r.warmup},   {"number", r.number},
                  {"repeat", r.repeat}};
   j["versions"] = r.versions;
   json ranks = json::array();

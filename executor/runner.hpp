@@ -33,6 +33,9 @@ struct RunOptions {
   // "separate": every tensor has its own buffer. --verify-nodes reads every tensor after the
   // pass, so it always runs separate.
   std::string memory = "shared";
+  // How each stage's launches interleave across its streams: topo | opara | measured
+  // (executor/launch_order.hpp).
+  std::string launch_order = "topo";
   std::vector<int> devices;      // device per node-local rank; empty: the local rank
   double timeout_s = 0;          // watchdog over the whole run; 0: none
   // While passes run (warm-up, timed, traced), a rank that finishes no pass for this long
@@ -90,6 +93,7 @@ struct RunReport {
   std::string backend, transport, math, cuda_graph;  // cuda_graph: "on" or "off" as run
   std::string layout = "nchw";                        // how the backend stored activations
   std::string memory;    // "shared" or "separate", as run
+  std::string launch_order = "topo";  // launch_order_summary of the order run
   std::string versions;  // backend, transport and MPI library versions
   int warmup = 0, number = 0, repeat = 0;
   double predicted_ms = 0;          // the schedule's simulated latency

@@ -7,6 +7,7 @@
 #include "executor/registry.hpp"
 #include "executor/tensor_layout.hpp"
 #include "executor/weights.hpp"
+#include "scheduler/cost_model.hpp"
 #include "graph/error.hpp"
 #include "graph/stats.hpp"
 
@@ -98,11 +99,11 @@ void RankSession::load_shape(const Graph& g, RankProgram p) {
   load(std::move(p));
 }
 
-void RankSession::load_schedule(const Schedule& s, bool shared_memory) {
+void RankSession::load_schedule(const Schedule& s, bool shared_memory, const LaunchOrder& order) {
   HIOS_CHECK(comm_.size() == s.meta.num_gpus,
              "schedule '%s' is for %d GPU(s) but the job has %d rank(s); start it with mpirun -np %d",
              s.meta.algorithm.c_str(), s.meta.num_gpus, comm_.size(), s.meta.num_gpus);
-  RankProgram p = lower(*g_, s, comm_.rank());
+  RankProgram p = lower(*g_, s, comm_.rank(), order);
   if (shared_memory) plan_and_check_shared_buffers(*g_, p);
   load(std::move(p));
 }
@@ -261,6 +262,44 @@ double LaunchMarks::ms_since_previous(RankSession& s, int node) const {
   HIOS_CHECK(k >= 0, "internal error: node %d is not launched by the program", node);
   const int from = k == 0 ? first_ : first_ + 2 * (k - 1) + 1;
   return s.backend().marker_ms(from, first_ + 2 * k + 1);
+}
+
+std::vector<double> measure_node_times(const Graph& g, const SessionOptions& opt, Comm& self) {
+  HIOS_CHECK(self.size() == 1, "internal error: node times are measured on one rank");
+  RankSession s(g, opt, self);
+  s.load(lower(g, sequential_schedule(g), 0));
+  s.backend().set_input(make_input(g, opt.seed));
+  s.pass();  // libraries choose algorithms and allocate on first use
+  LaunchMarks marks(s);
+  {
+    ScopedObserver observing(s, marks);
+    s.pass(true);
+  }
+  std::vector<double> ms(size_t(g.size()), 0.0);
+  for (int v : marks.nodes()) ms[size_t(v)] = marks.ms(s, v);
+  return ms;
+}
+
+LaunchOrder make_launch_order(const std::string& name, const Graph& g, const SessionOptions& opt, Comm& comm) {
+  const LaunchOrderKind kind = parse_launch_order(name);
+  if (kind == LaunchOrderKind::Topo) return {};
+  if (kind == LaunchOrderKind::Opara) return opara_order(g);
+  std::string classes;
+  if (comm.rank() == 0) {
+    std::unique_ptr<Comm> self = make_self_comm();
+    const std::vector<double> ms = measure_node_times(g, opt, *self);
+    const DevicePreset& dev = find_device_preset("h200");
+    const bool half = opt.math == "fp16" || opt.math == "bf16";
+    const LaunchOrder o = measured_order(g, ms, dev.peak_tflops * 1e12 * (half ? 2 : 1), dev.mem_bandwidth_gbs * 1e9,
+                                         half ? 0.5 : 1.0);
+    for (uint8_t m : o.memory_bound) classes += m ? '1' : '0';
+  }
+  // Every rank lowers with rank 0's classes.
+  const std::string mine = comm.size() > 1 ? comm.allgather(classes).front() : classes;
+  LaunchOrder o;
+  o.kind = LaunchOrderKind::Measured;
+  for (char c : mine) o.memory_bound.push_back(c == '1' ? 1 : 0);
+  return o;
 }
 
 std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,

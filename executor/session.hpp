@@ -26,6 +26,7 @@
 #include "executor/backend.hpp"
 #include "executor/comm.hpp"
 #include "executor/init.hpp"
+#include "executor/launch_order.hpp"
 #include "executor/program.hpp"
 #include "executor/transport.hpp"
 #include "graph/graph.hpp"
@@ -88,7 +89,7 @@ class RankSession {
   void load(RankProgram p);
   // Collective. Lowers this rank's part of `s`, with tensors sharing one arena where their
   // lives cannot overlap (shared_memory) or each in its own buffer, and loads it.
-  void load_schedule(const Schedule& s, bool shared_memory);
+  void load_schedule(const Schedule& s, bool shared_memory, const LaunchOrder& order = {});
   // Collective. Makes `g`, another shape of the session's model (an image size or batch;
   // exec::shape_variant_problem says why not), the session's graph and loads its program `p`;
   // the backend keeps the weights. How a shape set (executor/shape_set.hpp) serves shapes.
@@ -184,6 +185,17 @@ class LaunchMarks final : public PassObserver {
   std::vector<int> nodes_;
   int first_ = 0;
 };
+
+// Each node's device time in a sequential eager pass (every node on one stream, after one
+// untimed pass) of a fresh one-rank session with `opt`: what the measured launch order
+// classifies (index: node; 0 for the graph input).
+std::vector<double> measure_node_times(const Graph& g, const SessionOptions& opt, Comm& self);
+
+// The launch order `name` (topo | opara | measured) for g. Measured: rank 0 times the nodes on
+// its device (measure_node_times with `opt`, whose device must be rank 0's) and classes them
+// against the h200 preset's peaks (doubled compute for fp16/bf16, half the bytes); every rank
+// gets rank 0's classes, since the send order follows the launch order. Collective.
+LaunchOrder make_launch_order(const std::string& name, const Graph& g, const SessionOptions& opt, Comm& comm);
 
 // The sequential one-rank reference: every node on one stream of a fresh session on `device`
 // (the graph's topological order), run once on `input`. --verify compares against it.
