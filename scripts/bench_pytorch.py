@@ -71,6 +71,8 @@ PEAK_TFLOPS = {
     "A100": {"tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
 }
 
+BATCH = 1  # --batch: the images per pass of every variant
+
 ALL_VARIANTS = ["eager", "cuda-graph", "compile-ro", "compile-ro-cl", "compile-ma-cl", "compile-ro-cl-bf16",
                 "compile-ro-cl-fp16", "compile-ro-cl-bf16-pure"]
 
@@ -96,6 +98,7 @@ def row(model, size, variant, samples, peak_mib, extra=None, math="tf32"):
         "variant": variant,
         "model": model,
         "size": size,
+        "batch": BATCH,
         "gpus": 1,
         "math": math,
         "cuda_graph": variant != "eager",
@@ -130,7 +133,7 @@ def compiled_variant(model_name, size, variant, warmup, iters, flops):
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = build(model_name).cuda().eval()
-    x = torch.randn(1, 3, size, size, device="cuda")
+    x = torch.randn(BATCH, 3, size, size, device="cuda")
     if "-cl" in variant:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
@@ -169,7 +172,7 @@ def compiled_variant(model_name, size, variant, warmup, iters, flops):
 def bench(model_name, size, warmup, iters, variants):
     torch.manual_seed(0)
     model = build(model_name).cuda().eval()
-    x = torch.randn(1, 3, size, size, device="cuda")
+    x = torch.randn(BATCH, 3, size, size, device="cuda")
     rows = []
     with torch.inference_mode():
         t0 = time.time()
@@ -318,12 +321,15 @@ def main():
     ap.add_argument("--report", default="", help="print the table for this JSON-lines file and exit")
     ap.add_argument("--models", default="inception_v3,nasnet_large")
     ap.add_argument("--sizes", default="331,512,1024,2048")
+    ap.add_argument("--batch", type=int, default=1, help="images per pass (default 1)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--json", default="", help="append one JSON object per row to this file")
     ap.add_argument("--variants", default=",".join(ALL_VARIANTS),
                     help="comma-separated, from: " + ", ".join(ALL_VARIANTS))
     args = ap.parse_args()
+    global BATCH
+    BATCH = args.batch
     if args.report:
         return report(args.report)
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "executor/init.hpp"
+#include "executor/launch_order.hpp"
 #include "executor/tensor_layout.hpp"
 #include "graph/graph.hpp"
 #include "scheduler/schedule.hpp"
@@ -107,6 +108,7 @@ struct InProcessOptions {
   // A rank stuck this long (in NCCL, say) ends the process with a message naming the rank and
   // what it was doing, instead of hanging the caller; 0: wait forever.
   double timeout_s = 180;
+  exec::LaunchOrder launch_order;  // how each stage's launches interleave (executor/launch_order.hpp)
 };
 struct InProcessResult {
   std::vector<float> first_output;  // after the first pass, issued eagerly

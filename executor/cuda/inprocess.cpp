@@ -19,7 +19,7 @@ namespace hios::cuda {
 
 InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const InProcessOptions& o) {
   InProcessResult res;
-  std::vector<exec::RankProgram> progs = exec::lower_all(g, s);
+  std::vector<exec::RankProgram> progs = exec::lower_all(g, s, o.launch_order);
   const int n = int(progs.size());
   for (exec::RankProgram& p : progs) {
     if (o.share_memory) exec::plan_and_check_shared_buffers(g, p);

@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
   std::string model = "inception_v3", maths = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
   std::string math;  // of the rows being timed
   std::string cost_name = "analytic", layouts = "nhwc";
-  int size = 0, warmup = 10, iters = 30, gpus = 2, streams = 4;
+  std::string launch_orders = "topo";
+  int size = 0, batch = 1, warmup = 10, iters = 30, gpus = 2, streams = 4;
   bool summary = false;
   int profile = 0;
   app.add_option("--model", model, "model name (hios models)");
@@ -138,6 +139,9 @@ int main(int argc, char** argv) {
                  "cost model the schedules are made with: analytic (H200 preset) or a profile database "
                  "(hios profile) of this model at this size");
   app.add_option("--size", size, "square input resolution (0: the model's default)");
+  app.add_option("--batch", batch, "batch size, 1 to 4096")->check(CLI::Range(1, 4096));
+  app.add_option("--launch-order", launch_orders,
+                 "topo, opara, measured, or a comma-separated list: the schedule rows in each (executor/launch_order.hpp)");
   app.add_option("--math", maths,
                  "tf32, fp32, fp16 or bf16, or a comma-separated list of them (every row in each, in order)");
   app.add_option("--layout", layouts, "nchw, nhwc or both: how activations are stored (both: every row in each)")
@@ -156,7 +160,7 @@ int main(int argc, char** argv) {
 
   try {
     HIOS_CHECK(cuda::device_count() > 0, "no CUDA device visible");
-    const Graph g = build_model(model, ModelParams{1, size, size});
+    const Graph g = build_model(model, ModelParams{batch, size, size});
     const int64_t res = g.height;
     std::ofstream jout;
     if (!json_file.empty()) jout.open(json_file, std::ios::app);
@@ -172,6 +176,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       if (!jout.is_open()) return;
       json j = {{"impl", "hios"},       {"variant", variant},    {"model", model},          {"size", res},
+                {"batch", batch},
                 {"gpus", ngpus},        {"math", math},          {"layout", layout},
                 {"cuda_graph", graph},  {"median_ms", t.median_ms},
                 {"min_ms", t.min_ms},   {"max_ms", t.max_ms},    {"peak_mib", peak_mib},    {"streams", nstreams},
@@ -200,11 +205,19 @@ int main(int argc, char** argv) {
       for (std::string m; std::getline(ss, m, ',');) math_list.push_back(m);
     }
     HIOS_CHECK(!math_list.empty(), "--math: no math mode given");
+    std::vector<std::string> order_list;
+    {
+      std::stringstream ss(launch_orders);
+      for (std::string m; std::getline(ss, m, ',');) order_list.push_back(m);
+    }
+    for (const std::string& m : order_list) (void)exec::parse_launch_order(m);
+    const bool want_measured = std::find(order_list.begin(), order_list.end(), "measured") != order_list.end();
     for (const std::string& m : math_list) (void)cuda::parse_math_mode(m);  // one line naming a bad one, first
     for (const std::string& mth : math_list)
     for (const std::string& lay : layout_list) {
       layout = lay;
       math = mth;
+      std::vector<double> node_ms;  // the sequential pass's, for the measured launch order
       for (bool graph : modes) {
         cuda::SingleGpuOptions o;
         o.math = cuda::parse_math_mode(math);
@@ -216,11 +229,13 @@ int main(int argc, char** argv) {
         const std::vector<float> out = r.output();
         if (first) ref = out;
         if (summary) std::fputs(r.summary().c_str(), stderr);
-        if (profile > 0 && graph == modes.front()) {
-          const std::vector<double> times = r.node_times_ms(profile);
-          print_profile(g, times);
-          const bool half = math == "fp16" || math == "bf16";
-          print_memory_bound(g, times, half ? 0.5 : 1.0, cuda::copy_bandwidth_gbs());
+        if ((profile > 0 || want_measured) && graph == modes.front()) {
+          node_ms = r.node_times_ms(std::max(profile, 3));
+          if (profile > 0) {
+            print_profile(g, node_ms);
+            const bool half = math == "fp16" || math == "bf16";
+            print_memory_bound(g, node_ms, half ? 0.5 : 1.0, cuda::copy_bandwidth_gbs());
+          }
         }
         emit("sequential", 1, graph, t, double(r.peak_bytes()) / (1 << 20), first ? NAN : rel_error(out, ref), 1, 0);
       }
@@ -240,10 +255,22 @@ int main(int argc, char** argv) {
             so.single_gpu_fallback = false;
             runs.emplace_back(strprintf("%s-%dgpu-spread", algo.c_str(), n), run_algorithm(algo, g, *cost, so));
           }
-          for (const auto& [variant, s] : runs) {
+          for (const auto& [variant0, s] : runs)
+          for (const std::string& order_name : order_list) {
             predicted = simulate(g, s, *cost).latency_ms;
+            const std::string variant = order_name == "topo" ? variant0 : variant0 + "-" + order_name;
+            exec::LaunchOrder order;
+            if (order_name == "opara") order = exec::opara_order(g);
+            if (order_name == "measured") {
+              const DevicePreset dev = find_device_preset("h200");
+              const bool half = math == "fp16" || math == "bf16";
+              order = exec::measured_order(g, node_ms, dev.peak_tflops * 1e12 * (half ? 2 : 1),
+                                           dev.mem_bandwidth_gbs * 1e9, half ? 0.5 : 1.0);
+              std::fprintf(stderr, "# %s: %s\n", variant.c_str(), exec::launch_order_summary(order).c_str());
+            }
             for (bool graph : modes) {
               cuda::InProcessOptions io;
+              io.launch_order = order;
               io.math = math;
               io.layout = lay;
               io.cuda_graph = graph;
