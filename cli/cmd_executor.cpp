@@ -251,7 +251,7 @@ void add_executor_commands(CLI::App& app) {
   run->add_option("--launch-order", ropt->run.launch_order,
                   "How each stage's launches interleave across its streams: topo (group after group), opara "
                   "(alternate memory- and compute-intensive ops by name), measured (the same with classes measured "
-                  "on rank 0's device) (default topo; docs/executor.md)")
+                  "on rank 0's device) (default: what hios tune chose for the schedule, else topo; docs/executor.md)")
       ->check(CLI::IsMember({"topo", "opara", "measured"}));
   run->add_option("--devices", ropt->devices, "GPU per node-local rank, e.g. 0,1 (default: the local rank)");
   run->add_option("--timeout", ropt->run.timeout_s, "Abort the whole job after this many seconds, 0 to 1e7 (default: none)")

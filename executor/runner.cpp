@@ -233,7 +233,14 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   phase = "launch order";
   SessionOptions measuring = so;
   measuring.device = cfg.device;
-  const LaunchOrder order = make_launch_order(opt.launch_order, g, measuring, comm);
+  std::string order_name = opt.launch_order;
+  if (order_name.empty()) {
+    order_name = "topo";
+    if (s.meta.tune.is_object() && s.meta.tune.contains("launch_order")) {
+      order_name = s.meta.tune["launch_order"].value("chosen", std::string("topo"));
+    }
+  }
+  const LaunchOrder order = make_launch_order(order_name, g, measuring, comm);
   phase = "lowering";
   RankProgram prog = lower(g, s, rank, order);
   const bool shared_memory = opt.memory == "shared" && !opt.verify_nodes;

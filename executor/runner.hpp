@@ -34,8 +34,9 @@ struct RunOptions {
   // pass, so it always runs separate.
   std::string memory = "shared";
   // How each stage's launches interleave across its streams: topo | opara | measured
-  // (executor/launch_order.hpp).
-  std::string launch_order = "topo";
+  // (executor/launch_order.hpp); empty: the one `hios tune` chose for the schedule
+  // (meta.tune.launch_order.chosen), else topo.
+  std::string launch_order;
   std::vector<int> devices;      // device per node-local rank; empty: the local rank
   double timeout_s = 0;          // watchdog over the whole run; 0: none
   // While passes run (warm-up, timed, traced), a rank that finishes no pass for this long

@@ -216,7 +216,13 @@ class Job {
     }
     if (op == "time") {
       const Schedule sched = schedule_from_json(g_, cmd.at("schedule"), "candidate");
-      s_.load_schedule(sched, true);
+      exec::LaunchOrder order;
+      if (cmd.contains("launch_order")) {
+        exec::SessionOptions measuring = o_.session;
+        measuring.device = s_.backend_config().device;
+        order = exec::make_launch_order(cmd.at("launch_order").get<std::string>(), g_, measuring, s_.comm());
+      }
+      s_.load_schedule(sched, true, order);
       if (rank == 0) s_.backend().set_input(exec::make_input(g_, o_.session.seed));
       // Exactly as `hios run` warms up and times a schedule.
       s_.warm_up(cmd.at("warmup").get<int>(), cmd.at("capture").get<bool>() && s_.can_capture());
@@ -725,6 +731,44 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     }
     for (size_t k = 0; k < finalists.size(); ++k) time_one(*finalists[k], o.passes, "final", k + 1, finalists.size());
   }
+  // The launch order (executor/launch_order.hpp) of the fastest verified candidate: each order
+  // timed over the full passes, the fastest kept; `hios run` uses it unless told otherwise.
+  json launch_orders = json::object();
+  std::string launch_order = "topo";
+  {
+    Candidate* lead = nullptr;
+    for (Candidate& c : res.candidates) {
+      if (c.ok && (!lead || c.measured_ms < lead->measured_ms)) lead = &c;
+    }
+    if (lead) {
+      double best_ms = lead->passes == o.passes ? lead->measured_ms : 0;
+      for (const char* name : {"topo", "opara", "measured"}) {
+        if (std::string(name) == "topo" && best_ms > 0) {
+          launch_orders[name] = best_ms;
+          continue;
+        }
+        const double ms = job.lead({{"op", "time"},
+                                    {"schedule", schedule_to_json(g, lead->schedule)},
+                                    {"launch_order", name},
+                                    {"capture", true},
+                                    {"warmup", o.warmup},
+                                    {"passes", o.passes}})
+                              .get<double>();
+        const exec::Diff d = exec::compare(job.output, reference);
+        progress.line("timing", strprintf("launch order %-8s %-58s measured %8.3f ms, max_rel %.1e%s", name,
+                                          lead->label.c_str(), ms, d.max_rel, d.max_rel <= tolerance ? "" : "  FAILED"));
+        if (d.max_rel > tolerance) continue;
+        launch_orders[name] = ms;
+        if (std::string(name) == "topo") {
+          lead->measured_ms = ms;
+          best_ms = ms;
+        } else if (ms < best_ms) {
+          best_ms = ms;
+          launch_order = name;
+        }
+      }
+    }
+  }
   // The searches' candidates and what they measured, for a re-tune.
   {
     json list = json::array();
@@ -786,6 +830,7 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
   }
   res.seconds = seconds_since(t0);
   m.tune = json{{"chosen", best->label},
+                {"launch_order", {{"chosen", launch_order}, {"measured_ms", launch_orders}}},
                 {"candidates", cands},
                 {"duplicates", duplicates},
                 {"measured_ms", best->measured_ms},

@@ -69,7 +69,13 @@ for x in c:
         assert x["transfer_extra_us"] == 0, x   # one GPU moves nothing
 # The chosen one was timed in full (the finalists' round).
 assert chosen[0]["passes"] == max(x["passes"] for x in c), chosen
+# Its launch order was chosen by timing each order (hios run takes it from here).
+lo = t["launch_order"]
+assert lo["chosen"] in ("topo", "opara", "measured"), lo
+assert set(lo["measured_ms"]) == {"topo", "opara", "measured"}, lo
+assert lo["measured_ms"][lo["chosen"]] == min(lo["measured_ms"].values()), lo
 PY
+grep -q "launch order opara" "$TMP/err1" || fail "no progress line for the launch orders"
 
 # 2. The same graph again with the saved database: nothing is measured but the candidates.
 if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db "$TMP/db.json" -o "$TMP/s2.json" \
