@@ -35,19 +35,7 @@ LaunchOrder opara_order(const Graph& g) {
   return o;
 }
 
-NodeRates node_rates(const Node& nd, double ms, double peak_flops, double peak_bytes_per_s, double elem_scale) {
-  NodeRates r;
-  if (!(ms > 0)) return r;
-  r.flops_per_s = nd.cost.flops / (ms * 1e-3);
-  r.bytes_per_s = (nd.cost.bytes_read + nd.cost.bytes_written) * elem_scale / (ms * 1e-3);
-  r.compute_share = peak_flops > 0 ? r.flops_per_s / peak_flops : 0;
-  r.memory_share = peak_bytes_per_s > 0 ? r.bytes_per_s / peak_bytes_per_s : 0;
-  r.memory_bound = r.memory_share >= r.compute_share;
-  return r;
-}
-
-LaunchOrder measured_order(const Graph& g, const std::vector<double>& node_ms, double peak_flops,
-                           double peak_bytes_per_s, double elem_scale) {
+LaunchOrder measured_order(const Graph& g, const std::vector<double>& node_ms, const DevicePreset& device, bool half) {
   HIOS_CHECK(node_ms.size() == size_t(g.size()), "internal error: %zu node times for %d nodes", node_ms.size(),
              g.size());
   LaunchOrder o;
@@ -55,8 +43,7 @@ LaunchOrder measured_order(const Graph& g, const std::vector<double>& node_ms, d
   o.memory_bound.assign(size_t(g.size()), 1);
   for (int v = 0; v < g.size(); ++v) {
     if (node_ms[size_t(v)] > 0) {
-      o.memory_bound[size_t(v)] =
-          node_rates(g.nodes[size_t(v)], node_ms[size_t(v)], peak_flops, peak_bytes_per_s, elem_scale).memory_bound;
+      o.memory_bound[size_t(v)] = node_rates(g.nodes[size_t(v)], node_ms[size_t(v)], device, half).memory_bound;
     }
   }
   return o;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "scheduler/cost_model.hpp"
 #include "scheduler/schedule.hpp"
 
 namespace hios::exec {
@@ -41,19 +42,10 @@ struct LaunchOrder {
 // Opara's classes: by op name.
 LaunchOrder opara_order(const Graph& g);
 
-// What a node achieved in `ms`, as shares of the device's peaks.
-struct NodeRates {
-  double flops_per_s = 0, bytes_per_s = 0;
-  double compute_share = 0, memory_share = 0;  // of peak_flops, of peak_bytes_per_s
-  bool memory_bound = false;
-};
-// `elem_scale` turns the graph's fp32 byte counts into the stored type's (0.5 in fp16/bf16).
-NodeRates node_rates(const Node& nd, double ms, double peak_flops, double peak_bytes_per_s, double elem_scale = 1.0);
-
 // The measured order from per-node times (index: node; nodes without a time, like the graph
-// input, count as memory-bound).
-LaunchOrder measured_order(const Graph& g, const std::vector<double>& node_ms, double peak_flops,
-                           double peak_bytes_per_s, double elem_scale = 1.0);
+// input, count as memory-bound), classed by scheduler/cost_model.hpp's node_rates against the
+// device's peaks (`half`: fp16/bf16 storage).
+LaunchOrder measured_order(const Graph& g, const std::vector<double>& node_ms, const DevicePreset& device, bool half);
 
 // The (group, node) launches of one stage in issue order. Each group's own order is kept; with
 // opara and measured the next launch is the head of a group whose class differs from the last

@@ -288,10 +288,8 @@ LaunchOrder make_launch_order(const std::string& name, const Graph& g, const Ses
   if (comm.rank() == 0) {
     std::unique_ptr<Comm> self = make_self_comm();
     const std::vector<double> ms = measure_node_times(g, opt, *self);
-    const DevicePreset& dev = find_device_preset("h200");
-    const bool half = opt.math == "fp16" || opt.math == "bf16";
-    const LaunchOrder o = measured_order(g, ms, dev.peak_tflops * 1e12 * (half ? 2 : 1), dev.mem_bandwidth_gbs * 1e9,
-                                         half ? 0.5 : 1.0);
+    const LaunchOrder o =
+        measured_order(g, ms, find_device_preset("h200"), opt.math == "fp16" || opt.math == "bf16");
     for (uint8_t m : o.memory_bound) classes += m ? '1' : '0';
   }
   // Every rank lowers with rank 0's classes.

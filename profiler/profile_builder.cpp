@@ -53,9 +53,11 @@ LinkFit fit_link(const std::vector<LinkSample>& samples) {
   return f;
 }
 
-std::vector<ProfileEntry> pool_by_signature(const Graph& g, const std::vector<NodeSamples>& nodes) {
+std::vector<ProfileEntry> pool_by_signature(const Graph& g, const std::vector<NodeSamples>& nodes,
+                                            const DevicePreset* peaks, bool half) {
   struct Pool {
     std::string example;
+    int node = -1;
     std::vector<double> wall, kernel;
     int64_t kernels = 0;
   };
@@ -68,6 +70,7 @@ std::vector<ProfileEntry> pool_by_signature(const Graph& g, const std::vector<No
     auto [it, fresh] = pools.emplace(key, Pool{});
     if (fresh) {
       it->second.example = g.nodes[size_t(ns.node)].name;
+      it->second.node = ns.node;
       order.push_back(key);
     }
     Pool& p = it->second;
@@ -87,6 +90,12 @@ std::vector<ProfileEntry> pool_by_signature(const Graph& g, const std::vector<No
     if (!p.kernel.empty()) {
       e.kernel_ms = median(p.kernel);
       e.kernels = p.kernels;
+    }
+    if (peaks && e.ms > 0) {
+      const NodeRates r = node_rates(g.nodes[size_t(p.node)], e.ms, *peaks, half);
+      e.achieved_tflops = r.flops_per_s / 1e12;
+      e.achieved_gbs = r.bytes_per_s / 1e9;
+      e.memory_bound = r.memory_bound ? 1 : 0;
     }
     out.push_back(std::move(e));
   }

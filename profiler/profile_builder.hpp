@@ -47,7 +47,11 @@ double stddev(const std::vector<double>& v);
 // Pools the samples of every node with the same node_signature (one entry per signature,
 // median over all their runs, the first node's name as the example). Nodes without samples
 // (the graph input) are left out.
-std::vector<ProfileEntry> pool_by_signature(const Graph& g, const std::vector<NodeSamples>& nodes);
+// With `peaks`, every entry is also classed by what its example node achieved against the
+// preset's peaks (ProfileEntry::achieved_tflops, achieved_gbs, memory_bound); `half` doubles
+// the compute peak and halves the bytes (fp16/bf16 storage).
+std::vector<ProfileEntry> pool_by_signature(const Graph& g, const std::vector<NodeSamples>& nodes,
+                                            const DevicePreset* peaks = nullptr, bool half = false);
 
 // A stage measured with its groups on concurrent streams.
 struct StageSamples {

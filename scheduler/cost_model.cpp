@@ -271,4 +271,17 @@ std::unique_ptr<CostModel> make_cost_model(const std::string& cost, const std::s
   return make_profile_cost_model(std::move(db), cost, preset);
 }
 
+NodeRates node_rates(const Node& nd, double ms, const DevicePreset& device, bool half) {
+  NodeRates r;
+  if (!(ms > 0)) return r;
+  const double peak_flops = device.peak_tflops * 1e12 * (half ? 2 : 1);
+  const double peak_bytes = device.mem_bandwidth_gbs * 1e9;
+  r.flops_per_s = nd.cost.flops / (ms * 1e-3);
+  r.bytes_per_s = (nd.cost.bytes_read + nd.cost.bytes_written) * (half ? 0.5 : 1.0) / (ms * 1e-3);
+  r.compute_share = peak_flops > 0 ? r.flops_per_s / peak_flops : 0;
+  r.memory_share = peak_bytes > 0 ? r.bytes_per_s / peak_bytes : 0;
+  r.memory_bound = r.memory_share >= r.compute_share;
+  return r;
+}
+
 }  // namespace hios

@@ -55,6 +55,17 @@ struct DevicePreset {
 // instead (same format), e.g. a calibrated copy passed with --devices.
 std::vector<DevicePreset> load_device_presets(const std::string& file = "");
 DevicePreset find_device_preset(const std::string& name, const std::string& file = "");
+
+// What a node achieved in `ms`: its counted FLOPs and bytes over that time, as shares of the
+// device's peaks (peak_tflops, doubled for fp16/bf16; mem_bandwidth_gbs, with the graph's fp32
+// byte counts halved for 16-bit storage). Memory-bound when the byte share is the larger. The
+// measured launch order (executor/launch_order.hpp) and the profile database's classes use it.
+struct NodeRates {
+  double flops_per_s = 0, bytes_per_s = 0;
+  double compute_share = 0, memory_share = 0;
+  bool memory_bound = false;
+};
+NodeRates node_rates(const Node& nd, double ms, const DevicePreset& device, bool half = false);
 // The devices file format: {"format": "hios-devices", "version": 1, "devices": [...]}.
 std::vector<DevicePreset> device_presets_from_json(const json& j, const std::string& source = "$");
 
@@ -117,6 +128,11 @@ struct ProfileEntry {
   // measured. ms - kernel_ms is what launching costs the node on its stream (informational).
   double kernel_ms = -1;
   int64_t kernels = 0;  // kernels and copies per run (CUPTI), 0 when not measured
+  // What the example node achieved in `ms`: its counted FLOPs and bytes over that time, in
+  // TFLOP/s and GB/s, and whether the byte rate is the larger share of the device's peaks
+  // (executor/launch_order.hpp's measured launch order). -1 when not classified.
+  double achieved_tflops = -1, achieved_gbs = -1;
+  int memory_bound = -1;
 };
 struct ProfileLink {
   int src = 0, dst = 0;

@@ -94,6 +94,14 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
     e.example = o.get_string("example", "");
     e.kernel_ms = o.has("kernel_ms") ? non_negative(o, "kernel_ms") : -1.0;
     e.kernels = o.get_int("kernels", 0);
+    e.achieved_tflops = o.has("achieved_tflops") ? non_negative(o, "achieved_tflops") : -1.0;
+    e.achieved_gbs = o.has("achieved_gbs") ? non_negative(o, "achieved_gbs") : -1.0;
+    if (o.has("bound")) {
+      const std::string b = o.get_string("bound");
+      HIOS_CHECK(b == "memory" || b == "compute", "%s: must be \"memory\" or \"compute\", not '%s'",
+                 o.child_path("bound").c_str(), b.c_str());
+      e.memory_bound = b == "memory" ? 1 : 0;
+    }
     o.finish();
     auto [it, fresh] = seen.emplace(e.key, i);
     HIOS_CHECK(fresh, "%s: duplicate key (also entries[%zu])", o.child_path("key").c_str(), it->second);
@@ -205,6 +213,9 @@ std::string profile_db_to_text(const ProfileDb& db) {
     if (!e.example.empty()) j["example"] = e.example;
     if (e.kernel_ms >= 0) j["kernel_ms"] = e.kernel_ms;
     if (e.kernels > 0) j["kernels"] = e.kernels;
+    if (e.achieved_tflops >= 0) j["achieved_tflops"] = e.achieved_tflops;
+    if (e.achieved_gbs >= 0) j["achieved_gbs"] = e.achieved_gbs;
+    if (e.memory_bound >= 0) j["bound"] = e.memory_bound ? "memory" : "compute";
     entries.push_back(std::move(j));
   }
   for (const ProfileLink& l : db.links) {

@@ -442,7 +442,8 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
           ns.wall_ms = timer->samples(one, 1, o.node_iters, prof::median(ns.wall_ms));
         }
       }
-      merge_entries(db, prof::pool_by_signature(g, samples));
+      merge_entries(db, prof::pool_by_signature(g, samples, &preset,
+                                                o.session.math == "fp16" || o.session.math == "bf16"));
       double sum = 0;
       for (const prof::NodeSamples& ns : samples) sum += ns.wall_ms.empty() ? 0 : prof::median(ns.wall_ms);
       progress.line("nodes", strprintf("%d nodes x %d runs (%s): %.3f ms in nodes", g.size() - 1, o.node_iters,

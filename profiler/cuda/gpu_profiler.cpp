@@ -257,7 +257,8 @@ ProfileDb profile_gpus(const Graph& g, const ProfileOptions& opt, ProfileReport*
   (void)find_device_preset(db.device);  // an unknown name fails here, before any measuring
 
   const std::vector<NodeSamples> nodes = profile_nodes(g, opt);
-  db.entries = pool_by_signature(g, nodes);
+  const DevicePreset peaks = find_device_preset(db.device);
+  db.entries = pool_by_signature(g, nodes, &peaks, opt.math == "fp16" || opt.math == "bf16");
   for (const NodeSamples& ns : nodes) {
     if (ns.wall_ms.empty()) continue;
     rep.sequential_sum_ms += median(ns.wall_ms);

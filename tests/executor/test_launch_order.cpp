@@ -49,22 +49,28 @@ TEST_CASE("launch orders: opara by op name, measured by achieved rates", "[execu
     CHECK(bool(o.memory_bound[size_t(v)]) == (k == OpKind::Pool || k == OpKind::Identity || k == OpKind::Activation ||
                                               k == OpKind::Add || k == OpKind::Mul || k == OpKind::Softmax));
   }
-  // A node that moves its bytes at the full bandwidth but does a sliver of the peak FLOPs is
-  // memory-bound; the same node at a hundredth of the bandwidth with its FLOPs at the peak is not.
+  // The same node is memory-bound when it takes as long as its bytes need at the device's
+  // bandwidth (its FLOP share is then far lower), and compute-bound when it takes as long as
+  // its FLOPs need at the peak (its byte share is then far lower).
   const int conv = g.find("Conv2d_2b_3x3");
   REQUIRE(conv > 0);
   const Node& nd = g.nodes[size_t(conv)];
+  DevicePreset dev;
+  dev.peak_tflops = 100;
+  dev.mem_bandwidth_gbs = 1000;
   const double bytes = nd.cost.bytes_read + nd.cost.bytes_written;
-  const double at_bandwidth_ms = bytes / 1e12 * 1e3;  // 1 TB/s
-  const exec::NodeRates slow = exec::node_rates(nd, at_bandwidth_ms, nd.cost.flops / at_bandwidth_ms * 1e3 * 100, 1e12);
-  CHECK(slow.memory_bound);
-  CHECK(slow.memory_share == Approx(1.0));
-  const exec::NodeRates dense = exec::node_rates(nd, at_bandwidth_ms, nd.cost.flops / at_bandwidth_ms * 1e3, 1e14);
-  CHECK_FALSE(dense.memory_bound);
+  const double memory_ms = bytes / 1e12 * 1e3, compute_ms = nd.cost.flops / 1e14 * 1e3;
+  REQUIRE(memory_ms > 0);
+  REQUIRE(compute_ms > 0);
+  const double at = std::max(memory_ms, compute_ms);
+  const NodeRates r = node_rates(nd, at, dev);
+  CHECK(r.memory_bound == (memory_ms >= compute_ms));
+  CHECK(std::max(r.memory_share, r.compute_share) == Approx(1.0));
+  CHECK(node_rates(nd, at, dev, true).memory_share == Approx(r.memory_share / 2));  // 16-bit bytes
   std::vector<double> ms(size_t(g.size()), 0.0);
-  ms[size_t(conv)] = at_bandwidth_ms;
-  const exec::LaunchOrder m = exec::measured_order(g, ms, nd.cost.flops / at_bandwidth_ms * 1e3, 1e14);
-  CHECK(m.memory_bound[size_t(conv)] == 0);
+  ms[size_t(conv)] = at;
+  const exec::LaunchOrder m = exec::measured_order(g, ms, dev, false);
+  CHECK(bool(m.memory_bound[size_t(conv)]) == r.memory_bound);
   CHECK(m.memory_bound[0] == 1);  // untimed nodes count as memory-bound
 }
 

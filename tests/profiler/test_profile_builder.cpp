@@ -102,8 +102,18 @@ TEST_CASE("profiler: samples pool by signature into a database the cost model re
   }
   ProfileDb db;
   db.device = "h200";
-  db.entries = pool_by_signature(g, nodes);
+  const DevicePreset h200 = find_device_preset("h200");
+  db.entries = pool_by_signature(g, nodes, &h200);
   REQUIRE(db.entries.size() == base.size());
+  // Each entry is classed by what its example node achieved (the measured launch order's rule).
+  for (const ProfileEntry& e : db.entries) {
+    const int v = g.find(e.example);
+    REQUIRE(v > 0);
+    const NodeRates r = node_rates(g.nodes[size_t(v)], e.ms, h200);
+    CHECK(e.achieved_tflops == Approx(r.flops_per_s / 1e12));
+    CHECK(e.achieved_gbs == Approx(r.bytes_per_s / 1e9));
+    CHECK(e.memory_bound == int(r.memory_bound));
+  }
   REQUIRE(db.entries.size() < size_t(g.size() - 1));  // inception repeats signatures
   int64_t samples = 0;
   for (const ProfileEntry& e : db.entries) {

@@ -262,10 +262,7 @@ int main(int argc, char** argv) {
             exec::LaunchOrder order;
             if (order_name == "opara") order = exec::opara_order(g);
             if (order_name == "measured") {
-              const DevicePreset dev = find_device_preset("h200");
-              const bool half = math == "fp16" || math == "bf16";
-              order = exec::measured_order(g, node_ms, dev.peak_tflops * 1e12 * (half ? 2 : 1),
-                                           dev.mem_bandwidth_gbs * 1e9, half ? 0.5 : 1.0);
+              order = exec::measured_order(g, node_ms, find_device_preset("h200"), math == "fp16" || math == "bf16");
               std::fprintf(stderr, "# %s: %s\n", variant.c_str(), exec::launch_order_summary(order).c_str());
             }
             for (bool graph : modes) {
