@@ -120,6 +120,14 @@ expect_error "directory input"     "is a directory"                   "$HIOS" in
 expect_error "threads range"       "--threads.*not in range"          "$HIOS" run -g "$TMP/base.json" -s x.json --threads 100000
 expect_error "timeout nan"         "--timeout.*'nan' is outside"      "$HIOS" run -g "$TMP/base.json" -s x.json --timeout nan
 expect_error "timeout inf"         "--timeout.*'inf' is outside"      "$HIOS" run -g "$TMP/base.json" -s x.json --timeout inf
+# Shape sets (issue 13) and launch orders.
+expect_error "shapes zero"         "--shapes: '0' is not a whole number" "$HIOS" run -g "$TMP/base.json" --shapes 0
+expect_error "shapes and schedule" "drop --schedule"                  "$HIOS" run -g "$TMP/base.json" --shapes 16 -s x.json
+expect_error "batches alone"       "--batches goes with --shapes"     "$HIOS" run -g "$TMP/base.json" -s x.json --batches 2
+expect_error "no schedule"         "needs --schedule"                 "$HIOS" run -g "$TMP/base.json"
+expect_error "launch order"        "launch-order"                     "$HIOS" run -g "$TMP/base.json" -s x.json --launch-order fifo
+expect_ok    "shapes on the cpu"   "$HIOS" run -g "$TMP/base.json" --shapes 15,16x20 --batches 1,2 --verify --compare-separate --warmup 0 --number 2 -o "$TMP/shapes.json"
+grep -q '"format": "hios-shapes"' "$TMP/shapes.json" || { echo "FAIL hios run --shapes wrote no report"; fails=$((fails + 1)); }
 grep -q '"kernel":\[3,3\]' "$TMP/base.json" && grep -q '"out_channels":48' "$TMP/base.json" && grep -q '"batch": 1' "$TMP/base.json" ||
   { echo "FAIL the mutation tests no longer find what they change in the demo graph"; fails=$((fails + 1)); }
 
