@@ -12,6 +12,7 @@ void add_graph_commands(CLI::App& app);      // models, graph, info, dot, valida
 void add_scheduler_commands(CLI::App& app);  // check, show, trace (cli/cmd_scheduler.cpp)
 void add_algorithm_commands(CLI::App& app);  // schedule, simulate-random (cli/cmd_algorithms.cpp)
 void add_executor_commands(CLI::App& app);   // lower, run
+void add_serve_commands(CLI::App& app);      // serve (cli/cmd_serve.cpp)
 void add_profiler_commands(CLI::App& app);   // profile
 
 // Writes text to a file atomically, or to stdout when file is empty or "-".

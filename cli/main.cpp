@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
 #endif
 #ifdef HIOS_WITH_EXECUTOR
   hios::cli::add_executor_commands(app);
+  hios::cli::add_serve_commands(app);
 #endif
 #ifdef HIOS_WITH_PROFILER
   hios::cli::add_profiler_commands(app);

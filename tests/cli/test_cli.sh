@@ -128,6 +128,32 @@ expect_error "no schedule"         "needs --schedule"                 "$HIOS" ru
 expect_error "launch order"        "launch-order"                     "$HIOS" run -g "$TMP/base.json" -s x.json --launch-order fifo
 expect_ok    "shapes on the cpu"   "$HIOS" run -g "$TMP/base.json" --shapes 15,16x20 --batches 1,2 --verify --compare-separate --warmup 0 --number 2 -o "$TMP/shapes.json"
 grep -q '"format": "hios-shapes"' "$TMP/shapes.json" || { echo "FAIL hios run --shapes wrote no report"; fails=$((fails + 1)); }
+# hios serve (issue 14): bad input, then a run stopped by SIGINT answers or rejects every request
+# and still writes its summary and JSON.
+expect_error "serve unknown model" "unknown model 'nope'"            "$HIOS" serve --models demo,nope
+expect_error "serve batches"       "--batches: '0'"                  "$HIOS" serve --models demo --size 15 --batches 0,1
+expect_error "serve loads"         "--loads: 'x'"                    "$HIOS" serve --models demo --size 15 --loads x
+"$HIOS" serve --models demo --size 15 --duration 60 --loads 0.5 --policy adaptive -o "$TMP/serve.json" >"$TMP/serve.out" 2>&1 &
+serve_pid=$!
+sleep 4
+kill -INT "$serve_pid"
+if ! wait "$serve_pid"; then
+  echo "FAIL hios serve did not exit 0 after SIGINT"; sed 's/^/    /' "$TMP/serve.out"; fails=$((fails + 1))
+elif ! grep -q "stopped by SIGINT" "$TMP/serve.out" || ! python3 - "$TMP/serve.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["runs"][0]
+a = r["models"][-1]
+assert d["stopped"] and r["stopped"], "not marked stopped"
+assert a["offered"] == r["requests"] == a["answered"] + a["rejected"], a
+assert sum(r["rejections"].values()) == a["rejected"], r["rejections"]
+assert r["not_sent"] > 0, r
+PY
+then
+  echo "FAIL hios serve after SIGINT: no summary, or its counts do not add up"; sed 's/^/    /' "$TMP/serve.out"; fails=$((fails + 1))
+else
+  pass=$((pass + 1))
+fi
 grep -q '"kernel":\[3,3\]' "$TMP/base.json" && grep -q '"out_channels":48' "$TMP/base.json" && grep -q '"batch": 1' "$TMP/base.json" ||
   { echo "FAIL the mutation tests no longer find what they change in the demo graph"; fails=$((fails + 1)); }
 

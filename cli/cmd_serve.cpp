@@ -1,0 +1,195 @@
+// `hios serve`: several models served on one device from request streams (executor/serve.hpp),
+// every launcher on the same traces, at loads given as fractions of the fifo launcher's capacity.
+#ifdef HIOS_WITH_EXECUTOR
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "executor/serve.hpp"
+#include "graph/error.hpp"
+#include "models/models.hpp"
+#include "scheduler/algorithms.hpp"
+#include "scheduler/cost_model.hpp"
+
+namespace hios::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_sigint(int) { g_stop.store(true); }
+
+struct ServeCli {
+  std::string models = "inception_v3,nasnet_large,randwire", backend = "cpu", math, layout, policy = "all";
+  std::string loads = "0.5,0.8,1.0", arrivals = "poisson", trace, batches = "1,2,4,8", output, algo = "hios-lp";
+  int64_t size = 331;
+  double duration_s = 5, rate = 0, burst_on_s = 0.5, burst_off_s = 0.5, static_wait_ms = 2;
+  int static_batch = 4, queue_limit = 64, verify_every = 0, threads = 0;
+  uint64_t seed = 1;
+};
+
+std::vector<std::string> split(const std::string& s, const char* what) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    HIOS_CHECK(!item.empty(), "%s: empty item in '%s'", what, s.c_str());
+    out.push_back(item);
+  }
+  HIOS_CHECK(!out.empty(), "%s: nothing given", what);
+  return out;
+}
+
+double parse_fraction(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  HIOS_CHECK(end && *end == '\0' && std::isfinite(v) && v > 0 && v <= 100, "--loads: '%s' is not a load from 0 to 100",
+             s.c_str());
+  return v;
+}
+
+}  // namespace
+
+void add_serve_commands(CLI::App& app) {
+  auto o = std::make_shared<ServeCli>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve several models from request streams on one device (fifo, static and adaptive batching)");
+  cmd->add_option("--models", o->models, "Models served, comma-separated (default inception_v3,nasnet_large,randwire)");
+  cmd->add_option("--size", o->size, "Image size of every request, 1 to 65536 (default 331)")->check(CLI::Range(1, 65536));
+  cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");
+  cmd->add_option("--math", o->math, "tf32 or fp32 (inputs are staged in fp32)");
+  cmd->add_option("--layout", o->layout, "nchw or nhwc (default: the backend's)")->check(CLI::IsMember({"nchw", "nhwc"}));
+  cmd->add_option("--policy", o->policy, "fifo, static, adaptive or all (default all: every launcher on the same traces)")
+      ->check(CLI::IsMember({"fifo", "static", "adaptive", "all"}));
+  cmd->add_option("--loads", o->loads,
+                  "Offered loads as fractions of the fifo launcher's capacity (the mix's batch-1 times), "
+                  "comma-separated (default 0.5,0.8,1.0)");
+  cmd->add_option("--rate", o->rate, "Instead of --loads: total requests per second, split evenly over the models")
+      ->check(finite_range(0, 1e6));
+  cmd->add_option("--arrivals", o->arrivals, "poisson (default) or bursty (Poisson while on, silent while off)")
+      ->check(CLI::IsMember({"poisson", "bursty"}));
+  cmd->add_option("--burst-on", o->burst_on_s, "bursty: seconds on (default 0.5)")->check(finite_range(1e-3, 1e4));
+  cmd->add_option("--burst-off", o->burst_off_s, "bursty: seconds off (default 0.5)")->check(finite_range(0, 1e4));
+  cmd->add_option("--trace", o->trace, "Arrivals from a file of 'time_s,model' lines instead (one run per launcher)");
+  cmd->add_option("--duration", o->duration_s, "Seconds of arrivals per run (default 5)")->check(finite_range(0.01, 1e5));
+  cmd->add_option("--batches", o->batches, "Batch sizes prepared per model, comma-separated, 1 included (default 1,2,4,8)");
+  cmd->add_option("--static-batch", o->static_batch, "static: the batch it waits for (default 4)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--static-wait-ms", o->static_wait_ms, "static: how long the oldest request waits for a full batch (default 2)")
+      ->check(finite_range(0, 1e6));
+  cmd->add_option("--queue-limit", o->queue_limit, "Waiting requests per queue before new ones are rejected (default 64)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--verify-every", o->verify_every,
+                  "Give every k-th request its own input and compare its answer with that input alone at batch 1 (0: none)")
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--algo", o->algo, "One-GPU schedule of every model and batch (default hios-lp, analytic h200 costs)");
+  cmd->add_option("--threads", o->threads, "cpu backend: OpenMP threads per pass, 0 to 1024")->check(CLI::Range(0, 1024));
+  cmd->add_option("--seed", o->seed, "Seed of the arrivals and the inputs (default 1)");
+  cmd->add_option("--output,-o", o->output, "Results JSON (default output/serve-<backend>.json; 'none' for no file)");
+  cmd->footer(
+      "Every launcher runs on the same trace at each load, in one process. Ctrl-C stops the current run:\n"
+      "waiting requests are rejected with a reason, the summary and the JSON are still written.\n\n"
+      "Examples:\n"
+      "  hios serve --backend cuda --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
+      "  hios serve --models demo,squeezenet --size 32 --duration 2 --loads 0.5,1   # anywhere (cpu)\n");
+  cmd->callback([o] {
+    g_stop.store(false);
+    std::signal(SIGINT, on_sigint);
+    const std::vector<std::string> models = split(o->models, "--models");
+    for (const std::string& m : models) {
+      HIOS_CHECK(find_model(m) != nullptr, "--models: unknown model '%s' (see hios models)", m.c_str());
+    }
+    exec::ServeOptions so;
+    so.set.session.backend = o->backend;
+    so.set.session.math = o->math;
+    so.set.session.layout = o->layout;
+    so.set.session.seed = o->seed;
+    so.set.session.threads = o->threads;
+    so.batches.clear();
+    for (const std::string& b : split(o->batches, "--batches")) {
+      char* end = nullptr;
+      const long v = std::strtol(b.c_str(), &end, 10);
+      HIOS_CHECK(end && *end == '\0' && v >= 1 && v <= 4096, "--batches: '%s' is not a batch size from 1 to 4096", b.c_str());
+      so.batches.push_back(int(v));
+    }
+    so.static_batch = o->static_batch;
+    so.static_wait_s = o->static_wait_ms / 1e3;
+    so.queue_limit = o->queue_limit;
+    so.verify_every = o->verify_every;
+    so.stop = &g_stop;
+    const std::string algo = o->algo;
+    auto cost = std::shared_ptr<CostModel>(make_analytic_cost_model(find_device_preset("h200")));
+    exec::Server server(
+        models, o->size, so,
+        [](const std::string& name, const exec::ShapeKey& k) { return build_model(name, ModelParams{k.batch, k.height, k.width}); },
+        [algo, cost](const Graph& g) {
+          SchedulerOptions opt;
+          opt.num_gpus = 1;
+          return run_algorithm(algo, g, *cost, opt);
+        });
+    const std::vector<double> single = server.single_request_ms();
+    double sum_s = 0;
+    for (double ms : single) sum_s += ms / 1e3;
+    const double capacity = double(models.size()) / sum_s;  // requests/s of one-at-a-time, even mix
+    std::printf("# hios serve: %s at %lldx%lld on %s; batches %s; fifo capacity %.1f requests/s (batch-1 ms:",
+                o->models.c_str(), (long long)o->size, (long long)o->size, server.device().c_str(), o->batches.c_str(),
+                capacity);
+    for (size_t m = 0; m < models.size(); ++m) std::printf(" %s %.3f", models[m].c_str(), single[m]);
+    std::printf(")\n");
+    std::printf("%-9s %9s  %-14s %8s %8s %8s %10s %9s %9s %9s %6s %6s %7s\n", "# launcher", "offered/s", "model", "offered",
+                "answered", "rejected", "answered/s", "p50_ms", "p95_ms", "p99_ms", "batch", "queue", "busy");
+    std::vector<exec::Policy> policies;
+    if (o->policy == "all") {
+      policies = {exec::Policy::Fifo, exec::Policy::Static, exec::Policy::Adaptive};
+    } else {
+      policies = {exec::parse_policy(o->policy)};
+    }
+    std::vector<double> loads;
+    if (!o->trace.empty() || o->rate > 0) {
+      loads = {0};
+    } else {
+      for (const std::string& l : split(o->loads, "--loads")) loads.push_back(parse_fraction(l));
+    }
+    json runs = json::array();
+    bool stopped = false;
+    for (double load : loads) {
+      exec::ArrivalSpec spec;
+      spec.kind = o->trace.empty() ? o->arrivals : "file";
+      spec.file = o->trace;
+      spec.duration_s = o->duration_s;
+      spec.on_s = o->burst_on_s;
+      spec.off_s = o->burst_off_s;
+      spec.seed = o->seed;
+      const double total = o->rate > 0 ? o->rate : load * capacity;
+      spec.rates.assign(models.size(), total / double(models.size()));
+      const std::vector<exec::Request> trace = exec::make_trace(spec, models);
+      for (exec::Policy p : policies) {
+        const exec::ServeResult r = server.run(trace, p);
+        std::fputs(exec::serve_result_line(r).c_str(), stdout);
+        std::fflush(stdout);
+        json j = exec::serve_result_to_json(r, models);
+        j["load"] = load;
+        j["requests"] = int64_t(trace.size());
+        runs.push_back(j);
+        if (r.stopped) {
+          stopped = true;
+          break;
+        }
+      }
+      if (stopped) break;
+    }
+    if (stopped) std::printf("# stopped by SIGINT: the run in progress answered what it had taken, rejected what waited\n");
+    std::printf("# summary: %zu run(s), every request answered or rejected with a reason (see 'rejections' in the JSON)\n",
+                runs.size());
+    const std::string output = o->output.empty() ? "output/serve-" + o->backend + ".json" : o->output;
+    if (output != "none") {
+      json all = {{"format", "hios-serve"}, {"version", 1},          {"models", models},
+                  {"size", o->size},        {"device", server.device()}, {"fifo_capacity_rps", capacity},
+                  {"single_request_ms", single}, {"runs", runs},   {"stopped", stopped}};
+      std::filesystem::path parent = std::filesystem::path(output).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent);
+      write_file_atomic(output, all.dump(1) + "\n");
+    }
+  });
+}
+
+}  // namespace hios::cli
+#endif

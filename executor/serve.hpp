@@ -1,0 +1,147 @@
+// Serving several models on one device (issue 14, after TOP): request streams, per-model queues,
+// batching, and an adaptive launcher, measured by throughput and tail latency.
+//
+// Each model is a ShapeSet (executor/shape_set.hpp) prepared at one image size for the batch
+// sizes the launcher may use (1, 2, 4, 8 by default): one set of weights, one arena and one CUDA
+// Graph per batch size. Requests arrive on a trace (Poisson per model, on/off bursts, or a file)
+// and are answered by one of three launchers:
+//
+//   fifo      one request at a time, all models in one queue in arrival order, batch 1: the
+//             baseline of a server that runs each model's best single-request schedule.
+//   static    a queue and a worker per model; a worker runs a fixed batch when that many are
+//             waiting, or a padded partial batch once the oldest has waited `static_wait_s`.
+//   adaptive  a queue and a worker per model (models run concurrently, each on its own streams);
+//             a free worker takes what is waiting up to its batch limit at once, and the limit
+//             follows the backlog: doubled when requests are still waiting after a dequeue,
+//             halved after two dequeues that emptied the queue. A measured heuristic rather than
+//             a learned policy: its inputs (queue length, which batch sizes are prepared) are all
+//             it needs on one device, it has no training cost, and its behaviour can be tested.
+//
+// A batch is padded up to the smallest prepared batch that holds it (padding rows compute on
+// zeros and are dropped). Nothing is lost: a request is answered, or rejected with a reason
+// (its model's queue was full, or the server was stopped while it waited), and the report's
+// counts add up to the trace.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/shape_set.hpp"
+#include "graph/json_reader.hpp"
+
+namespace hios::exec {
+
+struct Request {
+  int64_t id = 0;
+  int model = 0;         // index into the served models
+  double arrival_s = 0;  // from the start of the run
+};
+
+struct ArrivalSpec {
+  std::string kind = "poisson";  // poisson | bursty | file
+  std::vector<double> rates;     // requests/s per model (bursty: while on)
+  double duration_s = 5;
+  double on_s = 0.5, off_s = 0.5;  // bursty
+  uint64_t seed = 1;
+  std::string file;  // kind file: lines "time_s,model_name" (a '#' starts a comment)
+};
+// Sorted by arrival; ids 0..n-1 in that order. Deterministic for a seed.
+std::vector<Request> make_trace(const ArrivalSpec& spec, const std::vector<std::string>& models);
+
+enum class Policy : uint8_t { Fifo, Static, Adaptive };
+Policy parse_policy(const std::string& s);  // fifo | static | adaptive
+const char* policy_name(Policy p);
+
+// The launcher's decision, free of threads and clocks so that it can be tested: how many
+// waiting requests a free worker takes now (0: wait).
+class BatchController {
+ public:
+  BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s);
+  int take(int waiting, double oldest_wait_s, bool stopping);
+  // After a dequeue: how many are still waiting (the adaptive limit follows it).
+  void after_take(int still_waiting);
+  int limit() const { return limit_; }
+  // The smallest prepared batch holding n requests.
+  int batch_for(int n) const;
+
+ private:
+  Policy p_;
+  std::vector<int> batches_;
+  int static_batch_;
+  double static_wait_s_;
+  int limit_ = 1;
+  int empties_ = 0;
+};
+
+struct ServeOptions {
+  ShapeSetOptions set;
+  std::vector<int> batches{1, 2, 4, 8};
+  int static_batch = 4;
+  double static_wait_s = 0.002;
+  int queue_limit = 64;   // waiting requests per model (fifo: in the one queue) before rejecting
+  int verify_every = 0;   // every k-th request gets its own input and is compared with a batch-1 run
+  const std::atomic<bool>* stop = nullptr;  // set (by SIGINT): stop dispatching, reject what waits
+};
+
+struct RequestOutcome {
+  int64_t id = 0;
+  int model = 0;
+  double arrival_s = 0, start_s = -1, done_s = -1;
+  int batch = 0;  // prepared batch it ran in (0: not run)
+  std::string rejected;  // the reason; empty when answered
+  double max_rel = -1;   // verified requests: against the same input alone at batch 1
+};
+
+struct ModelStats {
+  std::string name;
+  int64_t offered = 0, answered = 0, rejected = 0;
+  double throughput_rps = 0;
+  double p50_ms = 0, p95_ms = 0, p99_ms = 0, mean_batch = 0;
+  int max_queue = 0;
+};
+
+struct ServeResult {
+  Policy policy = Policy::Fifo;
+  double offered_rps = 0;
+  double wall_s = 0;
+  std::vector<RequestOutcome> requests;  // one per trace request, in id order
+  std::vector<ModelStats> models;        // per model, then "all" last
+  std::vector<std::array<double, 3>> queue;  // (time_s, model, waiting) at every change
+  double busy_fraction = 0;  // of the wall time, some pass was running (host-observed)
+  int64_t not_sent = 0;      // trace requests after a stop (never arrived)
+  bool stopped = false;
+  double worst_verify_rel = -1;
+};
+
+class Server {
+ public:
+  // The model `name` at one shape (the CLI builds it from the model zoo).
+  using ModelMaker = std::function<Graph(const std::string& name, const ShapeKey& key)>;
+  // Prepares every model at `size` for every batch in opt.batches. Inputs are staged as fp32
+  // in the backend's layout, so the math mode must store fp32 (tf32 or fp32).
+  Server(const std::vector<std::string>& models, int64_t size, const ServeOptions& opt, const ModelMaker& make_model,
+         const ScheduleMaker& make_schedule);
+  ~Server();
+  const std::vector<std::string>& models() const { return names_; }
+  // Median time of one batch-1 pass per model (the fifo baseline's service time).
+  std::vector<double> single_request_ms(int passes = 10);
+  ServeResult run(const std::vector<Request>& trace, Policy policy);
+  std::string device() const;
+
+ private:
+  struct Model;
+  std::vector<std::string> names_;
+  int64_t size_;
+  ServeOptions opt_;
+  std::vector<std::unique_ptr<Model>> models_;
+};
+
+json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& models);
+std::string serve_result_line(const ServeResult& r);  // one row per model and "all"
+
+}  // namespace hios::exec

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Serving on one GPU, one device call (issue 14): build, then `hios serve` of a model mix at one
+# size, every launcher (fifo, static, adaptive) on the same Poisson traces at each load (as
+# fractions of the fifo launcher's capacity), with spot verification. The JSON comes back.
+#
+#   OUT=/some/dir bash scripts/gpu-serve.sh
+#
+# Environment: BUILD_DIR (/tmp/b), MODELS (inception_v3,nasnet_large,randwire), SIZE (331),
+# LOADS (0.5,0.8,1,1.5,2,3), DURATION (4 s per run), EXTRA (more hios serve arguments).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/output/gpu-serve}
+B=${BUILD_DIR:-/tmp/b}
+mkdir -p "$OUT"
+t0=$(date +%s)
+{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
+  cmake --build "$B" -j 16 --target hios; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+# shellcheck disable=SC2086
+timeout "${SERVE_TIMEOUT:-480}" "$B/cli/hios" serve --backend cuda --models "${MODELS:-inception_v3,nasnet_large,randwire}" \
+  --size "${SIZE:-331}" --loads "${LOADS:-0.5,0.8,1,1.5,2,3}" --duration "${DURATION:-4}" --verify-every 50 \
+  -o "$OUT/serve.json" ${EXTRA:-} 2>&1 | tee "$OUT/serve.txt"
+echo "hios serve rc=${PIPESTATUS[0]} ($(( $(date +%s) - t0 )) s)"
