@@ -661,11 +661,94 @@ def markdown(title, paths, rows, cells, problems, plots, warnings):
     return "\n".join(out) + "\n"
 
 
+# ----------------------------------------------------------------------------------------------
+# hios serve results (one JSON object, format "hios-serve")
+# ----------------------------------------------------------------------------------------------
+
+def load_serve(path):
+    """The JSON `hios serve -o` writes, or None when `path` is not one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if not head.lstrip().startswith(b"{"):
+                return None
+            f.seek(0)
+            d = json.load(f)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(d, dict) or d.get("format") != "hios-serve":
+        return None
+    runs = d.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise ReportError(f"{path}: a hios-serve file without runs")
+    for i, r in enumerate(runs):
+        where = f"{path}: runs[{i}]"
+        _str(r.get("policy"), where + ".policy")
+        for m in r.get("models") or []:
+            for k in ("answered", "rejected", "offered"):
+                _num(m.get(k), f"{where}.{m.get('model')}.{k}", 0, integer=True)
+            for k in ("throughput_rps", "p50_ms", "p95_ms", "p99_ms"):
+                _num(m.get(k), f"{where}.{m.get('model')}.{k}", 0)
+    return d
+
+
+def serve_report(d, path, outdir, plots, title):
+    """Latency against throughput per launcher (one panel per model and 'all'), the queue over
+    time at the highest load, and a table of every run."""
+    runs = d["runs"]
+    policies = list(dict.fromkeys(r["policy"] for r in runs))
+    names = [m["model"] for m in runs[0]["models"]]
+    fig, axes, ncols = plots.grid(len(names))
+    for i, name in enumerate(names):
+        ax = axes.flat[i]
+        for pol in policies:
+            # In the order of the offered load, so that each curve walks from light to heavy load.
+            pts = [(m["throughput_rps"], m["p99_ms"])
+                   for r in sorted((r for r in runs if r["policy"] == pol), key=lambda r: r.get("load", 0))
+                   for m in r["models"] if m["model"] == name and m["answered"] > 0]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=pol, **plots.style(pol))
+        auto_log(ax, [m["p99_ms"] for r in runs for m in r["models"] if m["model"] == name and m["p99_ms"] > 0])
+        label_axes(ax, name, "answered requests/s", "p99 latency (ms)")
+    hide_unused(axes, len(names))
+    plots.finish(fig, axes, "serve-latency-throughput",
+                 "p99 latency (queueing included) against answered requests per second, one point per offered load")
+    top = max(r.get("load", 0) for r in runs)
+    at_top = [r for r in runs if r.get("load", 0) == top]
+    fig, axes, ncols = plots.grid(len(at_top))
+    for i, r in enumerate(at_top):
+        ax = axes.flat[i]
+        by_queue = {}
+        for t, q, n in r.get("queue", []):
+            by_queue.setdefault(q, ([], []))
+            by_queue[q][0].append(t)
+            by_queue[q][1].append(n)
+        for q, (ts, ns) in by_queue.items():
+            ax.step(ts, ns, where="post", label=f"queue {q}", **{"color": plots.style("queue " + q)["color"]})
+        label_axes(ax, f"{r['policy']} at load {top:g}", "time (s)", "waiting requests")
+    hide_unused(axes, len(at_top))
+    plots.finish(fig, axes, "serve-queue", f"Requests waiting over time at the highest load ({top:g} of fifo's capacity)")
+    rows = []
+    for r in runs:
+        for m in r["models"]:
+            rows.append([r["policy"], fmt(r.get("load"), "{:g}"), m["model"], str(m["offered"]), str(m["answered"]),
+                         str(m["rejected"]), fmt(m["throughput_rps"], "{:.1f}"), fmt(m["p50_ms"]), fmt(m["p99_ms"]),
+                         fmt(m.get("mean_batch"), "{:.2f}"), fmt(100 * r.get("busy_fraction", 0), "{:.1f}")])
+    text = [f"# {title or 'Serving report: ' + os.path.basename(path)}", "",
+            f"{', '.join(d.get('models', []))} at {d.get('size')} on {d.get('device')}; fifo capacity "
+            f"{d.get('fifo_capacity_rps', 0):.1f} requests/s.", "",
+            *table(["launcher", "load", "model", "offered", "answered", "rejected", "answered/s", "p50 ms", "p99 ms",
+                    "batch", "busy %"], rows), ""]
+    for name, caption in plots.written:
+        text += [f"![{caption}]({name}.png)", "", caption, ""]
+    write_bytes(os.path.join(outdir, "report.md"), "\n".join(text).encode())
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="docs/experiments.md describes every table and plot.")
-    ap.add_argument("results", nargs="+", help="results of scripts/sweep.py (JSON lines)")
+    ap.add_argument("results", nargs="+", help="results of scripts/sweep.py (JSON lines), or one hios serve JSON")
     ap.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for report.md and the plots")
     ap.add_argument("--formats", default="png,svg", help="comma-separated image formats (default png,svg)")
     ap.add_argument("--title", default="", help="the report's heading (default: from the results' file names)")
@@ -675,6 +758,18 @@ def main(argv=None):
         bad = [f for f in formats if f not in ("png", "svg", "pdf")]
         if bad or not formats:
             raise ReportError(f"--formats: expected png, svg or pdf, got {args.formats!r}")
+        serve = load_serve(args.results[0]) if len(args.results) == 1 else None
+        if serve is not None:
+            outdir = args.output
+            if os.path.exists(outdir) and not os.path.isdir(outdir):
+                raise ReportError(f"{outdir}: exists and is not a folder")
+            plt = import_matplotlib()
+            os.makedirs(outdir, exist_ok=True)
+            plots = Plots(plt, outdir, formats)
+            serve_report(serve, args.results[0], outdir, plots, args.title)
+            print(f"{PROG}: wrote {os.path.join(outdir, 'report.md')} and {len(plots.written)} plot(s) "
+                  f"({', '.join(n for n, _ in plots.written)}) as {', '.join(formats)}")
+            return 0
         rows, warnings = load_rows(args.results)
         outdir = args.output
         if os.path.exists(outdir) and not os.path.isdir(outdir):

@@ -154,6 +154,14 @@ then
 else
   pass=$((pass + 1))
 fi
+# ... and scripts/report.py draws it: latency against throughput, the queue over time.
+if python3 "$DATA/../../scripts/report.py" "$TMP/serve.json" -o "$TMP/serve-report" >/dev/null 2>"$TMP/report.err" &&
+   [ -s "$TMP/serve-report/serve-latency-throughput.png" ] && [ -s "$TMP/serve-report/serve-queue.svg" ] &&
+   grep -q "| adaptive |" "$TMP/serve-report/report.md"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL scripts/report.py on a hios serve file"; sed 's/^/    /' "$TMP/report.err"; fails=$((fails + 1))
+fi
 grep -q '"kernel":\[3,3\]' "$TMP/base.json" && grep -q '"out_channels":48' "$TMP/base.json" && grep -q '"batch": 1' "$TMP/base.json" ||
   { echo "FAIL the mutation tests no longer find what they change in the demo graph"; fails=$((fails + 1)); }
 
