@@ -26,6 +26,7 @@ struct ServeCli {
   int64_t size = 331;
   double duration_s = 5, rate = 0, burst_on_s = 0.5, burst_off_s = 0.5, static_wait_ms = 2;
   int static_batch = 4, queue_limit = 64, verify_every = 0, threads = 0;
+  std::string high_priority;
   uint64_t seed = 1;
 };
 
@@ -80,6 +81,9 @@ void add_serve_commands(CLI::App& app) {
   cmd->add_option("--verify-every", o->verify_every,
                   "Give every k-th request its own input and compare its answer with that input alone at batch 1 (0: none)")
       ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--high-priority", o->high_priority,
+                  "Models whose CUDA streams get the highest priority, comma-separated (e.g. the one with the longest "
+                  "passes, so that the others do not stretch its tail)");
   cmd->add_option("--algo", o->algo, "One-GPU schedule of every model and batch (default hios-lp, analytic h200 costs)");
   cmd->add_option("--threads", o->threads, "cpu backend: OpenMP threads per pass, 0 to 1024")->check(CLI::Range(0, 1024));
   cmd->add_option("--seed", o->seed, "Seed of the arrivals and the inputs (default 1)");
@@ -115,6 +119,7 @@ void add_serve_commands(CLI::App& app) {
     so.queue_limit = o->queue_limit;
     so.verify_every = o->verify_every;
     so.stop = &g_stop;
+    if (!o->high_priority.empty()) so.high_priority = split(o->high_priority, "--high-priority");
     const std::string algo = o->algo;
     auto cost = std::shared_ptr<CostModel>(make_analytic_cost_model(find_device_preset("h200")));
     exec::Server server(

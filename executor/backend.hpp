@@ -71,6 +71,11 @@ struct BackendConfig {
   // as soon as any free up, instead of queueing behind a wave of the other streams' kernels;
   // "normal" gives them the compute streams' priority. Other backends ignore it.
   std::string comm_priority = "high";
+  // CUDA backend: priority of the compute streams. "high" lets this backend's kernels take SMs
+  // ahead of other work on the device as they free up (hios serve gives it to the model whose
+  // passes are longest, so that the others' kernels do not stretch its tail); other backends
+  // ignore it.
+  std::string compute_priority = "normal";
   // How activations are stored (executor/tensor_layout.hpp): "nchw", or "nhwc" on the CUDA
   // backend. Values handed in and read back are NCHW whatever the layout.
   std::string layout = "nchw";

@@ -164,13 +164,19 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
     : names_(models), size_(size), opt_(opt) {
   HIOS_CHECK(!models.empty(), "no models to serve");
   HIOS_CHECK(opt.queue_limit >= 1 && opt.queue_limit <= 1000000, "--queue-limit must be from 1 to 1e6");
+  for (const std::string& name : opt.high_priority) {
+    HIOS_CHECK(std::count(models.begin(), models.end(), name) == 1, "--high-priority names '%s', which is not served",
+               name.c_str());
+  }
   for (const std::string& name : models) {
     HIOS_CHECK(std::count(models.begin(), models.end(), name) == 1, "model '%s' is listed twice", name.c_str());
     auto m = std::make_unique<Model>();
     m->name = name;
     m->self = make_self_comm();
+    ShapeSetOptions set = opt.set;
+    if (std::count(opt.high_priority.begin(), opt.high_priority.end(), name)) set.session.compute_priority = "high";
     m->set = std::make_unique<ShapeSet>([make_model, name](const ShapeKey& k) { return make_model(name, k); },
-                                        make_schedule, opt.set, *m->self);
+                                        make_schedule, set, *m->self);
     std::vector<ShapeKey> keys;
     for (int b : opt.batches) {
       HIOS_CHECK(b >= 1 && b <= 4096, "batch size %d is outside 1 to 4096", b);

@@ -85,6 +85,10 @@ struct ServeOptions {
   double static_wait_s = 0.002;
   int queue_limit = 64;   // waiting requests per model (fifo: in the one queue) before rejecting
   int verify_every = 0;   // every k-th request gets its own input and is compared with a batch-1 run
+  // Models whose compute streams get the device's highest priority (BackendConfig::
+  // compute_priority): the one with the longest passes, so that the others' kernels do not
+  // stretch its tail.
+  std::vector<std::string> high_priority;
   const std::atomic<bool>* stop = nullptr;  // set (by SIGINT): stop dispatching, reject what waits
 };
 

@@ -45,6 +45,7 @@ struct SessionOptions {
   size_t memory_limit = 0;      // BackendConfig::memory_limit
   std::string conv_impl = "auto";  // BackendConfig::conv_impl
   std::string comm_priority = "high";  // BackendConfig::comm_priority: high | normal
+  std::string compute_priority = "normal";  // BackendConfig::compute_priority: high | normal
   std::string layout;                  // BackendConfig::layout: nchw | nhwc; empty: the backend's default
 };
 

@@ -46,7 +46,9 @@ Engine::~Engine() {
 }
 
 void Engine::ensure_streams(int n) {
-  while (int(streams_.size()) < n) streams_.push_back(std::make_unique<StreamResources>(opts_.device, int(streams_.size())));
+  while (int(streams_.size()) < n) {
+    streams_.push_back(std::make_unique<StreamResources>(opts_.device, int(streams_.size()), opts_.stream_priority));
+  }
 }
 
 void Engine::bind_output(int node, void* ptr) { outputs_.at(size_t(node)) = ptr; }

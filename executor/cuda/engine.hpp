@@ -119,6 +119,7 @@ class Engine {
     uint64_t seed = init::kDefaultSeed;
     ConvImpl conv_impl = ConvImpl::Auto;
     Layout layout = Layout::Nchw;  // of every node's buffer (executor/tensor_layout.hpp)
+    int stream_priority = 0;       // of every compute stream (CUDA: lower numbers are higher)
   };
   Engine(const Graph& g, const Options& opts);
   ~Engine();
