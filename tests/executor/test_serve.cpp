@@ -7,7 +7,9 @@
 #include <set>
 #include <thread>
 
+#include "executor/comm.hpp"
 #include "executor/serve.hpp"
+#include "executor/session.hpp"
 #include "graph/error.hpp"
 #include "models/models.hpp"
 #include "scheduler/algorithms.hpp"
@@ -215,4 +217,18 @@ TEST_CASE("serving: a full queue rejects with a reason, and a stop rejects what 
   CHECK(r.not_sent > 0);
   CHECK(r.wall_s < 10);
   check_accounting(r, longer);
+}
+
+TEST_CASE("serving: a high-priority model must be served; the cpu backend ignores the priority", "[executor][serve]") {
+  exec::ServeOptions o = cpu_serve();
+  o.high_priority = {"resnet50"};
+  CHECK_THROWS_WITH(small_server(o), Catch::Contains("--high-priority names 'resnet50', which is not served"));
+  o.high_priority = {"squeezenet"};
+  CHECK_NOTHROW(small_server(o));
+  exec::SessionOptions so;
+  so.backend = "cpu";
+  so.compute_priority = "urgent";
+  const Graph g = build_model("demo", ModelParams{});
+  auto self = exec::make_self_comm();
+  CHECK_THROWS_WITH(exec::RankSession(g, so, *self), Catch::Contains("must be high or normal, not 'urgent'"));
 }
