@@ -218,6 +218,18 @@ Graph build_randwire(const ModelParams& p, const Regime& r) {
   return b.finish();
 }
 
+// The regular regime at width c: four random stages (conv2 at half the nodes), widths c to 8c,
+// graph seeds seed_base + 2 to seed_base + 5.
+Regime regular_regime(const char* name, int64_t c, uint64_t seed_base) {
+  return Regime{name,
+                c,
+                false,
+                {{"conv2", kNodes / 2, c, seed_base + 2},
+                 {"conv3", kNodes, 2 * c, seed_base + 3},
+                 {"conv4", kNodes, 4 * c, seed_base + 4},
+                 {"conv5", kNodes, 8 * c, seed_base + 5}}};
+}
+
 }  // namespace
 
 Graph build_randwire_small(const ModelParams& p) {
@@ -230,28 +242,14 @@ Graph build_randwire_small(const ModelParams& p) {
 }
 
 Graph build_randwire_regular(const ModelParams& p) {
-  constexpr int64_t c = 109;
-  static const Regime regime{"randwire_regular",
-                             c,
-                             false,
-                             {{"conv2", kNodes / 2, c, 202},
-                              {"conv3", kNodes, 2 * c, 203},
-                              {"conv4", kNodes, 4 * c, 204},
-                              {"conv5", kNodes, 8 * c, 205}}};
+  static const Regime regime = regular_regime("randwire_regular", 109, 200);
   return build_randwire(p, regime);
 }
 
 // The regular regime at C=154, the paper's larger RandWire (Table 3) and the one IOS and HIOS
 // evaluate as "randwire_large". Seeds of its own, so its sampled stages are not C=109's.
 Graph build_randwire_large(const ModelParams& p) {
-  constexpr int64_t c = 154;
-  static const Regime regime{"randwire_large",
-                             c,
-                             false,
-                             {{"conv2", kNodes / 2, c, 302},
-                              {"conv3", kNodes, 2 * c, 303},
-                              {"conv4", kNodes, 4 * c, 304},
-                              {"conv5", kNodes, 8 * c, 305}}};
+  static const Regime regime = regular_regime("randwire_large", 154, 300);
   return build_randwire(p, regime);
 }
 
