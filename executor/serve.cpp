@@ -388,7 +388,9 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   double span = 0;
   for (const Request& r : trace) span = std::max(span, r.arrival_s);
   res.offered_rps = span > 0 ? double(trace.size()) / span : 0;
-  for (int m = -1; m < int(models_.size()); ++m) {
+  // One row per model, then "all" (m == -1) last.
+  for (int k = 0; k <= int(models_.size()); ++k) {
+    const int m = k < int(models_.size()) ? k : -1;
     ModelStats st;
     st.name = m < 0 ? "all" : models_[size_t(m)]->name;
     std::vector<double> lat;
@@ -412,11 +414,7 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
     for (const auto& s : res.queue) {
       if (m < 0 || int(s[1]) == m || s[1] < 0) st.max_queue = std::max(st.max_queue, int(s[2]));
     }
-    if (m < 0) {
-      res.models.push_back(st);  // "all" goes last: kept aside and appended below
-    } else {
-      res.models.insert(res.models.end() - (res.models.empty() ? 0 : 1), st);
-    }
+    res.models.push_back(st);
   }
   return res;
 }
