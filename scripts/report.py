@@ -400,19 +400,24 @@ def facets(cells, fields):
     return [out[k] for k in sorted(out)]
 
 
-def plot_latency_vs_size(plots, cells, show_cost, show_intra):
-    hios = [c for c in cells if not c["pytorch"]]
-    fs = facets(hios, ("model", "batch", "backend", "math"))
+def plot_against_size(plots, cells, value, err, show_cost, show_intra, name, ylabel, caption):
+    """One panel per model, batch, backend and precision: value(cell) against image size, one line
+    per algorithm and GPU count."""
+    fs = facets(cells, ("model", "batch", "backend", "math"))
     fig, axes, _ = plots.grid(len(fs))
     for ax, fc in zip(axes.flat, fs):
-        lines_by_series(ax, plots, fc, "side", lambda c: c["median"], show_cost, show_intra, err=True)
-        auto_log(ax, [c["median"] for c in fc])
-        label_axes(ax, facet_title(fc[0], ("model", "batch", "backend")), "image size (px, H = W)",
-                   "latency (ms, median; bars: min-max)")
+        lines_by_series(ax, plots, fc, "side", value, show_cost, show_intra, err=err)
+        auto_log(ax, [value(c) for c in fc])
+        label_axes(ax, facet_title(fc[0], ("model", "batch", "backend")), "image size (px, H = W)", ylabel)
     hide_unused(axes, len(fs))
-    plots.finish(fig, axes, "latency_vs_size",
-                 "Latency against image size, one line per algorithm and GPU count (median of the repeats; "
-                 "bars from the fastest to the slowest repeat).")
+    plots.finish(fig, axes, name, caption)
+
+
+def plot_latency_vs_size(plots, cells, show_cost, show_intra):
+    plot_against_size(plots, [c for c in cells if not c["pytorch"]], lambda c: c["median"], True, show_cost,
+                      show_intra, "latency_vs_size", "latency (ms, median; bars: min-max)",
+                      "Latency against image size, one line per algorithm and GPU count (median of the repeats; "
+                      "bars from the fastest to the slowest repeat).")
 
 
 def plot_speedup(plots, cells, show_cost, show_intra):
@@ -509,17 +514,10 @@ def plot_optimisation(plots, cells, show_cost, show_intra):
     if not pts:
         plots.skipped.append(("optimisation_cost", "no row has an optimisation cost"))
         return
-    fs = facets(pts, ("model", "batch", "backend", "math"))
-    fig, axes, _ = plots.grid(len(fs))
-    for ax, fc in zip(axes.flat, fs):
-        lines_by_series(ax, plots, fc, "side", lambda c: c["opt_total"], show_cost, show_intra)
-        auto_log(ax, [c["opt_total"] for c in fc])
-        label_axes(ax, facet_title(fc[0], ("model", "batch", "backend")), "image size (px, H = W)",
-                   "optimisation cost (s, wall)")
-    hide_unused(axes, len(fs))
-    plots.finish(fig, axes, "optimisation_cost",
-                 "Seconds spent choosing the schedule: the wall time of `hios schedule` (or of `mpirun hios tune`), "
-                 "plus the profile or tune that measured its costs.")
+    plot_against_size(plots, pts, lambda c: c["opt_total"], False, show_cost, show_intra, "optimisation_cost",
+                      "optimisation cost (s, wall)",
+                      "Seconds spent choosing the schedule: the wall time of `hios schedule` (or of `mpirun hios "
+                      "tune`), plus the profile or tune that measured its costs.")
 
 
 def plot_pytorch(plots, cells, show_cost, show_intra):
