@@ -18,9 +18,8 @@ VERIFY_MATH=${VERIFY_MATH:-tf32 bf16 fp16}
 mkdir -p "$OUT"
 t0=$(date +%s)
 export NCCL_NVLS_ENABLE=0
-{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
-  cmake --build "$B" -j 16 --target hios hios-gpu-bench test_gpu; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+source scripts/gpu-build.sh
+gpu_build hios hios-gpu-bench test_gpu
 if [ -n "${CTEST_REGEX:-}" ]; then
   (cd "$B" && timeout "${CTEST_TIMEOUT:-300}" ctest -L gpu -R "$CTEST_REGEX" -j 4 --output-on-failure --timeout 280) \
     >"$OUT/ctest-gpu.log" 2>&1

@@ -26,9 +26,8 @@ t0=$(date +%s)
 targets=(hios-gpu-bench)
 [ "$TESTS" = 1 ] && targets+=(test_gpu)
 [ -n "${KERNEL_MATH:-}" ] && targets+=(hios-kernel-bench)
-{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
-  cmake --build "$B" -j "$JOBS" --target "${targets[@]}"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+source scripts/gpu-build.sh
+gpu_build "${targets[@]}"
 if [ "$TESTS" = 1 ]; then
   # shellcheck disable=SC2086
   (cd "$B" && timeout "${CTEST_TIMEOUT:-300}" ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 240) >"$OUT/ctest-gpu.log" 2>&1

@@ -14,9 +14,8 @@ OUT=${OUT:-$PWD/output/gpu-launch-order}
 B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 t0=$(date +%s)
-{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
-  cmake --build "$B" -j 16 --target hios-gpu-bench; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+source scripts/gpu-build.sh
+gpu_build hios-gpu-bench
 deadline=$(( t0 + ${DEADLINE_S:-540} ))
 for b in ${BATCHES:-1 8}; do
   for size in ${SIZES:-331 1024}; do

@@ -22,9 +22,8 @@ configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(inception_v3:512 inception_v3:1024 nasnet_large:331)
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
 t0=$(date +%s)
-{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
-  cmake --build "$B" -j "$JOBS" --target hios test_gpu; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+source scripts/gpu-build.sh
+gpu_build hios test_gpu
 (cd "$B" && timeout 240 ctest -L gpu --output-on-failure) >"$OUT/ctest-gpu.log" 2>&1
 echo "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$OUT/ctest-gpu.log" | tail -1)"
 grep -E "Failed|\*\*\*" "$OUT/ctest-gpu.log" | head -20

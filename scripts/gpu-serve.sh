@@ -13,9 +13,8 @@ OUT=${OUT:-$PWD/output/gpu-serve}
 B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 t0=$(date +%s)
-{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
-  cmake --build "$B" -j 16 --target hios; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+source scripts/gpu-build.sh
+gpu_build hios
 # shellcheck disable=SC2086
 timeout "${SERVE_TIMEOUT:-480}" "$B/cli/hios" serve --backend cuda --models "${MODELS:-inception_v3,nasnet_large,randwire}" \
   --size "${SIZE:-331}" --loads "${LOADS:-0.5,0.8,1,1.5,2,3}" --duration "${DURATION:-4}" --verify-every 50 \

@@ -16,9 +16,8 @@ mkdir -p "$OUT"
 t0=$(date +%s)
 targets=(hios)
 [ "${TESTS:-1}" = 1 ] && targets+=(test_gpu)
-{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
-  cmake --build "$B" -j 16 --target "${targets[@]}"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+source scripts/gpu-build.sh
+gpu_build "${targets[@]}"
 if [ "${TESTS:-1}" = 1 ]; then
   (cd "$B" && timeout "${CTEST_TIMEOUT:-240}" ctest -L gpu -R shape --output-on-failure --timeout 200) >"$OUT/ctest-gpu.log" 2>&1
   echo "ctest -L gpu -R shape: $(grep -E 'tests passed|tests failed' "$OUT/ctest-gpu.log" | tail -1) ($(( $(date +%s) - t0 )) s)"
