@@ -423,9 +423,7 @@ def plot_latency_vs_size(plots, cells, show_cost, show_intra):
 def plot_speedup(plots, cells, show_cost, show_intra):
     hios = [c for c in cells if not c["pytorch"]]
     fs = facets(hios, ("model", "batch", "backend", "math"))
-    ncols = min(len(fs), 3)
-    nrows = (len(fs) + ncols - 1) // ncols
-    fig, axes = plots.plt.subplots(2 * nrows, ncols, figsize=(4.6 * ncols, 3.0 * 2 * nrows), squeeze=False)
+    fig, axes, ncols = plots.grid(len(fs), rows_per_facet=2, height=3.0)  # a pair of panels per facet
     used = []
     for i, fc in enumerate(fs):
         r, col = divmod(i, ncols)
@@ -453,9 +451,7 @@ def plot_batch(plots, cells, show_cost, show_intra):
     if not fs:
         plots.skipped.append(("batch", "every model and size was run at one batch size only"))
         return
-    ncols = min(len(fs), 3)
-    nrows = (len(fs) + ncols - 1) // ncols
-    fig, axes = plots.plt.subplots(2 * nrows, ncols, figsize=(4.6 * ncols, 3.0 * 2 * nrows), squeeze=False)
+    fig, axes, ncols = plots.grid(len(fs), rows_per_facet=2, height=3.0)  # a pair of panels per facet
     used = []
     for i, fc in enumerate(fs):
         r, col = divmod(i, ncols)
