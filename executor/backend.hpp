@@ -79,6 +79,10 @@ struct BackendConfig {
   // How activations are stored (executor/tensor_layout.hpp): "nchw", or "nhwc" on the CUDA
   // backend. Values handed in and read back are NCHW whatever the layout.
   std::string layout = "nchw";
+  // Nodes whose every reader starts with a ReLU store relu(value) and those readers skip their
+  // ReLU (graph/relu_fold.hpp). Every backend honours it, so values compare node by node; off
+  // stores every value as the graph defines it (hios-gpu-bench --relu-fold measures both).
+  bool fold_relu = true;
 };
 
 class Backend {

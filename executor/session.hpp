@@ -47,6 +47,7 @@ struct SessionOptions {
   std::string comm_priority = "high";  // BackendConfig::comm_priority: high | normal
   std::string compute_priority = "normal";  // BackendConfig::compute_priority: high | normal
   std::string layout;                  // BackendConfig::layout: nchw | nhwc; empty: the backend's default
+  bool fold_relu = true;               // BackendConfig::fold_relu
 };
 
 class RankSession;

@@ -8,7 +8,8 @@
 # DEADLINE_S (420: no new run starts after this many seconds), PROFILE (0: passes of the
 # per-node profile printed to bench.log for each configuration), LAYOUT (both: hios rows with
 # NCHW and NHWC activations; nchw or nhwc for one), MATH (tf32: hios's math modes, a comma-separated
-# list of tf32, fp32, fp16, bf16; the table pairs each with PyTorch's rows of the same precision).
+# list of tf32, fp32, fp16, bf16; the table pairs each with PyTorch's rows of the same precision),
+# RELU_FOLD (on: hios-gpu-bench --relu-fold; "both" adds rows ending in -unfolded).
 # Writes OUT_DIR/bench.jsonl (one JSON object per row, both stacks), OUT_DIR/bench.log and
 # OUT_DIR/bench-table.txt (nccl-tests-style), and prints the table last.
 set -uo pipefail
@@ -24,6 +25,7 @@ DEADLINE_S=${DEADLINE_S:-420}
 PROFILE=${PROFILE:-0}
 LAYOUT=${LAYOUT:-both}
 MATH=${MATH:-tf32}
+RELU_FOLD=${RELU_FOLD:-on}
 # PyTorch variants (bench_pytorch.py --variants). Each torch.compile takes 17-65 s and
 # max-autotune minutes per shape, so the default keeps the two strongest reduce-overhead ones.
 PT_VARIANTS=${PT_VARIANTS:-eager,cuda-graph,compile-ro-cl,compile-ro-cl-bf16}
@@ -57,7 +59,7 @@ for m in "${models[@]}"; do
       continue
     fi
     args=(--model "$m" --size "$s" --warmup "$WARMUP" --iters "$ITERS" --algo hios-lp --gpus "$GPUS"
-          --streams "$STREAMS" --layout "$LAYOUT" --math "$MATH" --json "$JSON")
+          --streams "$STREAMS" --layout "$LAYOUT" --math "$MATH" --relu-fold "$RELU_FOLD" --json "$JSON")
     [ "$PROFILE" -gt 0 ] && args+=(--profile "$PROFILE" --summary)
     echo "# $BENCH ${args[*]}" >>"$LOG"
     timeout 240 "$BENCH" "${args[@]}" >>"$LOG" 2>&1 || echo "# hios-gpu-bench $m $s failed (exit $?)" | tee -a "$LOG"

@@ -8,7 +8,8 @@
 # Environment: BUILD_DIR (/tmp/b), CTEST_REGEX (empty: no tests), VERIFY (inception_v3:331
 # nasnet_large:331; "" for none), VERIFY_MATH (tf32 bf16 fp16), then bench-gpu.sh's MODELS,
 # SIZES, MATH (default here tf32,bf16), LAYOUT (nhwc), GPUS (1), PT_VARIANTS (compile-ro-cl,
-# compile-ro-cl-bf16, compile-ro-cl-bf16-pure) and DEADLINE_S (BENCH=0 skips the benchmark).
+# compile-ro-cl-bf16, compile-ro-cl-bf16-pure), RELU_FOLD (on) and DEADLINE_S (BENCH=0 skips the
+# benchmark).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-half}

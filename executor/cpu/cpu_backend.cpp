@@ -17,6 +17,7 @@
 #include "executor/registry.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
+#include "graph/relu_fold.hpp"
 
 namespace hios::exec {
 
@@ -62,6 +63,7 @@ class CpuBackend final : public Backend {
       built_.assign(g.nodes.size(), false);
     }
     g_ = &g;
+    stores_relu_ = cfg_.fold_relu ? nodes_storing_relu(g) : std::vector<bool>(g.nodes.size(), false);
     // A new program: its tensors replace the last one's; weights stay (their bytes stay counted).
     tensors_.assign(g.nodes.size(), {});
     storage_.clear();
@@ -180,6 +182,12 @@ class CpuBackend final : public Backend {
       }
     }
     cpu::run_op(nd.op, in, shapes, nd.shape, tensors_[node].data, views_[node], scratch_);
+    if (stores_relu_[size_t(node)]) {
+      // graph/relu_fold.hpp: the node stores relu(value), as the CUDA backend does.
+      float* y = tensors_[node].data;
+      const int64_t count = nd.shape.numel();
+      for (int64_t i = 0; i < count; ++i) y[i] = std::max(y[i], 0.f);
+    }
   }
 
   void record(int event, int stream) override {
@@ -293,6 +301,7 @@ class CpuBackend final : public Backend {
   std::vector<float> arena_;  // reserve_arena's, kept across programs
   std::vector<std::vector<OpParams>> params_;
   std::vector<std::vector<cpu::OpParamsView>> views_;
+  std::vector<bool> stores_relu_;  // graph/relu_fold.hpp
   std::vector<std::vector<float>> assembly_;
   cpu::Scratch scratch_;
   int num_streams_ = 0;

@@ -57,6 +57,7 @@ struct SingleGpuOptions {
   bool reuse_memory = true;        // share activation buffers between values whose lives do not overlap
   ConvImpl conv_impl = ConvImpl::Auto;
   exec::Layout layout = exec::Layout::Nhwc;  // how activations are stored (values come back NCHW)
+  bool fold_relu = true;           // BackendConfig::fold_relu (run_single_node never folds)
 };
 
 struct TimingResult {
@@ -105,6 +106,7 @@ struct InProcessOptions {
   int warmup = 5, iters = 20;  // timed passes (iters 0: none)
   uint64_t seed = init::kDefaultSeed;
   std::string layout = "nhwc";  // BackendConfig::layout
+  bool fold_relu = true;        // BackendConfig::fold_relu
   // A rank stuck this long (in NCCL, say) ends the process with a message naming the rank and
   // what it was doing, instead of hanging the caller; 0: wait forever.
   double timeout_s = 180;

@@ -7,6 +7,7 @@
 #include "executor/cuda/kernels.hpp"
 #include "executor/init.hpp"
 #include "executor/weights.hpp"
+#include "graph/relu_fold.hpp"
 
 namespace hios::cuda {
 
@@ -35,7 +36,11 @@ constexpr size_t kFindWorkspaceCap = size_t(2) << 30;
 }  // namespace
 
 Engine::Engine(const Graph& g, const Options& opts)
-    : g_(&g), opts_(opts), outputs_(size_t(g.size()), nullptr), params_loaded_(size_t(g.size()), false) {
+    : g_(&g),
+      opts_(opts),
+      stores_relu_(opts.fold_relu ? nodes_storing_relu(g) : std::vector<bool>(size_t(g.size()), false)),
+      outputs_(size_t(g.size()), nullptr),
+      params_loaded_(size_t(g.size()), false) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
   ensure_streams(1);
 }
@@ -120,6 +125,7 @@ void Engine::retarget(const Graph& g) {
   HIOS_CHECK(problem.empty(), "CUDA engine: %s", problem.c_str());
   reset_plans();
   g_ = &g;
+  stores_relu_ = opts_.fold_relu ? nodes_storing_relu(g) : std::vector<bool>(size_t(g.size()), false);
   outputs_.assign(size_t(g.size()), nullptr);
   // Plans look parameters up by node; the uploads stay in owned_params_, found again by owner.
   params_loaded_.assign(size_t(g.size()), false);

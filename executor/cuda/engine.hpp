@@ -93,10 +93,14 @@ struct PlanCtx {
   // Rows [first, first + count) of v, packed: v itself or an offset into it where that is
   // packed, otherwise a copy in scratch.
   View rows_of(const View& v, int64_t first, int64_t count);
-  // Writes the node-style assembly of `terms` (sum within, concat across) into dst.
-  void assemble_into(const std::vector<Term>& terms, const View& dst);
+  // Writes the node-style assembly of `terms` (sum within, concat across) into dst, through a
+  // ReLU when `relu` (a node storing relu(value), graph/relu_fold.hpp).
+  void assemble_into(const std::vector<Term>& terms, const View& dst, bool relu = false);
   // v for a single whole or sliced value; otherwise an assembly into dst_hint or scratch.
-  View input_of(const std::vector<Term>& terms, const Shape& shape, const View* dst_hint);
+  View input_of(const std::vector<Term>& terms, const Shape& shape, const View* dst_hint, bool relu = false);
+  // The node's single input value is stored through a ReLU already (graph/relu_fold.hpp): a
+  // sequential skips a first ReLU step.
+  bool input_relu_stored = false;
 };
 
 // Plans one op (the node's own op or a sequential's step). `in` holds the assembled input, or
@@ -120,6 +124,9 @@ class Engine {
     ConvImpl conv_impl = ConvImpl::Auto;
     Layout layout = Layout::Nchw;  // of every node's buffer (executor/tensor_layout.hpp)
     int stream_priority = 0;       // of every compute stream (CUDA: lower numbers are higher)
+    // graph/relu_fold.hpp: nodes whose readers all start with a ReLU store relu(value), and
+    // readers with a ReLU step of their own skip it. Off: every node stores its value.
+    bool fold_relu = true;
   };
   Engine(const Graph& g, const Options& opts);
   ~Engine();
@@ -134,6 +141,8 @@ class Engine {
   ConvImpl conv_impl() const { return opts_.conv_impl; }
   Layout layout() const { return opts_.layout; }
   uint64_t seed() const { return opts_.seed; }
+  // Whether node v stores relu(value) (graph/relu_fold.hpp; never when fold_relu is off).
+  bool stores_relu(int v) const { return stores_relu_.at(size_t(v)); }
 
   void ensure_streams(int n);
   int num_streams() const { return int(streams_.size()); }
@@ -197,6 +206,7 @@ class Engine {
   };
   const Graph* g_;  // retarget() moves it to another shape of the same model
   Options opts_;
+  std::vector<bool> stores_relu_;
   std::vector<std::unique_ptr<StreamResources>> streams_;
   std::vector<void*> outputs_;
   // Key: node * kStreamKeys + stream.

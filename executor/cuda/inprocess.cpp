@@ -46,6 +46,7 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
     so.device = r;
     so.math = o.math;
     so.layout = o.layout;
+    so.fold_relu = o.fold_relu;
     so.seed = o.seed;
     at("preparing the backend and NCCL");
     exec::RankSession session(g, so, comm);

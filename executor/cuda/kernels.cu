@@ -165,6 +165,10 @@ __global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
 #pragma unroll
         for (int k = 0; k < 4; ++k) acc[k] += o[k];
       }
+      if (t.relu) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[k] = fmaxf(acc[k], 0.f);
+      }
       Io<T>::st4(d, acc);
     } else {
       float acc = 0.f;
@@ -173,7 +177,8 @@ __global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
         acc += ld(static_cast<const T*>(src.ptr) + n * src.batch_stride + r * src.row_stride + e);
       }
       T* d = dst + dst_at;
-      st(d, p.accumulate ? ld(d) + acc : acc);
+      if (p.accumulate) acc += ld(d);
+      st(d, t.relu ? fmaxf(acc, 0.f) : acc);
     }
   }
 }

@@ -53,6 +53,7 @@ struct CombineTerm {
   int first = 0;    // index into srcs
   int count = 0;
   int vec4 = 0;     // every address, stride and length is a multiple of 4 elements: use vector accesses
+  int relu = 0;     // Sum mode: write relu(result) (graph/relu_fold.hpp)
 };
 enum class CombineMode : int { Sum = 0, Product = 1 };
 struct CombineParams {

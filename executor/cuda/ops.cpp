@@ -12,6 +12,7 @@
 #include "executor/cuda/conv.hpp"
 #include "executor/cuda/engine.hpp"
 #include "executor/cuda/kernels.hpp"
+#include "graph/relu_fold.hpp"
 
 namespace hios::cuda {
 
@@ -662,7 +663,10 @@ void plan_sequential(PlanCtx& c, const Op& op, const std::string& prefix, const 
   Shape cur = in.at(0).shape;
   InferContext ictx{c.node_name, cur.n, cur.h, cur.w};
   std::vector<Shape> shapes;
-  for (size_t i = 0; i < steps.size(); ++i) {
+  // An input stored through a ReLU already (relu_fold.hpp) makes a first ReLU step a no-op;
+  // the steps keep their indices, which name their weights.
+  const bool skip_first = c.input_relu_stored && steps.size() > 1 && starts_with_relu(steps[0]);
+  for (size_t i = skip_first ? 1 : 0; i < steps.size(); ++i) {
     Step s{steps[i], prefix + strprintf(".steps[%zu]", i), false};
     if (s.op.kind == OpKind::Activation && s.op.act().activation == Activation::Relu && i + 1 < steps.size() &&
         steps[i + 1].kind == OpKind::Conv) {
@@ -791,7 +795,7 @@ View PlanCtx::rows_of(const View& v, int64_t first, int64_t count) {
   return dst;
 }
 
-void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst) {
+void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst, bool relu) {
   if (dry || terms.empty()) return;
   const Graph& g = eng.graph();
   // One piece per (term, run of at most kMaxCombineSrcs values); pieces after a term's first
@@ -828,6 +832,8 @@ void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst) {
         pc.srcs.push_back(s);
       }
       pc.term.vec4 = v4 ? 1 : 0;
+      // The ReLU goes on a term's last write, once its sum is whole.
+      pc.term.relu = relu && first + kMaxCombineSrcs >= t.size() ? 1 : 0;
       passes = std::max(passes, int(pass) + 1);
       pieces.push_back(std::move(pc));
     }
@@ -863,13 +869,15 @@ void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst) {
   }
 }
 
-View PlanCtx::input_of(const std::vector<Term>& terms, const Shape& shape, const View* dst_hint) {
+View PlanCtx::input_of(const std::vector<Term>& terms, const Shape& shape, const View* dst_hint, bool relu) {
   if (terms.size() == 1 && terms[0].size() == 1) {
-    // A single value is read where its producer left it: no copy.
+    // A single value is read where its producer left it: no copy (relu_fold.hpp never asks an
+    // identity of one value for a ReLU).
+    HIOS_CHECK(!relu, "node '%s': a ReLU on a single value read in place", node_name.c_str());
     return eng.value_view(terms[0][0]);
   }
   View dst = dst_hint ? *dst_hint : scratch(shape);
-  assemble_into(terms, dst);
+  assemble_into(terms, dst, relu);
   return dst;
 }
 
@@ -879,6 +887,11 @@ void plan_node(PlanCtx& c, int id) {
   if (!c.dry) c.eng.load_params(id);
   const View out = c.eng.node_view(id);
   const OpDef& def = op_def(nd.op.kind);
+  // graph/relu_fold.hpp: a node storing relu(value) ends in a ReLU epilogue (the assembly's
+  // write, a convolution's activation), and a sequential reading one skips its first ReLU.
+  const bool store_relu = c.eng.stores_relu(id);
+  const Op op = store_relu ? with_output_relu(nd.op) : nd.op;
+  c.input_relu_stored = nd.inputs.size() == 1 && nd.inputs[0].size() == 1 && c.eng.stores_relu(nd.inputs[0][0].node);
   std::vector<View> in;
   if (nd.op.kind == OpKind::Input) {
     // No inputs.
@@ -895,9 +908,10 @@ void plan_node(PlanCtx& c, int id) {
       s.c = 0;
       for (const Term& t : nd.inputs) s.c += g.value_shape(t.at(0)).c;
     }
-    in.push_back(c.input_of(nd.inputs, s, nd.op.kind == OpKind::Identity ? &out : nullptr));
+    const bool identity = nd.op.kind == OpKind::Identity;
+    in.push_back(c.input_of(nd.inputs, s, identity ? &out : nullptr, identity && store_relu));
   }
-  cuda_op_impl(nd.op.kind).plan(c, nd.op, nd.name, in, out);
+  cuda_op_impl(op.kind).plan(c, op, nd.name, in, out);
 }
 
 }  // namespace hios::cuda

@@ -91,6 +91,7 @@ struct SingleGpuRunner::Impl {
     so.seed = o.seed;
     so.conv_impl = conv_impl_name(o.conv_impl);
     so.layout = exec::layout_name(o.layout);
+    so.fold_relu = o.fold_relu;
     session = std::make_unique<exec::RankSession>(g, so, *self);
     exec::RankProgram p = exec::lower(g, exec::sequential_schedule(g), 0);
     if (o.reuse_memory) exec::plan_and_check_shared_buffers(g, p);
@@ -170,7 +171,8 @@ TimingResult summarise_ms(const std::vector<double>& samples) {
 std::vector<float> run_single_node(const Graph& g, int node, const std::vector<std::vector<float>>& values,
                                    const SingleGpuOptions& opts) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
-  Engine eng(g, Engine::Options{opts.device, opts.math, opts.seed, opts.conv_impl, opts.layout});
+  // The producers' values come from the caller as the graph defines them: no ReLU folding.
+  Engine eng(g, Engine::Options{opts.device, opts.math, opts.seed, opts.conv_impl, opts.layout, 0, false});
   std::vector<DeviceBuffer> bufs;
   for (int p : g.predecessors(node)) {
     const Node& pn = g.nodes.at(size_t(p));

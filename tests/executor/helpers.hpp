@@ -36,9 +36,10 @@ struct LocalJob {
   std::vector<std::unique_ptr<exec::Backend>> backends;
   std::vector<std::string> trace;  // "r<rank>:<instr index>" in execution order
 
-  LocalJob(const Graph& g, const Schedule& s) : programs(exec::lower_all(g, s)) {
+  LocalJob(const Graph& g, const Schedule& s, const exec::BackendConfig& cfg = exec::BackendConfig{})
+      : programs(exec::lower_all(g, s)) {
     for (const exec::RankProgram& p : programs) {
-      backends.push_back(exec::make_backend("cpu", exec::BackendConfig{}));
+      backends.push_back(exec::make_backend("cpu", cfg));
       backends.back()->prepare(g, p);
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/relu_fold.hpp"
 #include "models/models.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/gpu_util.hpp"
@@ -137,4 +138,38 @@ TEST_CASE("activation buffers are shared without changing the result", "[gpu][mo
                                               << " MiB; " << e.str());
   CHECK(shared < own);
   CHECK(e.within(1e-2));
+}
+
+TEST_CASE("ReLU folding: folded nodes hold relu(value) and the output is unchanged", "[gpu][models][relu]") {
+  if (cuda::device_count() < 1) HIOS_SKIP("no CUDA device visible");
+  const Graph g = build_model("nasnet_large", ModelParams{1, 40, 40});
+  const std::vector<bool> stored = nodes_storing_relu(g);
+  std::vector<std::vector<float>> ref = gputest::cpu_forward(g);  // the values the graph defines
+  for (int v = 0; v < g.size(); ++v) {
+    if (!stored[size_t(v)]) continue;
+    for (float& x : ref[size_t(v)]) x = std::max(x, 0.f);
+  }
+  for (MathMode m : {MathMode::Fp32, MathMode::Bf16}) {
+    for (exec::Layout l : gputest::kLayouts) {
+      cuda::SingleGpuOptions opts;
+      opts.math = m;
+      opts.layout = l;
+      opts.reuse_memory = false;
+      cuda::SingleGpuRunner folded(g, opts);
+      folded.run();
+      opts.fold_relu = false;
+      cuda::SingleGpuRunner plain(g, opts);
+      plain.run();
+      INFO(cuda::math_mode_name(m) << ", " << exec::layout_name(l));
+      const gputest::Error out = gputest::compare(folded.output(), plain.output());
+      WARN("nasnet_large @40 [" << cuda::math_mode_name(m) << ", " << exec::layout_name(l)
+                                << "] folded vs unfolded output: " << out.str());
+      CHECK(out.within(m == MathMode::Fp32 ? 1e-5 : model_tolerance(m)));
+      for (int v = 1; v < g.size(); ++v) {
+        if (!stored[size_t(v)]) continue;
+        INFO(g.nodes[size_t(v)].name);
+        CHECK(gputest::compare(folded.value(v), ref[size_t(v)]).within(model_tolerance(m)));
+      }
+    }
+  }
 }

@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   std::string math;  // of the rows being timed
   std::string cost_name = "analytic", layouts = "nhwc";
   std::string launch_orders = "topo";
+  std::string relu_fold = "on";
   int size = 0, batch = 1, warmup = 10, iters = 30, gpus = 2, streams = 4;
   bool summary = false;
   int profile = 0;
@@ -146,6 +147,10 @@ int main(int argc, char** argv) {
                  "tf32, fp32, fp16 or bf16, or a comma-separated list of them (every row in each, in order)");
   app.add_option("--layout", layouts, "nchw, nhwc or both: how activations are stored (both: every row in each)")
       ->check(CLI::IsMember({"nchw", "nhwc", "both"}));
+  app.add_option("--relu-fold", relu_fold,
+                 "on: nodes whose readers all start with a ReLU store relu(value) and the readers skip it "
+                 "(graph/relu_fold.hpp); off: no folding; both: every row each way (off rows end in -unfolded)")
+      ->check(CLI::IsMember({"on", "off", "both"}));
   app.add_option("--cuda-graph", graph_mode, "on: capture and replay; off: issue every pass; both")
       ->check(CLI::IsMember({"on", "off", "both"}));
   app.add_option("--warmup", warmup, "untimed passes");
@@ -213,16 +218,22 @@ int main(int argc, char** argv) {
     for (const std::string& m : order_list) (void)exec::parse_launch_order(m);
     const bool want_measured = std::find(order_list.begin(), order_list.end(), "measured") != order_list.end();
     for (const std::string& m : math_list) (void)cuda::parse_math_mode(m);  // one line naming a bad one, first
+    std::vector<bool> fold_list;
+    if (relu_fold != "off") fold_list.push_back(true);
+    if (relu_fold != "on") fold_list.push_back(false);
     for (const std::string& mth : math_list)
-    for (const std::string& lay : layout_list) {
+    for (const std::string& lay : layout_list)
+    for (bool fold : fold_list) {
       layout = lay;
       math = mth;
+      const std::string fold_suffix = fold ? "" : "-unfolded";
       std::vector<double> node_ms;  // the sequential pass's, for the measured launch order
       for (bool graph : modes) {
         cuda::SingleGpuOptions o;
         o.math = cuda::parse_math_mode(math);
         o.cuda_graph = graph;
         o.layout = exec::parse_layout(lay);
+        o.fold_relu = fold;
         cuda::SingleGpuRunner r(g, o);
         const cuda::TimingResult t = r.time(warmup, iters);
         const bool first = ref.empty();
@@ -237,7 +248,7 @@ int main(int argc, char** argv) {
             print_memory_bound(g, node_ms, half ? 0.5 : 1.0, cuda::copy_bandwidth_gbs());
           }
         }
-        emit("sequential", 1, graph, t, double(r.peak_bytes()) / (1 << 20), first ? NAN : rel_error(out, ref), 1, 0);
+        emit("sequential" + fold_suffix, 1, graph, t, double(r.peak_bytes()) / (1 << 20), first ? NAN : rel_error(out, ref), 1, 0);
       }
       if (!algo.empty()) {
         auto cost = cost_name == "analytic" ? make_analytic_cost_model(find_device_preset("h200"))
@@ -258,7 +269,7 @@ int main(int argc, char** argv) {
           for (const auto& [variant0, s] : runs)
           for (const std::string& order_name : order_list) {
             predicted = simulate(g, s, *cost).latency_ms;
-            const std::string variant = order_name == "topo" ? variant0 : variant0 + "-" + order_name;
+            const std::string variant = (order_name == "topo" ? variant0 : variant0 + "-" + order_name) + fold_suffix;
             exec::LaunchOrder order;
             if (order_name == "opara") order = exec::opara_order(g);
             if (order_name == "measured") {
@@ -270,6 +281,7 @@ int main(int argc, char** argv) {
               io.launch_order = order;
               io.math = math;
               io.layout = lay;
+              io.fold_relu = fold;
               io.cuda_graph = graph;
               io.warmup = warmup;
               io.iters = iters;
@@ -282,7 +294,7 @@ int main(int argc, char** argv) {
           }
         }
       }
-    }  // math modes and layouts
+    }  // math modes, layouts and ReLU folding
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hios-gpu-bench: error: %s\n", e.what());
     return 2;
