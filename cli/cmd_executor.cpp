@@ -244,6 +244,9 @@ void add_executor_commands(CLI::App& app) {
                 "Compare the output with a sequential run (same backend) and the CPU reference");
   run->add_flag("--verify-nodes", ropt->run.verify_nodes,
                 "Also compare every node's output (implies --verify and --memory separate)");
+  run->add_option("--reference-cache", ropt->run.reference_cache,
+                  "Folder keeping the CPU reference's output per graph and seed: --verify reads it there when an "
+                  "earlier run left it, and leaves it there otherwise (not with --verify-nodes)");
   run->add_option("--memory", ropt->run.memory,
                   "shared (default: tensors whose lives cannot overlap share one arena) or separate (one buffer "
                   "per tensor)")

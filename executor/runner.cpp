@@ -9,11 +9,13 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "executor/backend.hpp"
 #include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
+#include "executor/reference_cache.hpp"
 #include "executor/registry.hpp"
 #include "executor/session.hpp"
 #include "executor/trace_pass.hpp"
@@ -320,6 +322,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
       std::string label;
       SessionOptions opt;
       double tol;
+      bool cacheable = false;  // the CPU reference: its output depends on the graph and seed alone
     };
     std::vector<Ref> refs;
     SessionOptions same = so;
@@ -327,13 +330,14 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     same.devices.clear();
     same.transport.clear();
     same.math = cfg.math;
-    refs.push_back({"sequential " + opt.backend + " run", same, cpu_is_backend ? 0.0 : tolerance(cfg.math)});
+    // On the CPU backend the sequential run is the CPU reference itself (cacheable alike).
+    refs.push_back({"sequential " + opt.backend + " run", same, cpu_is_backend ? 0.0 : tolerance(cfg.math), cpu_is_backend});
     if (!cpu_is_backend) {
       SessionOptions cpu;
       cpu.backend = "cpu";
       cpu.seed = opt.seed;
       cpu.threads = opt.threads;
-      refs.push_back({"cpu reference", cpu, tolerance(cfg.math)});
+      refs.push_back({"cpu reference", cpu, tolerance(cfg.math), true});
     }
     std::unique_ptr<Comm> self = make_self_comm();
     for (const Ref& ref : refs) {
@@ -341,10 +345,24 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
       vr.against = ref.label;
       vr.tolerance = ref.tol;
       std::unique_ptr<RankSession> rb;
-      if (rank == 0 || opt.verify_nodes) rb = run_reference(g, ref.opt, *self, input);
-      if (rank == 0) {
-        vr.diff = compare(backend.read_tensor(g.output()), rb->backend().read_tensor(g.output()));
+      const bool cached = ref.cacheable && !opt.reference_cache.empty() && !opt.verify_nodes;
+      if (rank == 0 && cached) {
+        std::optional<std::vector<float>> want = load_reference(opt.reference_cache, g, opt.seed);
+        if (want) {
+          vr.against += " (cached)";
+        } else {
+          rb = run_reference(g, ref.opt, *self, input);
+          want = rb->backend().read_tensor(g.output());
+          store_reference(opt.reference_cache, g, opt.seed, *want);
+        }
+        vr.diff = compare(backend.read_tensor(g.output()), *want);
         vr.diff.where = g.nodes[g.output()].name;
+      } else {
+        if (rank == 0 || opt.verify_nodes) rb = run_reference(g, ref.opt, *self, input);
+        if (rank == 0) {
+          vr.diff = compare(backend.read_tensor(g.output()), rb->backend().read_tensor(g.output()));
+          vr.diff.where = g.nodes[g.output()].name;
+        }
       }
       if (opt.verify_nodes) {
         Diff mine = compare_nodes(g, p, backend, rb->backend());

@@ -29,6 +29,10 @@ struct RunOptions {
   int warmup = 2, number = 6, repeat = 6;
   bool verify = false;
   bool verify_nodes = false;     // also compare every node's output (implies verify)
+  // Non-empty: the CPU reference's output is read from this folder when an earlier run of the
+  // same graph and seed left it there, and left there otherwise (executor/reference_cache.hpp).
+  // --verify-nodes needs every node of the reference, so it never reads the cache.
+  std::string reference_cache;
   // "shared": tensors whose lives cannot overlap share memory (executor/memory_plan.hpp);
   // "separate": every tensor has its own buffer. --verify-nodes reads every tensor after the
   // pass, so it always runs separate.

@@ -6,12 +6,16 @@
 #
 #   OUT=/some/dir bash scripts/gpu-sweep.sh [PRESET]        # PRESET: scripts/sweeps/hios-paper.json
 #
-# To resume in a second call, keep the results in the repository tree and carry them:
-#   RESULTS=output/paper.jsonl bash scripts/gpu-sweep.sh     (run's carry: ["output/paper.jsonl"])
+# To resume in a second call, keep the results in the repository tree and carry them, with the
+# CPU references the first call computed (it returns them as references.tgz; unpack it into
+# output/ here):
+#   RESULTS=output/paper.jsonl bash scripts/gpu-sweep.sh
+#   (run's carry: ["output/paper.jsonl", "output/references"])
 #
 # Environment: BUILD_DIR (/tmp/b), BUDGET_S (480: the sweep gets this many seconds), RESULTS
 # ($OUT/results.jsonl), ONLY (sweep.py --only patterns, space-separated, e.g.
-# "inception_v3/331x331/*").
+# "inception_v3/331x331/*"), REFERENCES (output/references: CPU reference outputs to start from,
+# hios run --reference-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PRESET=${1:-scripts/sweeps/hios-paper.json}
@@ -19,12 +23,15 @@ OUT=${OUT:-$PWD/output/gpu-sweep}
 B=${BUILD_DIR:-/tmp/b}
 BUDGET_S=${BUDGET_S:-480}
 RESULTS=${RESULTS:-$OUT/results.jsonl}
-mkdir -p "$OUT" "$(dirname "$RESULTS")"
+REFERENCES=${REFERENCES:-output/references}
+mkdir -p "$OUT" "$(dirname "$RESULTS")" "$OUT/work/references"
+# The CPU reference of a large graph takes minutes; one computed by an earlier call is reused.
+[ -d "$REFERENCES" ] && find "$REFERENCES" -maxdepth 1 -name '*.ref' -exec cp {} "$OUT/work/references/" \;
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 t0=$(date +%s)
-{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
-  cmake --build "$B" -j 16 --target hios; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s; $( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "no GPU") | sort | uniq -c | xargs)"
+source scripts/gpu-build.sh
+gpu_build hios
+echo "GPUs: $( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "no GPU") | sort | uniq -c | xargs)"
 only=()
 for p in ${ONLY:-}; do only+=(--only "$p"); done
 # SIGTERM at the budget: sweep.py finishes the row being written, ends the running job and
@@ -43,5 +50,7 @@ if python3 scripts/report.py "$RESULTS" -o "$OUT/report" >"$OUT/report.log" 2>&1
 else
   echo "report failed:"; tail -5 "$OUT/report.log"
 fi
+tar czf "$OUT/references.tgz" -C "$OUT/work" references
+echo "references: $(find "$OUT/work/references" -name '*.ref' | wc -l) CPU reference outputs in $OUT/references.tgz"
 rm -rf "$OUT/work" "$OUT/report"  # only the files above come back from the device
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -418,6 +418,9 @@ class Paths:
         self.run = os.path.join(work, "runs", slug + ".json")
         self.log = os.path.join(work, "logs", slug + ".log")
         self.pytorch = os.path.join(work, "runs", slug + ".pytorch.jsonl")
+        # The CPU reference's outputs, one per graph and seed (hios run --reference-cache): every
+        # configuration of a graph is verified against it, but it is computed only once.
+        self.references = os.path.join(work, "references")
         # Cost databases are shared by every configuration of the same graph, GPU count,
         # backend and precision: measuring them is the expensive part of "profile" and "tune".
         base = f"{stem}-g{c['gpus']}-{c['backend']}-{c['math']}-{layout}"
@@ -519,7 +522,7 @@ def plan(spec, hios, c, p, bench_pytorch):
         if k in r:
             argv += [f"--{k}", str(r[k])]
     if r.get("verify", True):
-        argv += ["--verify"]
+        argv += ["--verify", "--reference-cache", p.references]
     argv += ["-o", p.run]
     steps.append(Step("run", mpi_argv(spec, c["gpus"], argv)))
     return steps

@@ -128,6 +128,19 @@ expect_error "no schedule"         "needs --schedule"                 "$HIOS" ru
 expect_error "launch order"        "launch-order"                     "$HIOS" run -g "$TMP/base.json" -s x.json --launch-order fifo
 expect_ok    "shapes on the cpu"   "$HIOS" run -g "$TMP/base.json" --shapes 15,16x20 --batches 1,2 --verify --compare-separate --warmup 0 --number 2 -o "$TMP/shapes.json"
 grep -q '"format": "hios-shapes"' "$TMP/shapes.json" || { echo "FAIL hios run --shapes wrote no report"; fails=$((fails + 1)); }
+# --reference-cache: the second run reads the reference the first left, a tampered one fails
+# verification (so it is really read), and a truncated one is computed and written again.
+expect_ok    "schedule for the cache" "$HIOS" schedule --graph "$TMP/base.json" --algo sequential --gpus 1 -o "$TMP/seq.json"
+expect_ok    "reference cache fill" "$HIOS" run -g "$TMP/base.json" -s "$TMP/seq.json" --verify --reference-cache "$TMP/refs" --warmup 0 --number 1 --repeat 1 -o "$TMP/rc1.json"
+expect_ok    "reference cache hit"  "$HIOS" run -g "$TMP/base.json" -s "$TMP/seq.json" --verify --reference-cache "$TMP/refs" --warmup 0 --number 1 --repeat 1 -o "$TMP/rc2.json"
+grep -q '(cached)' "$TMP/rc2.json" || { echo "FAIL the second run did not read the cached reference"; fails=$((fails + 1)); }
+ref_file=$(ls "$TMP"/refs/*.ref)
+python3 -c "import sys; b=bytearray(open(sys.argv[1],'rb').read()); b[-2]^=0x40; open(sys.argv[1],'wb').write(b)" "$ref_file"
+expect_error "reference cache tampered" "verification failed.*\(cached\)" "$HIOS" run -g "$TMP/base.json" -s "$TMP/seq.json" --verify --reference-cache "$TMP/refs" --warmup 0 --number 1 --repeat 1
+head -c 100 "$ref_file" >"$TMP/short" && cat "$TMP/short" >"$ref_file"
+expect_ok    "reference cache redone" "$HIOS" run -g "$TMP/base.json" -s "$TMP/seq.json" --verify --reference-cache "$TMP/refs" --warmup 0 --number 1 --repeat 1 -o "$TMP/rc3.json"
+grep -q '(cached)' "$TMP/rc3.json" && { echo "FAIL a truncated cached reference was trusted"; fails=$((fails + 1)); }
+[ "$(stat -c %s "$ref_file")" -gt 100 ] || { echo "FAIL the truncated cached reference was not written again"; fails=$((fails + 1)); }
 # hios serve (issue 14): bad input, then a run stopped by SIGINT answers or rejects every request
 # and still writes its summary and JSON.
 expect_error "serve unknown model" "unknown model 'nope'"            "$HIOS" serve --models demo,nope

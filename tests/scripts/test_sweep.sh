@@ -170,6 +170,12 @@ before=$(sha256sum <"$R")
 grep -q "6 already in .*, 0 to run" "$TMP/run3.log" || fail "third run did not skip everything"
 [ "$(sha256sum <"$R")" = "$before" ] || fail "third run changed the results"
 
+# The CPU reference of each graph (batch 1 and 2) was computed once and then read from the cache.
+[ "$(find "$TMP/results.work/references" -name '*.ref' | wc -l)" -eq 2 ] ||
+  { fail "wanted 2 cached CPU references:"; ls -la "$TMP/results.work/references"; }
+cached=$(grep -c '(cached)' "$R")
+[ "$cached" -ge 2 ] || fail "only $cached rows were verified against a cached reference"
+
 # 6. Failures are rows: an unknown model (graph step), then two good ones (sequential, and hios
 # tune on 2 CPU ranks), then a run killed by its timeout; exit 1 after all four.
 cat >"$TMP/fail.json" <<EOF

@@ -1,0 +1,67 @@
+#include "executor/reference_cache.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+#include "graph/json_reader.hpp"
+
+namespace hios::exec {
+
+namespace {
+
+constexpr const char* kFormat = "hios-reference-output";
+
+// The digest's hex digits ("fnv1a64:0123..." -> "0123..."), safe in a file name.
+std::string digest_stem(const Graph& g) {
+  const std::string d = graph_digest(g);
+  const size_t colon = d.find(':');
+  return colon == std::string::npos ? d : d.substr(colon + 1);
+}
+
+json header_for(const Graph& g, uint64_t seed, size_t count) {
+  return json{{"format", kFormat}, {"version", 1},         {"graph", g.name},
+              {"graph_digest", graph_digest(g)}, {"seed", seed}, {"output", g.nodes[size_t(g.output())].name},
+              {"count", count}};
+}
+
+}  // namespace
+
+std::string reference_cache_file(const std::string& dir, const Graph& g, uint64_t seed) {
+  return dir + "/" + digest_stem(g) + "-seed" + std::to_string(seed) + ".ref";
+}
+
+std::optional<std::vector<float>> load_reference(const std::string& dir, const Graph& g, uint64_t seed) {
+  std::ifstream in(reference_cache_file(dir, g, seed), std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  const size_t count = size_t(g.nodes[size_t(g.output())].shape.numel());
+  json got = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (got.is_discarded() || got != header_for(g, seed, count)) return std::nullopt;
+  static_assert(sizeof(float) == 4, "the cache stores float32");
+  std::vector<float> out(count);
+  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(count * sizeof(float)));
+  if (size_t(in.gcount()) != count * sizeof(float)) return std::nullopt;
+  if (in.peek() != std::char_traits<char>::eof()) return std::nullopt;  // longer than its header says
+  return out;
+}
+
+void store_reference(const std::string& dir, const Graph& g, uint64_t seed, const std::vector<float>& output) {
+  HIOS_CHECK(int64_t(output.size()) == g.nodes[size_t(g.output())].shape.numel(),
+             "reference cache: %zu values for an output of %lld", output.size(),
+             (long long)g.nodes[size_t(g.output())].shape.numel());
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+    throw_error("--reference-cache %s: cannot create the folder: %s", dir.c_str(), std::strerror(errno));
+  }
+  std::string bytes = header_for(g, seed, output.size()).dump() + "\n";
+  bytes.append(reinterpret_cast<const char*>(output.data()), output.size() * sizeof(float));
+  write_file_atomic(reference_cache_file(dir, g, seed), bytes);
+}
+
+}  // namespace hios::exec
