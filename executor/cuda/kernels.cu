@@ -71,6 +71,27 @@ struct Io16 {
     *reinterpret_cast<Four*>(p) = Four{pair_of(v[0], v[1], static_cast<T2*>(nullptr)),
                                        pair_of(v[2], v[3], static_cast<T2*>(nullptr))};
   }
+  // 8 elements, 16 bytes: the width at which a 16-bit stream reaches the bandwidth fp32's
+  // float4 does (term assembly in bf16 ran at 1.9x its copy time with 8-byte accesses).
+  struct alignas(16) Eight {
+    T2 a, b, c, d;
+  };
+  __device__ static void ld8(const T* p, float (&v)[8]) {
+    const Eight q = *reinterpret_cast<const Eight*>(p);
+    const T2 pairs[4] = {q.a, q.b, q.c, q.d};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = to_f2(pairs[k]);
+      v[2 * k] = f.x;
+      v[2 * k + 1] = f.y;
+    }
+  }
+  __device__ static void st8(T* p, const float (&v)[8]) {
+    *reinterpret_cast<Eight*>(p) = Eight{pair_of(v[0], v[1], static_cast<T2*>(nullptr)),
+                                         pair_of(v[2], v[3], static_cast<T2*>(nullptr)),
+                                         pair_of(v[4], v[5], static_cast<T2*>(nullptr)),
+                                         pair_of(v[6], v[7], static_cast<T2*>(nullptr))};
+  }
   __device__ static void ld2(const T* p, float (&v)[2]) {
     const float2 a = to_f2(*reinterpret_cast<const T2*>(p));
     v[0] = a.x;
@@ -92,10 +113,13 @@ template <class T>
 __device__ __forceinline__ void st(T* p, float v) {
   Io<T>::st(p, v);
 }
-// V neighbouring elements (V = 1, 2 or 4) in one access; p aligned to V elements.
+// V neighbouring elements (V = 1, 2 or 4; 8 in 16-bit types) in one access; p aligned to V
+// elements.
 template <int V, class T>
 __device__ __forceinline__ void ldv(const T* p, float (&v)[V]) {
-  if constexpr (V == 4) {
+  if constexpr (V == 8) {
+    Io<T>::ld8(p, v);
+  } else if constexpr (V == 4) {
     Io<T>::ld4(p, v);
   } else if constexpr (V == 2) {
     Io<T>::ld2(p, v);
@@ -105,7 +129,9 @@ __device__ __forceinline__ void ldv(const T* p, float (&v)[V]) {
 }
 template <int V, class T>
 __device__ __forceinline__ void stv(T* p, const float (&v)[V]) {
-  if constexpr (V == 4) {
+  if constexpr (V == 8) {
+    Io<T>::st8(p, v);
+  } else if constexpr (V == 4) {
     Io<T>::st4(p, v);
   } else if constexpr (V == 2) {
     Io<T>::st2(p, v);
@@ -136,50 +162,56 @@ int grid_for(int64_t work, int per_thread = 1) {
 }
 
 // blockIdx.y picks the term, so no thread searches for the range its element falls in. An
-// element's place: batch item n, block r of the term, element e of the block.
-template <class T>
-__global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
-  const CombineTerm& t = p.terms[blockIdx.y];
+// element's place: batch item n, block r of the term, element e of the block; V elements move
+// per access (the term's `vec`).
+template <class T, int V>
+__device__ __forceinline__ void combine_sum_term(const CombineParams& p, const CombineTerm& t) {
   T* const dst = static_cast<T*>(p.dst);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t width = t.vec4 ? t.len / 4 : t.len;  // per block, in accesses
+  const int64_t width = t.len / V;  // per block, in accesses
   const int64_t item = width * t.rows;
   const int64_t total = item * p.batch;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += stride) {
     const int64_t n = i / item, rem = i - n * item;
-    const int64_t r = rem / width, e = (rem - r * width) * (t.vec4 ? 4 : 1);
-    const int64_t dst_at = n * p.dst_batch_stride + t.dst_offset + r * t.dst_row_stride + e;
-    if (t.vec4) {
-      float acc[4] = {0.f, 0.f, 0.f, 0.f};
-      for (int s = t.first; s < t.first + t.count; ++s) {
-        const CombineSrc& src = p.srcs[s];
-        float v[4];
-        Io<T>::ld4(static_cast<const T*>(src.ptr) + n * src.batch_stride + r * src.row_stride + e, v);
+    const int64_t r = rem / width, e = (rem - r * width) * V;
+    float acc[V];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) acc[k] += v[k];
-      }
-      T* d = dst + dst_at;
-      if (p.accumulate) {
-        float o[4];
-        Io<T>::ld4(d, o);
+    for (int k = 0; k < V; ++k) acc[k] = 0.f;
+    for (int s = t.first; s < t.first + t.count; ++s) {
+      const CombineSrc& src = p.srcs[s];
+      float v[V];
+      ldv<V>(static_cast<const T*>(src.ptr) + n * src.batch_stride + r * src.row_stride + e, v);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) acc[k] += o[k];
-      }
-      if (t.relu) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) acc[k] = fmaxf(acc[k], 0.f);
-      }
-      Io<T>::st4(d, acc);
-    } else {
-      float acc = 0.f;
-      for (int s = t.first; s < t.first + t.count; ++s) {
-        const CombineSrc& src = p.srcs[s];
-        acc += ld(static_cast<const T*>(src.ptr) + n * src.batch_stride + r * src.row_stride + e);
-      }
-      T* d = dst + dst_at;
-      if (p.accumulate) acc += ld(d);
-      st(d, t.relu ? fmaxf(acc, 0.f) : acc);
+      for (int k = 0; k < V; ++k) acc[k] += v[k];
     }
+    T* d = dst + n * p.dst_batch_stride + t.dst_offset + r * t.dst_row_stride + e;
+    if (p.accumulate) {
+      float o[V];
+      ldv<V>(d, o);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += o[k];
+    }
+    if (t.relu) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = fmaxf(acc[k], 0.f);
+    }
+    stv<V>(d, acc);
+  }
+}
+
+template <class T>
+__global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
+  const CombineTerm& t = p.terms[blockIdx.y];
+  if constexpr (sizeof(T) == 2) {
+    if (t.vec == 8) {
+      combine_sum_term<T, 8>(p, t);
+      return;
+    }
+  }
+  if (t.vec == 4) {
+    combine_sum_term<T, 4>(p, t);
+  } else {
+    combine_sum_term<T, 1>(p, t);
   }
 }
 
@@ -980,7 +1012,7 @@ void launch_combine(const CombineParams& p, cudaStream_t stream) {
     } else {
       int64_t most = 0;
       for (int t = 0; t < p.num_terms; ++t) {
-        most = std::max(most, p.terms[t].len * p.terms[t].rows * p.batch / (p.terms[t].vec4 ? 4 : 1));
+        most = std::max(most, p.terms[t].len * p.terms[t].rows * p.batch / std::max(1, p.terms[t].vec));
       }
       dim3 grid(grid_for(most), p.num_terms);
       combine_sum_kernel<T><<<grid, kThreads, 0, stream>>>(p);

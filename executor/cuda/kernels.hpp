@@ -52,7 +52,10 @@ struct CombineTerm {
   int64_t dst_row_stride = 0;
   int first = 0;    // index into srcs
   int count = 0;
-  int vec4 = 0;     // every address, stride and length is a multiple of 4 elements: use vector accesses
+  // Elements per access (Sum mode): 4 or, in 16-bit types, 8 when every address is aligned to
+  // that many elements and every stride and length is a multiple of it (access_width in
+  // ops.cpp); otherwise 1.
+  int vec = 1;
   int relu = 0;     // Sum mode: write relu(result) (graph/relu_fold.hpp)
 };
 enum class CombineMode : int { Sum = 0, Product = 1 };

@@ -89,6 +89,24 @@ Blocks blocks_of(const View& v) {
   if (!v.nhwc() || (v.pixel_stride == v.shape.c) || v.shape.h * v.shape.w == 1) return {1, v.item(), 0};
   return {v.shape.h * v.shape.w, v.shape.c, v.pixel_stride};
 }
+// The widest access (CombineTerm::vec) a term's walk allows: 8 elements (16 bytes) in 16-bit
+// storage, else 4, else 1, as every address it starts from and every length and stride it
+// steps by allow. Fed one address or count at a time.
+struct AccessWidth {
+  Elem elem;
+  bool eight, four = true;
+  explicit AccessWidth(Elem e) : elem(e), eight(e != Elem::F32) {}
+  void count(int64_t n) {
+    eight = eight && n % 8 == 0;
+    four = four && n % 4 == 0;
+  }
+  void address(const void* p) {
+    eight = eight && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    four = four && vec4_aligned(p, elem);
+  }
+  int width() const { return eight ? 8 : four ? 4 : 1; }
+};
+
 // Per-pixel blocks whatever the view (terms of one launch that must walk alike).
 Blocks pixel_blocks_of(const View& v) {
   if (!v.nhwc()) return blocks_of(v);
@@ -453,12 +471,16 @@ void plan_binary(PlanCtx& c, const std::vector<View>& in, const View& y, cudnnOp
     // Every operand is walked alike: whole items, or pixel by pixel when any is an NHWC slice.
     bool flat = true;
     for (const View& v : in) flat = flat && blocks_of(v).rows == 1;
-    bool v4 = !product && vec4_aligned(y.ptr, y.elem) && (y.shape.n == 1 || y.item() % 4 == 0);
+    AccessWidth width(y.elem);
+    width.address(y.ptr);
+    if (y.shape.n > 1) width.count(y.item());
     for (size_t i = 0; i < in.size(); ++i) {
       const Blocks b = flat ? blocks_of(in[i]) : pixel_blocks_of(in[i]);
       p.srcs[i] = CombineSrc{in[i].ptr, in[i].shape.n == 1 ? in[i].item() : in[i].batch_stride, b.stride};
-      v4 = v4 && b.len % 4 == 0 && b.stride % 4 == 0 && vec4_aligned(in[i].ptr, in[i].elem) &&
-           (in[i].shape.n == 1 || p.srcs[i].batch_stride % 4 == 0);
+      width.address(in[i].ptr);
+      width.count(b.len);
+      width.count(b.stride);
+      if (in[i].shape.n > 1) width.count(p.srcs[i].batch_stride);
       CombineTerm t;
       t.len = b.len;
       t.rows = b.rows;
@@ -469,7 +491,7 @@ void plan_binary(PlanCtx& c, const std::vector<View>& in, const View& y, cudnnOp
     }
     if (!product) {
       p.terms[0].count = int(in.size());
-      p.terms[0].vec4 = v4 ? 1 : 0;
+      p.terms[0].vec = width.width();
     }
     c.emit([p](StreamResources& r) { launch_combine(p, r.stream()); });
     return;
@@ -540,10 +562,10 @@ CombineParams copy_params(const View& x, const View& y) {
   t.dst_row_stride = by.stride;
   t.first = 0;
   t.count = 1;
-  t.vec4 = vec4_aligned(x.ptr, x.elem) && vec4_aligned(y.ptr, y.elem) && t.len % 4 == 0 && p.srcs[0].batch_stride % 4 == 0 &&
-                   p.dst_batch_stride % 4 == 0 && bx.stride % 4 == 0 && by.stride % 4 == 0
-               ? 1
-               : 0;
+  AccessWidth width(y.elem);
+  for (const void* a : {static_cast<const void*>(x.ptr), static_cast<const void*>(y.ptr)}) width.address(a);
+  for (int64_t n : {t.len, p.srcs[0].batch_stride, p.dst_batch_stride, bx.stride, by.stride}) width.count(n);
+  t.vec = width.width();
   p.terms[0] = t;
   return p;
 }
@@ -823,15 +845,20 @@ void PlanCtx::assemble_into(const std::vector<Term>& terms, const View& dst, boo
       pc.term.len = flat ? ct * hw : ct;
       pc.term.rows = flat ? 1 : hw;
       pc.term.dst_row_stride = flat ? 0 : dst.shape.c;
-      bool v4 = pc.term.len % 4 == 0 && pc.term.dst_row_stride % 4 == 0 && (dst.shape.n == 1 || dst.item() % 4 == 0) &&
-                vec4_aligned(dst.at(pc.term.dst_offset), dst.elem);
+      AccessWidth width(dst.elem);
+      width.count(pc.term.len);
+      width.count(pc.term.dst_row_stride);
+      if (dst.shape.n > 1) width.count(dst.item());
+      width.address(dst.at(pc.term.dst_offset));
       for (size_t i = first; i < std::min(t.size(), first + kMaxCombineSrcs); ++i) {
         View v = eng.value_view(t[i]);
         CombineSrc s{v.ptr, v.shape.n == 1 ? v.item() : v.batch_stride, flat ? 0 : v.pixel_stride};
-        v4 = v4 && vec4_aligned(s.ptr, v.elem) && (v.shape.n == 1 || s.batch_stride % 4 == 0) && s.row_stride % 4 == 0;
+        width.address(s.ptr);
+        width.count(s.row_stride);
+        if (v.shape.n > 1) width.count(s.batch_stride);
         pc.srcs.push_back(s);
       }
-      pc.term.vec4 = v4 ? 1 : 0;
+      pc.term.vec = width.width();
       // The ReLU goes on a term's last write, once its sum is whole.
       pc.term.relu = relu && first + kMaxCombineSrcs >= t.size() ? 1 : 0;
       passes = std::max(passes, int(pass) + 1);
