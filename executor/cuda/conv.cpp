@@ -654,9 +654,12 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
     const void* bias = p.b ? p.b : eng.zeros(p.out_channels, res.stream());
     if (ch->legacy_fused) {
       HIOS_CUDA_CHECK(cudaStreamSynchronize(res.stream()));
+      // With the workspace a launch will have (cudnnFind's, for the plain convolution): the
+      // fused call may want more, and would then refuse with BAD_PARAM only when it runs.
       const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(res.cudnn(), &kOne, d->x, x, d->w, p.w, d->conv,
-                                                                    lc.algo, ws, ws_bytes, &kZero, d->y, p.y.ptr, d->b,
-                                                                    bias, d->act, d->y, p.y.ptr);
+                                                                    lc.algo, ws, std::min(ws_bytes, lc.workspace),
+                                                                    &kZero, d->y, p.y.ptr, d->b, bias, d->act, d->y,
+                                                                    p.y.ptr);
       if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
         ch->legacy_fused = false;
       } else if (s != CUDNN_STATUS_SUCCESS) {
@@ -719,7 +722,10 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
     // A candidate that cuDNN refuses when it runs (it checks some constraints only then) drops
     // out; only a problem no candidate runs is an error (below).
     try {
-      cands[i]->ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), ws, ws_bytes); });
+      // Each candidate gets the workspace its launches will get, no more: one that needs more
+      // than it asked for is refused here, not in a pass.
+      const size_t given = std::min(ws_bytes, cands[i]->workspace);
+      cands[i]->ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), ws, given); });
     } catch (const Error& e) {
       cands[i]->ms = INFINITY;
       cands[i]->what += std::string(" refused: ") + e.what();
@@ -852,12 +858,16 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
       const void* b = p.b;
       const void* bias = p.b ? p.b : c.eng.zeros(p.out_channels, c.res.stream());
       void* y = p.y.ptr;
-      c.emit([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc, elem](StreamResources& r) {
+      const std::string what = ch->what;
+      c.emit([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc, elem, key, what](StreamResources& r) {
         pre(r.stream());
         if (lf) {
-          HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo,
-                                                                 r.workspace(), r.workspace_bytes(), &kZero, d->y, y,
-                                                                 d->b, bias, d->act, d->y, y));
+          const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv,
+                                                                        algo, r.workspace(), r.workspace_bytes(), &kZero,
+                                                                        d->y, y, d->b, bias, d->act, d->y, y);
+          // The trial at planning ran this call; say which problem refused it now, and with what.
+          HIOS_CHECK(s == CUDNN_STATUS_SUCCESS, "cuDNN error %s in cudnnConvolutionBiasActivationForward (%s, workspace %zu bytes) for %s",
+                     cudnnGetErrorString(s), what.c_str(), r.workspace_bytes(), key.c_str());
         } else {
           HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(),
                                                    r.workspace_bytes(), &kZero, d->y, y));
