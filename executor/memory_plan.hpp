@@ -26,8 +26,9 @@ namespace hios::exec {
 // Offsets inside one arena are multiples of this (cuDNN and vectorised kernels like 256 B).
 constexpr int64_t kArenaAlignment = 256;
 
-// Assigns every Alloc of p an offset into one arena and sets p.arena_bytes (first fit, tensors
-// taken in the order they are written). Deterministic; calling it again changes nothing.
+// Assigns every Alloc of p an offset into one arena and sets p.arena_bytes: first fit, with the
+// tensors taken in the order they are written and, separately, largest first; the smaller arena
+// is kept. Deterministic; calling it again changes nothing.
 void share_buffers(const Graph& g, RankProgram& p);
 
 // Checks a shared plan: offsets inside the arena and aligned, pinned tensors alone, and every
