@@ -85,7 +85,10 @@ class ShapeSet {
 
   // Where the caller writes the input of `key`: a device pointer on GPU backends, in the
   // backend's layout and element type (Backend::layout, element_bytes). Valid until a pass of
-  // another shape runs. Makes `key` the current bucket.
+  // another shape runs. Makes `key` the current bucket. The write must be complete when run()
+  // is called: the backend's streams are non-blocking, so they do not wait for the legacy
+  // default stream, and a cudaMemcpy from pageable memory may return before its DMA lands
+  // (follow it with cudaDeviceSynchronize, or copy on a stream and synchronise that).
   TensorView input(const ShapeKey& key);
   TensorView output(const ShapeKey& key);
   // The convenience path: NCHW fp32 values converted and uploaded into input(key).

@@ -102,6 +102,9 @@ TEST_CASE("shape sets on the GPU: the input written in place, and a larger shape
   REQUIRE(in.memory == exec::MemoryKind::Device);
   REQUIRE(in.bytes == stored.size() * sizeof(float));
   REQUIRE(cudaMemcpy(in.data, stored.data(), in.bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  // A cudaMemcpy from pageable memory may return before its DMA lands, and the backend's
+  // streams do not wait for the legacy default stream: the write must be complete first.
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   set.run(small);
   const std::vector<float> direct = set.read_output(small);
   set.set_input(small, input);  // the same values through the backend's upload
