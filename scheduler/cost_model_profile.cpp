@@ -136,7 +136,10 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
       st.key = o.get_array("key");
       std::string kp = o.child_path("key");
       for (size_t q = 0; q < st.key.size(); ++q) {
-        const json& gr = json_array(st.key[q], kp + strprintf("[%zu]", q));
+        // Checked, then read through the element itself: binding the checker's returned reference
+        // made GCC 13 warn of a dangling temporary (the path string).
+        const json& gr = st.key[q];
+        json_array(gr, kp + strprintf("[%zu]", q));
         for (size_t v = 0; v < gr.size(); ++v) json_string(gr[v], kp + strprintf("[%zu][%zu]", q, v));
       }
       st.ms = non_negative(o, "ms");
