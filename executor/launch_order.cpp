@@ -7,9 +7,9 @@
 namespace hios::exec {
 
 LaunchOrderKind parse_launch_order(const std::string& s) {
-  if (s == "topo") return LaunchOrderKind::Topo;
-  if (s == "opara") return LaunchOrderKind::Opara;
-  if (s == "measured") return LaunchOrderKind::Measured;
+  for (LaunchOrderKind k : {LaunchOrderKind::Topo, LaunchOrderKind::Opara, LaunchOrderKind::Measured}) {
+    if (s == launch_order_name(k)) return k;
+  }
   throw_error("--launch-order must be topo, opara or measured, not '%s'", s.c_str());
 }
 

@@ -87,9 +87,9 @@ std::vector<Request> make_trace(const ArrivalSpec& spec, const std::vector<std::
 }
 
 Policy parse_policy(const std::string& s) {
-  if (s == "fifo") return Policy::Fifo;
-  if (s == "static") return Policy::Static;
-  if (s == "adaptive") return Policy::Adaptive;
+  for (Policy p : {Policy::Fifo, Policy::Static, Policy::Adaptive}) {
+    if (s == policy_name(p)) return p;
+  }
   throw_error("--policy must be fifo, static, adaptive or all, not '%s'", s.c_str());
 }
 

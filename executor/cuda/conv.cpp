@@ -866,8 +866,11 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
                                                                         algo, r.workspace(), r.workspace_bytes(), &kZero,
                                                                         d->y, y, d->b, bias, d->act, d->y, y);
           // The trial at planning ran this call; say which problem refused it now, and with what.
-          HIOS_CHECK(s == CUDNN_STATUS_SUCCESS, "cuDNN error %s in cudnnConvolutionBiasActivationForward (%s, workspace %zu bytes) for %s",
-                     cudnnGetErrorString(s), what.c_str(), r.workspace_bytes(), key.c_str());
+          if (s != CUDNN_STATUS_SUCCESS) {
+            const std::string call = strprintf("cudnnConvolutionBiasActivationForward (%s, workspace %zu bytes) for %s",
+                                               what.c_str(), r.workspace_bytes(), key.c_str());
+            fail_cudnn(s, call.c_str(), __FILE__, __LINE__);
+          }
         } else {
           HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(),
                                                    r.workspace_bytes(), &kZero, d->y, y));
