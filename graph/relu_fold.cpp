@@ -45,8 +45,9 @@ bool starts_with_relu(const Op& op) {
   return op.kind == OpKind::Sequential && !op.sequential().steps.empty() && is_relu(op.sequential().steps.front());
 }
 
-std::vector<bool> nodes_storing_relu(const Graph& g) {
+std::vector<bool> nodes_storing_relu(const Graph& g, bool fold) {
   std::vector<bool> stores(size_t(g.size()), false);
+  if (!fold) return stores;
   const std::vector<std::vector<int>> readers = g.successors();
   for (int v = 0; v < g.size(); ++v) {
     const Node& nd = g.nodes[size_t(v)];

@@ -35,7 +35,7 @@ bool starts_with_relu(const Op& op);
 
 // stores_relu[v] is true for node v when v is not the graph output, has readers, can end in a
 // ReLU, and every reader reads v whole or sliced as its only input value and starts with a
-// ReLU (so none sees a difference).
-std::vector<bool> nodes_storing_relu(const Graph& g);
+// ReLU (so none sees a difference). fold = false (BackendConfig::fold_relu off): none.
+std::vector<bool> nodes_storing_relu(const Graph& g, bool fold = true);
 
 }  // namespace hios

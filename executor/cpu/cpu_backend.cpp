@@ -63,7 +63,7 @@ class CpuBackend final : public Backend {
       built_.assign(g.nodes.size(), false);
     }
     g_ = &g;
-    stores_relu_ = cfg_.fold_relu ? nodes_storing_relu(g) : std::vector<bool>(g.nodes.size(), false);
+    stores_relu_ = nodes_storing_relu(g, cfg_.fold_relu);
     // A new program: its tensors replace the last one's; weights stay (their bytes stay counted).
     tensors_.assign(g.nodes.size(), {});
     storage_.clear();

@@ -38,7 +38,7 @@ constexpr size_t kFindWorkspaceCap = size_t(2) << 30;
 Engine::Engine(const Graph& g, const Options& opts)
     : g_(&g),
       opts_(opts),
-      stores_relu_(opts.fold_relu ? nodes_storing_relu(g) : std::vector<bool>(size_t(g.size()), false)),
+      stores_relu_(nodes_storing_relu(g, opts.fold_relu)),
       outputs_(size_t(g.size()), nullptr),
       params_loaded_(size_t(g.size()), false) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
@@ -125,7 +125,7 @@ void Engine::retarget(const Graph& g) {
   HIOS_CHECK(problem.empty(), "CUDA engine: %s", problem.c_str());
   reset_plans();
   g_ = &g;
-  stores_relu_ = opts_.fold_relu ? nodes_storing_relu(g) : std::vector<bool>(size_t(g.size()), false);
+  stores_relu_ = nodes_storing_relu(g, opts_.fold_relu);
   outputs_.assign(size_t(g.size()), nullptr);
   // Plans look parameters up by node; the uploads stay in owned_params_, found again by owner.
   params_loaded_.assign(size_t(g.size()), false);
