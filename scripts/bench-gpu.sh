@@ -5,7 +5,8 @@
 #
 # Environment: MODELS (inception_v3,nasnet_large), SIZES (331,512,1024,2048), WARMUP (10),
 # ITERS (30), GPUS (2: also the two-GPU hios-lp rows when two GPUs are visible), STREAMS (4),
-# DEADLINE_S (420: no new run starts after this many seconds), PROFILE (0: passes of the
+# DEADLINE_S (420: no new run starts after this many seconds), PT_TIMEOUT_S (DEADLINE_S / 2: the
+# most bench_pytorch.py may take), PROFILE (0: passes of the
 # per-node profile printed to bench.log for each configuration), LAYOUT (both: hios rows with
 # NCHW and NHWC activations; nchw or nhwc for one), MATH (tf32: hios's math modes, a comma-separated
 # list of tf32, fp32, fp16, bf16; the table pairs each with PyTorch's rows of the same precision),
@@ -46,7 +47,7 @@ echo "# $(date -u +%FT%TZ) models=$MODELS sizes=$SIZES warmup=$WARMUP iters=$ITE
 
 # PyTorch first, every configuration in one process (its imports take seconds).
 echo "# python3 scripts/bench_pytorch.py --models $MODELS --sizes $SIZES" >>"$LOG"
-timeout $(( DEADLINE_S / 2 )) python3 "$HERE/bench_pytorch.py" --models "$MODELS" --sizes "$SIZES" \
+timeout "${PT_TIMEOUT_S:-$(( DEADLINE_S / 2 ))}" python3 "$HERE/bench_pytorch.py" --models "$MODELS" --sizes "$SIZES" \
   --warmup "$WARMUP" --iters "$ITERS" --variants "$PT_VARIANTS" --json "$JSON" >>"$LOG" 2>&1 ||
   echo "# bench_pytorch.py failed or timed out (exit $?)" | tee -a "$LOG"
 

@@ -426,6 +426,97 @@ __global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows
   }
 }
 
+// NHWC 3x3 pooling at stride S through a shared-memory tile. A block covers TH x TW outputs of
+// kPoolTileVecs 16-byte channel vectors (32 channels in 16-bit storage, 16 in fp32): it stages
+// the input patch those windows cover once, with 16-byte loads, then each thread slides down
+// RPT output rows of one column, one new input row (stride 1) per output row. The row kernel
+// above reaches the same arithmetic through L1, but with one output row per thread on small
+// maps (it needs the threads) each input row is fetched three times, and its 8-byte accesses
+// in bf16 leave it bound by load instructions: bf16 took as long as fp32 for half the bytes.
+// Each output is ((row sums) combined in row order) / divisor, exactly as pool3_nhwc_kernel
+// computes it, so the two give the same bits and a band gives the whole tensor's bits.
+constexpr int kPoolTileVecs = 4, kPoolTileW = 16, kPoolTileRowGroups = 4;
+template <class T, int S, int RPT>
+__global__ void __launch_bounds__(kPoolTileVecs * kPoolTileW * kPoolTileRowGroups)
+    pool3_tile_kernel(const __grid_constant__ PoolParams p) {
+  constexpr int V = 16 / sizeof(T);  // elements per 16-byte vector
+  constexpr int TH = RPT * kPoolTileRowGroups, TW = kPoolTileW, CV = kPoolTileVecs;
+  constexpr int IH = (TH - 1) * S + 3, IW = (TW - 1) * S + 3;
+  constexpr int kThreadsPerBlock = CV * TW * kPoolTileRowGroups;
+  __shared__ uint4 tile[IH * IW * CV];
+  const int oy0 = blockIdx.y * TH, ox0 = blockIdx.x * TW;
+  const int vecs = p.c / V, chunks = (vecs + CV - 1) / CV;
+  const int b = blockIdx.z / chunks, v0 = (blockIdx.z % chunks) * CV;
+  const T* xb = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride;
+  const int gy0 = (oy0 + p.r0) * S - p.ph, gx0 = ox0 * S - p.pw;  // the patch's top left, whole-tensor rows
+  // What a cell outside the input (or past the channels) holds: nothing a sum or max notices.
+  uint4 none;
+  {
+    float f[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = p.is_max ? -INFINITY : 0.f;
+    stv<V>(reinterpret_cast<T*>(&none), f);
+  }
+  for (int i = threadIdx.x; i < IH * IW * CV; i += kThreadsPerBlock) {
+    const int cv = i % CV, ix = (i / CV) % IW, iy = i / (CV * IW);
+    const int gy = gy0 + iy, gx = gx0 + ix, vec = v0 + cv;
+    uint4 val = none;
+    if (gy >= 0 && gy < p.full_h && gx >= 0 && gx < p.w && vec < vecs) {
+      val = *reinterpret_cast<const uint4*>(xb + (int64_t(gy - p.i0) * p.w + gx) * p.x_pixel_stride + int64_t(vec) * V);
+    }
+    tile[i] = val;
+  }
+  __syncthreads();
+  const int cv = threadIdx.x % CV, tx = (threadIdx.x / CV) % TW, rg = threadIdx.x / (CV * TW);
+  const int ox = ox0 + tx, vec = v0 + cv;
+  if (ox >= p.ow || vec >= vecs) return;
+  // The horizontal reduction of patch row r for this thread's column.
+  auto row = [&](int r, float (&h)[V]) {
+    float a[V], bb[V], c[V];
+    const uint4* base = tile + (r * IW + tx * S) * CV + cv;
+    ldv<V>(reinterpret_cast<const T*>(base), a);
+    ldv<V>(reinterpret_cast<const T*>(base + CV), bb);
+    ldv<V>(reinterpret_cast<const T*>(base + 2 * CV), c);
+#pragma unroll
+    for (int k = 0; k < V; ++k) h[k] = p.is_max ? fmaxf(fmaxf(a[k], bb[k]), c[k]) : (a[k] + bb[k]) + c[k];
+  };
+  const int ty0 = rg * RPT;
+  float h0[V], h1[V], h2[V];
+  row(ty0 * S, h0);
+  row(ty0 * S + 1, h1);
+  row(ty0 * S + 2, h2);
+  T* yb = static_cast<T*>(p.y) + int64_t(b) * p.oh * p.ow * p.c + int64_t(vec) * V;
+#pragma unroll
+  for (int j = 0; j < RPT; ++j) {
+    const int oy = oy0 + ty0 + j;
+    if (oy >= p.oh) break;
+    float o[V];
+    if (p.is_max) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) o[k] = fmaxf(fmaxf(h0[k], h1[k]), h2[k]);
+    } else {
+      const float d = pool_window(p, oy, ox).divisor;
+#pragma unroll
+      for (int k = 0; k < V; ++k) o[k] = ((h0[k] + h1[k]) + h2[k]) / d;
+    }
+    stv<V>(yb + (int64_t(oy) * p.ow + ox) * p.c, o);
+    if (j + 1 < RPT) {
+      const int top = (ty0 + j + 1) * S;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        if constexpr (S == 1) {
+          h0[k] = h1[k];
+          h1[k] = h2[k];
+        } else {
+          h0[k] = h2[k];
+        }
+      }
+      if constexpr (S == 2) row(top + 1, h1);
+      row(top + 2, h2);
+    }
+  }
+}
+
 template <class T>
 __global__ void pool_kernel(const __grid_constant__ PoolParams p) {
   const int64_t total = int64_t(p.n) * p.c * p.oh * p.ow;
@@ -1111,13 +1202,56 @@ void launch_pool3_nhwc(const PoolParams& p, cudaStream_t stream) {
   }
 }
 
+// The tile kernel needs whole 16-byte vectors: C, the strides and both pointers in multiples of
+// one. Rows per thread: 4 (stride 2: 2) where that still gives about four blocks per SM, fewer
+// on small maps.
+template <class T>
+bool pool3_tiles_fit(const PoolParams& p) {
+  constexpr int V = 16 / sizeof(T);
+  return p.c % V == 0 && p.x_pixel_stride % V == 0 && p.x_batch_stride % V == 0 &&
+         (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.y) & 15) == 0;
+}
+template <class T>
+void launch_pool3_tiles(const PoolParams& p, cudaStream_t stream) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t chunks = (p.c / V + kPoolTileVecs - 1) / kPoolTileVecs;
+  const unsigned threads = kPoolTileVecs * kPoolTileW * kPoolTileRowGroups;
+  const int64_t cols = (p.ow + kPoolTileW - 1) / kPoolTileW;
+  auto blocks = [&](int rpt) { return cols * ((p.oh + rpt * kPoolTileRowGroups - 1) / (rpt * kPoolTileRowGroups)) * chunks * p.n; };
+  // Stride 2 at 4 rows would stage 33 x 33 cells: 70 KB, past the 48 KB of static shared memory.
+  int rpt = p.sh == 1 ? 4 : 2;
+  while (rpt > 1 && blocks(rpt) < 4 * 132) rpt /= 2;
+  HIOS_CHECK(int64_t(p.n) * chunks <= 65535, "pool: %d items x %lld channel chunks exceed the grid", p.n, (long long)chunks);
+  const dim3 grid(unsigned(cols), unsigned((p.oh + rpt * kPoolTileRowGroups - 1) / (rpt * kPoolTileRowGroups)),
+                  unsigned(int64_t(p.n) * chunks));
+  auto go = [&](auto kernel) { kernel<<<grid, threads, 0, stream>>>(p); };
+  if (p.sh == 1) {
+    if (rpt == 4) go(pool3_tile_kernel<T, 1, 4>);
+    else if (rpt == 2) go(pool3_tile_kernel<T, 1, 2>);
+    else go(pool3_tile_kernel<T, 1, 1>);
+  } else {
+    if (rpt == 2) go(pool3_tile_kernel<T, 2, 2>);
+    else go(pool3_tile_kernel<T, 2, 1>);
+  }
+}
+
 void launch_pool(const PoolParams& p, cudaStream_t stream) {
   const int64_t total = int64_t(p.n) * p.c * p.oh * p.ow;
   if (total <= 0) return;
   with_elem(p.elem, [&](auto tag) {
     using T = decltype(tag);
-    if (p.nhwc && !p.general && p.kh == 3 && p.kw == 3 && p.sh == p.sw && (p.sh == 1 || p.sh == 2)) {
-      launch_pool3_nhwc<T>(p, stream);
+    const bool window3 = p.kh == 3 && p.kw == 3 && p.sh == p.sw && (p.sh == 1 || p.sh == 2);
+    if (p.nhwc && window3 && p.kernel != PoolKernel::General) {
+      // Auto takes tiles for stride 1 in 16-bit storage only: there they won or tied in every
+      // shape hios-kernel-bench times (NASNet's 672 x 64 x 64 avg pool: 8.4 against 11.0 us),
+      // while in fp32, and for stride 2, the row kernel was as fast or up to 2.2x faster
+      // (docs/benchmarks.md, "Ninth session").
+      const bool tiles = p.kernel == PoolKernel::Tiles3x3 || (p.kernel == PoolKernel::Auto && sizeof(T) == 2 && p.sh == 1);
+      if (tiles && pool3_tiles_fit<T>(p)) {
+        launch_pool3_tiles<T>(p, stream);
+      } else {
+        launch_pool3_nhwc<T>(p, stream);
+      }
       return;
     }
     if (p.nhwc) {

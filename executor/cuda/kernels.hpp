@@ -75,6 +75,7 @@ void launch_combine(const CombineParams& p, cudaStream_t stream);
 // Max or average pooling with PyTorch's window rules (ceil_mode, count_include_pad). Used where
 // cuDNN cannot express the op: ceil_mode windows that hang past the padded input, and bands of
 // a row split (windows, clipping and divisors follow the whole tensor, not the band).
+enum class PoolKernel : int { Auto = 0, General = 1, Rows3x3 = 2, Tiles3x3 = 3 };
 struct PoolParams {
   const void* x = nullptr;
   void* y = nullptr;
@@ -92,9 +93,12 @@ struct PoolParams {
   // A band (graph/ops.hpp, RowWindow): output row y is row r0 + y of the whole output, x's row
   // 0 is row i0 of a whole input full_h rows high. A whole tensor: r0 = i0 = 0, full_h = h.
   int r0 = 0, i0 = 0, full_h = 0;
-  // NHWC 3x3 windows at stride 1 or 2 take a kernel that slides down the rows; 1 forces the
-  // general kernel (hios-kernel-bench compares them).
-  int general = 0;
+  // Which NHWC kernel runs (hios-kernel-bench and the GPU tests compare them; all give the same
+  // max, and the two 3x3 kernels the same bits). Auto: 3x3 windows at stride 1 in 16-bit
+  // storage take the shared-memory tile kernel where C and the pointers allow 16-byte vectors;
+  // other 3x3 windows at stride 1 or 2 the kernel that slides down the rows; the rest the general
+  // one. Tiles3x3 asks for tiles wherever the vectors fit.
+  PoolKernel kernel = PoolKernel::Auto;
 };
 void launch_pool(const PoolParams& p, cudaStream_t stream);
 // The same function, one block per 32x32 patch of outputs with its input patch staged in shared

@@ -93,54 +93,78 @@ TEST_CASE("NHWC depthwise variants (4x4 tiles, row runs) give the same bits", "[
   }
 }
 
-TEST_CASE("NHWC 3x3 pools: the row-sliding kernel matches the general one", "[gpu][kernels]") {
+TEST_CASE("NHWC 3x3 pools: the tile and row-sliding kernels match the general one", "[gpu][kernels]") {
   REQUIRE_GPU();
   std::mt19937 rng(6);
-  for (Elem elem : {Elem::F32, Elem::BF16}) {
+  // The values of a device buffer of `elem`, as floats.
+  auto values = [&](const DeviceBuffer& d, Elem elem) {
+    std::vector<float> out(d.bytes / elem_bytes(elem));
+    DeviceBuffer f(int64_t(out.size()), Elem::F32, rng);
+    launch_cast(d.p, elem, f.p, Elem::F32, int64_t(out.size()), nullptr);
+    REQUIRE(cudaMemcpy(out.data(), f.p, f.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+    return out;
+  };
+  for (Elem elem : {Elem::F32, Elem::BF16, Elem::F16}) {
     for (int s : {1, 2}) {
       for (int is_max : {1, 0}) {
-        for (int c : {12, 42, 13}) {
-          const int n = 2, h = std::uniform_int_distribution<int>(3, 33)(rng), w = std::uniform_int_distribution<int>(3, 33)(rng);
-          PoolParams p;
-          p.elem = elem;
-          p.n = n;
-          p.c = c;
-          p.h = p.full_h = h;
-          p.w = w;
-          p.kh = p.kw = 3;
-          p.sh = p.sw = s;
-          p.ph = p.pw = 1;
-          p.oh = (h + 2 - 3) / s + 1;
-          p.ow = (w + 2 - 3) / s + 1;
-          p.is_max = is_max;
-          p.count_include_pad = c == 42 ? 1 : 0;
-          p.nhwc = 1;
-          p.x_pixel_stride = c;
-          p.x_batch_stride = int64_t(h) * w * c;
-          DeviceBuffer x(int64_t(n) * h * w * c, elem, rng);
-          DeviceBuffer y0(int64_t(n) * p.oh * p.ow * c, elem, rng), y1(int64_t(n) * p.oh * p.ow * c, elem, rng);
-          p.x = x.p;
-          p.general = 0;
-          p.y = y0.p;
-          launch_pool(p, nullptr);
-          p.general = 1;
-          p.y = y1.p;
-          launch_pool(p, nullptr);
-          REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-          INFO("pool 3x3/" << s << (is_max ? " max" : " avg") << " c" << c << " " << h << "x" << w);
-          if (is_max) {
-            CHECK(y0.bits() == y1.bits());  // max is exact in any order
-          } else {
-            // The sums associate differently (rows of column sums): within a few ulps.
-            std::vector<float> a(y0.bytes / elem_bytes(elem)), b(a.size());
-            DeviceBuffer fa(int64_t(a.size()), Elem::F32, rng), fb(int64_t(a.size()), Elem::F32, rng);
-            launch_cast(y0.p, elem, fa.p, Elem::F32, int64_t(a.size()), nullptr);
-            launch_cast(y1.p, elem, fb.p, Elem::F32, int64_t(a.size()), nullptr);
-            REQUIRE(cudaMemcpy(a.data(), fa.p, fa.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
-            REQUIRE(cudaMemcpy(b.data(), fb.p, fb.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
-            double worst = 0;
-            for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
-            CHECK(worst <= (elem == Elem::F32 ? 1e-6 : 1e-2));
+        // 12 and 13: no 16-byte vectors in 16-bit storage (tiles fall back to rows); 48 and 72:
+        // whole and partial channel chunks of the tile kernel; band: rows of a larger tensor,
+        // and a channel slice of a wider buffer.
+        for (int c : {12, 42, 13, 48, 72}) {
+          for (int band : {0, 1}) {
+            const int n = 2, h = std::uniform_int_distribution<int>(band ? 6 : 3, 40)(rng),
+                      w = std::uniform_int_distribution<int>(3, 40)(rng);
+            const int stride = band ? c + 8 : c;  // x's pixel stride: a slice of a wider buffer
+            PoolParams p;
+            p.elem = elem;
+            p.n = n;
+            p.c = c;
+            p.h = h;
+            p.w = w;
+            p.kh = p.kw = 3;
+            p.sh = p.sw = s;
+            p.ph = p.pw = 1;
+            p.ow = (w + 2 - 3) / s + 1;
+            if (band) {
+              // x holds rows 2.. of a tensor h + 4 rows high; the band's outputs are rows r0..
+              // whose windows stay inside what x holds.
+              p.full_h = h + 4;
+              p.i0 = 2;
+              p.r0 = s == 1 ? 3 : 2;
+              p.oh = std::max(1, (h - 2) / s - 1);
+            } else {
+              p.full_h = h;
+              p.oh = (h + 2 - 3) / s + 1;
+            }
+            p.is_max = is_max;
+            p.count_include_pad = c == 42 ? 1 : 0;
+            p.nhwc = 1;
+            p.x_pixel_stride = stride;
+            p.x_batch_stride = int64_t(h) * w * stride;
+            DeviceBuffer x(int64_t(n) * h * w * stride + 8, elem, rng);
+            p.x = x.p;
+            std::vector<std::vector<unsigned char>> bits;
+            std::vector<std::vector<float>> vals;
+            for (PoolKernel k : {PoolKernel::General, PoolKernel::Rows3x3, PoolKernel::Tiles3x3}) {
+              DeviceBuffer y(int64_t(n) * p.oh * p.ow * c, elem, rng);
+              p.kernel = k;
+              p.y = y.p;
+              launch_pool(p, nullptr);
+              REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+              bits.push_back(y.bits());
+              vals.push_back(values(y, elem));
+            }
+            INFO("pool 3x3/" << s << (is_max ? " max" : " avg") << " c" << c << " " << h << "x" << w << " band " << band
+                             << " elem " << int(elem));
+            CHECK(bits[1] == bits[2]);  // the tile and row kernels combine the same sums in the same order
+            if (is_max) {
+              CHECK(bits[0] == bits[1]);  // max is exact in any order
+            } else {
+              // The general kernel associates the sums differently: within a few ulps.
+              double worst = 0;
+              for (size_t i = 0; i < vals[0].size(); ++i) worst = std::max(worst, double(std::fabs(vals[0][i] - vals[1][i])));
+              CHECK(worst <= (elem == Elem::F32 ? 1e-6 : 1e-2));
+            }
           }
         }
       }

@@ -68,26 +68,60 @@ struct Buffer {
   }
 };
 
-// Median of `iters` timed launches (events around each), after 3 untimed ones.
-double time_ms(const std::function<void()>& launch, int iters) {
+// Two timings of one kernel launch (after 3 untimed ones):
+//   single: the median of `iters` launches with events around each, on an idle GPU: what an
+//           eager pass with an event per node sees, launch latency included;
+//   graph:  one CUDA graph of 20 back-to-back launches, replayed `iters` times, per launch:
+//           what the kernel costs inside a captured model, where launches do not wait on the host.
+struct Timing {
+  double single_ms = 0, graph_ms = 0;
+};
+Timing time_ms(const std::function<void(cudaStream_t)>& launch, int iters) {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch();
+  for (int i = 0; i < 3; ++i) launch(s);
   std::vector<float> t;
   for (int i = 0; i < iters; ++i) {
-    CK(cudaEventRecord(a));
-    launch();
-    CK(cudaEventRecord(b));
+    CK(cudaEventRecord(a, s));
+    launch(s);
+    CK(cudaEventRecord(b, s));
     CK(cudaEventSynchronize(b));
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(ms);
   }
+  std::sort(t.begin(), t.end());
+  Timing r;
+  r.single_ms = t[t.size() / 2];
+  constexpr int kPerGraph = 20;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kPerGraph; ++i) launch(s);
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CK(cudaGraphLaunch(exec, s));  // warm-up
+  t.clear();
+  for (int i = 0; i < iters; ++i) {
+    CK(cudaEventRecord(a, s));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms / kPerGraph);
+  }
+  std::sort(t.begin(), t.end());
+  r.graph_ms = t[t.size() / 2];
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  CK(cudaStreamDestroy(s));
+  return r;
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -124,7 +158,9 @@ int main(int argc, char** argv) {
   // The copy bandwidth (read + written bytes) every kernel is held against.
   const double copy_gbs = copy_bandwidth_gbs(size_t(256) << 20, iters);
   std::printf("# %s, copy bandwidth %.0f GB/s (read + written)\n", math.c_str(), copy_gbs);
-  std::printf("# %-34s %-16s %9s %9s %7s %10s\n", "shape", "variant", "ms", "copy ms", "x copy", "max |diff|");
+  std::printf("# single: one launch between events; graph: per launch, 20 back to back in a CUDA graph\n");
+  std::printf("# %-34s %-16s %9s %9s %9s %7s %7s %10s\n", "shape", "variant", "single ms", "graph ms", "copy ms",
+              "x copy", "graph x", "max |diff|");
   auto sz = [&](int h) { return std::max(8, int(std::lround(h * scale))); };
 
   // NASNet-Large at 2048: the stem's separable convolutions, then a normal cell's and a
@@ -157,11 +193,11 @@ int main(int argc, char** argv) {
     std::vector<float> first;
     for (int v : {1, 0}) {
       p.variant = v;
-      const double ms = time_ms([&] { launch_depthwise(p, nullptr); }, iters);
+      const Timing ms = time_ms([&](cudaStream_t s) { launch_depthwise(p, s); }, iters);
       const std::vector<float> out = y.read(elem);
       if (first.empty()) first = out;
-      std::printf("  %-34s %-16s %9.4f %9.4f %7.2f %10.2e\n", sh.what, v == 1 ? "row runs" : "4x4 tiles", ms,
-                  copy_ms, ms / copy_ms, max_abs_diff(out, first));
+      std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10.2e\n", sh.what, v == 1 ? "row runs" : "4x4 tiles",
+                  ms.single_ms, ms.graph_ms, copy_ms, ms.single_ms / copy_ms, ms.graph_ms / copy_ms, max_abs_diff(out, first));
     }
   }
 
@@ -194,13 +230,15 @@ int main(int argc, char** argv) {
     p.x_batch_stride = int64_t(h) * h * sh.c;
     const double copy_ms = double(x.bytes + y.bytes) / (copy_gbs * 1e6);
     std::vector<float> first;
-    for (int general : {1, 0}) {
-      p.general = general;
-      const double ms = time_ms([&] { launch_pool(p, nullptr); }, iters);
+    const std::pair<PoolKernel, const char*> kernels[] = {
+        {PoolKernel::General, "general"}, {PoolKernel::Rows3x3, "3x3 rows"}, {PoolKernel::Tiles3x3, "3x3 tiles"}};
+    for (const auto& [kernel, name] : kernels) {
+      p.kernel = kernel;
+      const Timing ms = time_ms([&](cudaStream_t s) { launch_pool(p, s); }, iters);
       const std::vector<float> out = y.read(elem);
       if (first.empty()) first = out;
-      std::printf("  %-34s %-16s %9.4f %9.4f %7.2f %10.2e\n", sh.what, general ? "general" : "3x3 rows", ms, copy_ms,
-                  ms / copy_ms, max_abs_diff(out, first));
+      std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10.2e\n", sh.what, name, ms.single_ms, ms.graph_ms,
+                  copy_ms, ms.single_ms / copy_ms, ms.graph_ms / copy_ms, max_abs_diff(out, first));
     }
   }
   CK(cudaDeviceSynchronize());
