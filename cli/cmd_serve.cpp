@@ -1,9 +1,13 @@
 // `hios serve`: several models served on one device from request streams (executor/serve.hpp),
 // every launcher on the same traces, at loads given as fractions of the fifo launcher's capacity.
 #ifdef HIOS_WITH_EXECUTOR
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -25,6 +29,7 @@ struct ServeCli {
   std::string loads = "0.5,0.8,1.0", arrivals = "poisson", trace, batches = "1,2,4,8", output, algo = "hios-lp";
   int64_t size = 331;
   double duration_s = 5, rate = 0, burst_on_s = 0.5, burst_off_s = 0.5, static_wait_ms = 2;
+  double latency_budget_ms = 0;  // 0: not given
   int static_batch = 4, queue_limit = 64, verify_every = 0, threads = 0;
   std::string high_priority;
   uint64_t seed = 1;
@@ -49,6 +54,22 @@ double parse_fraction(const std::string& s) {
   return v;
 }
 
+// "fifo,adaptive" or "all": the launchers, always run fifo first, then static, then adaptive, so
+// that fifo's measured tail is known when the adaptive launcher needs its budget.
+std::vector<exec::Policy> parse_policies(const std::string& s) {
+  std::vector<exec::Policy> out;
+  for (const std::string& item : split(s, "--policy")) {
+    if (item == "all") {
+      out.insert(out.end(), {exec::Policy::Fifo, exec::Policy::Static, exec::Policy::Adaptive});
+    } else {
+      out.push_back(exec::parse_policy(item));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace
 
 void add_serve_commands(CLI::App& app) {
@@ -59,8 +80,21 @@ void add_serve_commands(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");
   cmd->add_option("--math", o->math, "tf32 or fp32 (inputs are staged in fp32)");
   cmd->add_option("--layout", o->layout, "nchw or nhwc (default: the backend's)")->check(CLI::IsMember({"nchw", "nhwc"}));
-  cmd->add_option("--policy", o->policy, "fifo, static, adaptive or all (default all: every launcher on the same traces)")
-      ->check(CLI::IsMember({"fifo", "static", "adaptive", "all"}));
+  cmd->add_option("--policy", o->policy,
+                  "fifo, static, adaptive, a comma-separated list of them, or all (default all: every launcher on the "
+                  "same traces; fifo runs first)");
+  cmd->add_option("--latency-budget-ms", o->latency_budget_ms,
+                  "adaptive: the latency, queueing included, it keeps each request within, above 0 to 60000 ms "
+                  "(default: fifo's p99 at the lowest load when fifo runs too, else 4x the slowest model's batch-1 pass)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            if (text.empty() || !end || *end != '\0') return "'" + text + "' is not a number";
+            if (!(std::isfinite(v) && v > 0 && v <= 60000)) return "'" + text + "' is not above 0 and at most 60000";
+            return "";
+          },
+          "above 0, at most 60000"));
   cmd->add_option("--loads", o->loads,
                   "Offered loads as fractions of the fifo launcher's capacity (the mix's batch-1 times), "
                   "comma-separated (default 0.5,0.8,1.0)");
@@ -101,6 +135,15 @@ void add_serve_commands(CLI::App& app) {
     for (const std::string& m : models) {
       HIOS_CHECK(find_model(m) != nullptr, "--models: unknown model '%s' (see hios models)", m.c_str());
     }
+    // Checked before the models are prepared, which takes a while.
+    const std::vector<exec::Policy> policies = parse_policies(o->policy);
+    const bool with_fifo = policies.front() == exec::Policy::Fifo;
+    std::vector<double> loads;
+    if (!o->trace.empty() || o->rate > 0) {
+      loads = {0};
+    } else {
+      for (const std::string& l : split(o->loads, "--loads")) loads.push_back(parse_fraction(l));
+    }
     exec::ServeOptions so;
     so.set.session.backend = o->backend;
     so.set.session.math = o->math;
@@ -139,22 +182,48 @@ void add_serve_commands(CLI::App& app) {
                 capacity);
     for (size_t m = 0; m < models.size(); ++m) std::printf(" %s %.3f", models[m].c_str(), single[m]);
     std::printf(")\n");
+    // The adaptive launcher's seeds: a serving pass (staged rows to the device, the pass, the
+    // answer back) per prepared batch, each model alone on the device.
+    const std::vector<std::map<int, double>>& pass_ms = server.batch_pass_ms();
+    std::printf("# serving pass ms by batch:");
+    json pass_json = json::object();
+    for (size_t m = 0; m < models.size(); ++m) {
+      std::printf(" %s", models[m].c_str());
+      json per = json::object();
+      for (const auto& [b, ms] : pass_ms[m]) {
+        std::printf(" %d:%.3f", b, ms);
+        per[std::to_string(b)] = ms;
+      }
+      pass_json[models[m]] = per;
+    }
+    std::printf("\n");
+    // The budget: the one given; else the tail fifo keeps at the lowest load of this run, which
+    // is the latency the target holds the other launchers to (fifo runs first at each
+    // load, and the lowest load is moved first so that fifo has run there before any adaptive
+    // run); else, with no fifo run to measure, Server's default.
+    std::string budget_source;
+    const bool budget_from_fifo = o->latency_budget_ms <= 0 && with_fifo;
+    if (o->latency_budget_ms > 0) {
+      server.set_latency_budget_ms(o->latency_budget_ms);
+      budget_source = "--latency-budget-ms";
+    } else if (budget_from_fifo) {
+      const auto lowest = std::min_element(loads.begin(), loads.end());
+      std::rotate(loads.begin(), lowest, lowest + 1);  // the others keep their order
+    } else {
+      budget_source = strprintf("default: %gx the slowest batch-1 serving pass", exec::Server::kDefaultBudgetPasses);
+    }
+    auto print_budget = [&] {
+      std::printf("# latency budget %.3f ms (%s)\n", server.latency_budget_ms(), budget_source.c_str());
+    };
+    if (!budget_from_fifo) print_budget();
     std::printf("%-9s %9s  %-14s %8s %8s %8s %10s %9s %9s %9s %6s %6s %7s\n", "# launcher", "offered/s", "model", "offered",
                 "answered", "rejected", "answered/s", "p50_ms", "p95_ms", "p99_ms", "batch", "queue", "busy");
-    std::vector<exec::Policy> policies;
-    if (o->policy == "all") {
-      policies = {exec::Policy::Fifo, exec::Policy::Static, exec::Policy::Adaptive};
-    } else {
-      policies = {exec::parse_policy(o->policy)};
-    }
-    std::vector<double> loads;
-    if (!o->trace.empty() || o->rate > 0) {
-      loads = {0};
-    } else {
-      for (const std::string& l : split(o->loads, "--loads")) loads.push_back(parse_fraction(l));
-    }
     json runs = json::array();
     bool stopped = false;
+    // Per launcher: the most answered/s of a run that kept up (nothing rejected, not stopped)
+    // within the budget, and fifo's most answered/s at any load (what it sustains).
+    std::map<exec::Policy, json> best;
+    double fifo_most = 0;
     for (double load : loads) {
       exec::ArrivalSpec spec;
       spec.kind = o->trace.empty() ? o->arrivals : "file";
@@ -169,11 +238,32 @@ void add_serve_commands(CLI::App& app) {
       for (exec::Policy p : policies) {
         const exec::ServeResult r = server.run(trace, p);
         std::fputs(exec::serve_result_line(r).c_str(), stdout);
+        if (budget_from_fifo && budget_source.empty()) {
+          // The first run is fifo's at the lowest load. A trace with nothing answered (too
+          // short, or stopped at once) has no tail to keep to: the default then.
+          const exec::ModelStats& a = r.models.back();
+          if (a.answered > 0 && a.p99_ms > 0) {
+            server.set_latency_budget_ms(std::min(a.p99_ms, 60000.0));
+            budget_source = o->trace.empty() && o->rate <= 0 ? strprintf("fifo's p99 at load %g", load)
+                                                             : std::string("fifo's p99 on this trace");
+          } else {
+            budget_source = strprintf("default: %gx the slowest batch-1 serving pass (fifo answered nothing to measure)",
+                                      exec::Server::kDefaultBudgetPasses);
+          }
+          print_budget();
+        }
         std::fflush(stdout);
         json j = exec::serve_result_to_json(r, models);
         j["load"] = load;
         j["requests"] = int64_t(trace.size());
         runs.push_back(j);
+        const exec::ModelStats& a = r.models.back();
+        if (p == exec::Policy::Fifo) fifo_most = std::max(fifo_most, a.throughput_rps);
+        if (!r.stopped && a.rejected == 0 && a.answered > 0 && a.p99_ms <= server.latency_budget_ms()) {
+          if (!best.count(p) || a.throughput_rps > best[p]["answered_rps"].get<double>()) {
+            best[p] = {{"answered_rps", a.throughput_rps}, {"load", load}, {"p99_ms", a.p99_ms}};
+          }
+        }
         if (r.stopped) {
           stopped = true;
           break;
@@ -182,13 +272,37 @@ void add_serve_commands(CLI::App& app) {
       if (stopped) break;
     }
     if (stopped) std::printf("# stopped by SIGINT: the run in progress answered what it had taken, rejected what waited\n");
+    // The measure: throughput sustained within the budget, against what fifo sustains.
+    json within = json::object();
+    std::printf("# within the budget (p99 <= %.3f ms, nothing rejected):", server.latency_budget_ms());
+    if (best.empty()) std::printf(" no run");
+    for (const auto& [p, row] : best) {
+      std::printf(" %s %.1f/s at load %g", exec::policy_name(p), row["answered_rps"].get<double>(),
+                  row["load"].get<double>());
+      if (fifo_most > 0) std::printf(" (%.2fx fifo's most)", row["answered_rps"].get<double>() / fifo_most);
+      std::printf(";");
+      within[exec::policy_name(p)] = row;
+    }
+    if (fifo_most > 0) std::printf(" fifo's most answered/s at any load %.1f", fifo_most);
+    std::printf("\n");
     std::printf("# summary: %zu run(s), every request answered or rejected with a reason (see 'rejections' in the JSON)\n",
                 runs.size());
     const std::string output = o->output.empty() ? "output/serve-" + o->backend + ".json" : o->output;
     if (output != "none") {
-      json all = {{"format", "hios-serve"}, {"version", 1},          {"models", models},
-                  {"size", o->size},        {"device", server.device()}, {"fifo_capacity_rps", capacity},
-                  {"single_request_ms", single}, {"runs", runs},   {"stopped", stopped}};
+      json all = {{"format", "hios-serve"},
+                  {"version", 1},
+                  {"models", models},
+                  {"size", o->size},
+                  {"device", server.device()},
+                  {"fifo_capacity_rps", capacity},
+                  {"single_request_ms", single},
+                  {"pass_ms", pass_json},
+                  {"latency_budget_ms", server.latency_budget_ms()},
+                  {"latency_budget_source", budget_source},
+                  {"within_budget", within},
+                  {"fifo_most_answered_rps", fifo_most},
+                  {"runs", runs},
+                  {"stopped", stopped}};
       std::filesystem::path parent = std::filesystem::path(output).parent_path();
       if (!parent.empty()) std::filesystem::create_directories(parent);
       write_file_atomic(output, all.dump(1) + "\n");

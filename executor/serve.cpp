@@ -105,12 +105,23 @@ const char* policy_name(Policy p) {
 // ---------------------------------------------------------------------------------------------
 // The launcher's decision.
 
-BatchController::BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s)
-    : p_(p), batches_(std::move(batches)), static_batch_(static_batch), static_wait_s_(static_wait_s) {
+BatchController::BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s,
+                                 double budget_s, std::map<int, double> pass_s)
+    : p_(p), batches_(std::move(batches)), static_batch_(static_batch), static_wait_s_(static_wait_s), budget_s_(budget_s) {
   std::sort(batches_.begin(), batches_.end());
+  batches_.erase(std::unique(batches_.begin(), batches_.end()), batches_.end());
   HIOS_CHECK(!batches_.empty() && batches_.front() == 1, "the served batch sizes must include 1");
   HIOS_CHECK(std::find(batches_.begin(), batches_.end(), static_batch_) != batches_.end(),
              "--static-batch %d is not one of the served batch sizes", static_batch_);
+  if (p_ == Policy::Adaptive) {
+    HIOS_CHECK(std::isfinite(budget_s_) && budget_s_ > 0, "the adaptive launcher needs a latency budget above 0, not %g s",
+               budget_s_);
+  }
+  for (const auto& [b, s] : pass_s) {
+    HIOS_CHECK(std::binary_search(batches_.begin(), batches_.end(), b), "a pass time for batch %d, which is not served", b);
+    HIOS_CHECK(std::isfinite(s) && s >= 0, "the pass time of batch %d is %g s", b, s);
+    pass_s_[b] = s;
+  }
 }
 
 int BatchController::batch_for(int n) const {
@@ -120,7 +131,31 @@ int BatchController::batch_for(int n) const {
   return batches_.back();
 }
 
+double BatchController::predicted_s(int batch) const {
+  auto it = pass_s_.find(batch);
+  if (it != pass_s_.end()) return it->second;
+  // Not measured: scale a measured batch in proportion, which is what a saturated device does.
+  // The largest smaller one first: scaled up, a pass is predicted too long rather than too
+  // short, which keeps the budget rather than risks it. Else the smallest larger one.
+  auto from = pass_s_.lower_bound(batch);
+  if (from != pass_s_.begin()) --from;
+  // Nothing measured: nothing to keep to, so every batch fits (the controller then takes what
+  // waits, as large as is prepared).
+  return from == pass_s_.end() ? 0 : from->second * double(batch) / double(from->first);
+}
+
+void BatchController::observe(int batch, double pass_s) {
+  if (!std::isfinite(pass_s) || pass_s < 0 || !std::binary_search(batches_.begin(), batches_.end(), batch)) return;
+  auto it = pass_s_.find(batch);
+  if (it == pass_s_.end()) {
+    pass_s_[batch] = pass_s;
+  } else {
+    it->second += kEwma * (pass_s - it->second);
+  }
+}
+
 int BatchController::take(int waiting, double oldest_wait_s, bool stopping) {
+  drained_ = false;
   if (waiting <= 0) return 0;
   switch (p_) {
     case Policy::Fifo: return 1;
@@ -129,20 +164,43 @@ int BatchController::take(int waiting, double oldest_wait_s, bool stopping) {
       // more requests will come.
       if (waiting >= static_batch_) return static_batch_;
       return oldest_wait_s >= static_wait_s_ || stopping ? waiting : 0;
-    case Policy::Adaptive: return std::min(waiting, std::min(limit_, batches_.back()));
+    case Policy::Adaptive: return adaptive_take(waiting, oldest_wait_s);
   }
   return 0;
 }
 
-void BatchController::after_take(int still_waiting) {
-  if (p_ != Policy::Adaptive) return;
-  if (still_waiting > 0) {
-    limit_ = std::min(limit_ * 2, batches_.back());  // a backlog: larger batches serve it faster
-    empties_ = 0;
-  } else if (++empties_ >= 2) {
-    limit_ = std::max(limit_ / 2, 1);  // keeping up: smaller batches answer sooner
-    empties_ = 0;
+int BatchController::adaptive_take(int waiting, double oldest_wait_s) {
+  // Candidates: every prepared batch up to the one that holds all that waits. A larger one
+  // would only add padding rows, which take device time and answer nobody.
+  const int top = batch_for(waiting);
+  std::vector<int> cands;
+  for (int b : batches_) {
+    if (b <= top) cands.push_back(b);
   }
+  // Requests answered per second by a pass of b, as a comparison without division (a pass
+  // predicted at 0 s must compare too): rate(x) >= rate(y) <=> n_x * t_y >= n_y * t_x.
+  auto served = [&](int b) { return double(std::min(waiting, b)); };
+  auto at_least_as_fast = [&](int x, int y) { return served(x) * predicted_s(y) >= served(y) * predicted_s(x); };
+  // The top candidate is padded when what waits is not itself a prepared batch. Padding is
+  // kept only where it is free: where the padded pass answers requests at least as fast as the
+  // next smaller, full batch. On a device with room to spare a larger batch costs little more
+  // than a smaller one; on a saturated one (the CPU backend) it costs in proportion, and the
+  // rest are better answered by the next pass.
+  if (top > waiting && cands.size() >= 2 && !at_least_as_fast(top, cands[cands.size() - 2])) cands.pop_back();
+  // Within the budget: the oldest request is answered when the pass ends, so the largest
+  // batch whose pass ends in time answers the most requests without a late one.
+  for (auto it = cands.rbegin(); it != cands.rend(); ++it) {
+    if (oldest_wait_s + predicted_s(*it) <= budget_s_) return std::min(waiting, *it);
+  }
+  // Even one request alone would be late: the budget is lost for the oldest. What helps the
+  // requests behind it is getting through the backlog fastest, so take the batch that answers
+  // the most requests per second (the smaller one on a tie: its answers come sooner).
+  drained_ = true;
+  int best = cands.front();
+  for (int b : cands) {
+    if (!at_least_as_fast(best, b)) best = b;
+  }
+  return std::min(waiting, best);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -152,11 +210,44 @@ struct Server::Model {
   std::string name;
   std::unique_ptr<Comm> self;
   std::unique_ptr<ShapeSet> set;
-  std::map<int, ShapeKey> key;        // by batch
-  std::map<int, HostBuffer> staging;  // by batch: the whole input, pinned on GPU backends
-  int64_t item_elems = 0;             // one image, stored
-  std::vector<float> base;            // one image in the backend's layout (every request's input)
-  int64_t out_item = 0;               // output elements per image
+  std::map<int, ShapeKey> key;  // by batch
+  int64_t item_elems = 0;       // one image, stored
+  std::vector<float> base;      // one image in the backend's layout (every unverified request's input)
+  int64_t out_item = 0;         // output elements per image
+  // The arrival ring (see the header): ring_slots slots of one image each, then ring_mirror
+  // more that repeat the first ones, so that a window of up to the largest batch starting at
+  // any slot is one contiguous block, also where it wraps. Pinned on GPU backends, so the
+  // worker's copy to the device is a DMA the host does not stage.
+  HostBuffer ring;
+  int64_t ring_slots = 0, ring_mirror = 0;
+
+  float* slot(int64_t physical) { return static_cast<float*>(ring.get()) + physical * item_elems; }
+  // Slot `pos` (a position in arrival order) of the ring, and its mirror, from `src` or zeros.
+  void put(int64_t pos, const float* src) {
+    const int64_t i = pos % ring_slots;
+    const size_t bytes = size_t(item_elems) * sizeof(float);
+    for (float* dst : {slot(i), i < ring_mirror ? slot(ring_slots + i) : nullptr}) {
+      if (dst && src) std::memcpy(dst, src, bytes);
+      if (dst && !src) std::memset(dst, 0, bytes);
+    }
+  }
+  const float* window(int64_t pos) { return slot(pos % ring_slots); }
+
+  // A worker's two steps, shared by the start-up measurement so that the seeds time what the
+  // launcher runs. Staging: the rows into the batch's input tensor, where the graph reads it;
+  // the host waits for the copy, because its rows are reused once it returns, and run() needs
+  // the write complete (ShapeSet::input).
+  void stage(int b, const float* rows) {
+    const ShapeKey& k = key.at(b);
+    Backend& be = set->session().backend();
+    (void)set->input(k);  // makes k current, so that its input tensor is the one written
+    be.copy_from_host(set->graph(k).input(), rows, 0);
+    be.sync_stream(0);
+  }
+  std::vector<float> answer(int b) {
+    set->run(key.at(b));
+    return set->read_output(key.at(b));
+  }
 };
 
 Server::Server(const std::vector<std::string>& models, int64_t size, const ServeOptions& opt,
@@ -164,9 +255,14 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
     : names_(models), size_(size), opt_(opt) {
   HIOS_CHECK(!models.empty(), "no models to serve");
   HIOS_CHECK(opt.queue_limit >= 1 && opt.queue_limit <= 1000000, "--queue-limit must be from 1 to 1e6");
+  if (opt.latency_budget_ms != 0) set_latency_budget_ms(opt.latency_budget_ms);
   for (const std::string& name : opt.high_priority) {
     HIOS_CHECK(std::count(models.begin(), models.end(), name) == 1, "--high-priority names '%s', which is not served",
                name.c_str());
+  }
+  for (int b : opt.batches) {
+    HIOS_CHECK(b >= 1 && b <= 4096, "batch size %d is outside 1 to 4096", b);
+    max_batch_ = std::max(max_batch_, b);
   }
   for (const std::string& name : models) {
     HIOS_CHECK(std::count(models.begin(), models.end(), name) == 1, "model '%s' is listed twice", name.c_str());
@@ -179,7 +275,6 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
                                         make_schedule, set, *m->self);
     std::vector<ShapeKey> keys;
     for (int b : opt.batches) {
-      HIOS_CHECK(b >= 1 && b <= 4096, "batch size %d is outside 1 to 4096", b);
       m->key[b] = ShapeKey{b, size, size};
       keys.push_back(m->key[b]);
     }
@@ -191,7 +286,18 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
     m->item_elems = g1.nodes[size_t(g1.input())].shape.numel();
     m->out_item = g1.nodes[size_t(g1.output())].shape.numel();
     m->base = to_layout(make_input(g1, opt.set.session.seed), g1.nodes[size_t(g1.input())].shape, parse_layout(be.layout()));
-    for (int b : opt.batches) m->staging[b] = be.alloc_host(size_t(m->item_elems) * size_t(b) * sizeof(float));
+    // What waits (queue_limit), the batch in flight with its padding (one largest batch) and
+    // the zeroed rows kept ahead of the next arrival for padding (one more): see run().
+    m->ring_slots = int64_t(opt.queue_limit) + 2 * int64_t(max_batch_);
+    m->ring_mirror = max_batch_ - 1;
+    const double ring_bytes = double(m->ring_slots + m->ring_mirror) * double(m->item_elems) * sizeof(float);
+    // A queue limit of a million at 331x331 would ask for over a terabyte, which an
+    // overcommitting host grants and then kills the process for on first touch.
+    HIOS_CHECK(ring_bytes <= 64.0 * (1ull << 30),
+               "hios serve stages every waiting request of '%s' in host memory: %lld slots of %.2f MB is %.1f GB; "
+               "lower --queue-limit",
+               name.c_str(), (long long)(m->ring_slots + m->ring_mirror), double(m->item_elems) * 4 / 1e6, ring_bytes / 1e9);
+    m->ring = be.alloc_host(size_t(ring_bytes));
     models_.push_back(std::move(m));
   }
 }
@@ -215,6 +321,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -224,9 +332,50 @@ double percentile(std::vector<double> v, double q) {
 
 }  // namespace
 
+const std::vector<std::map<int, double>>& Server::batch_pass_ms() {
+  if (!pass_ms_.empty()) return pass_ms_;
+  // Few: the seeds only start the estimates, which every pass of a run then refines.
+  constexpr int kPasses = 3;
+  for (auto& m : models_) {
+    for (int64_t i = 0; i < max_batch_; ++i) m->put(i, m->base.data());
+    std::map<int, double> per;
+    for (const auto& [b, key] : m->key) {
+      std::vector<double> t;
+      for (int i = 0; i <= kPasses; ++i) {
+        const auto t0 = Clock::now();
+        m->stage(b, m->window(0));
+        (void)m->answer(b);
+        if (i > 0) t.push_back(ms_since(t0));  // the first pass switches to this batch's bucket
+      }
+      per[b] = median(t);
+    }
+    pass_ms_.push_back(per);
+  }
+  return pass_ms_;
+}
+
+double Server::default_latency_budget_ms() {
+  double slowest = 0;
+  for (const auto& per : batch_pass_ms()) slowest = std::max(slowest, per.at(1));
+  // A pass that rounds to 0 ms (a tiny model on a fast host) still needs a budget above 0.
+  return std::min(std::max(kDefaultBudgetPasses * slowest, 1e-3), 60000.0);
+}
+
+void Server::set_latency_budget_ms(double ms) {
+  HIOS_CHECK(std::isfinite(ms) && ms > 0 && ms <= 60000, "--latency-budget-ms must be above 0 and at most 60000, not %g",
+             ms);
+  opt_.latency_budget_ms = ms;
+}
+
+double Server::latency_budget_ms() {
+  return opt_.latency_budget_ms > 0 ? opt_.latency_budget_ms : default_latency_budget_ms();
+}
+
 ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   ServeResult res;
   res.policy = policy;
+  // Only the adaptive launcher needs the budget (and, for its default, the measured passes).
+  res.latency_budget_ms = policy == Policy::Adaptive ? latency_budget_ms() : opt_.latency_budget_ms;
   res.requests.resize(trace.size());
   for (size_t i = 0; i < trace.size(); ++i) {
     HIOS_CHECK(trace[i].id == int64_t(i) && trace[i].model >= 0 && trace[i].model < int(models_.size()),
@@ -235,6 +384,49 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
     res.requests[i].model = trace[i].model;
     res.requests[i].arrival_s = trace[i].arrival_s;
   }
+  const std::vector<std::map<int, double>> seeds = policy == Policy::Adaptive ? batch_pass_ms() : pass_ms_;
+  if (policy == Policy::Adaptive) res.pass_ms.resize(models_.size());
+
+  // Verified requests get inputs of their own. Made now, before the clock starts: a random
+  // image costs milliseconds, which in the dispatcher would delay every request behind it.
+  std::map<int64_t, std::vector<float>> own;
+  if (opt_.verify_every > 0) {
+    double bytes = 0;
+    for (const Request& r : trace) {
+      if (r.id % opt_.verify_every == 0) bytes += double(models_[size_t(r.model)]->item_elems) * sizeof(float);
+    }
+    HIOS_CHECK(bytes <= 8.0 * (1ull << 30),
+               "--verify-every %d would keep %.1f GB of inputs of their own for this trace; raise it", opt_.verify_every,
+               bytes / 1e9);
+    for (const Request& r : trace) {
+      if (r.id % opt_.verify_every != 0) continue;
+      Model& m = *models_[size_t(r.model)];
+      const Graph& g1 = m.set->graph(m.key.at(1));
+      own[r.id] = to_layout(make_input(g1, opt_.set.session.seed + 1 + uint64_t(r.id)), g1.nodes[size_t(g1.input())].shape,
+                            parse_layout(m.set->session().backend().layout()));
+    }
+  }
+
+  // Arrival staging, per model. Slots are handed out in arrival order at positions head..next
+  // (counted from the run's start; the slot is position % ring_slots), and a model's requests
+  // are taken in arrival order, so a batch is the run of positions [s, s + taken). A padded
+  // batch takes everything waiting (BatchController never pads otherwise), so the rows after it
+  // are free: they are kept zero ahead of `next` by the dispatcher, and the worker reserves
+  // them by moving `next` past them. Slots return to the ring once their copy to the device has
+  // completed. `zero` (which slots hold zeros) is the dispatcher's alone; the rest is under mu.
+  struct RingState {
+    int64_t head = 0, next = 0;
+    bool staging = false;  // the dispatcher is writing at or after `next`
+    std::vector<char> zero;
+  };
+  std::vector<RingState> rings(models_.size());
+  for (size_t mi = 0; mi < models_.size(); ++mi) {
+    Model& m = *models_[mi];
+    std::memset(m.ring.get(), 0, size_t(m.ring_slots + m.ring_mirror) * size_t(m.item_elems) * sizeof(float));
+    rings[mi].zero.assign(size_t(m.ring_slots), 1);
+  }
+  std::vector<int64_t> slot_of(trace.size(), -1);  // position in its model's ring (under mu)
+
   const size_t nq = policy == Policy::Fifo ? 1 : models_.size();
   std::vector<std::deque<int64_t>> queues(nq);
   std::mutex mu;
@@ -250,108 +442,173 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   };
   std::string worker_error;
 
-  auto worker = [&](size_t q) {
-    BatchController ctl(policy, opt_.batches, opt_.static_batch, opt_.static_wait_s);
-    try {
-      for (;;) {
-        std::vector<int64_t> batch;
-        {
-          std::unique_lock<std::mutex> lk(mu);
-          for (;;) {
-            if (stopping() || !worker_error.empty()) {
-              for (int64_t id : queues[q]) res.requests[size_t(id)].rejected = "server stopped while it waited";
-              queues[q].clear();
-              sample(q);
-              return;
-            }
-            const int waiting = int(queues[q].size());
-            const double oldest = waiting ? now_s() - trace[size_t(queues[q].front())].arrival_s : 0;
-            const int n = ctl.take(waiting, oldest, dispatch_done);
-            if (n > 0) {
-              // fifo takes one; the others take a run of one model's requests.
-              for (int i = 0; i < n; ++i) {
-                batch.push_back(queues[q].front());
-                queues[q].pop_front();
-              }
-              ctl.after_take(int(queues[q].size()));
-              sample(q);
-              break;
-            }
-            if (dispatch_done && waiting == 0) return;
-            if (policy == Policy::Static && waiting > 0) {
-              cv.wait_for(lk, std::chrono::duration<double>(std::max(opt_.static_wait_s - oldest, 1e-5)));
-            } else {
+  // One worker's loop over its queue; returns when the queue is done or the run stops.
+  auto serve_queue = [&](size_t q, BatchController& ctl) {
+    for (;;) {
+      std::vector<int64_t> batch;
+      size_t mi = 0;
+      int64_t first = 0;
+      int b = 0;
+      bool drained = false;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        for (;;) {
+          if (stopping() || !worker_error.empty()) {
+            for (int64_t id : queues[q]) res.requests[size_t(id)].rejected = "server stopped while it waited";
+            queues[q].clear();
+            sample(q);
+            return;
+          }
+          const int waiting = int(queues[q].size());
+          const double oldest = waiting ? now_s() - trace[size_t(queues[q].front())].arrival_s : 0;
+          const int n = ctl.take(waiting, oldest, dispatch_done);
+          if (n > 0) {
+            mi = size_t(trace[size_t(queues[q].front())].model);
+            b = ctl.batch_for(n);
+            RingState& r = rings[mi];
+            // Padding rows are the slots after the last waiting request, and the dispatcher is
+            // writing one of them now: it is a request arriving this instant, so wait for it
+            // (and perhaps take it too) rather than pad over it.
+            if (b > n && r.staging) {
               cv.wait(lk);
+              continue;
             }
+            drained = ctl.drained();
+            // fifo takes one; the others take a run of one model's requests.
+            for (int i = 0; i < n; ++i) {
+              batch.push_back(queues[q].front());
+              queues[q].pop_front();
+            }
+            first = slot_of[size_t(batch.front())];
+            for (int i = 0; i < n; ++i) {
+              HIOS_CHECK(slot_of[size_t(batch[size_t(i)])] == first + i && trace[size_t(batch[size_t(i)])].model == int(mi),
+                         "internal error: request %lld is not staged after the one before it",
+                         (long long)batch[size_t(i)]);
+            }
+            HIOS_CHECK(first == r.head, "internal error: '%s' staged slots are taken out of order",
+                       models_[mi]->name.c_str());
+            if (b > n) {
+              HIOS_CHECK(queues[q].empty() && r.next == first + n,
+                         "internal error: a padded batch of '%s' left requests behind", models_[mi]->name.c_str());
+              r.next = first + b;
+            }
+            sample(q);
+            break;
           }
-        }
-        Model& m = *models_[size_t(trace[size_t(batch.front())].model)];
-        const int b = ctl.batch_for(int(batch.size()));
-        const ShapeKey key = m.key.at(b);
-        float* staged = static_cast<float*>(m.staging.at(b).get());
-        for (size_t i = 0; i < size_t(b); ++i) {
-          float* slot = staged + int64_t(i) * m.item_elems;
-          if (i >= batch.size()) {
-            std::memset(slot, 0, size_t(m.item_elems) * sizeof(float));  // padding
-          } else if (opt_.verify_every > 0 && batch[i] % opt_.verify_every == 0) {
-            const Graph& g1 = m.set->graph(m.key.at(1));
-            const std::vector<float> own = to_layout(make_input(g1, opt_.set.session.seed + 1 + uint64_t(batch[i])),
-                                                     g1.nodes[size_t(g1.input())].shape,
-                                                     parse_layout(m.set->session().backend().layout()));
-            std::memcpy(slot, own.data(), own.size() * sizeof(float));
+          if (dispatch_done && waiting == 0) return;
+          if (policy == Policy::Static && waiting > 0) {
+            cv.wait_for(lk, std::chrono::duration<double>(std::max(opt_.static_wait_s - oldest, 1e-5)));
           } else {
-            std::memcpy(slot, m.base.data(), m.base.size() * sizeof(float));
-          }
-        }
-        const double start = now_s();
-        // The caller's write: the staged batch straight into the graph's input tensor.
-        const int input = m.set->graph(key).input();
-        (void)m.set->input(key);
-        m.set->session().backend().copy_from_host(input, staged, 0);
-        m.set->session().backend().sync_stream(0);
-        m.set->run(key);
-        const std::vector<float> out = m.set->read_output(key);
-        const double done = now_s();
-        std::lock_guard<std::mutex> lk(mu);
-        busy.emplace_back(start, done);
-        for (size_t i = 0; i < batch.size(); ++i) {
-          RequestOutcome& o = res.requests[size_t(batch[i])];
-          o.start_s = start;
-          o.done_s = done;
-          o.batch = b;
-          if (opt_.verify_every > 0 && batch[i] % opt_.verify_every == 0) {
-            verify.emplace_back(batch[i], std::vector<float>(out.begin() + int64_t(i) * m.out_item,
-                                                             out.begin() + int64_t(i + 1) * m.out_item));
+            cv.wait(lk);
           }
         }
       }
+      Model& m = *models_[mi];
+      const double start = now_s();
+      m.stage(b, m.window(first));
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        rings[mi].head = first + b;
+      }
+      const std::vector<float> out = m.answer(b);
+      const double done = now_s();
+      ctl.observe(b, done - start);
+      std::lock_guard<std::mutex> lk(mu);
+      busy.emplace_back(start, done);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        RequestOutcome& o = res.requests[size_t(batch[i])];
+        o.start_s = start;
+        o.done_s = done;
+        o.batch = b;
+        o.drained = drained;
+        if (own.count(batch[i])) {
+          verify.emplace_back(batch[i], std::vector<float>(out.begin() + int64_t(i) * m.out_item,
+                                                           out.begin() + int64_t(i + 1) * m.out_item));
+        }
+      }
+    }
+  };
+  auto worker = [&](size_t q) {
+    std::map<int, double> seed_s;
+    if (policy == Policy::Adaptive) {
+      for (const auto& [b, ms] : seeds[q]) seed_s[b] = ms / 1e3;
+    }
+    BatchController ctl(policy, opt_.batches, opt_.static_batch, opt_.static_wait_s, res.latency_budget_ms / 1e3, seed_s);
+    try {
+      serve_queue(q, ctl);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lk(mu);
       if (worker_error.empty()) worker_error = e.what();
       cv.notify_all();
+    }
+    if (policy == Policy::Adaptive) {
+      std::lock_guard<std::mutex> lk(mu);
+      for (int b : opt_.batches) res.pass_ms[q][b] = 1e3 * ctl.predicted_s(b);
     }
   };
 
   std::vector<std::thread> workers;
   for (size_t q = 0; q < nq; ++q) workers.emplace_back(worker, q);
   size_t next = 0;
-  for (; next < trace.size(); ++next) {
-    // In slices, so that a stop is seen within 20 ms however far the next arrival is.
-    const auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(trace[next].arrival_s));
-    while (!stopping() && Clock::now() < due) {
-      std::this_thread::sleep_until(std::min(due, Clock::now() + std::chrono::milliseconds(20)));
+  try {
+    for (; next < trace.size(); ++next) {
+      // In slices, so that a stop is seen within 20 ms however far the next arrival is.
+      const auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(trace[next].arrival_s));
+      while (!stopping() && Clock::now() < due) {
+        std::this_thread::sleep_until(std::min(due, Clock::now() + std::chrono::milliseconds(20)));
+      }
+      if (stopping()) break;
+      const size_t mi = size_t(trace[next].model);
+      Model& m = *models_[mi];
+      RingState& r = rings[mi];
+      const size_t q = policy == Policy::Fifo ? 0 : mi;
+      int64_t pos = 0;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!worker_error.empty()) break;
+        if (int(queues[q].size()) >= opt_.queue_limit) {
+          res.requests[next].rejected = strprintf("queue full (%d waiting)", opt_.queue_limit);
+          continue;
+        }
+        // At most queue_limit - 1 wait (or the queue would be full) and one batch is in flight
+        // with its padding, so with ring_slots = queue_limit + 2 x the largest batch the slot
+        // and the zeroed rows after it are free.
+        HIOS_CHECK(r.next + max_batch_ <= r.head + m.ring_slots, "internal error: the arrival ring of '%s' is full",
+                   m.name.c_str());
+        pos = r.next++;
+        r.staging = true;
+      }
+      // The copies run outside the lock, so that workers take and release batches meanwhile;
+      // none of them reads these slots until the request is queued.
+      auto mine = own.find(int64_t(next));
+      m.put(pos, mine != own.end() ? mine->second.data() : m.base.data());
+      r.zero[size_t(pos % m.ring_slots)] = 0;
+      // Padding never exceeds the largest batch less 2 rows (one request runs at batch 1), so
+      // zeroed rows up to a largest batch after the newest request cover any padded batch.
+      for (int64_t p = pos + 1; p < pos + max_batch_; ++p) {
+        if (!r.zero[size_t(p % m.ring_slots)]) {
+          m.put(p, nullptr);
+          r.zero[size_t(p % m.ring_slots)] = 1;
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        slot_of[next] = pos;
+        r.staging = false;
+        queues[q].push_back(int64_t(next));
+        sample(q);
+      }
+      cv.notify_all();
     }
-    if (stopping()) break;
-    std::lock_guard<std::mutex> lk(mu);
-    if (!worker_error.empty()) break;
-    const size_t q = policy == Policy::Fifo ? 0 : size_t(trace[next].model);
-    if (int(queues[q].size()) >= opt_.queue_limit) {
-      res.requests[next].rejected = strprintf("queue full (%d waiting)", opt_.queue_limit);
-    } else {
-      queues[q].push_back(int64_t(next));
-      sample(q);
+  } catch (...) {
+    // An internal error in the dispatcher: the workers must still be stopped and joined.
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (worker_error.empty()) worker_error = "the dispatcher failed";
     }
     cv.notify_all();
+    for (std::thread& t : workers) t.join();
+    throw;
   }
   res.stopped = stopping();
   res.not_sent = int64_t(trace.size() - next);
@@ -403,6 +660,7 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
         continue;
       }
       ++st.answered;
+      st.drained += o.drained;
       lat.push_back(1e3 * (o.done_s - o.arrival_s));
       batches += o.batch;
     }
@@ -433,9 +691,20 @@ json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& 
     stats.push_back({{"model", s.name},         {"offered", s.offered},   {"answered", s.answered},
                      {"rejected", s.rejected},  {"throughput_rps", s.throughput_rps},
                      {"p50_ms", s.p50_ms},      {"p95_ms", s.p95_ms},     {"p99_ms", s.p99_ms},
-                     {"mean_batch", s.mean_batch}, {"max_queue", s.max_queue}});
+                     {"mean_batch", s.mean_batch}, {"max_queue", s.max_queue}, {"drained", s.drained}});
   }
   j["models"] = stats;
+  if (r.policy == Policy::Adaptive) {
+    // Only the adaptive launcher keeps to the budget; fifo and static ignore it.
+    j["latency_budget_ms"] = r.latency_budget_ms;
+    json est = json::object();
+    for (size_t m = 0; m < r.pass_ms.size() && m < models.size(); ++m) {
+      json per = json::object();
+      for (const auto& [b, ms] : r.pass_ms[m]) per[std::to_string(b)] = ms;
+      est[models[m]] = per;
+    }
+    j["pass_ms_at_end"] = est;
+  }
   json q = json::array();
   for (const auto& s : r.queue) {
     q.push_back({s[0], s[1] < 0 ? std::string("all") : models.at(size_t(s[1])), int(s[2])});

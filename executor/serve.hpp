@@ -11,22 +11,36 @@
 //   static    a queue and a worker per model; a worker runs a fixed batch when that many are
 //             waiting, or a padded partial batch once the oldest has waited `static_wait_s`.
 //   adaptive  a queue and a worker per model (models run concurrently, each on its own streams);
-//             a free worker takes what is waiting up to its batch limit at once, and the limit
-//             follows the backlog: doubled when requests are still waiting after a dequeue,
-//             halved after two dequeues that emptied the queue. A measured heuristic rather than
-//             a learned policy: its inputs (queue length, which batch sizes are prepared) are all
-//             it needs on one device, it has no training cost, and its behaviour can be tested.
+//             a free worker takes what is waiting at once, in the largest batch whose answer
+//             still meets the latency budget. It knows each batch size's pass time from
+//             measurement: seeded by timed passes at start-up, then an EWMA of every pass it runs
+//             (start to answer, under whatever the other models do to the device meanwhile). If
+//             even one request cannot meet the budget any more, it drains the backlog with the
+//             batch that answers the most requests per millisecond. A measured heuristic rather
+//             than a learned policy: on one device its inputs (queue, oldest wait, measured pass
+//             times) are all it needs, it costs no training, and its decisions can be tested.
+//             It replaced a launcher whose batch limit followed the backlog alone (doubled while
+//             requests waited, halved after two emptying dequeues): that one let nasnet_large's
+//             batches grow to 8, whose passes alone outlast the tail fifo keeps at half load
+//             (docs/benchmarks.md).
 //
 // A batch is padded up to the smallest prepared batch that holds it (padding rows compute on
-// zeros and are dropped). Nothing is lost: a request is answered, or rejected with a reason
-// (its model's queue was full, or the server was stopped while it waited), and the report's
-// counts add up to the trace.
+// zeros and are dropped; the adaptive launcher pads only where that costs no throughput).
+// Nothing is lost: a request is answered, or rejected with a reason (its model's queue was full,
+// or the server was stopped while it waited), and the report's counts add up to the trace.
+//
+// Inputs are staged when a request arrives, not when its batch starts: the dispatcher copies it
+// into its model's ring of host slots (pinned on GPU backends), in arrival order, so that a
+// batch of one model's consecutive requests is already one contiguous block and its worker only
+// copies that block to the device. The ring holds queue_limit + 2 x the largest batch slots
+// (what waits, the batch in flight with its padding, the zeroed rows ahead of the next arrival).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,24 +72,39 @@ Policy parse_policy(const std::string& s);  // fifo | static | adaptive
 const char* policy_name(Policy p);
 
 // The launcher's decision, free of threads and clocks so that it can be tested: how many
-// waiting requests a free worker takes now (0: wait).
+// waiting requests a free worker takes now (0: wait). The worker then runs them in
+// batch_for(taken) and reports the pass's measured time with observe().
 class BatchController {
  public:
-  BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s);
+  // pass_s: measured seconds of one pass per prepared batch (adaptive: the seeds of its
+  // estimates; a batch left out is estimated from the nearest measured one). budget_s: the
+  // latency the adaptive launcher keeps each request within, queueing included; fifo and
+  // static ignore both.
+  BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s, double budget_s = 0,
+                  std::map<int, double> pass_s = {});
   int take(int waiting, double oldest_wait_s, bool stopping);
-  // After a dequeue: how many are still waiting (the adaptive limit follows it).
-  void after_take(int still_waiting);
-  int limit() const { return limit_; }
+  // A pass of `batch` took `pass_s` seconds, start to answer.
+  void observe(int batch, double pass_s);
+  // The expected seconds of one pass of a prepared batch.
+  double predicted_s(int batch) const;
+  // Whether the last take() had to give up on the budget and drained (adaptive).
+  bool drained() const { return drained_; }
   // The smallest prepared batch holding n requests.
   int batch_for(int n) const;
+  // Weight of a new measurement in the estimate: recent enough to follow the other models'
+  // load on the device within a few passes, smooth enough that one slow pass does not make
+  // the launcher abandon a batch size.
+  static constexpr double kEwma = 0.25;
 
  private:
+  int adaptive_take(int waiting, double oldest_wait_s);
   Policy p_;
   std::vector<int> batches_;
   int static_batch_;
   double static_wait_s_;
-  int limit_ = 1;
-  int empties_ = 0;
+  double budget_s_;
+  std::map<int, double> pass_s_;  // by prepared batch: the estimate
+  bool drained_ = false;
 };
 
 struct ServeOptions {
@@ -85,6 +114,10 @@ struct ServeOptions {
   double static_wait_s = 0.002;
   int queue_limit = 64;   // waiting requests per model (fifo: in the one queue) before rejecting
   int verify_every = 0;   // every k-th request gets its own input and is compared with a batch-1 run
+  // adaptive: the latency, queueing included, a request should be answered within (ms, up to
+  // 60000). 0: default_latency_budget_ms(). The CLI sets fifo's p99 at its lowest load instead
+  // when it runs fifo (cli/cmd_serve.cpp).
+  double latency_budget_ms = 0;
   // Models whose compute streams get the device's highest priority (BackendConfig::
   // compute_priority): the one with the longest passes, so that the others' kernels do not
   // stretch its tail.
@@ -99,6 +132,7 @@ struct RequestOutcome {
   int batch = 0;  // prepared batch it ran in (0: not run)
   std::string rejected;  // the reason; empty when answered
   double max_rel = -1;   // verified requests: against the same input alone at batch 1
+  bool drained = false;  // adaptive: its batch was chosen to drain a backlog past the budget
 };
 
 struct ModelStats {
@@ -107,6 +141,7 @@ struct ModelStats {
   double throughput_rps = 0;
   double p50_ms = 0, p95_ms = 0, p99_ms = 0, mean_batch = 0;
   int max_queue = 0;
+  int64_t drained = 0;  // answered in batches chosen to drain a backlog (adaptive)
 };
 
 struct ServeResult {
@@ -120,6 +155,10 @@ struct ServeResult {
   int64_t not_sent = 0;      // trace requests after a stop (never arrived)
   bool stopped = false;
   double worst_verify_rel = -1;
+  double latency_budget_ms = 0;  // what the adaptive launcher kept to
+  // adaptive: each model's pass-time estimates (ms by batch) when the run ended, as measured
+  // under this run's load; the seeds are Server::batch_pass_ms().
+  std::vector<std::map<int, double>> pass_ms;
 };
 
 class Server {
@@ -134,6 +173,18 @@ class Server {
   const std::vector<std::string>& models() const { return names_; }
   // Median time of one batch-1 pass per model (the fifo baseline's service time).
   std::vector<double> single_request_ms(int passes = 10);
+  // Per model, the median time of one serving pass per prepared batch (ms by batch) as a worker
+  // runs it: staged rows copied to the device, the pass, the output read back. Measured on the
+  // first call (every model idle but the one measured) and kept: the adaptive launcher's seeds.
+  const std::vector<std::map<int, double>>& batch_pass_ms();
+  // When neither the options nor set_latency_budget_ms give one: 4x the slowest model's
+  // batch-1 serving pass, which leaves room for a request to wait behind about three passes of
+  // its own model, or of the others sharing the device, and still be answered in time.
+  double default_latency_budget_ms();
+  static constexpr double kDefaultBudgetPasses = 4;
+  // The adaptive launcher's budget from now on: > 0 and <= 60000 ms.
+  void set_latency_budget_ms(double ms);
+  double latency_budget_ms();  // the one in effect
   ServeResult run(const std::vector<Request>& trace, Policy policy);
   std::string device() const;
 
@@ -143,6 +194,8 @@ class Server {
   int64_t size_;
   ServeOptions opt_;
   std::vector<std::unique_ptr<Model>> models_;
+  std::vector<std::map<int, double>> pass_ms_;  // batch_pass_ms(), once measured
+  int max_batch_ = 1;
 };
 
 json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& models);

@@ -146,6 +146,52 @@ grep -q '(cached)' "$TMP/rc3.json" && { echo "FAIL a truncated cached reference 
 expect_error "serve unknown model" "unknown model 'nope'"            "$HIOS" serve --models demo,nope
 expect_error "serve batches"       "--batches: '0'"                  "$HIOS" serve --models demo --size 15 --batches 0,1
 expect_error "serve loads"         "--loads: 'x'"                    "$HIOS" serve --models demo --size 15 --loads x
+expect_error "serve policy"        "--policy must be .* not 'lifo'"  "$HIOS" serve --models demo --size 15 --policy fifo,lifo
+expect_error "serve budget 0"      "--latency-budget-ms: '0'"        "$HIOS" serve --models demo --size 15 --latency-budget-ms 0
+expect_error "serve budget large"  "--latency-budget-ms: '60001'"    "$HIOS" serve --models demo --size 15 --latency-budget-ms 60001
+expect_error "serve budget nan"    "--latency-budget-ms: 'nan'"      "$HIOS" serve --models demo --size 15 --latency-budget-ms nan
+# The latency budget: by default fifo's p99 at the lowest load, so fifo runs there first whatever
+# the order given; else the documented default (4x the slowest batch-1 serving pass); else as given.
+# The report prints it and the JSON records it.
+expect_ok "serve budget from fifo" "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.6,0.3 --policy adaptive,fifo -o "$TMP/sb1.json"
+cp "$TMP/out" "$TMP/sb1.out"
+expect_ok "serve budget default"   "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.3 --policy adaptive -o "$TMP/sb2.json"
+cp "$TMP/out" "$TMP/sb2.out"
+expect_ok "serve budget given"     "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.3 --policy adaptive --latency-budget-ms 25 -o "$TMP/sb3.json"
+cp "$TMP/out" "$TMP/sb3.out"
+if python3 - "$TMP" <<'PY'
+import json, re, sys
+t = sys.argv[1]
+def load(n):
+    return json.load(open(f"{t}/sb{n}.json")), open(f"{t}/sb{n}.out").read()
+def printed(out):
+    m = re.search(r"^# latency budget ([0-9.]+) ms \((.*)\)$", out, re.M)
+    assert m, "no budget line in:\n" + out
+    return float(m.group(1)), m.group(2)
+d, out = load(1)
+runs = [(r["policy"], r["load"]) for r in d["runs"]]
+assert runs == [("fifo", 0.3), ("adaptive", 0.3), ("fifo", 0.6), ("adaptive", 0.6)], runs
+p99 = d["runs"][0]["models"][-1]["p99_ms"]
+assert abs(d["latency_budget_ms"] - p99) < 1e-9 and d["latency_budget_source"] == "fifo's p99 at load 0.3", d
+assert all(abs(r["latency_budget_ms"] - p99) < 1e-9 for r in d["runs"] if r["policy"] == "adaptive")
+assert all("latency_budget_ms" not in r for r in d["runs"] if r["policy"] == "fifo")
+assert abs(printed(out)[0] - p99) < 1e-3, (printed(out), p99)
+for r in d["runs"]:
+    a = r["models"][-1]
+    assert a["offered"] == r["requests"] == a["answered"] + a["rejected"], r
+d, out = load(2)
+default = 4 * max(per["1"] for per in d["pass_ms"].values())
+assert abs(d["latency_budget_ms"] - default) < 1e-9 and d["latency_budget_source"].startswith("default: 4x"), d
+assert abs(printed(out)[0] - default) < 1e-3
+d, out = load(3)
+assert d["latency_budget_ms"] == 25 and d["runs"][0]["latency_budget_ms"] == 25, d
+assert printed(out) == (25.0, "--latency-budget-ms"), printed(out)
+PY
+then
+  pass=$((pass + 1))
+else
+  echo "FAIL hios serve's latency budget: wrong default, order or report"; fails=$((fails + 1))
+fi
 "$HIOS" serve --models demo --size 15 --duration 60 --loads 0.5 --policy adaptive -o "$TMP/serve.json" >"$TMP/serve.out" 2>&1 &
 serve_pid=$!
 sleep 4

@@ -1,6 +1,8 @@
 // Serving (executor/serve.hpp) on the CPU backend: traces, the launchers' decisions, and whole
 // runs in which every request is answered once or rejected with a reason, in order per model.
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -137,20 +139,76 @@ TEST_CASE("serving: the launchers' decisions", "[executor][serve]") {
   CHECK(st.batch_for(3) == 4);           // padded to a prepared batch
   CHECK(st.batch_for(9) == 8);
 
-  exec::BatchController ad(Policy::Adaptive, {1, 2, 4, 8}, 4, 0.01);
-  CHECK(ad.take(5, 0, false) == 1);  // starts at one request: lowest latency
-  ad.after_take(4);                  // a backlog: the limit doubles
-  CHECK(ad.limit() == 2);
-  ad.after_take(3);
-  ad.after_take(3);
-  ad.after_take(3);
-  CHECK(ad.limit() == 8);  // up to the largest prepared batch
-  CHECK(ad.take(20, 0, false) == 8);
-  ad.after_take(0);
-  CHECK(ad.limit() == 8);  // one empty queue is not yet a trend
-  ad.after_take(0);
-  CHECK(ad.limit() == 4);  // two: halved
   CHECK_THROWS_WITH(exec::BatchController(Policy::Static, {1, 2}, 4, 0.01), Catch::Contains("--static-batch 4"));
+}
+
+TEST_CASE("serving: the adaptive launcher keeps to its latency budget with measured pass times", "[executor][serve]") {
+  // Budget 10 ms; passes of 2, 3, 5 and 12 ms for batches 1, 2, 4 and 8.
+  const std::map<int, double> pass{{1, 0.002}, {2, 0.003}, {4, 0.005}, {8, 0.012}};
+  exec::BatchController ad(Policy::Adaptive, {1, 2, 4, 8}, 4, 0.01, 0.010, pass);
+  CHECK(ad.take(0, 0, false) == 0);
+  CHECK(ad.take(20, 0.0, false) == 4);  // 8 would end after 12 ms: the largest batch that is in time
+  CHECK(!ad.drained());
+  CHECK(ad.take(20, 0.0049, false) == 4);  // 4.9 + 5 ms
+  CHECK(ad.take(20, 0.0051, false) == 2);  // 5.1 + 5 ms is late, 5.1 + 3 is not
+  CHECK(ad.take(20, 0.0075, false) == 1);
+  CHECK(!ad.drained());
+  CHECK(ad.take(1, 0.0, false) == 1);  // never more than waits, however much budget is left
+  CHECK(ad.take(2, 0.0, false) == 2);
+  CHECK(ad.take(6, 0.0, false) == 4);  // 8 would hold all six, but late (and 6 in 12 ms is slower than 4 in 5)
+  // Even one request is late now: drain with the most requests per ms (4 in 5 ms).
+  CHECK(ad.take(20, 0.0085, false) == 4);
+  CHECK(ad.drained());
+  CHECK(ad.take(3, 0.0085, false) == 2);  // three waiting: 2 in 3 ms beats 3 in a padded 5 ms
+  CHECK(ad.drained());
+  CHECK(ad.take(20, 0.0, false) == 4);
+  CHECK(!ad.drained());  // the flag is the last decision's
+
+  // Padding: three waiting fit a padded batch of 4 in time, but it answers 3 in 5 ms where a
+  // batch of 2 answers 2 in 3 ms, so it takes 2 and leaves one for the next pass...
+  CHECK(ad.take(3, 0.0, false) == 2);
+  // ...unless the padded pass is about as fast (a device with room to spare): then all three.
+  exec::BatchController roomy(Policy::Adaptive, {1, 2, 4, 8}, 4, 0.01, 0.010,
+                              {{1, 0.002}, {2, 0.003}, {4, 0.0044}, {8, 0.009}});
+  CHECK(roomy.take(3, 0.0, false) == 3);
+  CHECK(roomy.batch_for(3) == 4);
+  CHECK(roomy.take(5, 0.0, false) == 4);  // 5 in a padded 9 ms is slower than 4 in 4.4 ms
+  // Unmeasured batches: the nearest measured one, scaled in proportion, where padding is
+  // never free.
+  exec::BatchController linear(Policy::Adaptive, {1, 2, 4, 8}, 4, 0.01, 0.020, {{1, 0.002}});
+  CHECK(linear.predicted_s(8) == Approx(0.016));
+  CHECK(linear.take(3, 0.0, false) == 2);
+  CHECK(linear.take(8, 0.0, false) == 8);
+
+  // Measured passes move the estimate by kEwma of the difference: batch 8 turning out to take
+  // 6 ms brings it within the budget after a few passes.
+  ad.observe(8, 0.006);
+  CHECK(ad.predicted_s(8) == Approx(0.012 + exec::BatchController::kEwma * (0.006 - 0.012)));
+  CHECK(ad.take(20, 0.0, false) == 4);
+  for (int i = 0; i < 10; ++i) ad.observe(8, 0.006);
+  CHECK(ad.predicted_s(8) < 0.0065);
+  CHECK(ad.take(20, 0.0, false) == 8);
+  CHECK(ad.take(20, 0.0036, false) == 8);
+  CHECK(ad.take(20, 0.0040, false) == 4);
+  // ...and slower passes push it out again; bad measurements are ignored.
+  for (int i = 0; i < 10; ++i) ad.observe(2, 0.009);
+  CHECK(ad.take(20, 0.0052, false) == 1);
+  ad.observe(4, std::nan(""));
+  ad.observe(4, -1);
+  ad.observe(3, 0.001);  // not a prepared batch
+  CHECK(ad.predicted_s(4) == Approx(0.005));
+  CHECK(ad.predicted_s(3) == Approx(ad.predicted_s(2) * 3 / 2));  // the largest smaller batch, scaled
+  CHECK(exec::BatchController(Policy::Adaptive, {1, 4}, 1, 0.01, 0.01, {{4, 0.008}}).predicted_s(1) == Approx(0.002));
+
+  // A tie in requests per ms drains with the smaller batch: its answers come sooner.
+  exec::BatchController tie(Policy::Adaptive, {1, 2, 4}, 2, 0.01, 0.001, {{1, 0.002}, {2, 0.004}, {4, 0.008}});
+  CHECK(tie.take(9, 0.0, false) == 1);
+  CHECK(tie.drained());
+
+  CHECK_THROWS_WITH(exec::BatchController(Policy::Adaptive, {1, 2}, 2, 0.01, 0), Catch::Contains("latency budget above 0"));
+  CHECK_THROWS_WITH(exec::BatchController(Policy::Adaptive, {1, 2}, 2, 0.01, 0.01, {{4, 0.001}}),
+                    Catch::Contains("batch 4, which is not served"));
+  CHECK_NOTHROW(exec::BatchController(Policy::Static, {1, 2}, 2, 0.01));  // fifo and static need no budget
 }
 
 TEST_CASE("serving: every launcher answers every request once, in order per model", "[executor][serve]") {
@@ -175,6 +233,99 @@ TEST_CASE("serving: every launcher answers every request once, in order per mode
     const json j = exec::serve_result_to_json(r, server->models());
     CHECK(j["models"].size() == 3);
     CHECK(!exec::serve_result_line(r).empty());
+  }
+}
+
+TEST_CASE("serving: the latency budget, its default and range, kept to or drained past", "[executor][serve]") {
+  exec::ServeOptions o = cpu_serve();
+  auto server = small_server(o);
+  const std::vector<std::map<int, double>>& pass = server->batch_pass_ms();
+  REQUIRE(pass.size() == 2);
+  for (const auto& per : pass) {
+    REQUIRE(per.size() == 3);
+    CHECK(per.at(1) > 0);
+    CHECK(per.at(4) > per.at(1));  // the cpu backend: four images cost more than one
+  }
+  CHECK(&server->batch_pass_ms() == &pass);  // measured once
+  // Nothing given: 4x the slowest model's batch-1 serving pass.
+  const double slowest = std::max(pass[0].at(1), pass[1].at(1));
+  CHECK(server->default_latency_budget_ms() == Approx(exec::Server::kDefaultBudgetPasses * slowest));
+  CHECK(server->latency_budget_ms() == Approx(4 * slowest));
+  CHECK_THROWS_WITH(server->set_latency_budget_ms(0),
+                    Catch::Contains("--latency-budget-ms must be above 0 and at most 60000"));
+  CHECK_THROWS_WITH(server->set_latency_budget_ms(60000.5), Catch::Contains("--latency-budget-ms"));
+  CHECK_THROWS_WITH(server->set_latency_budget_ms(std::nan("")), Catch::Contains("--latency-budget-ms"));
+  o.latency_budget_ms = -1;
+  CHECK_THROWS_WITH(small_server(o), Catch::Contains("--latency-budget-ms"));
+
+  exec::ArrivalSpec s;
+  s.rates = {15, 60};
+  s.duration_s = 0.5;
+  s.seed = 5;
+  const auto trace = exec::make_trace(s, server->models());
+  REQUIRE(trace.size() > 10);
+  // A budget nothing can meet: every pass drains.
+  server->set_latency_budget_ms(1e-3);
+  CHECK(server->latency_budget_ms() == 1e-3);
+  const exec::ServeResult tight = server->run(trace, Policy::Adaptive);
+  check_accounting(tight, trace);
+  CHECK(tight.latency_budget_ms == 1e-3);
+  CHECK(tight.models.back().answered > 0);
+  CHECK(tight.models.back().drained == tight.models.back().answered);
+  const json jt = exec::serve_result_to_json(tight, server->models());
+  CHECK(jt["latency_budget_ms"].get<double>() == 1e-3);
+  REQUIRE(jt["pass_ms_at_end"].size() == 2);
+  CHECK(jt["pass_ms_at_end"]["squeezenet"]["1"].get<double>() > 0);
+  CHECK(jt["models"][2]["drained"].get<int64_t>() == tight.models.back().answered);
+  // A budget everything meets: none does.
+  server->set_latency_budget_ms(60000);
+  const exec::ServeResult loose = server->run(trace, Policy::Adaptive);
+  check_accounting(loose, trace);
+  CHECK(loose.models.back().drained == 0);
+  // fifo and static ignore the budget, and their JSON does not claim one.
+  const exec::ServeResult fifo = server->run(trace, Policy::Fifo);
+  CHECK(fifo.models.back().drained == 0);
+  CHECK(!exec::serve_result_to_json(fifo, server->models()).contains("latency_budget_ms"));
+}
+
+TEST_CASE("serving: inputs staged at arrival reach their own rows, padded and across the ring's wrap", "[executor][serve]") {
+  exec::ServeOptions o = cpu_serve();
+  o.verify_every = 1;  // every request its own input, compared with that input alone at batch 1
+  o.static_batch = 4;  // bursts of three wait for a fourth, then run padded
+  o.queue_limit = 3;   // a ring of 3 + 2 x 4 slots: the trace below goes round it a dozen times
+  auto server = small_server(o);
+  const std::string path = "/tmp/hios-serve-staging.csv";
+  {
+    std::ofstream f(path);
+    for (int k = 0; k < 16; ++k) {
+      for (int i = 0; i < 3; ++i) f << 0.05 * k << ",squeezenet\n";
+    }
+    for (int i = 0; i < 6; ++i) f << "0.85,squeezenet\n";  // past the queue limit
+  }
+  exec::ArrivalSpec f;
+  f.kind = "file";
+  f.file = path;
+  const auto trace = exec::make_trace(f, server->models());
+  std::remove(path.c_str());
+  for (Policy p : {Policy::Fifo, Policy::Static, Policy::Adaptive}) {
+    INFO(exec::policy_name(p));
+    const exec::ServeResult r = server->run(trace, p);
+    check_accounting(r, trace);
+    CHECK(r.models.back().answered >= 48);
+    int padded = 0;
+    std::map<std::pair<double, int>, int> rows;  // (start, batch) -> requests in it
+    for (const exec::RequestOutcome& q : r.requests) {
+      if (!q.rejected.empty()) {
+        CHECK(q.rejected.rfind("queue full", 0) == 0);
+        continue;
+      }
+      CHECK(q.max_rel == 0.0);  // its own input, in its own row, exactly
+      ++rows[{q.start_s, q.batch}];
+    }
+    for (const auto& [k, n] : rows) padded += n < k.second;
+    CHECK(r.worst_verify_rel == 0.0);
+    if (p == Policy::Static) CHECK(padded > 0);
+    if (p == Policy::Fifo) CHECK(padded == 0);
   }
 }
 
@@ -207,6 +358,7 @@ TEST_CASE("serving: a full queue rejects with a reason, and a stop rejects what 
   s.rates = {40, 40};
   s.duration_s = 20;
   const auto longer = exec::make_trace(s, server->models());
+  (void)server->batch_pass_ms();  // the adaptive launcher's seeds, measured before the clock runs
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     stop.store(true);
@@ -219,7 +371,7 @@ TEST_CASE("serving: a full queue rejects with a reason, and a stop rejects what 
   check_accounting(r, longer);
 }
 
-TEST_CASE("serving: a high-priority model must be served; the cpu backend ignores the priority", "[executor][serve]") {
+TEST_CASE("serving: a high-priority model must be served, and the cpu backend ignores the priority", "[executor][serve]") {
   exec::ServeOptions o = cpu_serve();
   o.high_priority = {"resnet50"};
   CHECK_THROWS_WITH(small_server(o), Catch::Contains("--high-priority names 'resnet50', which is not served"));
