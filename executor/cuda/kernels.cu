@@ -210,6 +210,8 @@ __global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
   }
   if (t.vec == 4) {
     combine_sum_term<T, 4>(p, t);
+  } else if (t.vec == 2) {
+    combine_sum_term<T, 2>(p, t);
   } else {
     combine_sum_term<T, 1>(p, t);
   }
@@ -400,9 +402,11 @@ __global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows
 #pragma unroll
           for (int v = 0; v < V; ++v) o[v] = fmaxf(fmaxf(h0[j][v], h1[j][v]), h2[j][v]);
         } else {
-          const float d = pool_window(p, oy, ox0 + j).divisor;
+          // One division per output, then a multiply per channel: V IEEE divisions made the
+          // 16-bit tile kernel instruction-bound (Nsight Compute: 70% SM throughput, 26% DRAM).
+          const float inv = 1.f / pool_window(p, oy, ox0 + j).divisor;
 #pragma unroll
-          for (int v = 0; v < V; ++v) o[v] = ((h0[j][v] + h1[j][v]) + h2[j][v]) / d;
+          for (int v = 0; v < V; ++v) o[v] = ((h0[j][v] + h1[j][v]) + h2[j][v]) * inv;
         }
         stv<V>(yr + int64_t(j) * p.c, o);
       }
@@ -427,20 +431,19 @@ __global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows
 }
 
 // NHWC 3x3 pooling at stride S through a shared-memory tile. A block covers TH x TW outputs of
-// kPoolTileVecs 16-byte channel vectors (32 channels in 16-bit storage, 16 in fp32): it stages
+// CV 16-byte channel vectors (CV 4: 32 channels in 16-bit storage, 16 in fp32): it stages
 // the input patch those windows cover once, with 16-byte loads, then each thread slides down
 // RPT output rows of one column, one new input row (stride 1) per output row. The row kernel
 // above reaches the same arithmetic through L1, but with one output row per thread on small
 // maps (it needs the threads) each input row is fetched three times, and its 8-byte accesses
 // in bf16 leave it bound by load instructions: bf16 took as long as fp32 for half the bytes.
-// Each output is ((row sums) combined in row order) / divisor, exactly as pool3_nhwc_kernel
+// Each output is ((row sums) combined in row order) * (1 / divisor), exactly as pool3_nhwc_kernel
 // computes it, so the two give the same bits and a band gives the whole tensor's bits.
-constexpr int kPoolTileVecs = 4, kPoolTileW = 16, kPoolTileRowGroups = 4;
-template <class T, int S, int RPT>
-__global__ void __launch_bounds__(kPoolTileVecs * kPoolTileW * kPoolTileRowGroups)
-    pool3_tile_kernel(const __grid_constant__ PoolParams p) {
+constexpr int kPoolTileThreads = 256, kPoolTileRowGroups = 4;
+template <class T, int S, int RPT, int CV>
+__global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __grid_constant__ PoolParams p) {
   constexpr int V = 16 / sizeof(T);  // elements per 16-byte vector
-  constexpr int TH = RPT * kPoolTileRowGroups, TW = kPoolTileW, CV = kPoolTileVecs;
+  constexpr int TH = RPT * kPoolTileRowGroups, TW = kPoolTileThreads / kPoolTileRowGroups / CV;
   constexpr int IH = (TH - 1) * S + 3, IW = (TW - 1) * S + 3;
   constexpr int kThreadsPerBlock = CV * TW * kPoolTileRowGroups;
   __shared__ uint4 tile[IH * IW * CV];
@@ -495,9 +498,9 @@ __global__ void __launch_bounds__(kPoolTileVecs * kPoolTileW * kPoolTileRowGroup
 #pragma unroll
       for (int k = 0; k < V; ++k) o[k] = fmaxf(fmaxf(h0[k], h1[k]), h2[k]);
     } else {
-      const float d = pool_window(p, oy, ox).divisor;
+      const float inv = 1.f / pool_window(p, oy, ox).divisor;  // as the row kernel: same bits
 #pragma unroll
-      for (int k = 0; k < V; ++k) o[k] = ((h0[k] + h1[k]) + h2[k]) / d;
+      for (int k = 0; k < V; ++k) o[k] = ((h0[k] + h1[k]) + h2[k]) * inv;
     }
     stv<V>(yb + (int64_t(oy) * p.ow + ox) * p.c, o);
     if (j + 1 < RPT) {
@@ -1211,27 +1214,26 @@ bool pool3_tiles_fit(const PoolParams& p) {
   return p.c % V == 0 && p.x_pixel_stride % V == 0 && p.x_batch_stride % V == 0 &&
          (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.y) & 15) == 0;
 }
-template <class T>
+template <class T, int CV>
 void launch_pool3_tiles(const PoolParams& p, cudaStream_t stream) {
-  constexpr int V = 16 / sizeof(T);
-  const int64_t chunks = (p.c / V + kPoolTileVecs - 1) / kPoolTileVecs;
-  const unsigned threads = kPoolTileVecs * kPoolTileW * kPoolTileRowGroups;
-  const int64_t cols = (p.ow + kPoolTileW - 1) / kPoolTileW;
-  auto blocks = [&](int rpt) { return cols * ((p.oh + rpt * kPoolTileRowGroups - 1) / (rpt * kPoolTileRowGroups)) * chunks * p.n; };
-  // Stride 2 at 4 rows would stage 33 x 33 cells: 70 KB, past the 48 KB of static shared memory.
+  constexpr int V = 16 / sizeof(T), TW = kPoolTileThreads / kPoolTileRowGroups / CV;
+  const int64_t chunks = (p.c / V + CV - 1) / CV;
+  const int64_t cols = (p.ow + TW - 1) / TW;
+  auto rows = [&](int rpt) { return (p.oh + rpt * kPoolTileRowGroups - 1) / (rpt * kPoolTileRowGroups); };
+  // Stride 2 at 4 rows would stage up to 33 x 33 cells: 70 KB, past the 48 KB of static shared
+  // memory.
   int rpt = p.sh == 1 ? 4 : 2;
-  while (rpt > 1 && blocks(rpt) < 4 * 132) rpt /= 2;
+  while (rpt > 1 && cols * rows(rpt) * chunks * p.n < 4 * 132) rpt /= 2;
   HIOS_CHECK(int64_t(p.n) * chunks <= 65535, "pool: %d items x %lld channel chunks exceed the grid", p.n, (long long)chunks);
-  const dim3 grid(unsigned(cols), unsigned((p.oh + rpt * kPoolTileRowGroups - 1) / (rpt * kPoolTileRowGroups)),
-                  unsigned(int64_t(p.n) * chunks));
-  auto go = [&](auto kernel) { kernel<<<grid, threads, 0, stream>>>(p); };
+  const dim3 grid(unsigned(cols), unsigned(rows(rpt)), unsigned(int64_t(p.n) * chunks));
+  auto go = [&](auto kernel) { kernel<<<grid, kPoolTileThreads, 0, stream>>>(p); };
   if (p.sh == 1) {
-    if (rpt == 4) go(pool3_tile_kernel<T, 1, 4>);
-    else if (rpt == 2) go(pool3_tile_kernel<T, 1, 2>);
-    else go(pool3_tile_kernel<T, 1, 1>);
+    if (rpt == 4) go(pool3_tile_kernel<T, 1, 4, CV>);
+    else if (rpt == 2) go(pool3_tile_kernel<T, 1, 2, CV>);
+    else go(pool3_tile_kernel<T, 1, 1, CV>);
   } else {
-    if (rpt == 2) go(pool3_tile_kernel<T, 2, 2>);
-    else go(pool3_tile_kernel<T, 2, 1>);
+    if (rpt == 2) go(pool3_tile_kernel<T, 2, 2, CV>);
+    else go(pool3_tile_kernel<T, 2, 1, CV>);
   }
 }
 
@@ -1242,13 +1244,26 @@ void launch_pool(const PoolParams& p, cudaStream_t stream) {
     using T = decltype(tag);
     const bool window3 = p.kh == 3 && p.kw == 3 && p.sh == p.sw && (p.sh == 1 || p.sh == 2);
     if (p.nhwc && window3 && p.kernel != PoolKernel::General) {
-      // Auto takes tiles for stride 1 in 16-bit storage only: there they won or tied in every
-      // shape hios-kernel-bench times (NASNet's 672 x 64 x 64 avg pool: 8.4 against 11.0 us),
-      // while in fp32, and for stride 2, the row kernel was as fast or up to 2.2x faster
-      // (docs/benchmarks.md, "Ninth session").
-      const bool tiles = p.kernel == PoolKernel::Tiles3x3 || (p.kernel == PoolKernel::Auto && sizeof(T) == 2 && p.sh == 1);
-      if (tiles && pool3_tiles_fit<T>(p)) {
-        launch_pool3_tiles<T>(p, stream);
+      // Auto, from what hios-kernel-bench measured on an H200 (docs/benchmarks.md, "Ninth
+      // session"): stride 2 takes the row kernel (tiles were as fast or up to 2.3x slower);
+      // stride 1 takes tiles of 8 vectors per pixel in 16-bit storage (1.06-1.4x faster than the
+      // row kernel in every shape: NASNet's 672 x 64 x 64 avg pool 7.3 against 10.0 us) and in
+      // fp32 on maps of up to 128 rows (1.1-1.3x faster), the row kernel on larger fp32 maps (up
+      // to 1.25x faster there).
+      PoolKernel k = p.kernel;
+      if (k == PoolKernel::Auto) {
+        if (p.sh != 1) {
+          k = PoolKernel::Rows3x3;
+        } else if (sizeof(T) == 2 || p.oh <= 128) {
+          k = PoolKernel::Tiles3x3Wide;
+        } else {
+          k = PoolKernel::Rows3x3;
+        }
+      }
+      if (k == PoolKernel::Tiles3x3Wide && pool3_tiles_fit<T>(p)) {
+        launch_pool3_tiles<T, 8>(p, stream);
+      } else if (k == PoolKernel::Tiles3x3 && pool3_tiles_fit<T>(p)) {
+        launch_pool3_tiles<T, 4>(p, stream);
       } else {
         launch_pool3_nhwc<T>(p, stream);
       }

@@ -52,9 +52,9 @@ struct CombineTerm {
   int64_t dst_row_stride = 0;
   int first = 0;    // index into srcs
   int count = 0;
-  // Elements per access (Sum mode): 4 or, in 16-bit types, 8 when every address is aligned to
-  // that many elements and every stride and length is a multiple of it (access_width in
-  // ops.cpp); otherwise 1.
+  // Elements per access (Sum mode): 8 (16-bit types only), 4 or 2 when every address is
+  // aligned to that many elements and every stride and length is a multiple of it (AccessWidth
+  // in ops.cpp); otherwise 1.
   int vec = 1;
   int relu = 0;     // Sum mode: write relu(result) (graph/relu_fold.hpp)
 };
@@ -75,7 +75,7 @@ void launch_combine(const CombineParams& p, cudaStream_t stream);
 // Max or average pooling with PyTorch's window rules (ceil_mode, count_include_pad). Used where
 // cuDNN cannot express the op: ceil_mode windows that hang past the padded input, and bands of
 // a row split (windows, clipping and divisors follow the whole tensor, not the band).
-enum class PoolKernel : int { Auto = 0, General = 1, Rows3x3 = 2, Tiles3x3 = 3 };
+enum class PoolKernel : int { Auto = 0, General = 1, Rows3x3 = 2, Tiles3x3 = 3, Tiles3x3Wide = 4 };
 struct PoolParams {
   const void* x = nullptr;
   void* y = nullptr;
@@ -94,10 +94,11 @@ struct PoolParams {
   // 0 is row i0 of a whole input full_h rows high. A whole tensor: r0 = i0 = 0, full_h = h.
   int r0 = 0, i0 = 0, full_h = 0;
   // Which NHWC kernel runs (hios-kernel-bench and the GPU tests compare them; all give the same
-  // max, and the two 3x3 kernels the same bits). Auto: 3x3 windows at stride 1 in 16-bit
-  // storage take the shared-memory tile kernel where C and the pointers allow 16-byte vectors;
-  // other 3x3 windows at stride 1 or 2 the kernel that slides down the rows; the rest the general
-  // one. Tiles3x3 asks for tiles wherever the vectors fit.
+  // max, and the three 3x3 kernels the same bits). Tiles3x3 / Tiles3x3Wide: the shared-memory
+  // tile kernel with 4 / 8 16-byte channel vectors per pixel, where C and the pointers allow
+  // 16-byte vectors (else the row kernel); Rows3x3: the kernel that slides down the rows; Auto:
+  // the one of these launch_pool's measurements favour for the type, stride and map (other
+  // windows: the general kernel).
   PoolKernel kernel = PoolKernel::Auto;
 };
 void launch_pool(const PoolParams& p, cudaStream_t stream);

@@ -94,17 +94,21 @@ Blocks blocks_of(const View& v) {
 // steps by allow. Fed one address or count at a time.
 struct AccessWidth {
   Elem elem;
-  bool eight, four = true;
+  // Two elements is the fallback that matters for NASNet's stem: its 42-channel terms ran one
+  // 2-byte element per access in bf16, at 4.8-5.5x their copy time (docs/benchmarks.md).
+  bool eight, four = true, two = true;
   explicit AccessWidth(Elem e) : elem(e), eight(e != Elem::F32) {}
   void count(int64_t n) {
     eight = eight && n % 8 == 0;
     four = four && n % 4 == 0;
+    two = two && n % 2 == 0;
   }
   void address(const void* p) {
     eight = eight && reinterpret_cast<uintptr_t>(p) % 16 == 0;
     four = four && vec4_aligned(p, elem);
+    two = two && reinterpret_cast<uintptr_t>(p) % (2 * elem_bytes(elem)) == 0;
   }
-  int width() const { return eight ? 8 : four ? 4 : 1; }
+  int width() const { return eight ? 8 : four ? 4 : two ? 2 : 1; }
 };
 
 // Per-pixel blocks whatever the view (terms of one launch that must walk alike).

@@ -145,7 +145,7 @@ TEST_CASE("NHWC 3x3 pools: the tile and row-sliding kernels match the general on
             p.x = x.p;
             std::vector<std::vector<unsigned char>> bits;
             std::vector<std::vector<float>> vals;
-            for (PoolKernel k : {PoolKernel::General, PoolKernel::Rows3x3, PoolKernel::Tiles3x3}) {
+            for (PoolKernel k : {PoolKernel::General, PoolKernel::Rows3x3, PoolKernel::Tiles3x3, PoolKernel::Tiles3x3Wide}) {
               DeviceBuffer y(int64_t(n) * p.oh * p.ow * c, elem, rng);
               p.kernel = k;
               p.y = y.p;
@@ -156,7 +156,9 @@ TEST_CASE("NHWC 3x3 pools: the tile and row-sliding kernels match the general on
             }
             INFO("pool 3x3/" << s << (is_max ? " max" : " avg") << " c" << c << " " << h << "x" << w << " band " << band
                              << " elem " << int(elem));
-            CHECK(bits[1] == bits[2]);  // the tile and row kernels combine the same sums in the same order
+            // The tile and row kernels combine the same sums in the same order.
+            CHECK(bits[1] == bits[2]);
+            CHECK(bits[1] == bits[3]);
             if (is_max) {
               CHECK(bits[0] == bits[1]);  // max is exact in any order
             } else {

@@ -247,6 +247,11 @@ TEST_CASE("term assembly (sums, concats, slices) matches the CPU reference", "[g
     return b.node("cat", make_op(OpKind::Identity), terms);
   });
   expect_close_stored(wide, OpKind::Identity, rng, "concat of 17 terms");
+  // Even channel counts that are not multiples of 4 (NASNet's stem: 42): two elements per access.
+  auto even = make_op_graph(2, 5, 7, {6, 10, 6}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+    return b.node("cat", make_op(OpKind::Identity), {Term{v[0], v[2]}, Term{v[1]}, Term{v[2]}});
+  });
+  expect_close_stored(even, OpKind::Identity, rng, "concat of 6- and 10-channel terms");
   // A single sliced value: copied, not assembled.
   auto one = make_op_graph(2, 4, 6, {9}, [&](GraphBuilder& b, const std::vector<Value>& v) {
     return b.node("copy", make_op(OpKind::Identity), {Term{GraphBuilder::slice(v[0], 1, 7)}});

@@ -231,7 +231,8 @@ int main(int argc, char** argv) {
     const double copy_ms = double(x.bytes + y.bytes) / (copy_gbs * 1e6);
     std::vector<float> first;
     const std::pair<PoolKernel, const char*> kernels[] = {
-        {PoolKernel::General, "general"}, {PoolKernel::Rows3x3, "3x3 rows"}, {PoolKernel::Tiles3x3, "3x3 tiles"}};
+        {PoolKernel::General, "general"}, {PoolKernel::Rows3x3, "3x3 rows"}, {PoolKernel::Tiles3x3, "3x3 tiles"},
+        {PoolKernel::Tiles3x3Wide, "3x3 tiles c8"}, {PoolKernel::Auto, "auto"}};
     for (const auto& [kernel, name] : kernels) {
       p.kernel = kernel;
       const Timing ms = time_ms([&](cudaStream_t s) { launch_pool(p, s); }, iters);
