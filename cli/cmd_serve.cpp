@@ -1,5 +1,6 @@
-// `hios serve`: several models served on one device from request streams (executor/serve.hpp),
-// every launcher on the same traces, at loads given as fractions of the fifo launcher's capacity.
+// `hios serve`: several models served on one device or several from request streams
+// (executor/serve.hpp), every launcher on the same traces, at loads given as fractions of the
+// fifo launcher's capacity.
 #ifdef HIOS_WITH_EXECUTOR
 #include <algorithm>
 #include <cmath>
@@ -31,7 +32,7 @@ struct ServeCli {
   double duration_s = 5, rate = 0, burst_on_s = 0.5, burst_off_s = 0.5, static_wait_ms = 2;
   double latency_budget_ms = 0;  // 0: not given
   int static_batch = 4, queue_limit = 64, verify_every = 0, threads = 0;
-  std::string high_priority;
+  std::string high_priority, devices, placement;
   uint64_t seed = 1;
 };
 
@@ -70,11 +71,28 @@ std::vector<exec::Policy> parse_policies(const std::string& s) {
   return out;
 }
 
+// "inception_v3=0,nasnet_large=1": the checks against the models and devices are
+// exec::explicit_placement's.
+std::vector<std::pair<std::string, int>> parse_placement(const std::string& s) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const std::string& item : split(s, "--placement")) {
+    const size_t eq = item.rfind('=');
+    HIOS_CHECK(eq != std::string::npos && eq > 0, "--placement: expected model=device, got '%s'", item.c_str());
+    const std::string dev = item.substr(eq + 1);
+    char* end = nullptr;
+    const long v = std::strtol(dev.c_str(), &end, 10);
+    HIOS_CHECK(!dev.empty() && end && *end == '\0' && v >= 0 && v < 1024,
+               "--placement: '%s' is not a device id from 0 to 1023 (in '%s')", dev.c_str(), item.c_str());
+    out.emplace_back(item.substr(0, eq), int(v));
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_serve_commands(CLI::App& app) {
   auto o = std::make_shared<ServeCli>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve several models from request streams on one device (fifo, static and adaptive batching)");
+  CLI::App* cmd = app.add_subcommand("serve", "Serve several models from request streams on one device or several (fifo, static and adaptive batching)");
   cmd->add_option("--models", o->models, "Models served, comma-separated (default inception_v3,nasnet_large,randwire)");
   cmd->add_option("--size", o->size, "Image size of every request, 1 to 65536 (default 331)")->check(CLI::Range(1, 65536));
   cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");
@@ -118,6 +136,12 @@ void add_serve_commands(CLI::App& app) {
   cmd->add_option("--high-priority", o->high_priority,
                   "Models whose CUDA streams get the highest priority, comma-separated (e.g. the one with the longest "
                   "passes, so that the others do not stretch its tail)");
+  cmd->add_option("--devices", o->devices,
+                  "Devices to spread the models over, comma-separated ids (e.g. 0,1; default: the one default device). "
+                  "The cpu backend takes them as labels");
+  cmd->add_option("--placement", o->placement,
+                  "With --devices: the device of every served model, as model=device,... (default: balanced by each "
+                  "model's predicted batch-1 latency, longest first)");
   cmd->add_option("--algo", o->algo, "One-GPU schedule of every model and batch (default hios-lp, analytic h200 costs)");
   cmd->add_option("--threads", o->threads, "cpu backend: OpenMP threads per pass, 0 to 1024")->check(CLI::Range(0, 1024));
   cmd->add_option("--seed", o->seed, "Seed of the arrivals and the inputs (default 1)");
@@ -127,6 +151,7 @@ void add_serve_commands(CLI::App& app) {
       "waiting requests are rejected with a reason, the summary and the JSON are still written.\n\n"
       "Examples:\n"
       "  hios serve --backend cuda --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
+      "  hios serve --backend cuda --devices 0,1 --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
       "  hios serve --models demo,squeezenet --size 32 --duration 2 --loads 0.5,1   # anywhere (cpu)\n");
   cmd->callback([o] {
     g_stop.store(false);
@@ -163,6 +188,12 @@ void add_serve_commands(CLI::App& app) {
     so.verify_every = o->verify_every;
     so.stop = &g_stop;
     if (!o->high_priority.empty()) so.high_priority = split(o->high_priority, "--high-priority");
+    // Ids from 0 to 1023, none twice, here; below the visible count on GPU backends, in Server.
+    if (!o->devices.empty()) {
+      so.devices = parse_devices(o->devices);
+      exec::check_devices(so.devices);
+    }
+    if (!o->placement.empty()) so.placement = parse_placement(o->placement);
     const std::string algo = o->algo;
     auto cost = std::shared_ptr<CostModel>(make_analytic_cost_model(find_device_preset("h200")));
     exec::Server server(
@@ -181,7 +212,21 @@ void add_serve_commands(CLI::App& app) {
                 o->models.c_str(), (long long)o->size, (long long)o->size, server.device().c_str(), o->batches.c_str(),
                 capacity);
     for (size_t m = 0; m < models.size(); ++m) std::printf(" %s %.3f", models[m].c_str(), single[m]);
-    std::printf(")\n");
+    std::printf(")");
+    // Where each model runs, on the header line so that every report says it.
+    const std::string placement_rule = so.devices.empty()        ? "one device"
+                                       : !so.placement.empty()   ? "given"
+                                       : so.devices.size() == 1  ? "one device"
+                                                                 : "balanced by predicted batch-1 ms, longest first";
+    json placement_json = json::object();
+    if (!so.devices.empty()) {
+      std::printf("; placement (%s):", placement_rule.c_str());
+      for (size_t m = 0; m < models.size(); ++m) {
+        std::printf(" %s@%d", models[m].c_str(), server.placement()[m]);
+      }
+    }
+    for (size_t m = 0; m < models.size(); ++m) placement_json[models[m]] = server.placement()[m];
+    std::printf("\n");
     // The adaptive launcher's seeds: a serving pass (staged rows to the device, the pass, the
     // answer back) per prepared batch, each model alone on the device.
     const std::vector<std::map<int, double>>& pass_ms = server.batch_pass_ms();
@@ -294,6 +339,10 @@ void add_serve_commands(CLI::App& app) {
                   {"models", models},
                   {"size", o->size},
                   {"device", server.device()},
+                  {"devices", so.devices},
+                  {"placement", placement_json},
+                  {"placement_rule", placement_rule},
+                  {"placement_weight_ms", server.placement_weight_ms()},
                   {"fifo_capacity_rps", capacity},
                   {"single_request_ms", single},
                   {"pass_ms", pass_json},

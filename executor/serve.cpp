@@ -13,10 +13,12 @@
 #include <sstream>
 #include <thread>
 
+#include "executor/registry.hpp"
 #include "executor/runner.hpp"
 #include "executor/tensor_layout.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
+#include "graph/json_codec.hpp"
 #include "graph/stats.hpp"
 
 namespace hios::exec {
@@ -204,10 +206,64 @@ int BatchController::adaptive_take(int waiting, double oldest_wait_s) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Placement.
+
+std::vector<int> balance_placement(const std::vector<double>& weight_ms, const std::vector<int>& devices) {
+  HIOS_CHECK(!devices.empty(), "internal error: no devices to place models on");
+  std::vector<size_t> order(weight_ms.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight_ms[a] > weight_ms[b]; });
+  std::vector<double> load(devices.size(), 0);
+  std::vector<int> count(devices.size(), 0);
+  std::vector<int> out(weight_ms.size(), -1);
+  for (size_t m : order) {
+    size_t best = 0;
+    for (size_t d = 1; d < devices.size(); ++d) {
+      if (load[d] < load[best] || (load[d] == load[best] && count[d] < count[best])) best = d;
+    }
+    load[best] += weight_ms[m];
+    ++count[best];
+    out[m] = devices[best];
+  }
+  return out;
+}
+
+void check_devices(const std::vector<int>& devices, int visible) {
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const int d = devices[i];
+    HIOS_CHECK(d >= 0 && d < 1024, "--devices: device %d is outside 0 to 1023", d);
+    HIOS_CHECK(std::find(devices.begin(), devices.begin() + ptrdiff_t(i), d) == devices.begin() + ptrdiff_t(i),
+               "--devices: device %d is listed twice", d);
+    HIOS_CHECK(visible < 0 || d < visible, "--devices: device %d was asked for, but this process sees %d device(s)", d,
+               visible);
+  }
+}
+
+std::vector<int> explicit_placement(const std::vector<std::string>& models, const std::vector<int>& devices,
+                                    const std::vector<std::pair<std::string, int>>& placement) {
+  HIOS_CHECK(!devices.empty(), "--placement needs --devices (the devices it places models on)");
+  std::vector<int> out(models.size(), -1);
+  for (const auto& [name, dev] : placement) {
+    auto it = std::find(models.begin(), models.end(), name);
+    HIOS_CHECK(it != models.end(), "--placement: model '%s' is not served", name.c_str());
+    const size_t m = size_t(it - models.begin());
+    HIOS_CHECK(out[m] < 0, "--placement: model '%s' is placed twice", name.c_str());
+    HIOS_CHECK(std::count(devices.begin(), devices.end(), dev) == 1, "--placement: device %d of '%s' is not in --devices",
+               dev, name.c_str());
+    out[m] = dev;
+  }
+  for (size_t m = 0; m < models.size(); ++m) {
+    HIOS_CHECK(out[m] >= 0, "--placement: model '%s' is not placed (every served model must be)", models[m].c_str());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The server.
 
 struct Server::Model {
   std::string name;
+  int device = -1;  // placed on; -1: the session's default
   std::unique_ptr<Comm> self;
   std::unique_ptr<ShapeSet> set;
   std::map<int, ShapeKey> key;  // by batch
@@ -232,6 +288,14 @@ struct Server::Model {
     }
   }
   const float* window(int64_t pos) { return slot(pos % ring_slots); }
+
+  // Makes this model's device the calling thread's current one. The CUDA backend sets its device
+  // when it prepares and reserves, not in the per-pass calls (copies, replays, waits), and a
+  // new thread starts on device 0: a worker for a model on device 1, or fifo's worker moving
+  // between models on two devices, must switch first. reserve_markers(0) reserves nothing
+  // (reserving keeps at least n) and is the Backend call that makes the device current; the
+  // CPU backend has no device and does nothing.
+  void bind() { set->session().backend().reserve_markers(0); }
 
   // A worker's two steps, shared by the start-up measurement so that the seeds time what the
   // launcher runs. Staging: the rows into the batch's input tensor, where the graph reads it;
@@ -266,13 +330,45 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
   }
   for (const std::string& name : models) {
     HIOS_CHECK(std::count(models.begin(), models.end(), name) == 1, "model '%s' is listed twice", name.c_str());
+  }
+  // Devices and placement, checked before anything is built (preparing takes a while).
+  const BackendEntry& entry = find_backend(opt.set.session.backend);
+  check_devices(opt.devices, entry.device_count && !opt.devices.empty() ? entry.device_count() : -1);
+  // Automatic placement weighs each model by its batch-1 schedule, which the shape set would
+  // make again: it is kept and handed back for the same graph (by digest), so nothing is
+  // scheduled twice.
+  std::vector<std::shared_ptr<const Schedule>> first(models.size());
+  std::vector<std::string> first_digest(models.size());
+  if (!opt.placement.empty()) {
+    placement_ = explicit_placement(models, opt.devices, opt.placement);
+  } else if (opt.devices.size() > 1) {
+    for (size_t i = 0; i < models.size(); ++i) {
+      const Graph g = make_model(models[i], ShapeKey{1, size, size});
+      first_digest[i] = graph_digest(g);
+      first[i] = std::make_shared<const Schedule>(make_schedule(g));
+      weight_ms_.push_back(first[i]->meta.predicted_ms);
+    }
+    placement_ = balance_placement(weight_ms_, opt.devices);
+  } else {
+    placement_.assign(models.size(), opt.devices.empty() ? -1 : opt.devices.front());
+  }
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string& name = models[i];
     auto m = std::make_unique<Model>();
     m->name = name;
+    m->device = placement_[i];
     m->self = make_self_comm();
     ShapeSetOptions set = opt.set;
+    if (m->device >= 0) set.session.device = m->device;
     if (std::count(opt.high_priority.begin(), opt.high_priority.end(), name)) set.session.compute_priority = "high";
-    m->set = std::make_unique<ShapeSet>([make_model, name](const ShapeKey& k) { return make_model(name, k); },
-                                        make_schedule, set, *m->self);
+    ScheduleMaker schedule = make_schedule;
+    if (first[i]) {
+      schedule = [make_schedule, kept = first[i], digest = first_digest[i]](const Graph& g) {
+        return graph_digest(g) == digest ? *kept : make_schedule(g);
+      };
+    }
+    m->set = std::make_unique<ShapeSet>([make_model, name](const ShapeKey& k) { return make_model(name, k); }, schedule,
+                                        set, *m->self);
     std::vector<ShapeKey> keys;
     for (int b : opt.batches) {
       m->key[b] = ShapeKey{b, size, size};
@@ -304,11 +400,23 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
 
 Server::~Server() = default;
 
-std::string Server::device() const { return models_.front()->set->session().backend().device_name(); }
+std::string Server::device() const {
+  if (opt_.devices.empty()) return models_.front()->set->session().backend().device_name();
+  std::string out;
+  for (int d : opt_.devices) {
+    for (const auto& m : models_) {
+      if (m->device != d) continue;
+      out += strprintf("%s%d: %s", out.empty() ? "" : ", ", d, m->set->session().backend().device_name().c_str());
+      break;
+    }
+  }
+  return out;
+}
 
 std::vector<double> Server::single_request_ms(int passes) {
   std::vector<double> out;
   for (auto& m : models_) {
+    m->bind();
     const ShapeKey k = m->key.at(1);
     m->set->set_input(k, make_input(m->set->graph(k), opt_.set.session.seed));
     m->set->run(k);
@@ -337,6 +445,7 @@ const std::vector<std::map<int, double>>& Server::batch_pass_ms() {
   // Few: the seeds only start the estimates, which every pass of a run then refines.
   constexpr int kPasses = 3;
   for (auto& m : models_) {
+    m->bind();
     for (int64_t i = 0; i < max_batch_; ++i) m->put(i, m->base.data());
     std::map<int, double> per;
     for (const auto& [b, key] : m->key) {
@@ -432,7 +541,7 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   std::mutex mu;
   std::condition_variable cv;
   bool dispatch_done = false;
-  std::vector<std::pair<double, double>> busy;  // pass intervals, guarded by mu
+  std::map<int, std::vector<std::pair<double, double>>> busy;  // pass intervals by device, guarded by mu
   std::vector<std::pair<int64_t, std::vector<float>>> verify;  // request, its output (under mu)
   const auto t0 = Clock::now();
   auto now_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -444,6 +553,8 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
 
   // One worker's loop over its queue; returns when the queue is done or the run stops.
   auto serve_queue = [&](size_t q, BatchController& ctl) {
+    bool bound = false;
+    int bound_device = -1;  // the device this thread last made current (see Model::bind)
     for (;;) {
       std::vector<int64_t> batch;
       size_t mi = 0;
@@ -504,6 +615,11 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
         }
       }
       Model& m = *models_[mi];
+      if (!bound || bound_device != m.device) {
+        m.bind();
+        bound = true;
+        bound_device = m.device;
+      }
       const double start = now_s();
       m.stage(b, m.window(first));
       {
@@ -514,7 +630,7 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
       const double done = now_s();
       ctl.observe(b, done - start);
       std::lock_guard<std::mutex> lk(mu);
-      busy.emplace_back(start, done);
+      busy[m.device].emplace_back(start, done);
       for (size_t i = 0; i < batch.size(); ++i) {
         RequestOutcome& o = res.requests[size_t(batch[i])];
         o.start_s = start;
@@ -625,6 +741,7 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   // Verified requests: the same input alone, at batch 1, on the same model's set.
   for (const auto& [id, got] : verify) {
     Model& m = *models_[size_t(trace[size_t(id)].model)];
+    m.bind();
     const ShapeKey k1 = m.key.at(1);
     m.set->set_input(k1, make_input(m.set->graph(k1), opt_.set.session.seed + 1 + uint64_t(id)));
     m.set->run(k1);
@@ -634,14 +751,26 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   }
 
   // Statistics, per model and over all.
-  std::sort(busy.begin(), busy.end());
-  double covered = 0, until = 0;
-  for (const auto& [a, b] : busy) {
-    if (b <= until) continue;
-    covered += b - std::max(a, until);
-    until = b;
+  // The busy share is the union of pass intervals: over every device (some device busy), and
+  // per device.
+  auto covered_s = [](std::vector<std::pair<double, double>> iv) {
+    std::sort(iv.begin(), iv.end());
+    double covered = 0, until = 0;
+    for (const auto& [a, b] : iv) {
+      if (b <= until) continue;
+      covered += b - std::max(a, until);
+      until = b;
+    }
+    return covered;
+  };
+  std::vector<std::pair<double, double>> any;
+  for (int d : placement_) res.device_busy[d] = 0;
+  for (const auto& [d, iv] : busy) {
+    any.insert(any.end(), iv.begin(), iv.end());
+    res.device_busy[d] = res.wall_s > 0 ? covered_s(iv) / res.wall_s : 0;
   }
-  res.busy_fraction = res.wall_s > 0 ? covered / res.wall_s : 0;
+  res.busy_fraction = res.wall_s > 0 ? covered_s(any) / res.wall_s : 0;
+  res.placement = placement_;
   double span = 0;
   for (const Request& r : trace) span = std::max(span, r.arrival_s);
   res.offered_rps = span > 0 ? double(trace.size()) / span : 0;
@@ -683,6 +812,13 @@ json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& 
   j["offered_rps"] = r.offered_rps;
   j["wall_s"] = r.wall_s;
   j["busy_fraction"] = r.busy_fraction;
+  // Where each model ran, and each device's busy share (-1: the session's default device).
+  json placed = json::object();
+  for (size_t m = 0; m < r.placement.size() && m < models.size(); ++m) placed[models[m]] = r.placement[m];
+  j["placement"] = placed;
+  json dev_busy = json::object();
+  for (const auto& [d, f] : r.device_busy) dev_busy[std::to_string(d)] = f;
+  j["device_busy_fraction"] = dev_busy;
   j["stopped"] = r.stopped;
   j["not_sent"] = r.not_sent;
   j["worst_verify_max_rel"] = r.worst_verify_rel;

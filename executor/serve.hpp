@@ -1,5 +1,5 @@
-// Serving several models on one device (issue 14, after TOP): request streams, per-model queues,
-// batching, and an adaptive launcher, measured by throughput and tail latency.
+// Serving several models on one device or several (issue 14, after TOP): request streams,
+// per-model queues, batching, and an adaptive launcher, measured by throughput and tail latency.
 //
 // Each model is a ShapeSet (executor/shape_set.hpp) prepared at one image size for the batch
 // sizes the launcher may use (1, 2, 4, 8 by default): one set of weights, one arena and one CUDA
@@ -24,6 +24,18 @@
 //             batches grow to 8, whose passes alone outlast the tail fifo keeps at half load
 //             (docs/benchmarks.md).
 //
+// On several devices (ServeOptions::devices) each model lives on one of them, whole: its shape
+// set, weights and CUDA Graphs are made there. fifo stays one request at a time overall (one
+// queue, one worker, each request run on its model's device), which is what the baseline means;
+// static and adaptive keep a worker per model, so models on different devices run truly in
+// parallel. Placement is given (ServeOptions::placement) or automatic (balance_placement): the
+// longest-processing-time-first greedy, weighting each model by its batch-1 schedule's
+// predicted latency. Predicted rather than measured, because the device must be chosen before
+// anything is built on it (measuring first would mean preparing every model twice), and because
+// a pure function of the schedules is deterministic and testable. The arrival rates are even
+// across the models, so a device's work is about the sum of its models' pass times, which is
+// what the greedy balances; the analytic model's ratios between models are what matters there.
+//
 // A batch is padded up to the smallest prepared batch that holds it (padding rows compute on
 // zeros and are dropped; the adaptive launcher pads only where that costs no throughput).
 // Nothing is lost: a request is answered, or rejected with a reason (its model's queue was full,
@@ -43,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "executor/shape_set.hpp"
@@ -107,8 +120,27 @@ class BatchController {
   bool drained_ = false;
 };
 
+// Automatic placement: the device of each model, longest-processing-time-first. Models are
+// taken heaviest first (ties: the earlier model) and each goes to the device with the least
+// weight so far (ties: the one with fewer models, then the earlier in `devices`, so that models
+// of weight 0 still spread). Pure and deterministic. `devices` must not be empty.
+std::vector<int> balance_placement(const std::vector<double>& weight_ms, const std::vector<int>& devices);
+// `devices` checked: each id from 0 to 1023, none twice. With `visible` >= 0 (a GPU backend's
+// device count), each id must also be below it. One-line errors naming the id.
+void check_devices(const std::vector<int>& devices, int visible = -1);
+// An explicit placement checked against the served models and the devices, as the device of
+// each model: every model placed exactly once, each on one of `devices`.
+std::vector<int> explicit_placement(const std::vector<std::string>& models, const std::vector<int>& devices,
+                                    const std::vector<std::pair<std::string, int>>& placement);
+
 struct ServeOptions {
   ShapeSetOptions set;
+  // The devices the models are spread over (set.session.device is set per model). Empty: every
+  // model on the session's default device, as on one GPU. The CPU backend takes the ids as
+  // labels: its passes all run on the host.
+  std::vector<int> devices;
+  // (model, device) for every served model; empty: balance_placement. Needs `devices`.
+  std::vector<std::pair<std::string, int>> placement;
   std::vector<int> batches{1, 2, 4, 8};
   int static_batch = 4;
   double static_wait_s = 0.002;
@@ -151,7 +183,11 @@ struct ServeResult {
   std::vector<RequestOutcome> requests;  // one per trace request, in id order
   std::vector<ModelStats> models;        // per model, then "all" last
   std::vector<std::array<double, 3>> queue;  // (time_s, model, waiting) at every change
-  double busy_fraction = 0;  // of the wall time, some pass was running (host-observed)
+  // Of the wall time, some pass was running on some device (host-observed): on several devices,
+  // the share with at least one busy, so 100% does not mean every device was.
+  double busy_fraction = 0;
+  std::map<int, double> device_busy;  // the same per device (-1: the session's default device)
+  std::vector<int> placement;         // the device of each model (-1: the session's default)
   int64_t not_sent = 0;      // trace requests after a stop (never arrived)
   bool stopped = false;
   double worst_verify_rel = -1;
@@ -186,7 +222,12 @@ class Server {
   void set_latency_budget_ms(double ms);
   double latency_budget_ms();  // the one in effect
   ServeResult run(const std::vector<Request>& trace, Policy policy);
+  // The device's name; on several devices, "id: name" of each used, in the order of --devices.
   std::string device() const;
+  // The device of each model (-1: the session's default, when ServeOptions::devices is empty),
+  // and each model's batch-1 predicted ms that automatic placement weighed (empty otherwise).
+  const std::vector<int>& placement() const { return placement_; }
+  const std::vector<double>& placement_weight_ms() const { return weight_ms_; }
 
  private:
   struct Model;
@@ -195,6 +236,8 @@ class Server {
   ServeOptions opt_;
   std::vector<std::unique_ptr<Model>> models_;
   std::vector<std::map<int, double>> pass_ms_;  // batch_pass_ms(), once measured
+  std::vector<int> placement_;
+  std::vector<double> weight_ms_;
   int max_batch_ = 1;
 };
 

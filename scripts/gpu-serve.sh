@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Serving on one GPU, one device call (issue 14): build, then `hios serve` of a model mix at one
-# size, every launcher (fifo, static, adaptive) on the same Poisson traces at each load (as
+# Serving on one GPU or several, one device call (issue 14): build, then `hios serve` of a model
+# mix at one size, every launcher (fifo, static, adaptive) on the same Poisson traces at each load (as
 # fractions of the fifo launcher's capacity), with spot verification. The JSON comes back.
 #
 #   OUT=/some/dir bash scripts/gpu-serve.sh
+#   DEVICES=0,1 OUT=/some/dir bash scripts/gpu-serve.sh   # two GPUs, placement automatic
 #
 # Environment: BUILD_DIR (/tmp/b), MODELS (inception_v3,nasnet_large,randwire), SIZE (331),
-# LOADS (0.5,0.8,1,1.5,2,3), DURATION (4 s per run), EXTRA (more hios serve arguments).
+# LOADS (0.5,0.8,1,1.5,2,3), DURATION (4 s per run), DEVICES (e.g. 0,1: passed as --devices when
+# set; empty: the default device), EXTRA (more hios serve arguments).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-serve}
@@ -15,8 +17,12 @@ mkdir -p "$OUT"
 t0=$(date +%s)
 source scripts/gpu-build.sh
 gpu_build hios
+# An array, so that an empty DEVICES adds no argument at all (bash before 4.4 calls an empty
+# "${a[@]}" unbound under set -u, hence the + form below).
+devices=()
+[ -n "${DEVICES:-}" ] && devices=(--devices "$DEVICES")
 # shellcheck disable=SC2086
 timeout "${SERVE_TIMEOUT:-480}" "$B/cli/hios" serve --backend cuda --models "${MODELS:-inception_v3,nasnet_large,randwire}" \
   --size "${SIZE:-331}" --loads "${LOADS:-0.5,0.8,1,1.5,2,3}" --duration "${DURATION:-4}" --verify-every 50 \
-  -o "$OUT/serve.json" ${EXTRA:-} 2>&1 | tee "$OUT/serve.txt"
+  -o "$OUT/serve.json" ${devices[@]+"${devices[@]}"} ${EXTRA:-} 2>&1 | tee "$OUT/serve.txt"
 echo "hios serve rc=${PIPESTATUS[0]} ($(( $(date +%s) - t0 )) s)"

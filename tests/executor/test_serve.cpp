@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "executor/comm.hpp"
+#include "executor/registry.hpp"
 #include "executor/serve.hpp"
 #include "executor/session.hpp"
 #include "graph/error.hpp"
@@ -383,4 +384,111 @@ TEST_CASE("serving: a high-priority model must be served, and the cpu backend ig
   const Graph g = build_model("demo", ModelParams{});
   auto self = exec::make_self_comm();
   CHECK_THROWS_WITH(exec::RankSession(g, so, *self), Catch::Contains("must be high or normal, not 'urgent'"));
+}
+
+TEST_CASE("serving: automatic placement balances models over devices, longest first", "[executor][serve]") {
+  // Heaviest first, each to the least-loaded device: 30 -> 0, 20 -> 1, 10 -> 1 (20 < 30), then 5
+  // ties at 30 and goes to device 0, which holds fewer models. Loads 35 and 30.
+  CHECK(exec::balance_placement({10, 30, 20, 5}, {0, 1}) == std::vector<int>{1, 0, 1, 0});
+  // Device ids as given, in the order given: the first listed takes the heaviest.
+  CHECK(exec::balance_placement({1, 2}, {5, 3}) == std::vector<int>{3, 5});
+  // Round robin would put 8 and 8 together; the greedy keeps the two heavy ones apart.
+  CHECK(exec::balance_placement({8, 1, 8, 1}, {0, 1}) == std::vector<int>{0, 0, 1, 1});
+  // Weights of 0 (a schedule maker that predicts nothing) still spread by count.
+  CHECK(exec::balance_placement({0, 0, 0}, {0, 1}) == std::vector<int>{0, 1, 0});
+  CHECK(exec::balance_placement({4, 7}, {2}) == std::vector<int>{2, 2});
+  CHECK(exec::balance_placement({}, {0, 1}).empty());
+  CHECK_THROWS(exec::balance_placement({1}, {}));
+}
+
+TEST_CASE("serving: devices and an explicit placement are checked with one-line errors", "[executor][serve]") {
+  CHECK_NOTHROW(exec::check_devices({0, 1, 1023}));
+  CHECK_THROWS_WITH(exec::check_devices({0, 1024}), Catch::Contains("device 1024 is outside 0 to 1023"));
+  CHECK_THROWS_WITH(exec::check_devices({-1}), Catch::Contains("device -1 is outside 0 to 1023"));
+  CHECK_THROWS_WITH(exec::check_devices({1, 0, 1}), Catch::Contains("device 1 is listed twice"));
+  CHECK_THROWS_WITH(exec::check_devices({0, 2}, 2), Catch::Contains("device 2 was asked for, but this process sees 2"));
+  CHECK_NOTHROW(exec::check_devices({0, 1}, 2));
+
+  const std::vector<std::string> models{"demo", "squeezenet"};
+  CHECK(exec::explicit_placement(models, {0, 1}, {{"squeezenet", 0}, {"demo", 1}}) == std::vector<int>{1, 0});
+  CHECK(exec::explicit_placement(models, {0, 1}, {{"squeezenet", 1}, {"demo", 1}}) == std::vector<int>{1, 1});
+  CHECK_THROWS_WITH(exec::explicit_placement(models, {0, 1}, {{"demo", 0}, {"resnet50", 1}}),
+                    Catch::Contains("model 'resnet50' is not served"));
+  CHECK_THROWS_WITH(exec::explicit_placement(models, {0, 1}, {{"demo", 0}, {"demo", 1}, {"squeezenet", 1}}),
+                    Catch::Contains("model 'demo' is placed twice"));
+  CHECK_THROWS_WITH(exec::explicit_placement(models, {0, 1}, {{"demo", 0}, {"squeezenet", 2}}),
+                    Catch::Contains("device 2 of 'squeezenet' is not in --devices"));
+  CHECK_THROWS_WITH(exec::explicit_placement(models, {0, 1}, {{"demo", 0}}),
+                    Catch::Contains("model 'squeezenet' is not placed"));
+  CHECK_THROWS_WITH(exec::explicit_placement(models, {}, {{"demo", 0}, {"squeezenet", 0}}),
+                    Catch::Contains("--placement needs --devices"));
+
+  // The server checks before it builds anything: a placement error, and a GPU backend that sees
+  // fewer devices than asked for (a stand-in that reports one device; it is never made).
+  exec::ServeOptions o = cpu_serve();
+  o.devices = {0, 1};
+  o.placement = {{"demo", 0}, {"demo", 1}};
+  CHECK_THROWS_WITH(small_server(o), Catch::Contains("model 'demo' is placed twice"));
+  o.placement.clear();
+  o.devices = {0, 0};
+  CHECK_THROWS_WITH(small_server(o), Catch::Contains("device 0 is listed twice"));
+  exec::BackendEntry one_gpu;
+  one_gpu.name = "serve-test-one-gpu";
+  one_gpu.device_count = [] { return 1; };
+  one_gpu.make = [](const exec::BackendConfig& cfg) { return exec::make_backend("cpu", cfg); };
+  exec::register_backend(one_gpu);
+  o.set.session.backend = one_gpu.name;
+  o.devices = {0, 1};
+  CHECK_THROWS_WITH(small_server(o), Catch::Contains("device 1 was asked for, but this process sees 1 device(s)"));
+}
+
+TEST_CASE("serving: on two devices each model is placed, its runs say where, and every request is answered",
+          "[executor][serve]") {
+  exec::ServeOptions o = cpu_serve();
+  o.devices = {0, 1};
+  auto server = small_server(o);
+  // Automatic: weighed by the batch-1 schedules' predictions, two models on two devices.
+  REQUIRE(server->placement_weight_ms().size() == 2);
+  CHECK(server->placement_weight_ms()[0] > 0);
+  CHECK(server->placement_weight_ms()[1] > 0);
+  CHECK(server->placement() == exec::balance_placement(server->placement_weight_ms(), {0, 1}));
+  CHECK(server->placement()[0] != server->placement()[1]);
+  CHECK(server->device().find("0: cpu") != std::string::npos);
+  CHECK(server->device().find("1: cpu") != std::string::npos);
+  exec::ArrivalSpec s;
+  s.rates = {20, 40};
+  s.duration_s = 0.4;
+  s.seed = 3;
+  const auto trace = exec::make_trace(s, server->models());
+  REQUIRE(trace.size() > 5);
+  for (Policy p : {Policy::Fifo, Policy::Static, Policy::Adaptive}) {
+    INFO(exec::policy_name(p));
+    const exec::ServeResult r = server->run(trace, p);
+    check_accounting(r, trace);
+    CHECK(r.placement == server->placement());
+    REQUIRE(r.device_busy.size() == 2);
+    for (const auto& [d, f] : r.device_busy) {
+      CHECK(f >= 0);
+      CHECK(f <= r.busy_fraction + 1e-9);  // one device's busy time is within "some device busy"
+    }
+    const json j = exec::serve_result_to_json(r, server->models());
+    CHECK(j["placement"]["demo"].get<int>() == server->placement()[0]);
+    CHECK(j["placement"]["squeezenet"].get<int>() == server->placement()[1]);
+    CHECK(j["device_busy_fraction"].size() == 2);
+  }
+
+  // Explicit: both on device 1, where the given placement puts them; nothing weighed.
+  o.placement = {{"squeezenet", 1}, {"demo", 1}};
+  auto given = small_server(o);
+  CHECK(given->placement() == std::vector<int>{1, 1});
+  CHECK(given->placement_weight_ms().empty());
+  const exec::ServeResult r = given->run(trace, Policy::Static);
+  check_accounting(r, trace);
+  CHECK(r.device_busy.size() == 1);
+  CHECK(r.device_busy.count(1) == 1);
+
+  // No devices: as on one GPU, the session's default device.
+  auto one = small_server(cpu_serve());
+  CHECK(one->placement() == std::vector<int>{-1, -1});
+  CHECK(one->device().find("0: ") == std::string::npos);
 }
