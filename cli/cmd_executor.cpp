@@ -109,8 +109,10 @@ std::vector<int> parse_devices(const std::string& s) {
   while (std::getline(ss, item, ',')) {
     char* end = nullptr;
     long v = std::strtol(item.c_str(), &end, 10);
-    HIOS_CHECK(!item.empty() && *end == '\0' && v >= 0, "--devices: '%s' is not a device index (expected e.g. 0,1)",
-               item.c_str());
+    // The bound keeps the cast below exact: an index past INT_MAX would wrap and name another
+    // device. Tighter limits (the devices present) are checked where devices are opened.
+    HIOS_CHECK(!item.empty() && *end == '\0' && v >= 0 && v <= 1000000,
+               "--devices: '%s' is not a device index (expected e.g. 0,1)", item.c_str());
     out.push_back(static_cast<int>(v));
   }
   return out;

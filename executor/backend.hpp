@@ -109,6 +109,12 @@ class Backend {
   virtual json algorithm_choices() const { return json::object(); }
   virtual void adopt_algorithm_choices(const json& /*recipes*/) {}
 
+  // Makes the backend's device the calling thread's current one. A GPU backend selects its
+  // device when it prepares, not in every per-pass call (copies, replays, waits), and a new host
+  // thread starts on device 0: a thread that drives a backend on another device calls this
+  // first (hios serve's workers). Backends without a device do nothing.
+  virtual void make_current() {}
+
   virtual void launch(int node, int stream) = 0;
   virtual void record(int event, int stream) = 0;
   virtual void wait(int event, int stream) = 0;

@@ -289,13 +289,9 @@ struct Server::Model {
   }
   const float* window(int64_t pos) { return slot(pos % ring_slots); }
 
-  // Makes this model's device the calling thread's current one. The CUDA backend sets its device
-  // when it prepares and reserves, not in the per-pass calls (copies, replays, waits), and a
-  // new thread starts on device 0: a worker for a model on device 1, or fifo's worker moving
-  // between models on two devices, must switch first. reserve_markers(0) reserves nothing
-  // (reserving keeps at least n) and is the Backend call that makes the device current; the
-  // CPU backend has no device and does nothing.
-  void bind() { set->session().backend().reserve_markers(0); }
+  // Makes this model's device the calling thread's current one (Backend::make_current): a
+  // worker for a model on device 1, or fifo's worker moving between models on two devices.
+  void bind() { set->session().backend().make_current(); }
 
   // A worker's two steps, shared by the start-up measurement so that the seeds time what the
   // launcher runs. Staging: the rows into the batch's input tensor, where the graph reads it;

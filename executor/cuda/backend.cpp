@@ -189,6 +189,8 @@ std::string CudaBackend::plan_report() const {
   return strprintf("weights %s\n", format_bytes(eng_->weight_bytes()).c_str()) + eng_->algorithm_report();
 }
 
+void CudaBackend::make_current() { HIOS_CUDA_CHECK(cudaSetDevice(device_)); }
+
 void CudaBackend::reserve_markers(int n) {
   HIOS_CUDA_CHECK(cudaSetDevice(device_));
   while (int(markers_.size()) < n) {

@@ -22,6 +22,7 @@ class CudaBackend final : public exec::Backend {
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
+  void make_current() override;
   std::string device_name() const override;
   std::string versions() const override;
   std::string math() const override { return math_mode_name(math_); }

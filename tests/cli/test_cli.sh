@@ -28,8 +28,10 @@ expect_error() {
 expect_ok() {
   local name=$1
   shift
-  if ! "$@" >"$TMP/out" 2>"$TMP/err"; then
-    echo "FAIL $name: exit $?"
+  local rc=0
+  "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "FAIL $name: exit $rc"
     sed 's/^/    /' "$TMP/err"
     fails=$((fails + 1))
   else
@@ -154,6 +156,7 @@ expect_error "serve budget nan"    "--latency-budget-ms: 'nan'"      "$HIOS" ser
 # anything is built, then a run whose header and JSON say where each model was.
 expect_error "serve devices range" "--devices: device 1024 is outside 0 to 1023" "$HIOS" serve --models demo --size 15 --devices 0,1024
 expect_error "serve devices text"  "--devices: 'x'"                  "$HIOS" serve --models demo --size 15 --devices 0,x
+expect_error "serve devices huge"  "--devices: '4294967296'"         "$HIOS" serve --models demo --size 15 --devices 0,4294967296
 expect_error "serve devices twice" "--devices: device 1 is listed twice" "$HIOS" serve --models demo --size 15 --devices 1,0,1
 expect_error "serve placement unknown" "model 'nope' is not served"  "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --placement demo=0,nope=1
 expect_error "serve placement twice"   "model 'demo' is placed twice" "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --placement demo=0,demo=1,squeezenet=1

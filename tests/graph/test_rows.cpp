@@ -104,7 +104,7 @@ TEST_CASE("rows: pooling, ceil_mode windows straddling the edge included", "[gra
   CHECK(!row_local_op(global));
 }
 
-TEST_CASE("rows: row-wise ops read their own rows; linear reads everything", "[graph][rows]") {
+TEST_CASE("rows: row-wise ops read their own rows, linear reads everything", "[graph][rows]") {
   for (OpKind k : {OpKind::Activation, OpKind::Add, OpKind::Mul, OpKind::Identity, OpKind::Softmax}) {
     CHECK(input_rows_op(make_op(k), {3, 7}, 10) == RowRange{3, 7});
     CHECK(row_local_op(make_op(k)));

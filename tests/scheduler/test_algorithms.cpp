@@ -721,7 +721,7 @@ TEST_CASE("block reachability answers as the whole graph's does, one block at a 
   }
 }
 
-TEST_CASE("a search past its time budget keeps what it has and says so; without one it is untouched") {
+TEST_CASE("a search past its time budget keeps what it has and says so, without one it is untouched") {
   Graph g = build_model("randwire_small", {1, 64, 64});
   auto cost = make_analytic_cost_model(find_device_preset("h200"));
   for (const char* algo : {"hios-lp", "hios-mr", "heft"}) {
