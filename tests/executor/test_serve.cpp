@@ -244,8 +244,9 @@ TEST_CASE("serving: the latency budget, its default and range, kept to or draine
   REQUIRE(pass.size() == 2);
   for (const auto& per : pass) {
     REQUIRE(per.size() == 3);
-    CHECK(per.at(1) > 0);
-    CHECK(per.at(4) > per.at(1));  // the cpu backend: four images cost more than one
+    // Every prepared batch measured. Not "batch 4 slower than batch 1": that is the machine's
+    // timing, and on a loaded 2-core CI runner a batch-1 median came out at 340 ms against 236.
+    for (int b : {1, 2, 4}) CHECK(per.at(b) > 0);
   }
   CHECK(&server->batch_pass_ms() == &pass);  // measured once
   // Nothing given: 4x the slowest model's batch-1 serving pass.
