@@ -1246,8 +1246,9 @@ void launch_pool(const PoolParams& p, cudaStream_t stream) {
     if (p.nhwc && window3 && p.kernel != PoolKernel::General) {
       // Auto, from what hios-kernel-bench measured on an H200 (docs/benchmarks.md, "Ninth
       // session"): stride 2 takes the row kernel (tiles were as fast or up to 2.3x slower);
-      // stride 1 takes tiles of 8 vectors per pixel in 16-bit storage (1.06-1.4x faster than the
-      // row kernel in every shape: NASNet's 672 x 64 x 64 avg pool 7.3 against 10.0 us) and in
+      // stride 1 takes tiles of 8 vectors per pixel in 16-bit storage (as fast as the row kernel
+      // on NASNet's 42-channel maps, 1.2-1.7x faster on every other shape: the 672 x 64 x 64 avg
+      // pool 7.3 against 10.0 us) and in
       // fp32 on maps of up to 128 rows (1.1-1.3x faster), the row kernel on larger fp32 maps (up
       // to 1.25x faster there).
       PoolKernel k = p.kernel;
