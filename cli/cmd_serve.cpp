@@ -104,15 +104,7 @@ void add_serve_commands(CLI::App& app) {
   cmd->add_option("--latency-budget-ms", o->latency_budget_ms,
                   "adaptive: the latency, queueing included, it keeps each request within, above 0 to 60000 ms "
                   "(default: fifo's p99 at the lowest load when fifo runs too, else 4x the slowest model's batch-1 pass)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            char* end = nullptr;
-            const double v = std::strtod(text.c_str(), &end);
-            if (text.empty() || !end || *end != '\0') return "'" + text + "' is not a number";
-            if (!(std::isfinite(v) && v > 0 && v <= 60000)) return "'" + text + "' is not above 0 and at most 60000";
-            return "";
-          },
-          "above 0, at most 60000"));
+      ->check(finite_range(0, 60000, /*above_lo=*/true));
   cmd->add_option("--loads", o->loads,
                   "Offered loads as fractions of the fifo launcher's capacity (the mix's batch-1 times), "
                   "comma-separated (default 0.5,0.8,1.0)");

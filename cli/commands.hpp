@@ -20,11 +20,12 @@ void add_tuner_commands(CLI::App& app);      // tune (cli/cmd_tuner.cpp)
 
 void write_output(const std::string& file, const std::string& text);
 
-// A CLI11 check for a floating-point option: finite and within [lo, hi]. CLI::Range alone lets
-// NaN through (every comparison with NaN is false) and accepts inf as "above".
-inline CLI::Validator finite_range(double lo, double hi) {
+// A CLI11 check for a floating-point option: finite and within [lo, hi] ((lo, hi] with
+// above_lo, for values where lo itself means nothing, like a latency budget of 0). CLI::Range
+// alone lets NaN through (every comparison with NaN is false) and accepts inf as "above".
+inline CLI::Validator finite_range(double lo, double hi, bool above_lo = false) {
   return CLI::Validator(
-      [lo, hi](std::string& text) -> std::string {
+      [lo, hi, above_lo](std::string& text) -> std::string {
         double v = 0;
         try {
           size_t used = 0;
@@ -33,10 +34,13 @@ inline CLI::Validator finite_range(double lo, double hi) {
         } catch (...) {
           return "'" + text + "' is not a number";
         }
+        if (above_lo && !(v > lo && v <= hi)) {
+          return "'" + text + "' is not above " + std::to_string(lo) + " and at most " + std::to_string(hi);
+        }
         if (!(v >= lo && v <= hi)) return "'" + text + "' is outside " + std::to_string(lo) + " to " + std::to_string(hi);
         return "";
       },
-      "finite, " + std::to_string(lo) + " to " + std::to_string(hi));
+      std::string("finite, ") + (above_lo ? "above " : "") + std::to_string(lo) + " to " + std::to_string(hi));
 }
 
 }  // namespace hios::cli
