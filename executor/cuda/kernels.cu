@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -17,6 +18,9 @@ constexpr int kThreads = 256;
 
 // Loads and stores of one storage type, converting to and from the fp32 the kernels compute
 // in; ld4/st4 move 4 neighbouring elements in one access (16 bytes, or 8 in 16-bit types).
+// Vector stores go through __stwb (an ordinary write-back store to global memory, which is
+// where every kernel's output is): with a plain assignment nvcc split the 16-byte store of
+// pool3_tile_kernel into four 4-byte stores, and __stwb always emits the one vector store.
 template <class T>
 struct Io;
 template <>
@@ -31,7 +35,7 @@ struct Io<float> {
     v[3] = q.w;
   }
   __device__ static void st4(float* p, const float (&v)[4]) {
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    __stwb(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
   }
   __device__ static void ld2(const float* p, float (&v)[2]) {
     const float2 q = *reinterpret_cast<const float2*>(p);
@@ -52,45 +56,56 @@ __device__ __forceinline__ __half2 pair_of(float a, float b, __half2*) { return 
 __device__ __forceinline__ __nv_bfloat162 pair_of(float a, float b, __nv_bfloat162*) {
   return __floats2bfloat162_rn(a, b);
 }
+// A pair of 16-bit values as the 32-bit word that holds it, element 0 in the low half, and
+// back. Vector accesses go through whole words (uint2, uint4): a struct of pairs made nvcc split
+// a 16-byte access into two 8-byte loads of four u16 registers, and a store into four 4-byte
+// stores (PTX of pool3_tile_kernel), which left the bf16 tile kernel issue-bound (Nsight Compute:
+// 3.4 instructions per cycle, ALU the busiest pipe, DRAM at 32%).
+__device__ __forceinline__ float2 word_to_f2(uint32_t w, __nv_bfloat162*) {
+  // bf16 is the high half of an fp32: widening is a shift, exactly what __bfloat1622float2 gives.
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+__device__ __forceinline__ float2 word_to_f2(uint32_t w, __half2*) {
+  __half2 h;
+  __builtin_memcpy(&h, &w, sizeof(w));
+  return __half22float2(h);
+}
+template <class T2>
+__device__ __forceinline__ uint32_t word_of(float a, float b) {
+  const T2 pair = pair_of(a, b, static_cast<T2*>(nullptr));
+  uint32_t w;
+  __builtin_memcpy(&w, &pair, sizeof(w));
+  return w;
+}
 template <class T, class T2>
 struct Io16 {
-  struct alignas(8) Four {
-    T2 a, b;
-  };
   __device__ static float ld(const T* p) { return to_f(*p); }
   __device__ static void st(T* p, float v) { from_f(v, p); }
-  __device__ static void ld4(const T* p, float (&v)[4]) {
-    const Four q = *reinterpret_cast<const Four*>(p);
-    const float2 a = to_f2(q.a), b = to_f2(q.b);
-    v[0] = a.x;
-    v[1] = a.y;
-    v[2] = b.x;
-    v[3] = b.y;
-  }
-  __device__ static void st4(T* p, const float (&v)[4]) {
-    *reinterpret_cast<Four*>(p) = Four{pair_of(v[0], v[1], static_cast<T2*>(nullptr)),
-                                       pair_of(v[2], v[3], static_cast<T2*>(nullptr))};
-  }
-  // 8 elements, 16 bytes: the width at which a 16-bit stream reaches the bandwidth fp32's
-  // float4 does (term assembly in bf16 ran at 1.9x its copy time with 8-byte accesses).
-  struct alignas(16) Eight {
-    T2 a, b, c, d;
-  };
-  __device__ static void ld8(const T* p, float (&v)[8]) {
-    const Eight q = *reinterpret_cast<const Eight*>(p);
-    const T2 pairs[4] = {q.a, q.b, q.c, q.d};
+  template <int N>
+  __device__ static void unpack(const uint32_t (&w)[N], float (&v)[2 * N]) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 f = to_f2(pairs[k]);
+    for (int k = 0; k < N; ++k) {
+      const float2 f = word_to_f2(w[k], static_cast<T2*>(nullptr));
       v[2 * k] = f.x;
       v[2 * k + 1] = f.y;
     }
   }
+  __device__ static void ld4(const T* p, float (&v)[4]) {
+    const uint2 q = *reinterpret_cast<const uint2*>(p);
+    unpack<2>({q.x, q.y}, v);
+  }
+  __device__ static void st4(T* p, const float (&v)[4]) {
+    __stwb(reinterpret_cast<uint2*>(p), make_uint2(word_of<T2>(v[0], v[1]), word_of<T2>(v[2], v[3])));
+  }
+  // 8 elements, 16 bytes: the width at which a 16-bit stream reaches the bandwidth fp32's
+  // float4 does (term assembly in bf16 ran at 1.9x its copy time with 8-byte accesses).
+  __device__ static void ld8(const T* p, float (&v)[8]) {
+    const uint4 q = *reinterpret_cast<const uint4*>(p);
+    unpack<4>({q.x, q.y, q.z, q.w}, v);
+  }
   __device__ static void st8(T* p, const float (&v)[8]) {
-    *reinterpret_cast<Eight*>(p) = Eight{pair_of(v[0], v[1], static_cast<T2*>(nullptr)),
-                                         pair_of(v[2], v[3], static_cast<T2*>(nullptr)),
-                                         pair_of(v[4], v[5], static_cast<T2*>(nullptr)),
-                                         pair_of(v[6], v[7], static_cast<T2*>(nullptr))};
+    __stwb(reinterpret_cast<uint4*>(p),
+           make_uint4(word_of<T2>(v[0], v[1]), word_of<T2>(v[2], v[3]), word_of<T2>(v[4], v[5]), word_of<T2>(v[6], v[7])));
   }
   __device__ static void ld2(const T* p, float (&v)[2]) {
     const float2 a = to_f2(*reinterpret_cast<const T2*>(p));
@@ -340,10 +355,13 @@ __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
 // and ran at 6x the copy time (nasnet_large at 2048, bf16). Output = rows combined in row order
 // over the per-row column reductions, the same for every output wherever its thread starts, so
 // a band computes the bits the whole tensor does.
-template <class T, int V, int S, int RUN>
+//
+// MAX (the pool's kind) is a template argument: as a run-time choice nvcc computed both the max
+// and the sum of every element under a predicate, and both took issue slots.
+template <class T, int V, int S, int RUN, bool MAX>
 __device__ __forceinline__ void pool3_row(const PoolParams& p, const T* xb, int gy, int ix0, float (&hr)[RUN][V]) {
   constexpr int kCols = (RUN - 1) * S + 3;
-  const float none = p.is_max ? -INFINITY : 0.f;  // what a row or column outside the input adds
+  const float none = MAX ? -INFINITY : 0.f;  // what a row or column outside the input adds
   if (gy < 0 || gy >= p.full_h) {
 #pragma unroll
     for (int j = 0; j < RUN; ++j) {
@@ -369,12 +387,12 @@ __device__ __forceinline__ void pool3_row(const PoolParams& p, const T* xb, int 
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const float a = xv[j * S][v], b = xv[j * S + 1][v], c = xv[j * S + 2][v];
-      hr[j][v] = p.is_max ? fmaxf(fmaxf(a, b), c) : (a + b) + c;
+      hr[j][v] = MAX ? fmaxf(fmaxf(a, b), c) : (a + b) + c;
     }
   }
 }
 
-template <class T, int V, int S, int RUN>
+template <class T, int V, int S, int RUN, bool MAX>
 __global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows_per_thread) {
   const int groups = p.c / V;
   const int runs = (p.ow + RUN - 1) / RUN;
@@ -389,16 +407,16 @@ __global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows
     const T* xb = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + g * V;
     float h0[RUN][V], h1[RUN][V], h2[RUN][V];
     const int gy0 = (oy0 + p.r0) * S - p.ph;  // global input row of the first window's top
-    pool3_row<T, V, S, RUN>(p, xb, gy0, ix0, h0);
-    pool3_row<T, V, S, RUN>(p, xb, gy0 + 1, ix0, h1);
-    pool3_row<T, V, S, RUN>(p, xb, gy0 + 2, ix0, h2);
+    pool3_row<T, V, S, RUN, MAX>(p, xb, gy0, ix0, h0);
+    pool3_row<T, V, S, RUN, MAX>(p, xb, gy0 + 1, ix0, h1);
+    pool3_row<T, V, S, RUN, MAX>(p, xb, gy0 + 2, ix0, h2);
     for (int oy = oy0;;) {
       T* yr = static_cast<T*>(p.y) + ((int64_t(b) * p.oh + oy) * p.ow + ox0) * p.c + g * V;
 #pragma unroll
       for (int j = 0; j < RUN; ++j) {
         if (ox0 + j >= p.ow) break;
         float o[V];
-        if (p.is_max) {
+        if constexpr (MAX) {
 #pragma unroll
           for (int v = 0; v < V; ++v) o[v] = fmaxf(fmaxf(h0[j][v], h1[j][v]), h2[j][v]);
         } else {
@@ -424,8 +442,8 @@ __global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows
           }
         }
       }
-      if constexpr (S == 2) pool3_row<T, V, S, RUN>(p, xb, top + 1, ix0, h1);
-      pool3_row<T, V, S, RUN>(p, xb, top + 2, ix0, h2);
+      if constexpr (S == 2) pool3_row<T, V, S, RUN, MAX>(p, xb, top + 1, ix0, h1);
+      pool3_row<T, V, S, RUN, MAX>(p, xb, top + 2, ix0, h2);
     }
   }
 }
@@ -440,7 +458,11 @@ __global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows
 // Each output is ((row sums) combined in row order) * (1 / divisor), exactly as pool3_nhwc_kernel
 // computes it, so the two give the same bits and a band gives the whole tensor's bits.
 constexpr int kPoolTileThreads = 256, kPoolTileRowGroups = 4;
-template <class T, int S, int RPT, int CV>
+//
+// The patch is staged with cp.async: every 16-byte cell of a thread is in flight at once,
+// straight into shared memory (a plain loop held one load per thread in flight, each store to
+// the tile waiting for its load). MAX as in pool3_row.
+template <class T, int S, int RPT, int CV, bool MAX>
 __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __grid_constant__ PoolParams p) {
   constexpr int V = 16 / sizeof(T);  // elements per 16-byte vector
   constexpr int TH = RPT * kPoolTileRowGroups, TW = kPoolTileThreads / kPoolTileRowGroups / CV;
@@ -455,20 +477,24 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
   // What a cell outside the input (or past the channels) holds: nothing a sum or max notices.
   uint4 none;
   {
-    float f[V];
+    T e[V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = p.is_max ? -INFINITY : 0.f;
-    stv<V>(reinterpret_cast<T*>(&none), f);
+    for (int k = 0; k < V; ++k) st(&e[k], MAX ? -INFINITY : 0.f);
+    __builtin_memcpy(&none, e, sizeof(none));
   }
   for (int i = threadIdx.x; i < IH * IW * CV; i += kThreadsPerBlock) {
     const int cv = i % CV, ix = (i / CV) % IW, iy = i / (CV * IW);
     const int gy = gy0 + iy, gx = gx0 + ix, vec = v0 + cv;
-    uint4 val = none;
-    if (gy >= 0 && gy < p.full_h && gx >= 0 && gx < p.w && vec < vecs) {
-      val = *reinterpret_cast<const uint4*>(xb + (int64_t(gy - p.i0) * p.w + gx) * p.x_pixel_stride + int64_t(vec) * V);
+    const bool inside = gy >= 0 && gy < p.full_h && gx >= 0 && gx < p.w && vec < vecs;
+    const T* src = xb + (int64_t(gy - p.i0) * p.w + gx) * p.x_pixel_stride + int64_t(vec) * V;
+    if (inside) {
+      __pipeline_memcpy_async(&tile[i], src, sizeof(uint4));
+    } else {
+      tile[i] = none;
     }
-    tile[i] = val;
   }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
   __syncthreads();
   const int cv = threadIdx.x % CV, tx = (threadIdx.x / CV) % TW, rg = threadIdx.x / (CV * TW);
   const int ox = ox0 + tx, vec = v0 + cv;
@@ -481,7 +507,7 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
     ldv<V>(reinterpret_cast<const T*>(base + CV), bb);
     ldv<V>(reinterpret_cast<const T*>(base + 2 * CV), c);
 #pragma unroll
-    for (int k = 0; k < V; ++k) h[k] = p.is_max ? fmaxf(fmaxf(a[k], bb[k]), c[k]) : (a[k] + bb[k]) + c[k];
+    for (int k = 0; k < V; ++k) h[k] = MAX ? fmaxf(fmaxf(a[k], bb[k]), c[k]) : (a[k] + bb[k]) + c[k];
   };
   const int ty0 = rg * RPT;
   float h0[V], h1[V], h2[V];
@@ -494,7 +520,7 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
     const int oy = oy0 + ty0 + j;
     if (oy >= p.oh) break;
     float o[V];
-    if (p.is_max) {
+    if constexpr (MAX) {
 #pragma unroll
       for (int k = 0; k < V; ++k) o[k] = fmaxf(fmaxf(h0[k], h1[k]), h2[k]);
     } else {
@@ -1176,7 +1202,7 @@ void launch_rows(const RowsParams& p, cudaStream_t stream) {
 
 // The 3x3 kernel's launch: V = 4, 2 or 1 channels per thread as C, the strides and the
 // pointers allow; rows per thread as many as keep about 2048 threads per SM busy, at most 8.
-template <class T>
+template <class T, bool MAX>
 void launch_pool3_nhwc(const PoolParams& p, cudaStream_t stream) {
   int v = 1;
   for (int cand : {4, 2}) {
@@ -1195,13 +1221,13 @@ void launch_pool3_nhwc(const PoolParams& p, cudaStream_t stream) {
                   unsigned(std::min<int64_t>((rows + rows_per_thread - 1) / rows_per_thread, 65535)));
   auto go = [&](auto kernel) { kernel<<<grid, kThreads, 0, stream>>>(p, rows_per_thread); };
   if (p.sh == 1) {
-    if (v == 4) go(pool3_nhwc_kernel<T, 4, 1, 4>);
-    else if (v == 2) go(pool3_nhwc_kernel<T, 2, 1, 4>);
-    else go(pool3_nhwc_kernel<T, 1, 1, 4>);
+    if (v == 4) go(pool3_nhwc_kernel<T, 4, 1, 4, MAX>);
+    else if (v == 2) go(pool3_nhwc_kernel<T, 2, 1, 4, MAX>);
+    else go(pool3_nhwc_kernel<T, 1, 1, 4, MAX>);
   } else {
-    if (v == 4) go(pool3_nhwc_kernel<T, 4, 2, 2>);
-    else if (v == 2) go(pool3_nhwc_kernel<T, 2, 2, 2>);
-    else go(pool3_nhwc_kernel<T, 1, 2, 2>);
+    if (v == 4) go(pool3_nhwc_kernel<T, 4, 2, 2, MAX>);
+    else if (v == 2) go(pool3_nhwc_kernel<T, 2, 2, 2, MAX>);
+    else go(pool3_nhwc_kernel<T, 1, 2, 2, MAX>);
   }
 }
 
@@ -1214,7 +1240,7 @@ bool pool3_tiles_fit(const PoolParams& p) {
   return p.c % V == 0 && p.x_pixel_stride % V == 0 && p.x_batch_stride % V == 0 &&
          (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.y) & 15) == 0;
 }
-template <class T, int CV>
+template <class T, int CV, bool MAX>
 void launch_pool3_tiles(const PoolParams& p, cudaStream_t stream) {
   constexpr int V = 16 / sizeof(T), TW = kPoolTileThreads / kPoolTileRowGroups / CV;
   const int64_t chunks = (p.c / V + CV - 1) / CV;
@@ -1228,12 +1254,12 @@ void launch_pool3_tiles(const PoolParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(cols), unsigned(rows(rpt)), unsigned(int64_t(p.n) * chunks));
   auto go = [&](auto kernel) { kernel<<<grid, kPoolTileThreads, 0, stream>>>(p); };
   if (p.sh == 1) {
-    if (rpt == 4) go(pool3_tile_kernel<T, 1, 4, CV>);
-    else if (rpt == 2) go(pool3_tile_kernel<T, 1, 2, CV>);
-    else go(pool3_tile_kernel<T, 1, 1, CV>);
+    if (rpt == 4) go(pool3_tile_kernel<T, 1, 4, CV, MAX>);
+    else if (rpt == 2) go(pool3_tile_kernel<T, 1, 2, CV, MAX>);
+    else go(pool3_tile_kernel<T, 1, 1, CV, MAX>);
   } else {
-    if (rpt == 2) go(pool3_tile_kernel<T, 2, 2, CV>);
-    else go(pool3_tile_kernel<T, 2, 1, CV>);
+    if (rpt == 2) go(pool3_tile_kernel<T, 2, 2, CV, MAX>);
+    else go(pool3_tile_kernel<T, 2, 1, CV, MAX>);
   }
 }
 
@@ -1244,29 +1270,31 @@ void launch_pool(const PoolParams& p, cudaStream_t stream) {
     using T = decltype(tag);
     const bool window3 = p.kh == 3 && p.kw == 3 && p.sh == p.sw && (p.sh == 1 || p.sh == 2);
     if (p.nhwc && window3 && p.kernel != PoolKernel::General) {
-      // Auto, from what hios-kernel-bench measured on an H200 (docs/benchmarks.md, "Ninth
-      // session"): stride 2 takes the row kernel (tiles were as fast or up to 2.3x slower);
-      // stride 1 takes tiles of 8 vectors per pixel in 16-bit storage (as fast as the row kernel
-      // on NASNet's 42-channel maps, 1.2-1.7x faster on every other shape: the 672 x 64 x 64 avg
-      // pool 7.3 against 10.0 us) and in
-      // fp32 on maps of up to 128 rows (1.1-1.3x faster), the row kernel on larger fp32 maps (up
-      // to 1.25x faster there).
+      // Auto, from what hios-kernel-bench measured on an H200 (docs/benchmarks.md, "Tenth
+      // session"): tiles of 8 vectors per pixel at stride 1 in 16-bit storage (1.1-1.6x faster
+      // than the row kernel), in fp32 on maps of up to 128 rows (the row kernel on larger fp32
+      // maps, up to 1.2x faster there), and at stride 2 on outputs of up to 256 rows (1.2x
+      // faster on 128 rows; the row kernel as fast or faster on larger ones).
       PoolKernel k = p.kernel;
       if (k == PoolKernel::Auto) {
-        if (p.sh != 1) {
-          k = PoolKernel::Rows3x3;
-        } else if (sizeof(T) == 2 || p.oh <= 128) {
-          k = PoolKernel::Tiles3x3Wide;
-        } else {
-          k = PoolKernel::Rows3x3;
-        }
+        const bool tiles = p.sh == 1 ? sizeof(T) == 2 || p.oh <= 128 : p.oh <= 256;
+        k = tiles ? PoolKernel::Tiles3x3Wide : PoolKernel::Rows3x3;
       }
-      if (k == PoolKernel::Tiles3x3Wide && pool3_tiles_fit<T>(p)) {
-        launch_pool3_tiles<T, 8>(p, stream);
-      } else if (k == PoolKernel::Tiles3x3 && pool3_tiles_fit<T>(p)) {
-        launch_pool3_tiles<T, 4>(p, stream);
+      const bool fit = pool3_tiles_fit<T>(p);
+      auto launch = [&](auto max_tag) {
+        constexpr bool MAX = decltype(max_tag)::value;
+        if (k == PoolKernel::Tiles3x3Wide && fit) {
+          launch_pool3_tiles<T, 8, MAX>(p, stream);
+        } else if (k == PoolKernel::Tiles3x3 && fit) {
+          launch_pool3_tiles<T, 4, MAX>(p, stream);
+        } else {
+          launch_pool3_nhwc<T, MAX>(p, stream);
+        }
+      };
+      if (p.is_max) {
+        launch(std::true_type{});
       } else {
-        launch_pool3_nhwc<T>(p, stream);
+        launch(std::false_type{});
       }
       return;
     }

@@ -157,8 +157,10 @@ TEST_CASE("NHWC 3x3 pools: the tile and row-sliding kernels match the general on
             INFO("pool 3x3/" << s << (is_max ? " max" : " avg") << " c" << c << " " << h << "x" << w << " band " << band
                              << " elem " << int(elem));
             // The tile and row kernels combine the same sums in the same order.
-            CHECK(bits[1] == bits[2]);
-            CHECK(bits[1] == bits[3]);
+            for (size_t k = 2; k < bits.size(); ++k) {
+              INFO("kernel " << k);
+              CHECK(bits[1] == bits[k]);
+            }
             if (is_max) {
               CHECK(bits[0] == bits[1]);  // max is exact in any order
             } else {

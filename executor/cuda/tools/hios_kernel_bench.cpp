@@ -147,7 +147,9 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "Timed launches per variant, 1 to 10000 (default 50)")->check(CLI::Range(1, 10000));
   app.add_option("--scale", scale, "Input sizes as a share of NASNet's at 2048, 0.01 to 1 (default 1)")
       ->check(CLI::Range(0.01, 1.0));
+  std::string variant;
   app.add_option("--only", only, "Only the shapes whose name contains this text");
+  app.add_option("--variant", variant, "Only the variants whose name contains this text (e.g. async; for ncu)");
   CLI11_PARSE(app, argc, argv);
   const Elem elem = math == "bf16" ? Elem::BF16 : math == "fp16" ? Elem::F16 : math == "fp32" ? Elem::F32 : Elem(-1);
   if (int(elem) < 0) {
@@ -192,6 +194,7 @@ int main(int argc, char** argv) {
     const double copy_ms = double(x.bytes + y.bytes) / (copy_gbs * 1e6);
     std::vector<float> first;
     for (int v : {1, 0}) {
+      if (std::string(v == 1 ? "row runs" : "4x4 tiles").find(variant) == std::string::npos) continue;
       p.variant = v;
       const Timing ms = time_ms([&](cudaStream_t s) { launch_depthwise(p, s); }, iters);
       const std::vector<float> out = y.read(elem);
@@ -234,12 +237,28 @@ int main(int argc, char** argv) {
         {PoolKernel::General, "general"}, {PoolKernel::Rows3x3, "3x3 rows"}, {PoolKernel::Tiles3x3, "3x3 tiles"},
         {PoolKernel::Tiles3x3Wide, "3x3 tiles c8"}, {PoolKernel::Auto, "auto"}};
     for (const auto& [kernel, name] : kernels) {
+      if (std::string(name).find(variant) == std::string::npos) continue;
       p.kernel = kernel;
       const Timing ms = time_ms([&](cudaStream_t s) { launch_pool(p, s); }, iters);
       const std::vector<float> out = y.read(elem);
       if (first.empty()) first = out;
       std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10.2e\n", sh.what, name, ms.single_ms, ms.graph_ms,
                   copy_ms, ms.single_ms / copy_ms, ms.graph_ms / copy_ms, max_abs_diff(out, first));
+    }
+    // What a device-to-device copy of the same bytes (half read, half written) takes at this
+    // size: the bandwidth of a 256 MB copy is out of reach of a kernel this small, and this says
+    // how far.
+    if (std::string("d2d copy").find(variant) != std::string::npos) {
+      const size_t half = (x.bytes + y.bytes) / 2;
+      void *from = nullptr, *to = nullptr;
+      CK(cudaMalloc(&from, half));
+      CK(cudaMalloc(&to, half));
+      const Timing ms =
+          time_ms([&](cudaStream_t s) { CK(cudaMemcpyAsync(to, from, half, cudaMemcpyDeviceToDevice, s)); }, iters);
+      std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10s\n", sh.what, "d2d copy", ms.single_ms, ms.graph_ms,
+                  copy_ms, ms.single_ms / copy_ms, ms.graph_ms / copy_ms, "-");
+      CK(cudaFree(from));
+      CK(cudaFree(to));
     }
   }
   CK(cudaDeviceSynchronize());
