@@ -232,6 +232,126 @@ __global__ void combine_sum_kernel(const __grid_constant__ CombineParams p) {
   }
 }
 
+// Term assembly a destination row at a time, for NHWC concats whose terms are narrower than a
+// wide access: NASNet's stem concatenates 42-channel terms (84 bytes per pixel), which the
+// per-term kernel can only move 2 elements (4 bytes) at a time, its writes covering each pixel's
+// row in pieces from different blocks (3.2x its copy time, cell_stem_0.out in bf16). Here a
+// thread owns V consecutive elements of a destination row, gathers each P-element pair from the
+// term that holds it, and writes the V at once. Used when the terms tile every row exactly
+// (launch_combine checks); P = 2 needs every term's offset, length, source stride and pointer
+// to be even, else 1.
+template <class T, int V, int P>
+__global__ void combine_rows_kernel(const __grid_constant__ CombineParams p) {
+  // The terms in shared memory: threads of a warp look up different terms, which parameter
+  // memory would serve one at a time.
+  __shared__ CombineTerm terms[kMaxCombineTerms];
+  __shared__ CombineSrc srcs[kMaxCombineSrcs];
+  for (int i = threadIdx.x; i < p.num_terms; i += blockDim.x) terms[i] = p.terms[i];
+  for (int i = threadIdx.x; i < kMaxCombineSrcs; i += blockDim.x) srcs[i] = p.srcs[i];
+  __syncthreads();
+  T* const dst = static_cast<T*>(p.dst);
+  // A thread keeps one V-wide chunk of the row and walks down the rows (of every batch item),
+  // so which term each of its pairs comes from is looked up once, not per access.
+  const int64_t row_len = terms[0].dst_row_stride, rows = terms[0].rows * p.batch;
+  const int64_t per_row = row_len / V;
+  const int64_t threads = int64_t(gridDim.x) * blockDim.x, tid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t row_step = threads / per_row;  // launch_combine_rows makes this at least 1
+  if (tid >= row_step * per_row) return;
+  const int64_t e0 = (tid % per_row) * V;
+  int term_of[V / P];
+  {
+    int t = 0;
+#pragma unroll
+    for (int k = 0; k < V / P; ++k) {
+      while (e0 + k * P >= terms[t].dst_offset + terms[t].len) ++t;
+      term_of[k] = t;
+    }
+  }
+  for (int64_t fr = tid / per_row; fr < rows; fr += row_step) {
+    const int64_t n = p.batch == 1 ? 0 : fr / terms[0].rows, r = fr - n * terms[0].rows;
+    float out[V];
+#pragma unroll
+    for (int k = 0; k < V / P; ++k) {
+      const CombineTerm& term = terms[term_of[k]];
+      const int64_t e = e0 + k * P - term.dst_offset;
+      float acc[P];
+#pragma unroll
+      for (int q = 0; q < P; ++q) acc[q] = 0.f;
+      for (int s = term.first; s < term.first + term.count; ++s) {
+        float v[P];
+        ldv<P>(static_cast<const T*>(srcs[s].ptr) + n * srcs[s].batch_stride + r * srcs[s].row_stride + e, v);
+#pragma unroll
+        for (int q = 0; q < P; ++q) acc[q] += v[q];
+      }
+#pragma unroll
+      for (int q = 0; q < P; ++q) out[k * P + q] = term.relu ? fmaxf(acc[q], 0.f) : acc[q];
+    }
+    stv<V>(dst + n * p.dst_batch_stride + r * row_len + e0, out);
+  }
+}
+
+// The row kernel's widths for p, or {0, 0} where it does not apply: Sum mode without
+// accumulation, at least two terms of the same rows (> 1) and row stride, which tile [0, row)
+// in order, and a row width V (8 in 16-bit types, 4, 2) that some term's own access width
+// (CombineTerm::vec) is below, so that the per-term kernel would move narrower pieces.
+std::pair<int, int> combine_rows_widths(const CombineParams& p) {
+  if (p.mode != CombineMode::Sum || p.accumulate || p.num_terms < 2) return {0, 0};
+  const CombineTerm& t0 = p.terms[0];
+  if (t0.rows <= 1) return {0, 0};
+  int64_t at = 0;
+  int narrowest = 8;
+  bool pairs = true;
+  auto even = [](int64_t x) { return x % 2 == 0; };
+  auto aligned = [&](const void* ptr, int elems) {
+    return (reinterpret_cast<uintptr_t>(ptr) & (uintptr_t(elems) * elem_bytes(p.elem) - 1)) == 0;
+  };
+  for (int i = 0; i < p.num_terms; ++i) {
+    const CombineTerm& t = p.terms[i];
+    if (t.rows != t0.rows || t.dst_row_stride != t0.dst_row_stride || t.dst_offset != at || t.len <= 0) return {0, 0};
+    at += t.len;
+    narrowest = std::min(narrowest, t.vec);
+    pairs = pairs && even(t.dst_offset) && even(t.len);
+    for (int s = t.first; s < t.first + t.count; ++s) {
+      pairs = pairs && even(p.srcs[s].row_stride) && (p.batch == 1 || even(p.srcs[s].batch_stride)) &&
+              aligned(p.srcs[s].ptr, 2);
+    }
+  }
+  if (at != t0.dst_row_stride) return {0, 0};
+  int v = 0;
+  for (int cand : {8, 4, 2}) {
+    if (cand == 8 && p.elem == Elem::F32) continue;
+    if (t0.dst_row_stride % cand == 0 && (p.batch == 1 || p.dst_batch_stride % cand == 0) && aligned(p.dst, cand)) {
+      v = cand;
+      break;
+    }
+  }
+  if (v == 0 || v <= narrowest) return {0, 0};
+  return {v, pairs ? 2 : 1};
+}
+
+template <class T>
+void launch_combine_rows(const CombineParams& p, int v, int pair, cudaStream_t stream) {
+  // At least one thread per chunk of a row (a row of up to 256 x v elements fits one block).
+  const int64_t per_row = p.terms[0].dst_row_stride / v;
+  const int64_t accesses = per_row * p.terms[0].rows * p.batch;
+  const int blocks = std::max<int>(grid_for(accesses), int((per_row + kThreads - 1) / kThreads));
+  auto go = [&](auto kernel) { kernel<<<blocks, kThreads, 0, stream>>>(p); };
+  if constexpr (sizeof(T) == 2) {
+    if (v == 8) {
+      if (pair == 2) go(combine_rows_kernel<T, 8, 2>);
+      else go(combine_rows_kernel<T, 8, 1>);
+      return;
+    }
+  }
+  if (v == 4) {
+    if (pair == 2) go(combine_rows_kernel<T, 4, 2>);
+    else go(combine_rows_kernel<T, 4, 1>);
+  } else {
+    if (pair == 2) go(combine_rows_kernel<T, 2, 2>);
+    else go(combine_rows_kernel<T, 2, 1>);
+  }
+}
+
 // Every term covers the same range; the result is the product of the terms' sums.
 template <class T>
 __global__ void combine_product_kernel(const __grid_constant__ CombineParams p) {
@@ -265,16 +385,20 @@ struct PoolWindow {
   float divisor;
 };
 
+// The divisor is the product of the window's extents along each axis: a window starting at
+// `start` (k wide, over an input n long, padded by pad) counts min(start + k, n + pad) - start
+// cells of the padded input, or those clipped to the input itself.
+__device__ __forceinline__ int pool_extent(int start, int k, int n, int pad, bool padded) {
+  const int end = min(start + k, n + pad);
+  return padded ? end - start : min(end, n) - max(start, 0);
+}
+
 __device__ __forceinline__ PoolWindow pool_window(const PoolParams& p, int oy, int ox) {
-  int y0 = (oy + p.r0) * p.sh - p.ph, x0 = ox * p.sw - p.pw;
-  int y1 = min(y0 + p.kh, p.full_h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
-  const int padded_area = (y1 - y0) * (x1 - x0);
-  y0 = max(y0, 0);
-  x0 = max(x0, 0);
-  y1 = min(y1, p.full_h);
-  x1 = min(x1, p.w);
-  const float divisor = float(p.count_include_pad ? padded_area : (y1 - y0) * (x1 - x0));
-  return {y0 - p.i0, x0, y1 - p.i0, x1, divisor};
+  const int y0 = (oy + p.r0) * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+  const int y1 = min(y0 + p.kh, p.full_h + p.ph), x1 = min(x0 + p.kw, p.w + p.pw);
+  const float divisor = float(pool_extent(y0, p.kh, p.full_h, p.ph, p.count_include_pad) *
+                              pool_extent(x0, p.kw, p.w, p.pw, p.count_include_pad));
+  return {max(y0, 0) - p.i0, max(x0, 0), min(y1, p.full_h) - p.i0, min(x1, p.w), divisor};
 }
 
 // load(yy, xx) reads input row yy, column xx (from global memory or a shared-memory tile).
@@ -482,15 +606,25 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
     for (int k = 0; k < V; ++k) st(&e[k], MAX ? -INFINITY : 0.f);
     __builtin_memcpy(&none, e, sizeof(none));
   }
-  for (int i = threadIdx.x; i < IH * IW * CV; i += kThreadsPerBlock) {
-    const int cv = i % CV, ix = (i / CV) % IW, iy = i / (CV * IW);
-    const int gy = gy0 + iy, gx = gx0 + ix, vec = v0 + cv;
-    const bool inside = gy >= 0 && gy < p.full_h && gx >= 0 && gx < p.w && vec < vecs;
-    const T* src = xb + (int64_t(gy - p.i0) * p.w + gx) * p.x_pixel_stride + int64_t(vec) * V;
-    if (inside) {
-      __pipeline_memcpy_async(&tile[i], src, sizeof(uint4));
-    } else {
-      tile[i] = none;
+  // A thread stages cells of one channel vector (the block is a whole number of CV-groups), so
+  // the vector's offset and check are made once; a cell's offset is the patch origin's plus a
+  // small patch-relative one, one 64-bit multiply per cell (the index arithmetic, not the
+  // loads, had made this loop a quarter of the kernel's instructions).
+  static_assert(kThreadsPerBlock % CV == 0, "a thread's cells share one channel vector");
+  {
+    const int cv = threadIdx.x % CV;
+    const bool vec_ok = v0 + cv < vecs;
+    // The patch origin's offset (outside the input where the patch hangs over its edge).
+    const int64_t origin = (int64_t(gy0 - p.i0) * p.w + gx0) * p.x_pixel_stride + int64_t(v0 + cv) * V;
+    for (int cell = threadIdx.x / CV; cell < IH * IW; cell += kThreadsPerBlock / CV) {
+      const int iy = cell / IW, ix = cell - iy * IW;
+      const int gy = gy0 + iy, gx = gx0 + ix;
+      uint4* dst = &tile[cell * CV + cv];
+      if (vec_ok && gy >= 0 && gy < p.full_h && gx >= 0 && gx < p.w) {
+        __pipeline_memcpy_async(dst, xb + origin + int64_t(iy * p.w + ix) * p.x_pixel_stride, sizeof(uint4));
+      } else {
+        *dst = none;
+      }
     }
   }
   __pipeline_commit();
@@ -510,6 +644,17 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
     for (int k = 0; k < V; ++k) h[k] = MAX ? fmaxf(fmaxf(a[k], bb[k]), c[k]) : (a[k] + bb[k]) + c[k];
   };
   const int ty0 = rg * RPT;
+  // An average's divisor is a row factor times a column factor (pool_window: the window's
+  // extent, clipped or padded, in each direction). The column's is fixed for the thread and a
+  // 3-row window's row factor is 1, 2 or 3, so the three reciprocals are taken once: the same
+  // 1 / divisor as pool_window's, without its arithmetic and a division per output.
+  float inv1 = 0.f, inv2 = 0.f, inv3 = 0.f;
+  if constexpr (!MAX) {
+    const int cols = pool_extent(ox * S - p.pw, 3, p.w, p.pw, p.count_include_pad);
+    inv1 = 1.f / float(cols);
+    inv2 = 1.f / float(2 * cols);
+    inv3 = 1.f / float(3 * cols);
+  }
   float h0[V], h1[V], h2[V];
   row(ty0 * S, h0);
   row(ty0 * S + 1, h1);
@@ -524,7 +669,8 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
 #pragma unroll
       for (int k = 0; k < V; ++k) o[k] = fmaxf(fmaxf(h0[k], h1[k]), h2[k]);
     } else {
-      const float inv = 1.f / pool_window(p, oy, ox).divisor;  // as the row kernel: same bits
+      const int rows = pool_extent((oy + p.r0) * S - p.ph, 3, p.full_h, p.ph, p.count_include_pad);
+      const float inv = rows == 3 ? inv3 : rows == 2 ? inv2 : inv1;  // as the row kernel: same bits
 #pragma unroll
       for (int k = 0; k < V; ++k) o[k] = ((h0[k] + h1[k]) + h2[k]) * inv;
     }
@@ -1165,8 +1311,13 @@ void launch_combine(const CombineParams& p, cudaStream_t stream) {
       for (int t = 0; t < p.num_terms; ++t) {
         most = std::max(most, p.terms[t].len * p.terms[t].rows * p.batch / std::max(1, p.terms[t].vec));
       }
-      dim3 grid(grid_for(most), p.num_terms);
-      combine_sum_kernel<T><<<grid, kThreads, 0, stream>>>(p);
+      const auto [v, pair] = combine_rows_widths(p);
+      if (v > 0) {
+        launch_combine_rows<T>(p, v, pair, stream);
+      } else {
+        dim3 grid(grid_for(most), p.num_terms);
+        combine_sum_kernel<T><<<grid, kThreads, 0, stream>>>(p);
+      }
     }
   });
   HIOS_CUDA_CHECK_LAUNCH();

@@ -252,6 +252,18 @@ TEST_CASE("term assembly (sums, concats, slices) matches the CPU reference", "[g
     return b.node("cat", make_op(OpKind::Identity), {Term{v[0], v[2]}, Term{v[1]}, Term{v[2]}});
   });
   expect_close_stored(even, OpKind::Identity, rng, "concat of 6- and 10-channel terms");
+  // The same narrow terms filling a row of 32 channels: the row-at-a-time kernel (16-byte rows
+  // gathered from 4-byte pieces), with sums and a term of three values; and one of 3- and
+  // 5-channel terms (24 channels: single elements gathered).
+  auto rows = make_op_graph(2, 5, 7, {6, 10, 6, 10}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+    return b.node("cat", make_op(OpKind::Identity), {Term{v[0], v[2]}, Term{v[1], v[3], v[1]}, Term{v[2]}, Term{v[3]}});
+  });
+  expect_close_stored(rows, OpKind::Identity, rng, "concat of narrow terms filling 32 channels");
+  auto odd = make_op_graph(1, 4, 9, {3, 5, 3, 5, 3, 5}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+    return b.node("cat", make_op(OpKind::Identity),
+                  {Term{v[0], v[2]}, Term{v[1]}, Term{v[2]}, Term{v[3], v[5]}, Term{v[4]}, Term{v[5]}});
+  });
+  expect_close_stored(odd, OpKind::Identity, rng, "concat of 3- and 5-channel terms filling 24 channels");
   // A single sliced value: copied, not assembled.
   auto one = make_op_graph(2, 4, 6, {9}, [&](GraphBuilder& b, const std::vector<Value>& v) {
     return b.node("copy", make_op(OpKind::Identity), {Term{GraphBuilder::slice(v[0], 1, 7)}});
