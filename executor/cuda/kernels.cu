@@ -1422,13 +1422,14 @@ void launch_pool(const PoolParams& p, cudaStream_t stream) {
     const bool window3 = p.kh == 3 && p.kw == 3 && p.sh == p.sw && (p.sh == 1 || p.sh == 2);
     if (p.nhwc && window3 && p.kernel != PoolKernel::General) {
       // Auto, from what hios-kernel-bench measured on an H200 (docs/benchmarks.md, "Tenth
-      // session"): tiles of 8 vectors per pixel at stride 1 in 16-bit storage (1.1-1.6x faster
-      // than the row kernel), in fp32 on maps of up to 128 rows (the row kernel on larger fp32
-      // maps, up to 1.2x faster there), and at stride 2 on outputs of up to 256 rows (1.2x
-      // faster on 128 rows; the row kernel as fast or faster on larger ones).
+      // session", call 7): tiles of 8 vectors per pixel at stride 1 (1.1-1.6x faster than the
+      // row kernel in both storage types; as fast where C leaves no 16-byte vectors, which take
+      // the row kernel anyway), and at stride 2 on outputs of up to 128 rows (1.2x faster); the
+      // row kernel at stride 2 on larger outputs (up to 1.3x faster on fp32 256-row outputs,
+      // within 5% elsewhere).
       PoolKernel k = p.kernel;
       if (k == PoolKernel::Auto) {
-        const bool tiles = p.sh == 1 ? sizeof(T) == 2 || p.oh <= 128 : p.oh <= 256;
+        const bool tiles = p.sh == 1 || p.oh <= 128;
         k = tiles ? PoolKernel::Tiles3x3Wide : PoolKernel::Rows3x3;
       }
       const bool fit = pool3_tiles_fit<T>(p);
