@@ -32,7 +32,7 @@ struct ServeCli {
   double duration_s = 5, rate = 0, burst_on_s = 0.5, burst_off_s = 0.5, static_wait_ms = 2;
   double latency_budget_ms = 0;  // 0: not given
   int static_batch = 4, queue_limit = 64, verify_every = 0, threads = 0;
-  std::string high_priority, devices, placement;
+  std::string high_priority, devices, placement, replicas;
   uint64_t seed = 1;
 };
 
@@ -132,8 +132,13 @@ void add_serve_commands(CLI::App& app) {
                   "Devices to spread the models over, comma-separated ids (e.g. 0,1; default: the one default device). "
                   "The cpu backend takes them as labels");
   cmd->add_option("--placement", o->placement,
-                  "With --devices: the device of every served model, as model=device,... (default: balanced by each "
-                  "model's predicted batch-1 latency, longest first)");
+                  "With --devices: the device of every served model, as model=device,..., a model named once per "
+                  "replica (default: balanced by each model's predicted batch-1 latency over its replicas, longest "
+                  "first)");
+  cmd->add_option("--replicas", o->replicas,
+                  "Replicas of a model for static and adaptive, as model=k,... with k from 1 to 8 (default 1 each): k "
+                  "workers with their own prepared copy of the model, taking from its one queue. fifo runs each "
+                  "request on the model's first replica");
   cmd->add_option("--algo", o->algo, "One-GPU schedule of every model and batch (default hios-lp, analytic h200 costs)");
   cmd->add_option("--threads", o->threads, "cpu backend: OpenMP threads per pass, 0 to 1024")->check(CLI::Range(0, 1024));
   cmd->add_option("--seed", o->seed, "Seed of the arrivals and the inputs (default 1)");
@@ -144,6 +149,7 @@ void add_serve_commands(CLI::App& app) {
       "Examples:\n"
       "  hios serve --backend cuda --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
       "  hios serve --backend cuda --devices 0,1 --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
+      "  hios serve --backend cuda --replicas nasnet_large=2 --size 331 --loads 0.5,1,1.5  # two nasnet workers\n"
       "  hios serve --models demo,squeezenet --size 32 --duration 2 --loads 0.5,1   # anywhere (cpu)\n");
   cmd->callback([o] {
     g_stop.store(false);
@@ -186,6 +192,8 @@ void add_serve_commands(CLI::App& app) {
       exec::check_devices(so.devices);
     }
     if (!o->placement.empty()) so.placement = parse_placement(o->placement);
+    // Counts from 1 to 8 here; the models, in Server, before anything is built.
+    if (!o->replicas.empty()) so.replicas = exec::parse_replicas(o->replicas);
     const std::string algo = o->algo;
     auto cost = std::shared_ptr<CostModel>(make_analytic_cost_model(find_device_preset("h200")));
     exec::Server server(
@@ -206,18 +214,35 @@ void add_serve_commands(CLI::App& app) {
     for (size_t m = 0; m < models.size(); ++m) std::printf(" %s %.3f", models[m].c_str(), single[m]);
     std::printf(")");
     // Where each model runs, on the header line so that every report says it.
-    const std::string placement_rule = so.devices.empty()        ? "one device"
-                                       : !so.placement.empty()   ? "given"
-                                       : so.devices.size() == 1  ? "one device"
-                                                                 : "balanced by predicted batch-1 ms, longest first";
-    json placement_json = json::object();
+    bool any_replicas = false;
+    for (const std::vector<int>& devs : server.replica_devices()) any_replicas |= devs.size() > 1;
+    const std::string placement_rule =
+        so.devices.empty()         ? "one device"
+        : !so.placement.empty()    ? "given"
+        : so.devices.size() == 1   ? "one device"
+        : any_replicas             ? "balanced by predicted batch-1 ms over each model's replicas, longest first"
+                                   : "balanced by predicted batch-1 ms, longest first";
+    // A model's replicas, each on a device: model@0,1 for two replicas.
+    json placement_json = json::object(), replicas_json = json::object(), replica_devices_json = json::object();
     if (!so.devices.empty()) {
       std::printf("; placement (%s):", placement_rule.c_str());
       for (size_t m = 0; m < models.size(); ++m) {
-        std::printf(" %s@%d", models[m].c_str(), server.placement()[m]);
+        std::printf(" %s@", models[m].c_str());
+        const std::vector<int>& devs = server.replica_devices()[m];
+        for (size_t k = 0; k < devs.size(); ++k) std::printf("%s%d", k ? "," : "", devs[k]);
       }
     }
-    for (size_t m = 0; m < models.size(); ++m) placement_json[models[m]] = server.placement()[m];
+    if (any_replicas) {
+      std::printf("; replicas (static and adaptive; fifo uses the first):");
+      for (size_t m = 0; m < models.size(); ++m) {
+        std::printf(" %s=%zu", models[m].c_str(), server.replica_devices()[m].size());
+      }
+    }
+    for (size_t m = 0; m < models.size(); ++m) {
+      placement_json[models[m]] = server.placement()[m];
+      replicas_json[models[m]] = int(server.replica_devices()[m].size());
+      replica_devices_json[models[m]] = server.replica_devices()[m];
+    }
     std::printf("\n");
     // The adaptive launcher's seeds: a serving pass (staged rows to the device, the pass, the
     // answer back) per prepared batch, each model alone on the device.
@@ -333,6 +358,8 @@ void add_serve_commands(CLI::App& app) {
                   {"device", server.device()},
                   {"devices", so.devices},
                   {"placement", placement_json},
+                  {"replicas", replicas_json},
+                  {"replica_devices", replica_devices_json},
                   {"placement_rule", placement_rule},
                   {"placement_weight_ms", server.placement_weight_ms()},
                   {"fifo_capacity_rps", capacity},

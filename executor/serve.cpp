@@ -228,6 +228,64 @@ std::vector<int> balance_placement(const std::vector<double>& weight_ms, const s
   return out;
 }
 
+std::vector<std::vector<int>> balance_replicas(const std::vector<double>& weight_ms, const std::vector<int>& replicas,
+                                               const std::vector<int>& devices) {
+  HIOS_CHECK(replicas.size() == weight_ms.size(), "internal error: %zu replica counts for %zu models", replicas.size(),
+             weight_ms.size());
+  // Every replica an item of the greedy, in model order then replica order, so that its stable
+  // sort breaks ties as balance_placement's does for models.
+  std::vector<double> item_ms;
+  for (size_t m = 0; m < weight_ms.size(); ++m) {
+    HIOS_CHECK(replicas[m] >= 1, "internal error: %d replicas of model %zu", replicas[m], m);
+    for (int k = 0; k < replicas[m]; ++k) item_ms.push_back(weight_ms[m] / double(replicas[m]));
+  }
+  const std::vector<int> item_dev = balance_placement(item_ms, devices);
+  std::vector<std::vector<int>> out(weight_ms.size());
+  size_t i = 0;
+  for (size_t m = 0; m < weight_ms.size(); ++m) {
+    for (int k = 0; k < replicas[m]; ++k) out[m].push_back(item_dev[i++]);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, int>> parse_replicas(const std::string& s) {
+  std::vector<std::pair<std::string, int>> out;
+  size_t from = 0;
+  for (;;) {
+    const size_t comma = s.find(',', from);
+    const std::string item = s.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    HIOS_CHECK(!item.empty(), "--replicas: empty item in '%s'", s.c_str());
+    const size_t eq = item.rfind('=');
+    HIOS_CHECK(eq != std::string::npos && eq > 0, "--replicas: expected model=count, got '%s'", item.c_str());
+    const std::string count = item.substr(eq + 1);
+    char* end = nullptr;
+    const long v = std::strtol(count.c_str(), &end, 10);
+    HIOS_CHECK(!count.empty() && end && *end == '\0' && v >= 1 && v <= kMaxReplicas,
+               "--replicas: '%s' is not a replica count from 1 to %d (in '%s')", count.c_str(), kMaxReplicas,
+               item.c_str());
+    out.emplace_back(item.substr(0, eq), int(v));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> replica_counts(const std::vector<std::string>& models,
+                                const std::vector<std::pair<std::string, int>>& replicas) {
+  std::vector<int> out(models.size(), 0);
+  for (const auto& [name, k] : replicas) {
+    auto it = std::find(models.begin(), models.end(), name);
+    HIOS_CHECK(it != models.end(), "--replicas: model '%s' is not served", name.c_str());
+    const size_t m = size_t(it - models.begin());
+    HIOS_CHECK(out[m] == 0, "--replicas: model '%s' is given twice", name.c_str());
+    HIOS_CHECK(k >= 1 && k <= kMaxReplicas, "--replicas: %d replicas of '%s' is outside 1 to %d", k, name.c_str(),
+               kMaxReplicas);
+    out[m] = k;
+  }
+  for (int& k : out) k = std::max(k, 1);
+  return out;
+}
+
 void check_devices(const std::vector<int>& devices, int visible) {
   for (size_t i = 0; i < devices.size(); ++i) {
     const int d = devices[i];
@@ -239,21 +297,36 @@ void check_devices(const std::vector<int>& devices, int visible) {
   }
 }
 
-std::vector<int> explicit_placement(const std::vector<std::string>& models, const std::vector<int>& devices,
-                                    const std::vector<std::pair<std::string, int>>& placement) {
+std::vector<std::vector<int>> explicit_placement(const std::vector<std::string>& models,
+                                                 const std::vector<int>& devices,
+                                                 const std::vector<std::pair<std::string, int>>& placement,
+                                                 const std::vector<int>& replicas) {
   HIOS_CHECK(!devices.empty(), "--placement needs --devices (the devices it places models on)");
-  std::vector<int> out(models.size(), -1);
+  HIOS_CHECK(replicas.empty() || replicas.size() == models.size(), "internal error: %zu replica counts for %zu models",
+             replicas.size(), models.size());
+  auto count = [&](size_t m) { return replicas.empty() ? 1 : replicas[m]; };
+  std::vector<std::vector<int>> out(models.size());
   for (const auto& [name, dev] : placement) {
     auto it = std::find(models.begin(), models.end(), name);
     HIOS_CHECK(it != models.end(), "--placement: model '%s' is not served", name.c_str());
     const size_t m = size_t(it - models.begin());
-    HIOS_CHECK(out[m] < 0, "--placement: model '%s' is placed twice", name.c_str());
+    if (count(m) == 1) {
+      HIOS_CHECK(out[m].empty(), "--placement: model '%s' is placed twice", name.c_str());
+    } else {
+      HIOS_CHECK(int(out[m].size()) < count(m),
+                 "--placement: model '%s' is placed more than %d times, once per replica", name.c_str(), count(m));
+    }
     HIOS_CHECK(std::count(devices.begin(), devices.end(), dev) == 1, "--placement: device %d of '%s' is not in --devices",
                dev, name.c_str());
-    out[m] = dev;
+    out[m].push_back(dev);
   }
   for (size_t m = 0; m < models.size(); ++m) {
-    HIOS_CHECK(out[m] >= 0, "--placement: model '%s' is not placed (every served model must be)", models[m].c_str());
+    HIOS_CHECK(!out[m].empty(), "--placement: model '%s' is not placed (every served model must be)",
+               models[m].c_str());
+    HIOS_CHECK(int(out[m].size()) == count(m),
+               "--placement: model '%s' is placed %zu time(s) but has %d replicas (--replicas): "
+               "name it once per replica",
+               models[m].c_str(), out[m].size(), count(m));
   }
   return out;
 }
@@ -262,21 +335,49 @@ std::vector<int> explicit_placement(const std::vector<std::string>& models, cons
 // The server.
 
 struct Server::Model {
+  // One prepared copy of the model: a worker of the static and adaptive launchers each (fifo
+  // uses the first). Its own shape set, so its own arena, CUDA Graphs and weights (ShapeSet has
+  // no way to share weights between sets; every replica makes the same weights from the same
+  // seed, so their answers agree).
+  struct Replica {
+    int device = -1;  // placed on; -1: the session's default
+    std::unique_ptr<Comm> self;
+    std::unique_ptr<ShapeSet> set;
+
+    // Makes this replica's device the calling thread's current one (Backend::make_current): a
+    // worker for a replica on device 1, or fifo's worker moving between models on two devices.
+    void bind() { set->session().backend().make_current(); }
+
+    // A worker's two steps, shared by the start-up measurement so that the seeds time what the
+    // launcher runs. Staging: the rows into the batch's input tensor, where the graph reads it;
+    // the host waits for the copy, because its rows are reused once it returns, and run() needs
+    // the write complete (ShapeSet::input).
+    void stage(const ShapeKey& k, const float* rows) {
+      Backend& be = set->session().backend();
+      (void)set->input(k);  // makes k current, so that its input tensor is the one written
+      be.copy_from_host(set->graph(k).input(), rows, 0);
+      be.sync_stream(0);
+    }
+    std::vector<float> answer(const ShapeKey& k) {
+      set->run(k);
+      return set->read_output(k);
+    }
+  };
+
   std::string name;
-  int device = -1;  // placed on; -1: the session's default
-  std::unique_ptr<Comm> self;
-  std::unique_ptr<ShapeSet> set;
+  std::vector<std::unique_ptr<Replica>> reps;  // at least one
   std::map<int, ShapeKey> key;  // by batch
   int64_t item_elems = 0;       // one image, stored
   std::vector<float> base;      // one image in the backend's layout (every unverified request's input)
   int64_t out_item = 0;         // output elements per image
-  // The arrival ring (see the header): ring_slots slots of one image each, then ring_mirror
-  // more that repeat the first ones, so that a window of up to the largest batch starting at
-  // any slot is one contiguous block, also where it wraps. Pinned on GPU backends, so the
-  // worker's copy to the device is a DMA the host does not stage.
+  // The arrival ring (see the header), shared by the replicas: ring_slots slots of one image
+  // each, then ring_mirror more that repeat the first ones, so that a window of up to the
+  // largest batch starting at any slot is one contiguous block, also where it wraps. Pinned on
+  // GPU backends, so the worker's copy to the device is a DMA the host does not stage.
   HostBuffer ring;
   int64_t ring_slots = 0, ring_mirror = 0;
 
+  Replica& first() { return *reps.front(); }
   float* slot(int64_t physical) { return static_cast<float*>(ring.get()) + physical * item_elems; }
   // Slot `pos` (a position in arrival order) of the ring, and its mirror, from `src` or zeros.
   void put(int64_t pos, const float* src) {
@@ -288,26 +389,6 @@ struct Server::Model {
     }
   }
   const float* window(int64_t pos) { return slot(pos % ring_slots); }
-
-  // Makes this model's device the calling thread's current one (Backend::make_current): a
-  // worker for a model on device 1, or fifo's worker moving between models on two devices.
-  void bind() { set->session().backend().make_current(); }
-
-  // A worker's two steps, shared by the start-up measurement so that the seeds time what the
-  // launcher runs. Staging: the rows into the batch's input tensor, where the graph reads it;
-  // the host waits for the copy, because its rows are reused once it returns, and run() needs
-  // the write complete (ShapeSet::input).
-  void stage(int b, const float* rows) {
-    const ShapeKey& k = key.at(b);
-    Backend& be = set->session().backend();
-    (void)set->input(k);  // makes k current, so that its input tensor is the one written
-    be.copy_from_host(set->graph(k).input(), rows, 0);
-    be.sync_stream(0);
-  }
-  std::vector<float> answer(int b) {
-    set->run(key.at(b));
-    return set->read_output(key.at(b));
-  }
 };
 
 Server::Server(const std::vector<std::string>& models, int64_t size, const ServeOptions& opt,
@@ -327,7 +408,8 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
   for (const std::string& name : models) {
     HIOS_CHECK(std::count(models.begin(), models.end(), name) == 1, "model '%s' is listed twice", name.c_str());
   }
-  // Devices and placement, checked before anything is built (preparing takes a while).
+  // Replicas, devices and placement, checked before anything is built (preparing takes a while).
+  const std::vector<int> reps = replica_counts(models, opt.replicas);
   const BackendEntry& entry = find_backend(opt.set.session.backend);
   check_devices(opt.devices, entry.device_count && !opt.devices.empty() ? entry.device_count() : -1);
   // Automatic placement weighs each model by its batch-1 schedule, which the shape set would
@@ -336,7 +418,7 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
   std::vector<std::shared_ptr<const Schedule>> first(models.size());
   std::vector<std::string> first_digest(models.size());
   if (!opt.placement.empty()) {
-    placement_ = explicit_placement(models, opt.devices, opt.placement);
+    replica_devices_ = explicit_placement(models, opt.devices, opt.placement, reps);
   } else if (opt.devices.size() > 1) {
     for (size_t i = 0; i < models.size(); ++i) {
       const Graph g = make_model(models[i], ShapeKey{1, size, size});
@@ -344,43 +426,56 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
       first[i] = std::make_shared<const Schedule>(make_schedule(g));
       weight_ms_.push_back(first[i]->meta.predicted_ms);
     }
-    placement_ = balance_placement(weight_ms_, opt.devices);
+    replica_devices_ = balance_replicas(weight_ms_, reps, opt.devices);
   } else {
-    placement_.assign(models.size(), opt.devices.empty() ? -1 : opt.devices.front());
+    for (size_t i = 0; i < models.size(); ++i) {
+      replica_devices_.emplace_back(size_t(reps[i]), opt.devices.empty() ? -1 : opt.devices.front());
+    }
   }
+  for (const std::vector<int>& devs : replica_devices_) placement_.push_back(devs.front());
   for (size_t i = 0; i < models.size(); ++i) {
     const std::string& name = models[i];
     auto m = std::make_unique<Model>();
     m->name = name;
-    m->device = placement_[i];
-    m->self = make_self_comm();
-    ShapeSetOptions set = opt.set;
-    if (m->device >= 0) set.session.device = m->device;
-    if (std::count(opt.high_priority.begin(), opt.high_priority.end(), name)) set.session.compute_priority = "high";
-    ScheduleMaker schedule = make_schedule;
-    if (first[i]) {
-      schedule = [make_schedule, kept = first[i], digest = first_digest[i]](const Graph& g) {
-        return graph_digest(g) == digest ? *kept : make_schedule(g);
-      };
-    }
-    m->set = std::make_unique<ShapeSet>([make_model, name](const ShapeKey& k) { return make_model(name, k); }, schedule,
-                                        set, *m->self);
+    // The replicas' shape sets schedule the same graphs: each schedule is made once per model
+    // (the batch-1 one perhaps already, for placement) and handed to every replica.
+    auto kept = std::make_shared<std::map<std::string, Schedule>>();
+    if (first[i]) kept->emplace(first_digest[i], *first[i]);
+    const ScheduleMaker schedule = [make_schedule, kept](const Graph& g) {
+      const std::string digest = graph_digest(g);
+      auto it = kept->find(digest);
+      if (it == kept->end()) it = kept->emplace(digest, make_schedule(g)).first;
+      return it->second;
+    };
     std::vector<ShapeKey> keys;
     for (int b : opt.batches) {
       m->key[b] = ShapeKey{b, size, size};
       keys.push_back(m->key[b]);
     }
-    m->set->prepare(keys);
-    Backend& be = m->set->session().backend();
+    for (int dev : replica_devices_[i]) {
+      auto rep = std::make_unique<Model::Replica>();
+      rep->device = dev;
+      rep->self = make_self_comm();
+      ShapeSetOptions set = opt.set;
+      if (dev >= 0) set.session.device = dev;
+      if (std::count(opt.high_priority.begin(), opt.high_priority.end(), name)) set.session.compute_priority = "high";
+      rep->set = std::make_unique<ShapeSet>([make_model, name](const ShapeKey& k) { return make_model(name, k); },
+                                            schedule, set, *rep->self);
+      rep->set->prepare(keys);
+      m->reps.push_back(std::move(rep));
+    }
+    Backend& be = m->first().set->session().backend();
     HIOS_CHECK(be.element_bytes() == 4, "hios serve stages fp32 inputs; --math %s stores 16-bit tensors (use tf32 or fp32)",
                be.math().c_str());
-    const Graph& g1 = m->set->graph(m->key.at(1));
+    const Graph& g1 = m->first().set->graph(m->key.at(1));
     m->item_elems = g1.nodes[size_t(g1.input())].shape.numel();
     m->out_item = g1.nodes[size_t(g1.output())].shape.numel();
     m->base = to_layout(make_input(g1, opt.set.session.seed), g1.nodes[size_t(g1.input())].shape, parse_layout(be.layout()));
-    // What waits (queue_limit), the batch in flight with its padding (one largest batch) and
-    // the zeroed rows kept ahead of the next arrival for padding (one more): see run().
-    m->ring_slots = int64_t(opt.queue_limit) + 2 * int64_t(max_batch_);
+    // What waits (queue_limit), a window taken but not yet staged per replica, each with its
+    // padding (one largest batch each), and the zeroed rows kept ahead of the next arrival for
+    // padding (one more): see run(). fifo has one window at most; the ring is sized for the
+    // launchers with a worker per replica.
+    m->ring_slots = int64_t(opt.queue_limit) + int64_t(reps[i] + 1) * int64_t(max_batch_);
     m->ring_mirror = max_batch_ - 1;
     const double ring_bytes = double(m->ring_slots + m->ring_mirror) * double(m->item_elems) * sizeof(float);
     // A queue limit of a million at 331x331 would ask for over a terabyte, which an
@@ -397,14 +492,17 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
 Server::~Server() = default;
 
 std::string Server::device() const {
-  if (opt_.devices.empty()) return models_.front()->set->session().backend().device_name();
+  if (opt_.devices.empty()) return models_.front()->first().set->session().backend().device_name();
   std::string out;
   for (int d : opt_.devices) {
+    const Model::Replica* on = nullptr;
     for (const auto& m : models_) {
-      if (m->device != d) continue;
-      out += strprintf("%s%d: %s", out.empty() ? "" : ", ", d, m->set->session().backend().device_name().c_str());
-      break;
+      for (const auto& r : m->reps) {
+        if (!on && r->device == d) on = r.get();
+      }
     }
+    if (!on) continue;
+    out += strprintf("%s%d: %s", out.empty() ? "" : ", ", d, on->set->session().backend().device_name().c_str());
   }
   return out;
 }
@@ -412,11 +510,12 @@ std::string Server::device() const {
 std::vector<double> Server::single_request_ms(int passes) {
   std::vector<double> out;
   for (auto& m : models_) {
-    m->bind();
+    Model::Replica& r = m->first();
+    r.bind();
     const ShapeKey k = m->key.at(1);
-    m->set->set_input(k, make_input(m->set->graph(k), opt_.set.session.seed));
-    m->set->run(k);
-    out.push_back(median(m->set->timed_runs(k, passes)));
+    r.set->set_input(k, make_input(r.set->graph(k), opt_.set.session.seed));
+    r.set->run(k);
+    out.push_back(median(r.set->timed_runs(k, passes)));
   }
   return out;
 }
@@ -441,15 +540,17 @@ const std::vector<std::map<int, double>>& Server::batch_pass_ms() {
   // Few: the seeds only start the estimates, which every pass of a run then refines.
   constexpr int kPasses = 3;
   for (auto& m : models_) {
-    m->bind();
+    // On the first replica: the others are the same shape sets on the same kind of device.
+    Model::Replica& r = m->first();
+    r.bind();
     for (int64_t i = 0; i < max_batch_; ++i) m->put(i, m->base.data());
     std::map<int, double> per;
     for (const auto& [b, key] : m->key) {
       std::vector<double> t;
       for (int i = 0; i <= kPasses; ++i) {
         const auto t0 = Clock::now();
-        m->stage(b, m->window(0));
-        (void)m->answer(b);
+        r.stage(key, m->window(0));
+        (void)r.answer(key);
         if (i > 0) t.push_back(ms_since(t0));  // the first pass switches to this batch's bucket
       }
       per[b] = median(t);
@@ -506,22 +607,29 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
     for (const Request& r : trace) {
       if (r.id % opt_.verify_every != 0) continue;
       Model& m = *models_[size_t(r.model)];
-      const Graph& g1 = m.set->graph(m.key.at(1));
+      const Graph& g1 = m.first().set->graph(m.key.at(1));
       own[r.id] = to_layout(make_input(g1, opt_.set.session.seed + 1 + uint64_t(r.id)), g1.nodes[size_t(g1.input())].shape,
-                            parse_layout(m.set->session().backend().layout()));
+                            parse_layout(m.first().set->session().backend().layout()));
     }
   }
 
   // Arrival staging, per model. Slots are handed out in arrival order at positions head..next
   // (counted from the run's start; the slot is position % ring_slots), and a model's requests
-  // are taken in arrival order, so a batch is the run of positions [s, s + taken). A padded
-  // batch takes everything waiting (BatchController never pads otherwise), so the rows after it
-  // are free: they are kept zero ahead of `next` by the dispatcher, and the worker reserves
-  // them by moving `next` past them. Slots return to the ring once their copy to the device has
-  // completed. `zero` (which slots hold zeros) is the dispatcher's alone; the rest is under mu.
+  // are taken in arrival order, so a batch is the window of positions [s, s + batch): its
+  // requests, then its padding rows. A padded batch takes everything waiting (BatchController
+  // never pads otherwise), so the rows after it are free: they are kept zero ahead of `next` by
+  // the dispatcher, and the worker reserves them by moving `next` past them.
+  //
+  // Several replicas of a model take from its one queue, so several windows may be taken and
+  // not yet staged at once. They are consecutive, in arrival order (each starts where the last
+  // taken one ended, `taken`), and a replica may finish staging a later window before another
+  // stages an earlier one. A slot returns to the ring only when every window up to it has been
+  // staged: `head` is the start of the oldest unstaged window, or `taken` when none is
+  // outstanding. `zero` (which slots hold zeros) is the dispatcher's alone; the rest is under mu.
   struct RingState {
-    int64_t head = 0, next = 0;
+    int64_t head = 0, taken = 0, next = 0;
     bool staging = false;  // the dispatcher is writing at or after `next`
+    std::deque<std::pair<int64_t, bool>> windows;  // taken, oldest first: (start, staged)
     std::vector<char> zero;
   };
   std::vector<RingState> rings(models_.size());
@@ -533,6 +641,14 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   std::vector<int64_t> slot_of(trace.size(), -1);  // position in its model's ring (under mu)
 
   const size_t nq = policy == Policy::Fifo ? 1 : models_.size();
+  // The replicas each run uses: fifo is one worker, on every model's first replica.
+  res.replica_devices.resize(models_.size());
+  for (size_t mi = 0; mi < models_.size(); ++mi) {
+    for (const auto& r : models_[mi]->reps) {
+      res.replica_devices[mi].push_back(r->device);
+      if (policy == Policy::Fifo) break;
+    }
+  }
   std::vector<std::deque<int64_t>> queues(nq);
   std::mutex mu;
   std::condition_variable cv;
@@ -547,16 +663,18 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   };
   std::string worker_error;
 
-  // One worker's loop over its queue; returns when the queue is done or the run stops.
-  auto serve_queue = [&](size_t q, BatchController& ctl) {
+  // One worker's loop over its queue; returns when the queue is done or the run stops. `rep`:
+  // the replica it runs its batches on (fifo: 0, of whichever model the request is for).
+  auto serve_queue = [&](size_t q, size_t rep, BatchController& ctl) {
     bool bound = false;
-    int bound_device = -1;  // the device this thread last made current (see Model::bind)
+    int bound_device = -1;  // the device this thread last made current (see Replica::bind)
     for (;;) {
       std::vector<int64_t> batch;
       size_t mi = 0;
       int64_t first = 0;
       int b = 0;
       bool drained = false;
+      double start = 0;
       {
         std::unique_lock<std::mutex> lk(mu);
         for (;;) {
@@ -592,13 +710,21 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
                          "internal error: request %lld is not staged after the one before it",
                          (long long)batch[size_t(i)]);
             }
-            HIOS_CHECK(first == r.head, "internal error: '%s' staged slots are taken out of order",
-                       models_[mi]->name.c_str());
+            // Windows are taken in arrival order, each where the last one (padding included)
+            // ended, and at most one per worker is outstanding.
+            HIOS_CHECK(first == r.taken && r.head <= r.taken,
+                       "internal error: '%s' staged slots are taken out of order", models_[mi]->name.c_str());
             if (b > n) {
               HIOS_CHECK(queues[q].empty() && r.next == first + n,
                          "internal error: a padded batch of '%s' left requests behind", models_[mi]->name.c_str());
               r.next = first + b;
             }
+            r.windows.emplace_back(first, false);
+            r.taken = first + b;
+            HIOS_CHECK(r.windows.size() <= models_[mi]->reps.size() && r.taken <= r.next,
+                       "internal error: '%s' has %zu windows taken and not staged", models_[mi]->name.c_str(),
+                       r.windows.size());
+            start = now_s();
             sample(q);
             break;
           }
@@ -611,27 +737,35 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
         }
       }
       Model& m = *models_[mi];
-      if (!bound || bound_device != m.device) {
-        m.bind();
+      Model::Replica& rp = *m.reps.at(rep);
+      if (!bound || bound_device != rp.device) {
+        rp.bind();
         bound = true;
-        bound_device = m.device;
+        bound_device = rp.device;
       }
-      const double start = now_s();
-      m.stage(b, m.window(first));
+      const ShapeKey& key = m.key.at(b);
+      rp.stage(key, m.window(first));
       {
+        // Staged: this window's slots return to the ring with every staged window before them.
         std::lock_guard<std::mutex> lk(mu);
-        rings[mi].head = first + b;
+        RingState& r = rings[mi];
+        auto w = std::find(r.windows.begin(), r.windows.end(), std::make_pair(first, false));
+        HIOS_CHECK(w != r.windows.end(), "internal error: a staged window of '%s' was not taken", m.name.c_str());
+        w->second = true;
+        while (!r.windows.empty() && r.windows.front().second) r.windows.pop_front();
+        r.head = r.windows.empty() ? r.taken : r.windows.front().first;
       }
-      const std::vector<float> out = m.answer(b);
+      const std::vector<float> out = rp.answer(key);
       const double done = now_s();
       ctl.observe(b, done - start);
       std::lock_guard<std::mutex> lk(mu);
-      busy[m.device].emplace_back(start, done);
+      busy[rp.device].emplace_back(start, done);
       for (size_t i = 0; i < batch.size(); ++i) {
         RequestOutcome& o = res.requests[size_t(batch[i])];
         o.start_s = start;
         o.done_s = done;
         o.batch = b;
+        o.replica = int(rep);
         o.drained = drained;
         if (own.count(batch[i])) {
           verify.emplace_back(batch[i], std::vector<float>(out.begin() + int64_t(i) * m.out_item,
@@ -640,14 +774,15 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
       }
     }
   };
-  auto worker = [&](size_t q) {
+  auto worker = [&](size_t q, size_t rep) {
     std::map<int, double> seed_s;
     if (policy == Policy::Adaptive) {
       for (const auto& [b, ms] : seeds[q]) seed_s[b] = ms / 1e3;
     }
+    // Each replica has a launcher of its own: its passes are measured on its own device.
     BatchController ctl(policy, opt_.batches, opt_.static_batch, opt_.static_wait_s, res.latency_budget_ms / 1e3, seed_s);
     try {
-      serve_queue(q, ctl);
+      serve_queue(q, rep, ctl);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lk(mu);
       if (worker_error.empty()) worker_error = e.what();
@@ -655,12 +790,16 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
     }
     if (policy == Policy::Adaptive) {
       std::lock_guard<std::mutex> lk(mu);
-      for (int b : opt_.batches) res.pass_ms[q][b] = 1e3 * ctl.predicted_s(b);
+      const double k = double(models_[q]->reps.size());
+      for (int b : opt_.batches) res.pass_ms[q][b] += 1e3 * ctl.predicted_s(b) / k;
     }
   };
 
   std::vector<std::thread> workers;
-  for (size_t q = 0; q < nq; ++q) workers.emplace_back(worker, q);
+  for (size_t q = 0; q < nq; ++q) {
+    const size_t k = policy == Policy::Fifo ? 1 : models_[q]->reps.size();
+    for (size_t rep = 0; rep < k; ++rep) workers.emplace_back(worker, q, rep);
+  }
   size_t next = 0;
   try {
     for (; next < trace.size(); ++next) {
@@ -682,9 +821,10 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
           res.requests[next].rejected = strprintf("queue full (%d waiting)", opt_.queue_limit);
           continue;
         }
-        // At most queue_limit - 1 wait (or the queue would be full) and one batch is in flight
-        // with its padding, so with ring_slots = queue_limit + 2 x the largest batch the slot
-        // and the zeroed rows after it are free.
+        // At most queue_limit - 1 wait (or the queue would be full), and at most one window per
+        // replica is taken and not yet staged, each up to the largest batch with its padding:
+        // with ring_slots = queue_limit + (replicas + 1) x the largest batch, the slot and the
+        // zeroed rows after it are free.
         HIOS_CHECK(r.next + max_batch_ <= r.head + m.ring_slots, "internal error: the arrival ring of '%s' is full",
                    m.name.c_str());
         pos = r.next++;
@@ -736,12 +876,14 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
 
   // Verified requests: the same input alone, at batch 1, on the same model's set.
   for (const auto& [id, got] : verify) {
+    // On the model's first replica, whichever ran it: a replica whose weights differed would show.
     Model& m = *models_[size_t(trace[size_t(id)].model)];
-    m.bind();
+    Model::Replica& r = m.first();
+    r.bind();
     const ShapeKey k1 = m.key.at(1);
-    m.set->set_input(k1, make_input(m.set->graph(k1), opt_.set.session.seed + 1 + uint64_t(id)));
-    m.set->run(k1);
-    const Diff d = compare(got, m.set->read_output(k1));
+    r.set->set_input(k1, make_input(r.set->graph(k1), opt_.set.session.seed + 1 + uint64_t(id)));
+    r.set->run(k1);
+    const Diff d = compare(got, r.set->read_output(k1));
     res.requests[size_t(id)].max_rel = d.max_rel;
     res.worst_verify_rel = std::max(res.worst_verify_rel, d.max_rel);
   }
@@ -760,7 +902,11 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
     return covered;
   };
   std::vector<std::pair<double, double>> any;
-  for (int d : placement_) res.device_busy[d] = 0;
+  // Every device a replica is placed on is listed (fifo leaves some idle), and every replica's
+  // passes count on its device.
+  for (const std::vector<int>& devs : replica_devices_) {
+    for (int d : devs) res.device_busy[d] = 0;
+  }
   for (const auto& [d, iv] : busy) {
     any.insert(any.end(), iv.begin(), iv.end());
     res.device_busy[d] = res.wall_s > 0 ? covered_s(iv) / res.wall_s : 0;
@@ -808,10 +954,18 @@ json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& 
   j["offered_rps"] = r.offered_rps;
   j["wall_s"] = r.wall_s;
   j["busy_fraction"] = r.busy_fraction;
-  // Where each model ran, and each device's busy share (-1: the session's default device).
+  // Where each model ran (its first replica), its replicas in this run and their devices (fifo:
+  // the first only), and each device's busy share (-1: the session's default device).
   json placed = json::object();
   for (size_t m = 0; m < r.placement.size() && m < models.size(); ++m) placed[models[m]] = r.placement[m];
   j["placement"] = placed;
+  json reps = json::object(), rep_devs = json::object();
+  for (size_t m = 0; m < r.replica_devices.size() && m < models.size(); ++m) {
+    reps[models[m]] = int(r.replica_devices[m].size());
+    rep_devs[models[m]] = r.replica_devices[m];
+  }
+  j["replicas"] = reps;
+  j["replica_devices"] = rep_devs;
   json dev_busy = json::object();
   for (const auto& [d, f] : r.device_busy) dev_busy[std::to_string(d)] = f;
   j["device_busy_fraction"] = dev_busy;

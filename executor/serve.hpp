@@ -8,9 +8,11 @@
 //
 //   fifo      one request at a time, all models in one queue in arrival order, batch 1: the
 //             baseline of a server that runs each model's best single-request schedule.
-//   static    a queue and a worker per model; a worker runs a fixed batch when that many are
-//             waiting, or a padded partial batch once the oldest has waited `static_wait_s`.
-//   adaptive  a queue and a worker per model (models run concurrently, each on its own streams);
+//   static    a queue per model and a worker per replica of it (one by default); a worker runs a
+//             fixed batch when that many are waiting, or a padded partial batch once the oldest
+//             has waited `static_wait_s`.
+//   adaptive  a queue per model and a worker per replica of it (models run concurrently, each on
+//             its own streams);
 //             a free worker takes what is waiting at once, in the largest batch whose answer
 //             still meets the latency budget. It knows each batch size's pass time from
 //             measurement: seeded by timed passes at start-up, then an EWMA of every pass it runs
@@ -36,6 +38,16 @@
 // across the models, so a device's work is about the sum of its models' pass times, which is
 // what the greedy balances; the analytic model's ratios between models are what matters there.
 //
+// Replicas (ServeOptions::replicas, static and adaptive): a model may have k workers instead of
+// one, each with its own prepared ShapeSet (its own arena and CUDA Graphs, and its own copy of
+// the weights: ShapeSet cannot share weights between sets, so a model's device memory is k
+// times one replica's), all taking from the model's one queue in arrival order. A free replica starts the oldest waiting requests at once while
+// another replica's pass of the same model is still running, so a request arriving during a
+// long pass need not wait for it. fifo stays one worker, running every request on its model's
+// first replica: it is the one-at-a-time baseline. On several devices, automatic placement
+// places replicas, each an item of weight predicted_ms / k (balance_replicas), and an explicit
+// placement names a model once per replica.
+//
 // A batch is padded up to the smallest prepared batch that holds it (padding rows compute on
 // zeros and are dropped; the adaptive launcher pads only where that costs no throughput).
 // Nothing is lost: a request is answered, or rejected with a reason (its model's queue was full,
@@ -44,8 +56,10 @@
 // Inputs are staged when a request arrives, not when its batch starts: the dispatcher copies it
 // into its model's ring of host slots (pinned on GPU backends), in arrival order, so that a
 // batch of one model's consecutive requests is already one contiguous block and its worker only
-// copies that block to the device. The ring holds queue_limit + 2 x the largest batch slots
-// (what waits, the batch in flight with its padding, the zeroed rows ahead of the next arrival).
+// copies that block to the device. The ring holds queue_limit + (replicas + 1) x the largest
+// batch slots: what waits, one window taken but not yet staged per replica (each with its
+// padding), and the zeroed rows ahead of the next arrival. Replicas take consecutive windows;
+// a slot returns to the ring only once every window before it has been staged.
 #pragma once
 
 #include <array>
@@ -125,13 +139,30 @@ class BatchController {
 // weight so far (ties: the one with fewer models, then the earlier in `devices`, so that models
 // of weight 0 still spread). Pure and deterministic. `devices` must not be empty.
 std::vector<int> balance_placement(const std::vector<double>& weight_ms, const std::vector<int>& devices);
+// The same greedy over replicas: model m's replicas are replicas[m] items of weight
+// weight_ms[m] / replicas[m] each (its requests are shared between them), taken in model order,
+// then replica order, where weights tie. The device of each replica of each model.
+std::vector<std::vector<int>> balance_replicas(const std::vector<double>& weight_ms, const std::vector<int>& replicas,
+                                               const std::vector<int>& devices);
+// The most replicas a model may have.
+constexpr int kMaxReplicas = 8;
+// "nasnet_large=2,randwire=3": (model, replicas) in the order given; one-line errors naming the
+// item (its form, or a count outside 1 to kMaxReplicas). Models are checked by replica_counts.
+std::vector<std::pair<std::string, int>> parse_replicas(const std::string& s);
+// The replicas of each served model (1 where not given); a model not served, given twice, or a
+// count outside 1 to kMaxReplicas is an error naming it.
+std::vector<int> replica_counts(const std::vector<std::string>& models,
+                                const std::vector<std::pair<std::string, int>>& replicas);
 // `devices` checked: each id from 0 to 1023, none twice. With `visible` >= 0 (a GPU backend's
 // device count), each id must also be below it. One-line errors naming the id.
 void check_devices(const std::vector<int>& devices, int visible = -1);
 // An explicit placement checked against the served models and the devices, as the device of
-// each model: every model placed exactly once, each on one of `devices`.
-std::vector<int> explicit_placement(const std::vector<std::string>& models, const std::vector<int>& devices,
-                                    const std::vector<std::pair<std::string, int>>& placement);
+// each replica of each model (in the order its entries are given): every model named once per
+// replica (replicas[m] times; replicas empty: once each), each on one of `devices`.
+std::vector<std::vector<int>> explicit_placement(const std::vector<std::string>& models,
+                                                 const std::vector<int>& devices,
+                                                 const std::vector<std::pair<std::string, int>>& placement,
+                                                 const std::vector<int>& replicas = {});
 
 struct ServeOptions {
   ShapeSetOptions set;
@@ -139,8 +170,12 @@ struct ServeOptions {
   // model on the session's default device, as on one GPU. The CPU backend takes the ids as
   // labels: its passes all run on the host.
   std::vector<int> devices;
-  // (model, device) for every served model; empty: balance_placement. Needs `devices`.
+  // (model, device) for every served model, once per replica; empty: balance_replicas. Needs
+  // `devices`.
   std::vector<std::pair<std::string, int>> placement;
+  // (model, k): k replicas of the model, 1 to kMaxReplicas, for static and adaptive (fifo runs
+  // every request on a model's first replica). A model not named has 1.
+  std::vector<std::pair<std::string, int>> replicas;
   std::vector<int> batches{1, 2, 4, 8};
   int static_batch = 4;
   double static_wait_s = 0.002;
@@ -160,7 +195,10 @@ struct ServeOptions {
 struct RequestOutcome {
   int64_t id = 0;
   int model = 0;
+  // start_s: when its batch was taken from the queue (under the queue's lock, so a model's
+  // requests start in arrival order, also across replicas); done_s: when its answer was read.
   double arrival_s = 0, start_s = -1, done_s = -1;
+  int replica = -1;  // the replica of its model that ran it (-1: not run)
   int batch = 0;  // prepared batch it ran in (0: not run)
   std::string rejected;  // the reason; empty when answered
   double max_rel = -1;   // verified requests: against the same input alone at batch 1
@@ -187,13 +225,16 @@ struct ServeResult {
   // the share with at least one busy, so 100% does not mean every device was.
   double busy_fraction = 0;
   std::map<int, double> device_busy;  // the same per device (-1: the session's default device)
-  std::vector<int> placement;         // the device of each model (-1: the session's default)
+  std::vector<int> placement;         // the device of each model's first replica (-1: the session's default)
+  // The device of each replica of each model that this run used (fifo: the first replica only).
+  std::vector<std::vector<int>> replica_devices;
   int64_t not_sent = 0;      // trace requests after a stop (never arrived)
   bool stopped = false;
   double worst_verify_rel = -1;
   double latency_budget_ms = 0;  // what the adaptive launcher kept to
   // adaptive: each model's pass-time estimates (ms by batch) when the run ended, as measured
-  // under this run's load; the seeds are Server::batch_pass_ms().
+  // under this run's load (the mean over its replicas' launchers); the seeds are
+  // Server::batch_pass_ms().
   std::vector<std::map<int, double>> pass_ms;
 };
 
@@ -211,7 +252,8 @@ class Server {
   std::vector<double> single_request_ms(int passes = 10);
   // Per model, the median time of one serving pass per prepared batch (ms by batch) as a worker
   // runs it: staged rows copied to the device, the pass, the output read back. Measured on the
-  // first call (every model idle but the one measured) and kept: the adaptive launcher's seeds.
+  // first call (every model idle but the one measured), on the model's first replica, and kept:
+  // the seeds of every replica's adaptive launcher.
   const std::vector<std::map<int, double>>& batch_pass_ms();
   // When neither the options nor set_latency_budget_ms give one: 4x the slowest model's
   // batch-1 serving pass, which leaves room for a request to wait behind about three passes of
@@ -224,10 +266,13 @@ class Server {
   ServeResult run(const std::vector<Request>& trace, Policy policy);
   // The device's name; on several devices, "id: name" of each used, in the order of --devices.
   std::string device() const;
-  // The device of each model (-1: the session's default, when ServeOptions::devices is empty),
-  // and each model's batch-1 predicted ms that automatic placement weighed (empty otherwise).
+  // The device of each model's first replica (-1: the session's default, when
+  // ServeOptions::devices is empty), and each model's batch-1 predicted ms that automatic
+  // placement weighed (empty otherwise).
   const std::vector<int>& placement() const { return placement_; }
   const std::vector<double>& placement_weight_ms() const { return weight_ms_; }
+  // The device of each replica of each model (its size: the model's replicas).
+  const std::vector<std::vector<int>>& replica_devices() const { return replica_devices_; }
 
  private:
   struct Model;
@@ -237,6 +282,7 @@ class Server {
   std::vector<std::unique_ptr<Model>> models_;
   std::vector<std::map<int, double>> pass_ms_;  // batch_pass_ms(), once measured
   std::vector<int> placement_;
+  std::vector<std::vector<int>> replica_devices_;
   std::vector<double> weight_ms_;
   int max_batch_ = 1;
 };

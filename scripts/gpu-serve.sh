@@ -5,6 +5,7 @@
 #
 #   OUT=/some/dir bash scripts/gpu-serve.sh
 #   DEVICES=0,1 OUT=/some/dir bash scripts/gpu-serve.sh   # two GPUs, placement automatic
+#   EXTRA="--replicas nasnet_large=2" OUT=/some/dir bash scripts/gpu-serve.sh   # two nasnet_large workers
 #
 # Environment: BUILD_DIR (/tmp/b), MODELS (inception_v3,nasnet_large,randwire), SIZE (331),
 # LOADS (0.5,0.8,1,1.5,2,3), DURATION (4 s per run), DEVICES (e.g. 0,1: passed as --devices when

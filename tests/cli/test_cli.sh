@@ -164,10 +164,18 @@ expect_error "serve placement device"  "device 2 of 'squeezenet' is not in --dev
 expect_error "serve placement missing" "model 'squeezenet' is not placed" "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --placement demo=0
 expect_error "serve placement form"    "expected model=device"       "$HIOS" serve --models demo --size 15 --devices 0 --placement demo
 expect_error "serve placement alone"   "--placement needs --devices" "$HIOS" serve --models demo --size 15 --placement demo=0
+expect_error "serve replicas range"     "--replicas: '9' is not a replica count from 1 to 8" "$HIOS" serve --models demo --size 15 --replicas demo=9
+expect_error "serve replicas zero"      "--replicas: '0' is not a replica count from 1 to 8" "$HIOS" serve --models demo --size 15 --replicas demo=0
+expect_error "serve replicas form"      "--replicas: expected model=count, got 'demo'" "$HIOS" serve --models demo --size 15 --replicas demo
+expect_error "serve replicas unknown"   "--replicas: model 'nope' is not served" "$HIOS" serve --models demo --size 15 --replicas demo=2,nope=2
+expect_error "serve replicas twice"     "--replicas: model 'demo' is given twice" "$HIOS" serve --models demo --size 15 --replicas demo=2,demo=3
+expect_error "serve replicas placement" "model 'demo' is placed 1 time\(s\) but has 2 replicas" "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --replicas demo=2 --placement demo=0,squeezenet=1
 expect_ok "serve two devices" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --duration 0.3 --loads 0.5 --policy fifo,static -o "$TMP/sd1.json"
 cp "$TMP/out" "$TMP/sd1.out"
 expect_ok "serve two devices given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 1,0 --placement squeezenet=1,demo=1 --duration 0.3 --loads 0.5 --policy static -o "$TMP/sd2.json"
 cp "$TMP/out" "$TMP/sd2.out"
+expect_ok "serve replicas given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas squeezenet=2 --placement demo=0,squeezenet=0,squeezenet=1 --duration 0.3 --loads 0.5 --policy fifo,static -o "$TMP/sd3.json"
+cp "$TMP/out" "$TMP/sd3.out"
 if python3 - "$TMP" <<'PY'
 import json, re, sys
 t = sys.argv[1]
@@ -187,11 +195,24 @@ for r in d["runs"]:
 d = json.load(open(f"{t}/sd2.json")); out = open(f"{t}/sd2.out").read()
 assert d["placement"] == {"demo": 1, "squeezenet": 1} and d["placement_rule"] == "given", d["placement"]
 assert "demo@1 squeezenet@1" in out.splitlines()[0], out
+assert "replicas" not in out.splitlines()[0], out
+assert d["replicas"] == {"demo": 1, "squeezenet": 1}, d["replicas"]
+# Replicas: the header names each replica's device and the counts; fifo runs on first replicas.
+d = json.load(open(f"{t}/sd3.json")); head = open(f"{t}/sd3.out").read().splitlines()[0]
+assert "demo@0 squeezenet@0,1" in head and "replicas (static and adaptive; fifo uses the first): demo=1 squeezenet=2" in head, head
+assert d["replicas"] == {"demo": 1, "squeezenet": 2} and d["replica_devices"] == {"demo": [0], "squeezenet": [0, 1]}, d
+runs = {r["policy"]: r for r in d["runs"]}
+assert runs["fifo"]["replicas"] == {"demo": 1, "squeezenet": 1}, runs["fifo"]
+assert runs["static"]["replica_devices"] == {"demo": [0], "squeezenet": [0, 1]}, runs["static"]
+for r in d["runs"]:
+    assert sorted(r["device_busy_fraction"]) == ["0", "1"], r["device_busy_fraction"]
+    a = r["models"][-1]
+    assert a["offered"] == r["requests"] == a["answered"] + a["rejected"], r
 PY
 then
   pass=$((pass + 1))
 else
-  echo "FAIL hios serve on two devices: wrong placement, header or JSON"; fails=$((fails + 1))
+  echo "FAIL hios serve on two devices: wrong placement, replicas, header or JSON"; fails=$((fails + 1))
 fi
 # The latency budget: by default fifo's p99 at the lowest load, so fifo runs there first whatever
 # the order given; else the documented default (4x the slowest batch-1 serving pass); else as given.
