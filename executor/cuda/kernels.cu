@@ -1421,15 +1421,16 @@ void launch_pool(const PoolParams& p, cudaStream_t stream) {
     using T = decltype(tag);
     const bool window3 = p.kh == 3 && p.kw == 3 && p.sh == p.sw && (p.sh == 1 || p.sh == 2);
     if (p.nhwc && window3 && p.kernel != PoolKernel::General) {
-      // Auto, from what hios-kernel-bench measured on an H200 (docs/benchmarks.md, "Tenth
-      // session", call 7): tiles of 8 vectors per pixel at stride 1 (1.1-1.6x faster than the
-      // row kernel in both storage types; as fast where C leaves no 16-byte vectors, which take
-      // the row kernel anyway), and at stride 2 on outputs of up to 128 rows (1.2x faster); the
-      // row kernel at stride 2 on larger outputs (up to 1.3x faster on fp32 256-row outputs,
-      // within 5% elsewhere).
+      // Auto, from what hios-kernel-bench and the models' profiles measured on an H200
+      // (docs/benchmarks.md, "Tenth session", calls 7 and 9): tiles of 8 vectors per pixel at
+      // stride 1 (1.1-1.6x faster than the row kernel in both storage types; as fast where C
+      // leaves no 16-byte vectors, which take the row kernel anyway) and at stride 2 on outputs
+      // of up to 256 rows (Inception's max pools: 1.30x against 1.44x of copy time in bf16,
+      // 1.15x against 1.23x in fp32); the row kernel on larger stride-2 outputs (as fast, or
+      // within 5%).
       PoolKernel k = p.kernel;
       if (k == PoolKernel::Auto) {
-        const bool tiles = p.sh == 1 || p.oh <= 128;
+        const bool tiles = p.sh == 1 || p.oh <= 256;
         k = tiles ? PoolKernel::Tiles3x3Wide : PoolKernel::Rows3x3;
       }
       const bool fit = pool3_tiles_fit<T>(p);
