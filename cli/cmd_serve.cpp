@@ -74,18 +74,7 @@ std::vector<exec::Policy> parse_policies(const std::string& s) {
 // "inception_v3=0,nasnet_large=1": the checks against the models and devices are
 // exec::explicit_placement's.
 std::vector<std::pair<std::string, int>> parse_placement(const std::string& s) {
-  std::vector<std::pair<std::string, int>> out;
-  for (const std::string& item : split(s, "--placement")) {
-    const size_t eq = item.rfind('=');
-    HIOS_CHECK(eq != std::string::npos && eq > 0, "--placement: expected model=device, got '%s'", item.c_str());
-    const std::string dev = item.substr(eq + 1);
-    char* end = nullptr;
-    const long v = std::strtol(dev.c_str(), &end, 10);
-    HIOS_CHECK(!dev.empty() && end && *end == '\0' && v >= 0 && v < 1024,
-               "--placement: '%s' is not a device id from 0 to 1023 (in '%s')", dev.c_str(), item.c_str());
-    out.emplace_back(item.substr(0, eq), int(v));
-  }
-  return out;
+  return exec::parse_name_values(s, "--placement", "device", "a device id", 0, 1023);
 }
 
 }  // namespace

@@ -248,26 +248,30 @@ std::vector<std::vector<int>> balance_replicas(const std::vector<double>& weight
   return out;
 }
 
-std::vector<std::pair<std::string, int>> parse_replicas(const std::string& s) {
+std::vector<std::pair<std::string, int>> parse_name_values(const std::string& s, const char* option, const char* value_name,
+                                                           const char* value_is, int lo, int hi) {
   std::vector<std::pair<std::string, int>> out;
   size_t from = 0;
   for (;;) {
     const size_t comma = s.find(',', from);
     const std::string item = s.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-    HIOS_CHECK(!item.empty(), "--replicas: empty item in '%s'", s.c_str());
+    HIOS_CHECK(!item.empty(), "%s: empty item in '%s'", option, s.c_str());
     const size_t eq = item.rfind('=');
-    HIOS_CHECK(eq != std::string::npos && eq > 0, "--replicas: expected model=count, got '%s'", item.c_str());
-    const std::string count = item.substr(eq + 1);
+    HIOS_CHECK(eq != std::string::npos && eq > 0, "%s: expected model=%s, got '%s'", option, value_name, item.c_str());
+    const std::string value = item.substr(eq + 1);
     char* end = nullptr;
-    const long v = std::strtol(count.c_str(), &end, 10);
-    HIOS_CHECK(!count.empty() && end && *end == '\0' && v >= 1 && v <= kMaxReplicas,
-               "--replicas: '%s' is not a replica count from 1 to %d (in '%s')", count.c_str(), kMaxReplicas,
-               item.c_str());
+    const long v = std::strtol(value.c_str(), &end, 10);
+    HIOS_CHECK(!value.empty() && end && *end == '\0' && v >= lo && v <= hi, "%s: '%s' is not %s from %d to %d (in '%s')",
+               option, value.c_str(), value_is, lo, hi, item.c_str());
     out.emplace_back(item.substr(0, eq), int(v));
     if (comma == std::string::npos) break;
     from = comma + 1;
   }
   return out;
+}
+
+std::vector<std::pair<std::string, int>> parse_replicas(const std::string& s) {
+  return parse_name_values(s, "--replicas", "count", "a replica count", 1, kMaxReplicas);
 }
 
 std::vector<int> replica_counts(const std::vector<std::string>& models,

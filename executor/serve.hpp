@@ -146,6 +146,12 @@ std::vector<std::vector<int>> balance_replicas(const std::vector<double>& weight
                                                const std::vector<int>& devices);
 // The most replicas a model may have.
 constexpr int kMaxReplicas = 8;
+// "a=1,b=2" as (name, value) in the order given, each value an integer from lo to hi: the form
+// of --placement (model=device) and --replicas (model=count). One-line errors start with
+// `option` and name the item: an empty item, no "name=", or a value that is not
+// `value_is` ("a device id", "a replica count") from lo to hi.
+std::vector<std::pair<std::string, int>> parse_name_values(const std::string& s, const char* option, const char* value_name,
+                                                           const char* value_is, int lo, int hi);
 // "nasnet_large=2,randwire=3": (model, replicas) in the order given; one-line errors naming the
 // item (its form, or a count outside 1 to kMaxReplicas). Models are checked by replica_counts.
 std::vector<std::pair<std::string, int>> parse_replicas(const std::string& s);
