@@ -85,7 +85,7 @@ void add_serve_commands(CLI::App& app) {
   cmd->add_option("--models", o->models, "Models served, comma-separated (default inception_v3,nasnet_large,randwire)");
   cmd->add_option("--size", o->size, "Image size of every request, 1 to 65536 (default 331)")->check(CLI::Range(1, 65536));
   cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");
-  cmd->add_option("--math", o->math, "tf32 or fp32 (inputs are staged in fp32)");
+  cmd->add_option("--math", o->math, "tf32, fp32, fp16 or bf16 (16-bit storage; cuda only). Requests are staged as stored, 16-bit ones converted on arrival (default: tf32 on cuda, fp32 on cpu)");
   cmd->add_option("--layout", o->layout, "nchw or nhwc (default: the backend's)")->check(CLI::IsMember({"nchw", "nhwc"}));
   cmd->add_option("--policy", o->policy,
                   "fifo, static, adaptive, a comma-separated list of them, or all (default all: every launcher on the "

@@ -1,5 +1,7 @@
 #include "executor/backend.hpp"
 
+#include <cstring>
+
 #include "graph/error.hpp"
 
 namespace hios::exec {
@@ -17,5 +19,14 @@ PassContents Backend::kept_contents(int /*slot*/, const void* /*data*/, size_t /
   throw_error("the %s backend cannot keep captured passes", name().c_str());
 }
 void Backend::switch_to(int /*slot*/) { throw_error("the %s backend cannot keep captured passes", name().c_str()); }
+
+// A backend that stores 16-bit elements knows their rounding and overrides this.
+void Backend::encode_host(const float* src, size_t count, void* dst) const {
+  if (element_bytes() != sizeof(float)) {
+    throw_error("the %s backend stores %zu-byte elements and does not say how to encode them", name().c_str(),
+                element_bytes());
+  }
+  if (count) std::memcpy(dst, src, count * sizeof(float));
+}
 
 }  // namespace hios::exec

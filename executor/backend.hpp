@@ -98,6 +98,11 @@ class Backend {
   // floats (CUDA --math fp16|bf16). Programs are lowered in float32 bytes; RankSession::load
   // rescales them to this before prepare(), so Allocs, arenas and messages match the storage.
   virtual size_t element_bytes() const { return 4; }
+  // `count` float32 values, already in the backend's layout, written to `dst` as the elements
+  // tensors are stored in (element_bytes() each), rounded as set_input rounds them. For callers
+  // that stage inputs in host memory themselves and upload them with copy_from_host (hios
+  // serve's arrival ring), so that a 16-bit pass can take its rows without a device-side cast.
+  virtual void encode_host(const float* src, size_t count, void* dst) const;
 
   virtual void prepare(const Graph& g, const RankProgram& p) = 0;
 

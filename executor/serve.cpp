@@ -23,6 +23,20 @@
 
 namespace hios::exec {
 
+namespace {
+
+// Request rows as stored: the backend's layout and element type.
+using Bytes = std::vector<unsigned char>;
+
+size_t checked_bytes(int64_t elems, size_t elem_bytes, const std::string& model) {
+  size_t out = 0;
+  HIOS_CHECK(elems >= 0 && !__builtin_mul_overflow(size_t(elems), elem_bytes, &out),
+             "hios serve: one input of '%s' (%lld elements) does not fit in memory", model.c_str(), (long long)elems);
+  return out;
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // Traces.
 
@@ -356,7 +370,7 @@ struct Server::Model {
     // launcher runs. Staging: the rows into the batch's input tensor, where the graph reads it;
     // the host waits for the copy, because its rows are reused once it returns, and run() needs
     // the write complete (ShapeSet::input).
-    void stage(const ShapeKey& k, const float* rows) {
+    void stage(const ShapeKey& k, const void* rows) {
       Backend& be = set->session().backend();
       (void)set->input(k);  // makes k current, so that its input tensor is the one written
       be.copy_from_host(set->graph(k).input(), rows, 0);
@@ -371,8 +385,9 @@ struct Server::Model {
   std::string name;
   std::vector<std::unique_ptr<Replica>> reps;  // at least one
   std::map<int, ShapeKey> key;  // by batch
-  int64_t item_elems = 0;       // one image, stored
-  std::vector<float> base;      // one image in the backend's layout (every unverified request's input)
+  int64_t item_elems = 0;       // one image's elements
+  size_t item_bytes = 0;        // one image, stored (in the backend's element type)
+  Bytes base;                   // one image as stored (every unverified request's input)
   int64_t out_item = 0;         // output elements per image
   // The arrival ring (see the header), shared by the replicas: ring_slots slots of one image
   // each, then ring_mirror more that repeat the first ones, so that a window of up to the
@@ -382,17 +397,26 @@ struct Server::Model {
   int64_t ring_slots = 0, ring_mirror = 0;
 
   Replica& first() { return *reps.front(); }
-  float* slot(int64_t physical) { return static_cast<float*>(ring.get()) + physical * item_elems; }
+  unsigned char* slot(int64_t physical) { return static_cast<unsigned char*>(ring.get()) + size_t(physical) * item_bytes; }
   // Slot `pos` (a position in arrival order) of the ring, and its mirror, from `src` or zeros.
-  void put(int64_t pos, const float* src) {
+  void put(int64_t pos, const unsigned char* src) {
     const int64_t i = pos % ring_slots;
-    const size_t bytes = size_t(item_elems) * sizeof(float);
-    for (float* dst : {slot(i), i < ring_mirror ? slot(ring_slots + i) : nullptr}) {
-      if (dst && src) std::memcpy(dst, src, bytes);
-      if (dst && !src) std::memset(dst, 0, bytes);
+    for (unsigned char* dst : {slot(i), i < ring_mirror ? slot(ring_slots + i) : nullptr}) {
+      if (dst && src) std::memcpy(dst, src, item_bytes);
+      if (dst && !src) std::memset(dst, 0, item_bytes);
     }
   }
-  const float* window(int64_t pos) { return slot(pos % ring_slots); }
+  const unsigned char* window(int64_t pos) { return slot(pos % ring_slots); }
+  // One image's NCHW fp32 values as the ring stores them: the backend's layout and element type
+  // (16-bit under --math bf16/fp16, rounded as the backend rounds its own uploads).
+  Bytes encode(const std::vector<float>& nchw) {
+    Backend& be = first().set->session().backend();
+    const Graph& g1 = first().set->graph(key.at(1));
+    const std::vector<float> stored = to_layout(nchw, g1.nodes[size_t(g1.input())].shape, parse_layout(be.layout()));
+    Bytes out(item_bytes);
+    be.encode_host(stored.data(), stored.size(), out.data());
+    return out;
+  }
 };
 
 Server::Server(const std::vector<std::string>& models, int64_t size, const ServeOptions& opt,
@@ -469,25 +493,24 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
       m->reps.push_back(std::move(rep));
     }
     Backend& be = m->first().set->session().backend();
-    HIOS_CHECK(be.element_bytes() == 4, "hios serve stages fp32 inputs; --math %s stores 16-bit tensors (use tf32 or fp32)",
-               be.math().c_str());
     const Graph& g1 = m->first().set->graph(m->key.at(1));
     m->item_elems = g1.nodes[size_t(g1.input())].shape.numel();
+    m->item_bytes = checked_bytes(m->item_elems, be.element_bytes(), name);
     m->out_item = g1.nodes[size_t(g1.output())].shape.numel();
-    m->base = to_layout(make_input(g1, opt.set.session.seed), g1.nodes[size_t(g1.input())].shape, parse_layout(be.layout()));
+    m->base = m->encode(make_input(g1, opt.set.session.seed));
     // What waits (queue_limit), a window taken but not yet staged per replica, each with its
     // padding (one largest batch each), and the zeroed rows kept ahead of the next arrival for
     // padding (one more): see run(). fifo has one window at most; the ring is sized for the
     // launchers with a worker per replica.
     m->ring_slots = int64_t(opt.queue_limit) + int64_t(reps[i] + 1) * int64_t(max_batch_);
     m->ring_mirror = max_batch_ - 1;
-    const double ring_bytes = double(m->ring_slots + m->ring_mirror) * double(m->item_elems) * sizeof(float);
+    const double ring_bytes = double(m->ring_slots + m->ring_mirror) * double(m->item_bytes);
     // A queue limit of a million at 331x331 would ask for over a terabyte, which an
     // overcommitting host grants and then kills the process for on first touch.
     HIOS_CHECK(ring_bytes <= 64.0 * (1ull << 30),
                "hios serve stages every waiting request of '%s' in host memory: %lld slots of %.2f MB is %.1f GB; "
                "lower --queue-limit",
-               name.c_str(), (long long)(m->ring_slots + m->ring_mirror), double(m->item_elems) * 4 / 1e6, ring_bytes / 1e9);
+               name.c_str(), (long long)(m->ring_slots + m->ring_mirror), double(m->item_bytes) / 1e6, ring_bytes / 1e9);
     m->ring = be.alloc_host(size_t(ring_bytes));
     models_.push_back(std::move(m));
   }
@@ -599,11 +622,11 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
 
   // Verified requests get inputs of their own. Made now, before the clock starts: a random
   // image costs milliseconds, which in the dispatcher would delay every request behind it.
-  std::map<int64_t, std::vector<float>> own;
+  std::map<int64_t, Bytes> own;
   if (opt_.verify_every > 0) {
     double bytes = 0;
     for (const Request& r : trace) {
-      if (r.id % opt_.verify_every == 0) bytes += double(models_[size_t(r.model)]->item_elems) * sizeof(float);
+      if (r.id % opt_.verify_every == 0) bytes += double(models_[size_t(r.model)]->item_bytes);
     }
     HIOS_CHECK(bytes <= 8.0 * (1ull << 30),
                "--verify-every %d would keep %.1f GB of inputs of their own for this trace; raise it", opt_.verify_every,
@@ -611,9 +634,7 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
     for (const Request& r : trace) {
       if (r.id % opt_.verify_every != 0) continue;
       Model& m = *models_[size_t(r.model)];
-      const Graph& g1 = m.first().set->graph(m.key.at(1));
-      own[r.id] = to_layout(make_input(g1, opt_.set.session.seed + 1 + uint64_t(r.id)), g1.nodes[size_t(g1.input())].shape,
-                            parse_layout(m.first().set->session().backend().layout()));
+      own[r.id] = m.encode(make_input(m.first().set->graph(m.key.at(1)), opt_.set.session.seed + 1 + uint64_t(r.id)));
     }
   }
 
@@ -639,7 +660,7 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
   std::vector<RingState> rings(models_.size());
   for (size_t mi = 0; mi < models_.size(); ++mi) {
     Model& m = *models_[mi];
-    std::memset(m.ring.get(), 0, size_t(m.ring_slots + m.ring_mirror) * size_t(m.item_elems) * sizeof(float));
+    std::memset(m.ring.get(), 0, size_t(m.ring_slots + m.ring_mirror) * m.item_bytes);
     rings[mi].zero.assign(size_t(m.ring_slots), 1);
   }
   std::vector<int64_t> slot_of(trace.size(), -1);  // position in its model's ring (under mu)

@@ -248,8 +248,9 @@ class Server {
  public:
   // The model `name` at one shape (the CLI builds it from the model zoo).
   using ModelMaker = std::function<Graph(const std::string& name, const ShapeKey& key)>;
-  // Prepares every model at `size` for every batch in opt.batches. Inputs are staged as fp32
-  // in the backend's layout, so the math mode must store fp32 (tf32 or fp32).
+  // Prepares every model at `size` for every batch in opt.batches. Inputs are staged as the
+  // backend stores them (its layout and element type: 16-bit under --math bf16/fp16), encoded
+  // on the host when a request arrives (Backend::encode_host).
   Server(const std::vector<std::string>& models, int64_t size, const ServeOptions& opt, const ModelMaker& make_model,
          const ScheduleMaker& make_schedule);
   ~Server();

@@ -27,6 +27,7 @@ class CudaBackend final : public exec::Backend {
   std::string versions() const override;
   std::string math() const override { return math_mode_name(math_); }
   size_t element_bytes() const override { return math_element_bytes(math_); }
+  void encode_host(const float* src, size_t count, void* dst) const override;
   std::string layout() const override { return exec::layout_name(layout_); }
 
   void prepare(const Graph& g, const exec::RankProgram& p) override;
