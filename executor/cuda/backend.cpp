@@ -1,11 +1,7 @@
 // exec::Backend on one GPU: the engine's plans driven by a rank program's instructions, with
 // whole-pass CUDA Graph capture.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/conv.hpp"
@@ -262,26 +258,11 @@ void CudaBackend::copy_from_host(int node, const void* src, int stream) {
 
 void* CudaBackend::native_stream(int stream) { return static_cast<void*>(stream_handle(stream)); }
 
-// The same round-to-nearest-even conversions as the device-side cast that set_input uses
-// (kernels.cu, from_f), so that a row encoded here and one uploaded through set_input agree
-// bit for bit: hios serve's spot checks compare the two.
+// Rounded on the host as the device-side cast that set_input uses rounds (to nearest even), so
+// that a row encoded here and one uploaded through set_input agree bit for bit: hios serve's spot
+// checks compare the two.
 void CudaBackend::encode_host(const float* src, size_t count, void* dst) const {
-  switch (storage_elem(math_)) {
-    case Elem::F32:
-      if (count) std::memcpy(dst, src, count * sizeof(float));
-      return;
-    case Elem::BF16: {
-      auto* out = static_cast<__nv_bfloat16*>(dst);
-      for (size_t i = 0; i < count; ++i) out[i] = __float2bfloat16_rn(src[i]);
-      return;
-    }
-    case Elem::F16: {
-      auto* out = static_cast<__half*>(dst);
-      for (size_t i = 0; i < count; ++i) out[i] = __float2half_rn(src[i]);
-      return;
-    }
-  }
-  throw_error("cuda backend: encode_host has no conversion to this element type");
+  encode_on_host(src, storage_elem(math_), count, dst);
 }
 
 void CudaBackend::set_input(const std::vector<float>& values) {

@@ -1,6 +1,11 @@
 #include "executor/cuda/device.hpp"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -82,7 +87,7 @@ void upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
 }
 
 namespace {
-// fp32 staging for conversions at the edges. Outside the accounting on purpose: it lives only
+// fp32 staging for uploads into 16-bit storage. Outside the accounting on purpose: it lives only
 // while a copy lands, never during a pass, and must not count as the framework's memory.
 struct Staging {
   void* p = nullptr;
@@ -112,13 +117,52 @@ std::vector<float> download_as(const void* src, Elem elem, size_t count, cudaStr
   std::vector<float> out(count);
   if (elem == Elem::F32) {
     HIOS_CUDA_CHECK(cudaMemcpyAsync(out.data(), src, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
-  } else {
-    Staging tmp(count * sizeof(float));
-    launch_cast(src, elem, tmp.p, Elem::F32, int64_t(count), stream);
-    HIOS_CUDA_CHECK(cudaMemcpyAsync(out.data(), tmp.p, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    HIOS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return out;
   }
+  std::vector<uint16_t> stored(count);
+  HIOS_CUDA_CHECK(cudaMemcpyAsync(stored.data(), src, count * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream));
   HIOS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  decode_on_host(stored.data(), elem, count, out.data());
   return out;
+}
+
+void encode_on_host(const float* src, Elem elem, size_t count, void* dst) {
+  switch (elem) {
+    case Elem::F32:
+      if (count) std::memcpy(dst, src, count * sizeof(float));
+      return;
+    case Elem::BF16: {
+      auto* out = static_cast<__nv_bfloat16*>(dst);
+      for (size_t i = 0; i < count; ++i) out[i] = __float2bfloat16_rn(src[i]);
+      return;
+    }
+    case Elem::F16: {
+      auto* out = static_cast<__half*>(dst);
+      for (size_t i = 0; i < count; ++i) out[i] = __float2half_rn(src[i]);
+      return;
+    }
+  }
+  throw_error("encode_on_host: unknown element type %d", int(elem));
+}
+
+void decode_on_host(const void* src, Elem elem, size_t count, float* dst) {
+  switch (elem) {
+    case Elem::F32:
+      if (count) std::memcpy(dst, src, count * sizeof(float));
+      return;
+    case Elem::BF16: {
+      const auto* in = static_cast<const __nv_bfloat16*>(src);
+      for (size_t i = 0; i < count; ++i) dst[i] = __bfloat162float(in[i]);
+      return;
+    }
+    case Elem::F16: {
+      const auto* in = static_cast<const __half*>(src);
+      for (size_t i = 0; i < count; ++i) dst[i] = __half2float(in[i]);
+      return;
+    }
+  }
+  throw_error("decode_on_host: unknown element type %d", int(elem));
 }
 
 // ---------------------------------------------------------------------------------------------

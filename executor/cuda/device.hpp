@@ -92,11 +92,18 @@ std::string format_bytes(size_t bytes);
 // milliseconds. For choosing between implementations while planning, never inside a pass.
 double time_on_stream(cudaStream_t stream, const std::function<void()>& work);
 
-// Host fp32 values into device storage of type `elem` (converted on the device through a
-// staging buffer when it is not fp32), and back; both have landed when they return.
+// Host fp32 values into device storage of type `elem`, and back; both have landed when they
+// return. Uploads of 16-bit storage are converted on the device through a staging buffer (fast
+// for weights); downloads copy the stored bytes and widen them on the host, which is exact and
+// allocates no device memory: cudaFree waits for the whole device, and hios serve reads every
+// answer while other models' passes run.
 enum class Elem : int;
 void upload_as(void* dst, Elem elem, const float* src, size_t count, cudaStream_t stream);
 std::vector<float> download_as(const void* src, Elem elem, size_t count, cudaStream_t stream);
+// The same conversions on the host: to `elem` rounding to nearest even, as the device's cast
+// does, and back (exact).
+void encode_on_host(const float* src, Elem elem, size_t count, void* dst);
+void decode_on_host(const void* src, Elem elem, size_t count, float* dst);
 
 // Host -> device copy that has landed when it returns. A plain cudaMemcpy from pageable memory
 // may return before its DMA finishes, and our streams do not wait for the legacy stream it
