@@ -31,6 +31,7 @@ struct ServeCli {
   int64_t size = 331;
   double duration_s = 5, rate = 0, burst_on_s = 0.5, burst_off_s = 0.5, static_wait_ms = 2;
   double latency_budget_ms = 0;  // 0: not given
+  double hold_share = 0.5;
   int static_batch = 4, queue_limit = 64, verify_every = 0, threads = 0;
   std::string high_priority, devices, placement, replicas;
   uint64_t seed = 1;
@@ -94,6 +95,10 @@ void add_serve_commands(CLI::App& app) {
                   "adaptive: the latency, queueing included, it keeps each request within, above 0 to 60000 ms "
                   "(default: fifo's p99 at the lowest load when fifo runs too, else 4x the slowest model's batch-1 pass)")
       ->check(finite_range(0, 60000, /*above_lo=*/true));
+  cmd->add_option("--hold-share", o->hold_share,
+                  "adaptive: a model whose requests arrive fast enough waits for one more while the oldest is still "
+                  "answered within this share of the latency budget, 0 to 1 (0: never wait; default 0.5)")
+      ->check(finite_range(0, 1));
   cmd->add_option("--loads", o->loads,
                   "Offered loads as fractions of the fifo launcher's capacity (the mix's batch-1 times), "
                   "comma-separated (default 0.5,0.8,1.0)");
@@ -171,6 +176,7 @@ void add_serve_commands(CLI::App& app) {
     }
     so.static_batch = o->static_batch;
     so.static_wait_s = o->static_wait_ms / 1e3;
+    so.hold_share = o->hold_share;
     so.queue_limit = o->queue_limit;
     so.verify_every = o->verify_every;
     so.stop = &g_stop;
@@ -197,9 +203,9 @@ void add_serve_commands(CLI::App& app) {
     double sum_s = 0;
     for (double ms : single) sum_s += ms / 1e3;
     const double capacity = double(models.size()) / sum_s;  // requests/s of one-at-a-time, even mix
-    std::printf("# hios serve: %s at %lldx%lld on %s; batches %s; fifo capacity %.1f requests/s (batch-1 ms:",
-                o->models.c_str(), (long long)o->size, (long long)o->size, server.device().c_str(), o->batches.c_str(),
-                capacity);
+    std::printf("# hios serve: %s at %lldx%lld on %s, math %s; batches %s; fifo capacity %.1f requests/s (batch-1 ms:",
+                o->models.c_str(), (long long)o->size, (long long)o->size, server.device().c_str(), server.math().c_str(),
+                o->batches.c_str(), capacity);
     for (size_t m = 0; m < models.size(); ++m) std::printf(" %s %.3f", models[m].c_str(), single[m]);
     std::printf(")");
     // Where each model runs, on the header line so that every report says it.
@@ -264,7 +270,8 @@ void add_serve_commands(CLI::App& app) {
       budget_source = strprintf("default: %gx the slowest batch-1 serving pass", exec::Server::kDefaultBudgetPasses);
     }
     auto print_budget = [&] {
-      std::printf("# latency budget %.3f ms (%s)\n", server.latency_budget_ms(), budget_source.c_str());
+      std::printf("# latency budget %.3f ms (%s); adaptive hold up to %g of it\n", server.latency_budget_ms(),
+                  budget_source.c_str(), o->hold_share);
     };
     if (!budget_from_fifo) print_budget();
     std::printf("%-9s %9s  %-14s %8s %8s %8s %10s %9s %9s %9s %6s %6s %7s\n", "# launcher", "offered/s", "model", "offered",
@@ -344,6 +351,8 @@ void add_serve_commands(CLI::App& app) {
                   {"version", 1},
                   {"models", models},
                   {"size", o->size},
+                  {"math", server.math()},
+                  {"batches", so.batches},
                   {"device", server.device()},
                   {"devices", so.devices},
                   {"placement", placement_json},
@@ -356,6 +365,7 @@ void add_serve_commands(CLI::App& app) {
                   {"pass_ms", pass_json},
                   {"latency_budget_ms", server.latency_budget_ms()},
                   {"latency_budget_source", budget_source},
+                  {"hold_share", o->hold_share},
                   {"within_budget", within},
                   {"fifo_most_answered_rps", fifo_most},
                   {"runs", runs},

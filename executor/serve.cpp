@@ -122,8 +122,13 @@ const char* policy_name(Policy p) {
 // The launcher's decision.
 
 BatchController::BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s,
-                                 double budget_s, std::map<int, double> pass_s)
-    : p_(p), batches_(std::move(batches)), static_batch_(static_batch), static_wait_s_(static_wait_s), budget_s_(budget_s) {
+                                 double budget_s, std::map<int, double> pass_s, double hold_share)
+    : p_(p),
+      batches_(std::move(batches)),
+      static_batch_(static_batch),
+      static_wait_s_(static_wait_s),
+      budget_s_(budget_s),
+      hold_share_(hold_share) {
   std::sort(batches_.begin(), batches_.end());
   batches_.erase(std::unique(batches_.begin(), batches_.end()), batches_.end());
   HIOS_CHECK(!batches_.empty() && batches_.front() == 1, "the served batch sizes must include 1");
@@ -133,6 +138,8 @@ BatchController::BatchController(Policy p, std::vector<int> batches, int static_
     HIOS_CHECK(std::isfinite(budget_s_) && budget_s_ > 0, "the adaptive launcher needs a latency budget above 0, not %g s",
                budget_s_);
   }
+  HIOS_CHECK(std::isfinite(hold_share_) && hold_share_ >= 0 && hold_share_ <= 1,
+             "the adaptive hold share must be from 0 to 1, not %g", hold_share_);
   for (const auto& [b, s] : pass_s) {
     HIOS_CHECK(std::binary_search(batches_.begin(), batches_.end(), b), "a pass time for batch %d, which is not served", b);
     HIOS_CHECK(std::isfinite(s) && s >= 0, "the pass time of batch %d is %g s", b, s);
@@ -170,8 +177,9 @@ void BatchController::observe(int batch, double pass_s) {
   }
 }
 
-int BatchController::take(int waiting, double oldest_wait_s, bool stopping) {
+int BatchController::take(int waiting, double oldest_wait_s, bool stopping, double arrival_gap_s) {
   drained_ = false;
+  hold_s_ = 0;
   if (waiting <= 0) return 0;
   switch (p_) {
     case Policy::Fifo: return 1;
@@ -180,12 +188,12 @@ int BatchController::take(int waiting, double oldest_wait_s, bool stopping) {
       // more requests will come.
       if (waiting >= static_batch_) return static_batch_;
       return oldest_wait_s >= static_wait_s_ || stopping ? waiting : 0;
-    case Policy::Adaptive: return adaptive_take(waiting, oldest_wait_s);
+    case Policy::Adaptive: return adaptive_take(waiting, oldest_wait_s, stopping, arrival_gap_s);
   }
   return 0;
 }
 
-int BatchController::adaptive_take(int waiting, double oldest_wait_s) {
+int BatchController::adaptive_take(int waiting, double oldest_wait_s, bool stopping, double arrival_gap_s) {
   // Candidates: every prepared batch up to the one that holds all that waits. A larger one
   // would only add padding rows, which take device time and answer nobody.
   const int top = batch_for(waiting);
@@ -206,7 +214,22 @@ int BatchController::adaptive_take(int waiting, double oldest_wait_s) {
   // Within the budget: the oldest request is answered when the pass ends, so the largest
   // batch whose pass ends in time answers the most requests without a late one.
   for (auto it = cands.rbegin(); it != cands.rend(); ++it) {
-    if (oldest_wait_s + predicted_s(*it) <= budget_s_) return std::min(waiting, *it);
+    if (oldest_wait_s + predicted_s(*it) > budget_s_) continue;
+    const int n = std::min(waiting, *it);
+    // The hold: only with everything that waits taken (so that one more joins this batch),
+    // room for it in a prepared batch, more arrivals to come, and a gap known.
+    if (n == waiting && n < batches_.back() && !stopping && arrival_gap_s > 0 && hold_share_ > 0) {
+      const int now_b = batch_for(n), more_b = batch_for(n + 1);
+      const double reach_s = hold_share_ * budget_s_ - predicted_s(more_b);
+      // Worth it where one larger pass costs the device less than this one and a later pass of
+      // the newcomer alone.
+      const bool saves = predicted_s(more_b) < predicted_s(now_b) + predicted_s(1);
+      if (saves && oldest_wait_s + arrival_gap_s <= reach_s) {
+        hold_s_ = reach_s - oldest_wait_s;
+        return 0;
+      }
+    }
+    return n;
   }
   // Even one request alone would be late: the budget is lost for the oldest. What helps the
   // requests behind it is getting through the backlog fastest, so take the batch that answers
@@ -518,6 +541,8 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
 
 Server::~Server() = default;
 
+std::string Server::math() const { return models_.front()->first().set->session().backend().math(); }
+
 std::string Server::device() const {
   if (opt_.devices.empty()) return models_.front()->first().set->session().backend().device_name();
   std::string out;
@@ -664,6 +689,9 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
     rings[mi].zero.assign(size_t(m.ring_slots), 1);
   }
   std::vector<int64_t> slot_of(trace.size(), -1);  // position in its model's ring (under mu)
+  // Each model's recent mean gap between arrivals (the adaptive hold's estimate of when the next
+  // one comes; 0 until two have come), and its last arrival; under mu.
+  std::vector<double> arrival_gap_s(models_.size(), 0), last_arrival_s(models_.size(), -1);
 
   const size_t nq = policy == Policy::Fifo ? 1 : models_.size();
   // The replicas each run uses: fifo is one worker, on every model's first replica.
@@ -711,7 +739,8 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
           }
           const int waiting = int(queues[q].size());
           const double oldest = waiting ? now_s() - trace[size_t(queues[q].front())].arrival_s : 0;
-          const int n = ctl.take(waiting, oldest, dispatch_done);
+          const int n = ctl.take(waiting, oldest, dispatch_done,
+                                 waiting ? arrival_gap_s[size_t(trace[size_t(queues[q].front())].model)] : 0);
           if (n > 0) {
             mi = size_t(trace[size_t(queues[q].front())].model);
             b = ctl.batch_for(n);
@@ -756,6 +785,8 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
           if (dispatch_done && waiting == 0) return;
           if (policy == Policy::Static && waiting > 0) {
             cv.wait_for(lk, std::chrono::duration<double>(std::max(opt_.static_wait_s - oldest, 1e-5)));
+          } else if (policy == Policy::Adaptive && waiting > 0) {
+            cv.wait_for(lk, std::chrono::duration<double>(std::max(ctl.hold_s(), 1e-5)));
           } else {
             cv.wait(lk);
           }
@@ -805,7 +836,8 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
       for (const auto& [b, ms] : seeds[q]) seed_s[b] = ms / 1e3;
     }
     // Each replica has a launcher of its own: its passes are measured on its own device.
-    BatchController ctl(policy, opt_.batches, opt_.static_batch, opt_.static_wait_s, res.latency_budget_ms / 1e3, seed_s);
+    BatchController ctl(policy, opt_.batches, opt_.static_batch, opt_.static_wait_s, res.latency_budget_ms / 1e3, seed_s,
+                        opt_.hold_share);
     try {
       serve_queue(q, rep, ctl);
     } catch (const std::exception& e) {
@@ -873,6 +905,13 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
         slot_of[next] = pos;
         r.staging = false;
         queues[q].push_back(int64_t(next));
+        // Weighted as the pass estimates are: a change of rate shows within a few arrivals.
+        const double t = now_s();
+        if (last_arrival_s[mi] >= 0) {
+          const double gap = t - last_arrival_s[mi];
+          arrival_gap_s[mi] = arrival_gap_s[mi] > 0 ? arrival_gap_s[mi] + BatchController::kEwma * (gap - arrival_gap_s[mi]) : gap;
+        }
+        last_arrival_s[mi] = t;
         sample(q);
       }
       cv.notify_all();

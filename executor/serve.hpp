@@ -101,15 +101,31 @@ const char* policy_name(Policy p);
 // The launcher's decision, free of threads and clocks so that it can be tested: how many
 // waiting requests a free worker takes now (0: wait). The worker then runs them in
 // batch_for(taken) and reports the pass's measured time with observe().
+//
+// The adaptive launcher's two rules:
+//  * Batch size: within the latency budget, everything that waits, in the largest batch whose
+//    predicted pass still answers the oldest request in time; past it, the batch that answers
+//    the most requests per second (drain).
+//  * Dequeue rate (the hold): a model whose requests arrive fast enough waits for one more
+//    when that answers the oldest within hold_share x the budget, counting the expected gap to
+//    the next arrival and the larger pass. Several models share a device, so every pass of a
+//    short model also delays the long one's kernels: fewer, larger passes of the short models
+//    leave the long one more of the device. The rest of the budget is margin for that sharing.
+//    At light load the next arrival is too far off, so nothing waits.
 class BatchController {
  public:
   // pass_s: measured seconds of one pass per prepared batch (adaptive: the seeds of its
   // estimates; a batch left out is estimated from the nearest measured one). budget_s: the
   // latency the adaptive launcher keeps each request within, queueing included; fifo and
-  // static ignore both.
+  // static ignore both. hold_share: of the budget, what a hold may reach (0: never hold).
   BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s, double budget_s = 0,
-                  std::map<int, double> pass_s = {});
-  int take(int waiting, double oldest_wait_s, bool stopping);
+                  std::map<int, double> pass_s = {}, double hold_share = 0);
+  // arrival_gap_s: the model's expected seconds between arrivals (its recent mean; 0: not
+  // known yet, so no hold).
+  int take(int waiting, double oldest_wait_s, bool stopping, double arrival_gap_s = 0);
+  // After an adaptive take() of 0 with requests waiting: how long the worker may wait for an
+  // arrival before asking again (the hold's end).
+  double hold_s() const { return hold_s_; }
   // A pass of `batch` took `pass_s` seconds, start to answer.
   void observe(int batch, double pass_s);
   // The expected seconds of one pass of a prepared batch.
@@ -124,12 +140,14 @@ class BatchController {
   static constexpr double kEwma = 0.25;
 
  private:
-  int adaptive_take(int waiting, double oldest_wait_s);
+  int adaptive_take(int waiting, double oldest_wait_s, bool stopping, double arrival_gap_s);
   Policy p_;
   std::vector<int> batches_;
   int static_batch_;
   double static_wait_s_;
   double budget_s_;
+  double hold_share_;
+  double hold_s_ = 0;
   std::map<int, double> pass_s_;  // by prepared batch: the estimate
   bool drained_ = false;
 };
@@ -191,6 +209,9 @@ struct ServeOptions {
   // 60000). 0: default_latency_budget_ms(). The CLI sets fifo's p99 at its lowest load instead
   // when it runs fifo (cli/cmd_serve.cpp).
   double latency_budget_ms = 0;
+  // adaptive: the share of the budget a hold for one more arrival may reach (BatchController);
+  // 0 to 1, 0: never hold.
+  double hold_share = 0.5;
   // Models whose compute streams get the device's highest priority (BackendConfig::
   // compute_priority): the one with the longest passes, so that the others' kernels do not
   // stretch its tail.
@@ -273,6 +294,7 @@ class Server {
   ServeResult run(const std::vector<Request>& trace, Policy policy);
   // The device's name; on several devices, "id: name" of each used, in the order of --devices.
   std::string device() const;
+  std::string math() const;  // the math mode in effect (Backend::math)
   // The device of each model's first replica (-1: the session's default, when
   // ServeOptions::devices is empty), and each model's batch-1 predicted ms that automatic
   // placement weighed (empty otherwise).

@@ -152,6 +152,8 @@ expect_error "serve policy"        "--policy must be .* not 'lifo'"  "$HIOS" ser
 expect_error "serve budget 0"      "--latency-budget-ms: '0'"        "$HIOS" serve --models demo --size 15 --latency-budget-ms 0
 expect_error "serve budget large"  "--latency-budget-ms: '60001'"    "$HIOS" serve --models demo --size 15 --latency-budget-ms 60001
 expect_error "serve budget nan"    "--latency-budget-ms: 'nan'"      "$HIOS" serve --models demo --size 15 --latency-budget-ms nan
+expect_error "serve hold share"    "--hold-share: '1.5'"             "$HIOS" serve --models demo --size 15 --hold-share 1.5
+expect_error "serve hold negative" "--hold-share: '-0.1'"            "$HIOS" serve --models demo --size 15 --hold-share -0.1
 # Several devices (the cpu backend takes the ids as labels): ids and placements checked before
 # anything is built, then a run whose header and JSON say where each model was.
 expect_error "serve devices range" "--devices: device 1024 is outside 0 to 1023" "$HIOS" serve --models demo --size 15 --devices 0,1024
@@ -229,7 +231,7 @@ t = sys.argv[1]
 def load(n):
     return json.load(open(f"{t}/sb{n}.json")), open(f"{t}/sb{n}.out").read()
 def printed(out):
-    m = re.search(r"^# latency budget ([0-9.]+) ms \((.*)\)$", out, re.M)
+    m = re.search(r"^# latency budget ([0-9.]+) ms \((.*)\); adaptive hold up to ([0-9.]+) of it$", out, re.M)
     assert m, "no budget line in:\n" + out
     return float(m.group(1)), m.group(2)
 d, out = load(1)
@@ -247,6 +249,7 @@ d, out = load(2)
 default = 4 * max(per["1"] for per in d["pass_ms"].values())
 assert abs(d["latency_budget_ms"] - default) < 1e-9 and d["latency_budget_source"].startswith("default: 4x"), d
 assert abs(printed(out)[0] - default) < 1e-3
+assert d["hold_share"] == 0.5 and d["math"] == "fp32" and d["batches"] == [1, 2, 4, 8], d
 d, out = load(3)
 assert d["latency_budget_ms"] == 25 and d["runs"][0]["latency_budget_ms"] == 25, d
 assert printed(out) == (25.0, "--latency-budget-ms"), printed(out)

@@ -212,6 +212,41 @@ TEST_CASE("serving: the adaptive launcher keeps to its latency budget with measu
   CHECK_NOTHROW(exec::BatchController(Policy::Static, {1, 2}, 2, 0.01));  // fifo and static need no budget
 }
 
+TEST_CASE("serving: the adaptive hold waits for one more arrival only where it is due in time", "[executor][serve]") {
+  // Budget 10 ms, hold share 0.5: a hold may reach 5 ms. Passes of 1, 1.5, 2.4 and 4 ms.
+  const std::map<int, double> pass{{1, 0.001}, {2, 0.0015}, {4, 0.0024}, {8, 0.004}};
+  exec::BatchController ad(Policy::Adaptive, {1, 2, 4, 8}, 4, 0.01, 0.010, pass, 0.5);
+  // One waits, the next due in 2 ms: 0 + 2 + 1.5 (batch 2) <= 5, so wait, until 5 - 1.5 = 3.5 ms.
+  CHECK(ad.take(1, 0.0, false, 0.002) == 0);
+  CHECK(ad.hold_s() == Approx(0.0035));
+  CHECK(ad.take(1, 0.001, false, 0.002) == 0);  // still in time: 1 + 2 + 1.5 <= 5
+  CHECK(ad.hold_s() == Approx(0.0025));
+  CHECK(ad.take(1, 0.0016, false, 0.002) == 1);  // 1.6 + 2 + 1.5 > 5: go
+  CHECK(ad.hold_s() == 0);
+  // Two wait: one more runs in a padded 4 (2.4 ms, less than 1.5 + 1): 0.5 + 2 + 2.4 <= 5.
+  CHECK(ad.take(2, 0.0005, false, 0.002) == 0);
+  CHECK(ad.take(2, 0.0007, false, 0.002) == 2);
+  // No hold where the next arrival is too far off (light load), unknown, or will not come; nor
+  // at the largest batch, nor with the hold off.
+  CHECK(ad.take(1, 0.0, false, 0.004) == 1);
+  CHECK(ad.take(1, 0.0, false, 0.0) == 1);
+  CHECK(ad.take(1, 0.0, true, 0.002) == 1);
+  CHECK(ad.take(8, 0.0, false, 0.0001) == 8);
+  exec::BatchController off(Policy::Adaptive, {1, 2, 4, 8}, 4, 0.01, 0.010, pass, 0.0);
+  CHECK(off.take(1, 0.0, false, 0.0001) == 1);
+  // Nor where one larger pass costs the device as much as the two it replaces.
+  exec::BatchController linear(Policy::Adaptive, {1, 2}, 1, 0.01, 0.010, {{1, 0.001}, {2, 0.002}}, 0.5);
+  CHECK(linear.take(1, 0.0, false, 0.001) == 1);
+  // A drained backlog never holds: the budget is already lost.
+  CHECK(ad.take(3, 0.0095, false, 0.0001) >= 1);
+  CHECK(ad.drained());
+  // Static and fifo ignore the gap.
+  exec::BatchController st(Policy::Static, {1, 2, 4, 8}, 4, 0.01, 0, {}, 0.5);
+  CHECK(st.take(4, 0.0, false, 0.0001) == 4);
+  CHECK_THROWS_WITH(exec::BatchController(Policy::Adaptive, {1, 2}, 2, 0.01, 0.01, {}, 1.5),
+                    Catch::Contains("hold share must be from 0 to 1"));
+}
+
 TEST_CASE("serving: every launcher answers every request once, in order per model", "[executor][serve]") {
   exec::ServeOptions o = cpu_serve();
   o.verify_every = 5;
