@@ -31,7 +31,7 @@ struct ServeCli {
   int64_t size = 331;
   double duration_s = 5, rate = 0, burst_on_s = 0.5, burst_off_s = 0.5, static_wait_ms = 2;
   double latency_budget_ms = 0;  // 0: not given
-  double hold_share = 0.5;
+  double hold_share = exec::ServeOptions{}.hold_share;
   int static_batch = 4, queue_limit = 64, verify_every = 0, threads = 0;
   std::string high_priority, devices, placement, replicas;
   uint64_t seed = 1;
@@ -97,7 +97,7 @@ void add_serve_commands(CLI::App& app) {
       ->check(finite_range(0, 60000, /*above_lo=*/true));
   cmd->add_option("--hold-share", o->hold_share,
                   "adaptive: a model whose requests arrive fast enough waits for one more while the oldest is still "
-                  "answered within this share of the latency budget, 0 to 1 (0: never wait; default 0.5)")
+                  "answered within this share of the latency budget, 0 to 1 (0: never wait; default 0.7)")
       ->check(finite_range(0, 1));
   cmd->add_option("--loads", o->loads,
                   "Offered loads as fractions of the fifo launcher's capacity (the mix's batch-1 times), "

@@ -6,6 +6,9 @@
 #   OUT=/some/dir bash scripts/gpu-serve.sh
 #   DEVICES=0,1 OUT=/some/dir bash scripts/gpu-serve.sh   # two GPUs, placement automatic
 #   EXTRA="--replicas nasnet_large=2" OUT=/some/dir bash scripts/gpu-serve.sh   # two nasnet_large workers
+#   # issue 14's one-GPU target (docs/benchmarks.md, serving, eleventh session):
+#   EXTRA="--math bf16 --batches 1,2,3,4,5,6,7,8 --replicas nasnet_large=2" LOADS=0.5,0.8,1,1.5 DURATION=8 \
+#     OUT=/some/dir bash scripts/gpu-serve.sh
 #
 # Environment: BUILD_DIR (/tmp/b), MODELS (inception_v3,nasnet_large,randwire), SIZE (331),
 # LOADS (0.5,0.8,1,1.5,2,3), DURATION (4 s per run), DEVICES (e.g. 0,1: passed as --devices when

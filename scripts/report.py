@@ -690,6 +690,8 @@ def serve_report(d, path, outdir, plots, title):
     """Latency against throughput per launcher (one panel per model and 'all'), the queue over
     time at the highest load, and a table of every run."""
     runs = d["runs"]
+    budget = d.get("latency_budget_ms") or 0
+    fifo_most = d.get("fifo_most_answered_rps") or 0
     policies = list(dict.fromkeys(r["policy"] for r in runs))
     names = [m["model"] for m in runs[0]["models"]]
     fig, axes, ncols = plots.grid(len(names))
@@ -703,6 +705,12 @@ def serve_report(d, path, outdir, plots, title):
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=pol, **plots.style(pol))
         auto_log(ax, [m["p99_ms"] for r in runs for m in r["models"] if m["model"] == name and m["p99_ms"] > 0])
+        # Issue 14's bar, on the panel it is stated for (all models): p99 no worse than fifo's at
+        # its lowest load (the budget), at 1.5x the most fifo answered at any load.
+        if name == "all" and budget > 0:
+            ax.axhline(budget, color="0.4", linestyle="--", linewidth=1, label="fifo's p99 at its lowest load")
+        if name == "all" and fifo_most > 0:
+            ax.axvline(1.5 * fifo_most, color="0.4", linestyle=":", linewidth=1, label="1.5x fifo's most answered/s")
         label_axes(ax, name, "answered requests/s", "p99 latency (ms)")
     hide_unused(axes, len(names))
     plots.finish(fig, axes, "serve-latency-throughput",
@@ -731,6 +739,11 @@ def serve_report(d, path, outdir, plots, title):
     text = [f"# {title or 'Serving report: ' + os.path.basename(path)}", "",
             f"{', '.join(d.get('models', []))} at {d.get('size')} on {d.get('device')}; fifo capacity "
             f"{d.get('fifo_capacity_rps', 0):.1f} requests/s.", "",
+            "Math {}, batches {}, replicas {}, adaptive latency budget {} ms ({}), hold share {}; fifo's most answered "
+            "{} requests/s.".format(d.get("math", "?"), ",".join(str(b) for b in d.get("batches", [])) or "?",
+                                    ", ".join(f"{k}={v}" for k, v in (d.get("replicas") or {}).items()) or "?",
+                                    fmt(budget, "{:.3f}"), d.get("latency_budget_source", "?"),
+                                    fmt(d.get("hold_share"), "{:g}"), fmt(fifo_most, "{:.1f}")), "",
             *table(["launcher", "load", "model", "offered", "answered", "rejected", "answered/s", "p50 ms", "p99 ms",
                     "batch", "busy %"], rows), ""]
     for name, caption in plots.written:

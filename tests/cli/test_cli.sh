@@ -249,7 +249,7 @@ d, out = load(2)
 default = 4 * max(per["1"] for per in d["pass_ms"].values())
 assert abs(d["latency_budget_ms"] - default) < 1e-9 and d["latency_budget_source"].startswith("default: 4x"), d
 assert abs(printed(out)[0] - default) < 1e-3
-assert d["hold_share"] == 0.5 and d["math"] == "fp32" and d["batches"] == [1, 2, 4, 8], d
+assert d["hold_share"] == 0.7 and d["math"] == "fp32" and d["batches"] == [1, 2, 4, 8], d
 d, out = load(3)
 assert d["latency_budget_ms"] == 25 and d["runs"][0]["latency_budget_ms"] == 25, d
 assert printed(out) == (25.0, "--latency-budget-ms"), printed(out)
