@@ -212,7 +212,7 @@ struct ServeOptions {
   // adaptive: the share of the budget a hold for one more arrival may reach (BatchController);
   // 0 to 1, 0: never hold. 0.7 from measurement (docs/benchmarks.md, serving, eleventh session):
   // at 0.5 the short models still ran at a mean batch near 1.6 at 1.5x fifo's capacity and the
-  // p99 was 11% over fifo's half-load p99; at 0.7 and 0.85 it was within it in 3 of 4 runs.
+  // p99 was 11% over fifo's half-load p99; at 0.7 and 0.85 it was within it in 3 of 6 runs.
   double hold_share = 0.7;
   // Models whose compute streams get the device's highest priority (BackendConfig::
   // compute_priority): the one with the longest passes, so that the others' kernels do not
