@@ -27,10 +27,12 @@ extern "C" void on_sigint(int) { g_stop.store(true); }
 
 struct ServeCli {
   std::string models = "inception_v3,nasnet_large,randwire", backend = "cpu", math, layout, policy = "all";
+  std::string drain = "bounded";
   std::string loads = "0.5,0.8,1.0", arrivals = "poisson", trace, batches = "1,2,4,8", output, algo = "hios-lp";
   int64_t size = 331;
   double duration_s = 5, rate = 0, burst_on_s = 0.5, burst_off_s = 0.5, static_wait_ms = 2;
   double latency_budget_ms = 0;  // 0: not given
+  double budget_duration_s = 0;  // 0: --duration
   double hold_share = exec::ServeOptions{}.hold_share;
   int static_batch = 4, queue_limit = 64, verify_every = 0, threads = 0;
   std::string high_priority, devices, placement, replicas;
@@ -95,10 +97,20 @@ void add_serve_commands(CLI::App& app) {
                   "adaptive: the latency, queueing included, it keeps each request within, above 0 to 60000 ms "
                   "(default: fifo's p99 at the lowest load when fifo runs too, else 4x the slowest model's batch-1 pass)")
       ->check(finite_range(0, 60000, /*above_lo=*/true));
+  cmd->add_option("--budget-duration", o->budget_duration_s,
+                  "Seconds of arrivals in fifo's run at the lowest load, whose p99 becomes the budget when none is "
+                  "given, 0.01 to 1e5 (default: --duration). A longer run makes that tail, the bar every launcher is "
+                  "held to, steadier; the other runs keep --duration")
+      ->check(finite_range(0.01, 1e5));
   cmd->add_option("--hold-share", o->hold_share,
                   "adaptive: a model whose requests arrive fast enough waits for one more while the oldest is still "
-                  "answered within this share of the latency budget, 0 to 1 (0: never wait; default 0.7)")
+                  "answered within this share of the latency budget, 0 to 1 (0: never wait; default 0.85)")
       ->check(finite_range(0, 1));
+  cmd->add_option("--drain", o->drain,
+                  "adaptive, once a request cannot be answered within the budget: bounded (default; the batch "
+                  "answering the most requests per second among those whose pass is at most a batch-1 pass plus the "
+                  "gap between arrivals) or max (that batch among all)")
+      ->check(CLI::IsMember({"bounded", "max"}));
   cmd->add_option("--loads", o->loads,
                   "Offered loads as fractions of the fifo launcher's capacity (the mix's batch-1 times), "
                   "comma-separated (default 0.5,0.8,1.0)");
@@ -155,6 +167,11 @@ void add_serve_commands(CLI::App& app) {
     // Checked before the models are prepared, which takes a while.
     const std::vector<exec::Policy> policies = parse_policies(o->policy);
     const bool with_fifo = policies.front() == exec::Policy::Fifo;
+    // It lengthens the one run whose tail becomes the budget; anything else it would silently
+    // not do.
+    HIOS_CHECK(o->budget_duration_s <= 0 || (with_fifo && o->latency_budget_ms <= 0 && o->trace.empty()),
+               "--budget-duration: the budget comes from fifo's generated run only (not with --latency-budget-ms, "
+               "--trace, or a --policy without fifo)");
     std::vector<double> loads;
     if (!o->trace.empty() || o->rate > 0) {
       loads = {0};
@@ -175,8 +192,15 @@ void add_serve_commands(CLI::App& app) {
       so.batches.push_back(int(v));
     }
     so.static_batch = o->static_batch;
+    // Static waits for this batch, so it must be prepared; checked before the preparation, which
+    // takes a while. The other launchers never read it.
+    HIOS_CHECK(std::find(policies.begin(), policies.end(), exec::Policy::Static) == policies.end() ||
+                   std::find(so.batches.begin(), so.batches.end(), so.static_batch) != so.batches.end(),
+               "--static-batch %d is not one of --batches %s (static waits for a prepared batch)", so.static_batch,
+               o->batches.c_str());
     so.static_wait_s = o->static_wait_ms / 1e3;
     so.hold_share = o->hold_share;
+    so.bounded_drain = o->drain == "bounded";
     so.queue_limit = o->queue_limit;
     so.verify_every = o->verify_every;
     so.stop = &g_stop;
@@ -270,8 +294,8 @@ void add_serve_commands(CLI::App& app) {
       budget_source = strprintf("default: %gx the slowest batch-1 serving pass", exec::Server::kDefaultBudgetPasses);
     }
     auto print_budget = [&] {
-      std::printf("# latency budget %.3f ms (%s); adaptive hold up to %g of it\n", server.latency_budget_ms(),
-                  budget_source.c_str(), o->hold_share);
+      std::printf("# latency budget %.3f ms (%s); adaptive hold up to %g of it, drain %s\n", server.latency_budget_ms(),
+                  budget_source.c_str(), o->hold_share, o->drain.c_str());
     };
     if (!budget_from_fifo) print_budget();
     std::printf("%-9s %9s  %-14s %8s %8s %8s %10s %9s %9s %9s %6s %6s %7s\n", "# launcher", "offered/s", "model", "offered",
@@ -294,9 +318,19 @@ void add_serve_commands(CLI::App& app) {
       spec.rates.assign(models.size(), total / double(models.size()));
       const std::vector<exec::Request> trace = exec::make_trace(spec, models);
       for (exec::Policy p : policies) {
-        const exec::ServeResult r = server.run(trace, p);
+        // The run that sets the budget may be longer than the rest (--budget-duration): its own
+        // trace, at the same rates and seed.
+        const bool sets_budget = budget_from_fifo && budget_source.empty();
+        std::vector<exec::Request> bar_trace;
+        if (sets_budget && o->budget_duration_s > 0) {  // never with --trace (checked above)
+          exec::ArrivalSpec bar = spec;
+          bar.duration_s = o->budget_duration_s;
+          bar_trace = exec::make_trace(bar, models);
+        }
+        const std::vector<exec::Request>& run_trace = bar_trace.empty() ? trace : bar_trace;
+        const exec::ServeResult r = server.run(run_trace, p);
         std::fputs(exec::serve_result_line(r).c_str(), stdout);
-        if (budget_from_fifo && budget_source.empty()) {
+        if (sets_budget) {
           // The first run is fifo's at the lowest load. A trace with nothing answered (too
           // short, or stopped at once) has no tail to keep to: the default then.
           const exec::ModelStats& a = r.models.back();
@@ -313,7 +347,8 @@ void add_serve_commands(CLI::App& app) {
         std::fflush(stdout);
         json j = exec::serve_result_to_json(r, models);
         j["load"] = load;
-        j["requests"] = int64_t(trace.size());
+        j["requests"] = int64_t(run_trace.size());
+        if (o->trace.empty()) j["duration_s"] = bar_trace.empty() ? spec.duration_s : o->budget_duration_s;
         runs.push_back(j);
         const exec::ModelStats& a = r.models.back();
         if (p == exec::Policy::Fifo) fifo_most = std::max(fifo_most, a.throughput_rps);
@@ -366,6 +401,10 @@ void add_serve_commands(CLI::App& app) {
                   {"latency_budget_ms", server.latency_budget_ms()},
                   {"latency_budget_source", budget_source},
                   {"hold_share", o->hold_share},
+                  {"drain", o->drain},
+                  {"budget_duration_s", budget_from_fifo && o->trace.empty()
+                                            ? json(o->budget_duration_s > 0 ? o->budget_duration_s : o->duration_s)
+                                            : json(nullptr)},
                   {"within_budget", within},
                   {"fifo_most_answered_rps", fifo_most},
                   {"runs", runs},

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -122,17 +123,19 @@ const char* policy_name(Policy p) {
 // The launcher's decision.
 
 BatchController::BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s,
-                                 double budget_s, std::map<int, double> pass_s, double hold_share)
+                                 double budget_s, std::map<int, double> pass_s, double hold_share, bool bounded_drain)
     : p_(p),
       batches_(std::move(batches)),
       static_batch_(static_batch),
       static_wait_s_(static_wait_s),
       budget_s_(budget_s),
-      hold_share_(hold_share) {
+      hold_share_(hold_share),
+      bounded_drain_(bounded_drain) {
   std::sort(batches_.begin(), batches_.end());
   batches_.erase(std::unique(batches_.begin(), batches_.end()), batches_.end());
   HIOS_CHECK(!batches_.empty() && batches_.front() == 1, "the served batch sizes must include 1");
-  HIOS_CHECK(std::find(batches_.begin(), batches_.end(), static_batch_) != batches_.end(),
+  // Only static batches to it; the others never read it.
+  HIOS_CHECK(p_ != Policy::Static || std::find(batches_.begin(), batches_.end(), static_batch_) != batches_.end(),
              "--static-batch %d is not one of the served batch sizes", static_batch_);
   if (p_ == Policy::Adaptive) {
     HIOS_CHECK(std::isfinite(budget_s_) && budget_s_ > 0, "the adaptive launcher needs a latency budget above 0, not %g s",
@@ -232,12 +235,19 @@ int BatchController::adaptive_take(int waiting, double oldest_wait_s, bool stopp
     return n;
   }
   // Even one request alone would be late: the budget is lost for the oldest. What helps the
-  // requests behind it is getting through the backlog fastest, so take the batch that answers
-  // the most requests per second (the smaller one on a tie: its answers come sooner).
+  // requests behind it is getting through the backlog fast, so take the batch that answers the
+  // most requests per second (the smaller one on a tie: its answers come sooner)...
+  // ...among those whose pass is no longer than a batch-1 pass plus the wait for the next
+  // arrival. Every request in a pass waits for its end, and on a shared device a long pass
+  // also slows every other model's passes, so the largest batch turns one late request into a
+  // pass full of them. Passes within this bound keep up with arrivals while answering sooner.
+  // Measured as a model first (scripts/serve_sim.py --budget-ms, docs/benchmarks.md, serving,
+  // twelfth session). With no gap known yet there is no bound.
   drained_ = true;
+  const double bound_s = bounded_drain_ && arrival_gap_s > 0 ? predicted_s(1) + arrival_gap_s : std::numeric_limits<double>::infinity();
   int best = cands.front();
   for (int b : cands) {
-    if (!at_least_as_fast(best, b)) best = b;
+    if (predicted_s(b) <= bound_s && !at_least_as_fast(best, b)) best = b;
   }
   return std::min(waiting, best);
 }
@@ -835,20 +845,22 @@ ServeResult Server::run(const std::vector<Request>& trace, Policy policy) {
     if (policy == Policy::Adaptive) {
       for (const auto& [b, ms] : seeds[q]) seed_s[b] = ms / 1e3;
     }
-    // Each replica has a launcher of its own: its passes are measured on its own device.
-    BatchController ctl(policy, opt_.batches, opt_.static_batch, opt_.static_wait_s, res.latency_budget_ms / 1e3, seed_s,
-                        opt_.hold_share);
     try {
+      // Each replica has a launcher of its own: its passes are measured on its own device. Made
+      // here, inside the try, so that a bad setting is this run's error and not a thread's
+      // uncaught exception.
+      BatchController ctl(policy, opt_.batches, opt_.static_batch, opt_.static_wait_s, res.latency_budget_ms / 1e3,
+                          seed_s, opt_.hold_share, opt_.bounded_drain);
       serve_queue(q, rep, ctl);
+      if (policy == Policy::Adaptive) {
+        std::lock_guard<std::mutex> lk(mu);
+        const double k = double(models_[q]->reps.size());
+        for (int b : opt_.batches) res.pass_ms[q][b] += 1e3 * ctl.predicted_s(b) / k;
+      }
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lk(mu);
       if (worker_error.empty()) worker_error = e.what();
       cv.notify_all();
-    }
-    if (policy == Policy::Adaptive) {
-      std::lock_guard<std::mutex> lk(mu);
-      const double k = double(models_[q]->reps.size());
-      for (int b : opt_.batches) res.pass_ms[q][b] += 1e3 * ctl.predicted_s(b) / k;
     }
   };
 
@@ -1056,16 +1068,54 @@ json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& 
     j["pass_ms_at_end"] = est;
   }
   json q = json::array();
-  for (const auto& s : r.queue) {
+  for (const auto& s : thin_queue_record(r.queue, kQueuePointsInJson)) {
     q.push_back({s[0], s[1] < 0 ? std::string("all") : models.at(size_t(s[1])), int(s[2])});
   }
   j["queue"] = q;
+  j["queue_samples"] = int64_t(r.queue.size());
   std::map<std::string, int64_t> reasons;
   for (const RequestOutcome& o : r.requests) {
     if (!o.rejected.empty()) ++reasons[o.rejected];
   }
   j["rejections"] = reasons;
   return j;
+}
+
+std::vector<std::array<double, 3>> thin_queue_record(const std::vector<std::array<double, 3>>& samples,
+                                                     size_t max_points_per_queue) {
+  HIOS_CHECK(max_points_per_queue >= 2, "internal error: a queue record thinned to %zu points", max_points_per_queue);
+  std::map<double, std::vector<size_t>> by_queue;  // queue id -> its samples' positions, in time order
+  for (size_t i = 0; i < samples.size(); ++i) by_queue[samples[i][1]].push_back(i);
+  std::vector<char> keep(samples.size(), 0);
+  for (const auto& [queue, idx] : by_queue) {
+    if (idx.size() <= max_points_per_queue) {
+      for (size_t i : idx) keep[i] = 1;
+      continue;
+    }
+    const double t0 = samples[idx.front()][0], t1 = samples[idx.back()][0];
+    const size_t spans = max_points_per_queue / 2;
+    const double width = (t1 - t0) / double(spans);
+    size_t lo = idx.front(), hi = idx.front();
+    size_t span = 0;
+    for (size_t i : idx) {
+      // Samples arrive in time order, so spans are visited in order; the last sample's span is
+      // clamped to the last one (t == t1).
+      size_t s = width > 0 ? std::min(spans - 1, size_t((samples[i][0] - t0) / width)) : 0;
+      if (s != span) {
+        keep[lo] = keep[hi] = 1;
+        span = s;
+        lo = hi = i;
+      }
+      if (samples[i][2] < samples[lo][2]) lo = i;
+      if (samples[i][2] > samples[hi][2]) hi = i;
+    }
+    keep[lo] = keep[hi] = 1;
+  }
+  std::vector<std::array<double, 3>> out;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (keep[i]) out.push_back(samples[i]);
+  }
+  return out;
 }
 
 std::string serve_result_line(const ServeResult& r) {

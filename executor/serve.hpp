@@ -105,7 +105,8 @@ const char* policy_name(Policy p);
 // The adaptive launcher's two rules:
 //  * Batch size: within the latency budget, everything that waits, in the largest batch whose
 //    predicted pass still answers the oldest request in time; past it, the batch that answers
-//    the most requests per second (drain).
+//    the most requests per second among those whose pass is at most a batch-1 pass plus the
+//    expected gap to the next arrival (drain).
 //  * Dequeue rate (the hold): a model whose requests arrive fast enough waits for one more
 //    when that answers the oldest within hold_share x the budget, counting the expected gap to
 //    the next arrival and the larger pass. Several models share a device, so every pass of a
@@ -118,8 +119,10 @@ class BatchController {
   // estimates; a batch left out is estimated from the nearest measured one). budget_s: the
   // latency the adaptive launcher keeps each request within, queueing included; fifo and
   // static ignore both. hold_share: of the budget, what a hold may reach (0: never hold).
+  // bounded_drain: the drain's bound by pass time (false: the most requests per second alone,
+  // the rule before the twelfth session, kept for comparison runs).
   BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s, double budget_s = 0,
-                  std::map<int, double> pass_s = {}, double hold_share = 0);
+                  std::map<int, double> pass_s = {}, double hold_share = 0, bool bounded_drain = true);
   // arrival_gap_s: the model's expected seconds between arrivals (its recent mean; 0: not
   // known yet, so no hold).
   int take(int waiting, double oldest_wait_s, bool stopping, double arrival_gap_s = 0);
@@ -147,6 +150,7 @@ class BatchController {
   double static_wait_s_;
   double budget_s_;
   double hold_share_;
+  bool bounded_drain_;
   double hold_s_ = 0;
   std::map<int, double> pass_s_;  // by prepared batch: the estimate
   bool drained_ = false;
@@ -210,10 +214,16 @@ struct ServeOptions {
   // when it runs fifo (cli/cmd_serve.cpp).
   double latency_budget_ms = 0;
   // adaptive: the share of the budget a hold for one more arrival may reach (BatchController);
-  // 0 to 1, 0: never hold. 0.7 from measurement (docs/benchmarks.md, serving, eleventh session):
-  // at 0.5 the short models still ran at a mean batch near 1.6 at 1.5x fifo's capacity and the
-  // p99 was 11% over fifo's half-load p99; at 0.7 and 0.85 it was within it in 3 of 6 runs.
-  double hold_share = 0.7;
+  // 0 to 1, 0: never hold. 0.85 from measurement (docs/benchmarks.md, serving, eleventh and
+  // twelfth sessions): at 0.5 the short models still ran at a mean batch near 1.6 at 1.5x fifo's
+  // capacity and the p99 was 11% over fifo's half-load p99; at 1.0 they waited for batches of
+  // 4 and their own tails reached the budget; with the same budget at 1.5x, 0.85 had the
+  // lower p99 than 0.7 in both 20 s comparisons of the twelfth session (7.53 and 7.74 ms
+  // against 8.06 and 8.01).
+  double hold_share = 0.85;
+  // adaptive: bound a drained pass by a batch-1 pass plus the arrival gap (BatchController);
+  // false for the unbounded rule, to compare (hios serve --drain max).
+  bool bounded_drain = true;
   // Models whose compute streams get the device's highest priority (BackendConfig::
   // compute_priority): the one with the longest passes, so that the others' kernels do not
   // stretch its tail.
@@ -318,6 +328,17 @@ class Server {
   int max_batch_ = 1;
 };
 
+// The queue record as the JSON keeps it: every sample where a queue has at most
+// max_points_per_queue of them; else, per queue, its run cut into max_points_per_queue / 2 equal
+// spans of time, each kept as its lowest and highest sample in time order, so that a plot still
+// shows every peak and trough. At 1.5x fifo's capacity a 30 s run records about 20,000 samples
+// per model's queue (50,000 in fifo's one queue), which made a sweep's JSON over 16 MiB. Time
+// order kept.
+std::vector<std::array<double, 3>> thin_queue_record(const std::vector<std::array<double, 3>>& samples,
+                                                     size_t max_points_per_queue);
+constexpr size_t kQueuePointsInJson = 4000;
+// The run as JSON; "queue" thinned by thin_queue_record(kQueuePointsInJson), "queue_samples" the
+// count before thinning.
 json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& models);
 std::string serve_result_line(const ServeResult& r);  // one row per model and "all"
 

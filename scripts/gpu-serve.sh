@@ -6,13 +6,14 @@
 #   OUT=/some/dir bash scripts/gpu-serve.sh
 #   DEVICES=0,1 OUT=/some/dir bash scripts/gpu-serve.sh   # two GPUs, placement automatic
 #   EXTRA="--replicas nasnet_large=2" OUT=/some/dir bash scripts/gpu-serve.sh   # two nasnet_large workers
-#   # issue 14's one-GPU target (docs/benchmarks.md, serving, eleventh session):
-#   EXTRA="--math bf16 --batches 1,2,3,4,5,6,7,8 --replicas nasnet_large=2" LOADS=0.5,0.8,1,1.5 DURATION=8 \
-#     OUT=/some/dir bash scripts/gpu-serve.sh
+#   # issue 14's one-GPU target (docs/benchmarks.md, serving, twelfth session): a 90 s fifo run at
+#   # half load sets the bar, as 20 s runs of one seed moved it by 15%
+#   EXTRA="--math bf16 --batches 1,2,3,4,5,6,7,8 --replicas nasnet_large=2 --budget-duration 90" \
+#     LOADS=0.5,0.8,1,1.5 DURATION=30 SERVE_TIMEOUT=570 OUT=/some/dir bash scripts/gpu-serve.sh
 #
 # Environment: BUILD_DIR (/tmp/b), MODELS (inception_v3,nasnet_large,randwire), SIZE (331),
 # LOADS (0.5,0.8,1,1.5,2,3), DURATION (4 s per run), DEVICES (e.g. 0,1: passed as --devices when
-# set; empty: the default device), EXTRA (more hios serve arguments).
+# set; empty: the default device), EXTRA (more hios serve arguments), SERVE_TIMEOUT (480 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-serve}

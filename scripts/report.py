@@ -739,11 +739,12 @@ def serve_report(d, path, outdir, plots, title):
     text = [f"# {title or 'Serving report: ' + os.path.basename(path)}", "",
             f"{', '.join(d.get('models', []))} at {d.get('size')} on {d.get('device')}; fifo capacity "
             f"{d.get('fifo_capacity_rps', 0):.1f} requests/s.", "",
-            "Math {}, batches {}, replicas {}, adaptive latency budget {} ms ({}), hold share {}; fifo's most answered "
-            "{} requests/s.".format(d.get("math", "?"), ",".join(str(b) for b in d.get("batches", [])) or "?",
-                                    ", ".join(f"{k}={v}" for k, v in (d.get("replicas") or {}).items()) or "?",
-                                    fmt(budget, "{:.3f}"), d.get("latency_budget_source", "?"),
-                                    fmt(d.get("hold_share"), "{:g}"), fmt(fifo_most, "{:.1f}")), "",
+            "Math {}, batches {}, replicas {}, adaptive latency budget {} ms ({}), hold share {}, drain {}; fifo's "
+            "most answered {} requests/s.".format(d.get("math", "?"), ",".join(str(b) for b in d.get("batches", [])) or "?",
+                                                  ", ".join(f"{k}={v}" for k, v in (d.get("replicas") or {}).items()) or "?",
+                                                  fmt(budget, "{:.3f}"), d.get("latency_budget_source", "?"),
+                                                  fmt(d.get("hold_share"), "{:g}"), d.get("drain", "max"),
+                                                  fmt(fifo_most, "{:.1f}")), "",
             *table(["launcher", "load", "model", "offered", "answered", "rejected", "answered/s", "p50 ms", "p99 ms",
                     "batch", "busy %"], rows), ""]
     for name, caption in plots.written:

@@ -153,6 +153,11 @@ expect_error "serve budget 0"      "--latency-budget-ms: '0'"        "$HIOS" ser
 expect_error "serve budget large"  "--latency-budget-ms: '60001'"    "$HIOS" serve --models demo --size 15 --latency-budget-ms 60001
 expect_error "serve budget nan"    "--latency-budget-ms: 'nan'"      "$HIOS" serve --models demo --size 15 --latency-budget-ms nan
 expect_error "serve hold share"    "--hold-share: '1.5'"             "$HIOS" serve --models demo --size 15 --hold-share 1.5
+expect_error "serve budget duration given" "--budget-duration: the budget comes from fifo's generated run only" "$HIOS" serve --models demo --size 15 --budget-duration 2 --latency-budget-ms 10
+expect_error "serve budget duration range" "--budget-duration: '0'" "$HIOS" serve --models demo --size 15 --budget-duration 0
+expect_error "serve static batch"  "--static-batch 4 is not one of --batches 1,2" "$HIOS" serve --models demo --size 15 --batches 1,2
+expect_ok "serve fifo, batch 1 only" "$HIOS" serve --models demo --size 15 --duration 0.2 --loads 0.3 --batches 1 --policy fifo,adaptive -o none
+expect_error "serve drain"         "--drain: fastest not in"          "$HIOS" serve --models demo --size 15 --drain fastest
 expect_error "serve hold negative" "--hold-share: '-0.1'"            "$HIOS" serve --models demo --size 15 --hold-share -0.1
 # Several devices (the cpu backend takes the ids as labels): ids and placements checked before
 # anything is built, then a run whose header and JSON say where each model was.
@@ -225,13 +230,15 @@ expect_ok "serve budget default"   "$HIOS" serve --models demo --size 15 --durat
 cp "$TMP/out" "$TMP/sb2.out"
 expect_ok "serve budget given"     "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.3 --policy adaptive --latency-budget-ms 25 -o "$TMP/sb3.json"
 cp "$TMP/out" "$TMP/sb3.out"
+expect_ok "serve budget duration"  "$HIOS" serve --models demo --size 15 --duration 0.3 --budget-duration 0.9 --loads 0.6,0.3 --policy adaptive,fifo -o "$TMP/sb4.json"
+cp "$TMP/out" "$TMP/sb4.out"
 if python3 - "$TMP" <<'PY'
 import json, re, sys
 t = sys.argv[1]
 def load(n):
     return json.load(open(f"{t}/sb{n}.json")), open(f"{t}/sb{n}.out").read()
 def printed(out):
-    m = re.search(r"^# latency budget ([0-9.]+) ms \((.*)\); adaptive hold up to ([0-9.]+) of it$", out, re.M)
+    m = re.search(r"^# latency budget ([0-9.]+) ms \((.*)\); adaptive hold up to ([0-9.]+) of it, drain (bounded|max)$", out, re.M)
     assert m, "no budget line in:\n" + out
     return float(m.group(1)), m.group(2)
 d, out = load(1)
@@ -249,10 +256,20 @@ d, out = load(2)
 default = 4 * max(per["1"] for per in d["pass_ms"].values())
 assert abs(d["latency_budget_ms"] - default) < 1e-9 and d["latency_budget_source"].startswith("default: 4x"), d
 assert abs(printed(out)[0] - default) < 1e-3
-assert d["hold_share"] == 0.7 and d["math"] == "fp32" and d["batches"] == [1, 2, 4, 8], d
+assert d["hold_share"] == 0.85 and d["drain"] == "bounded" and d["math"] == "fp32" and d["batches"] == [1, 2, 4, 8], d
 d, out = load(3)
 assert d["latency_budget_ms"] == 25 and d["runs"][0]["latency_budget_ms"] == 25, d
 assert printed(out) == (25.0, "--latency-budget-ms"), printed(out)
+assert d["budget_duration_s"] is None, d["budget_duration_s"]
+# --budget-duration: only fifo's run at the lowest load is longer, and its tail is the budget.
+d, out = load(4)
+runs = [(r["policy"], r["load"], r["duration_s"]) for r in d["runs"]]
+assert runs == [("fifo", 0.3, 0.9), ("adaptive", 0.3, 0.3), ("fifo", 0.6, 0.3), ("adaptive", 0.6, 0.3)], runs
+assert d["runs"][0]["requests"] > 2 * d["runs"][1]["requests"], [r["requests"] for r in d["runs"]]
+assert abs(d["latency_budget_ms"] - d["runs"][0]["models"][-1]["p99_ms"]) < 1e-9 and d["budget_duration_s"] == 0.9, d
+for r in d["runs"]:
+    a = r["models"][-1]
+    assert a["offered"] == r["requests"] == a["answered"] + a["rejected"], r
 PY
 then
   pass=$((pass + 1))

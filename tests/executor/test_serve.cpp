@@ -141,6 +141,9 @@ TEST_CASE("serving: the launchers' decisions", "[executor][serve]") {
   CHECK(st.batch_for(9) == 8);
 
   CHECK_THROWS_WITH(exec::BatchController(Policy::Static, {1, 2}, 4, 0.01), Catch::Contains("--static-batch 4"));
+  // Only static reads it: fifo and adaptive take any batch list.
+  CHECK_NOTHROW(exec::BatchController(Policy::Fifo, {1}, 4, 0.01));
+  CHECK_NOTHROW(exec::BatchController(Policy::Adaptive, {1, 2}, 4, 0.01, 0.01));
 }
 
 TEST_CASE("serving: the adaptive launcher keeps to its latency budget with measured pass times", "[executor][serve]") {
@@ -200,6 +203,18 @@ TEST_CASE("serving: the adaptive launcher keeps to its latency budget with measu
   CHECK(ad.predicted_s(4) == Approx(0.005));
   CHECK(ad.predicted_s(3) == Approx(ad.predicted_s(2) * 3 / 2));  // the largest smaller batch, scaled
   CHECK(exec::BatchController(Policy::Adaptive, {1, 4}, 1, 0.01, 0.01, {{4, 0.008}}).predicted_s(1) == Approx(0.002));
+
+  // With the arrival gap known, a drained pass is at most a batch-1 pass plus that gap: 2 + 2
+  // ms reaches batch 2 (3 ms) but not 4 (5 ms), though 4 answers more requests per ms; a gap
+  // of 3 ms reaches 4 again. Within the budget the gap bounds nothing.
+  exec::BatchController bounded(Policy::Adaptive, {1, 2, 4, 8}, 4, 0.01, 0.010, pass);
+  CHECK(bounded.take(20, 0.0085, false, 0.002) == 2);
+  CHECK(bounded.drained());
+  CHECK(bounded.take(20, 0.0085, false, 0.003) == 4);
+  CHECK(bounded.take(20, 0.0085, false, 0.0) == 4);  // no gap known: unbounded
+  CHECK(bounded.take(20, 0.0085, false, 0.0001) == 1);
+  CHECK(bounded.take(20, 0.0, false, 0.0001) == 4);
+  CHECK(!bounded.drained());
 
   // A tie in requests per ms drains with the smaller batch: its answers come sooner.
   exec::BatchController tie(Policy::Adaptive, {1, 2, 4}, 2, 0.01, 0.001, {{1, 0.002}, {2, 0.004}, {4, 0.008}});
@@ -792,4 +807,32 @@ TEST_CASE("serving: a model's replicas run passes at the same time, and fifo one
   check_accounting(fifo, trace);
   CHECK(most_in_flight(fifo, 0) == 1);
   for (const exec::RequestOutcome& q : fifo.requests) CHECK(q.replica == 0);
+}
+
+TEST_CASE("serving: the queue record in the JSON is thinned to its peaks and troughs", "[executor][serve]") {
+  // Two queues, 10,000 samples each over 10 s, one with a single spike and one with a single dip.
+  std::vector<std::array<double, 3>> rec;
+  for (int i = 0; i < 10000; ++i) {
+    const double t = i * 1e-3;
+    rec.push_back({t, 0, double(i == 4321 ? 60 : 3 + i % 5)});
+    rec.push_back({t, 1, double(i == 777 ? 0 : 10 + i % 3)});
+  }
+  const auto thin = exec::thin_queue_record(rec, 100);
+  std::map<double, int> per_queue;
+  double max0 = 0, min1 = 1e9, last_t = -1;
+  for (const auto& s : thin) {
+    ++per_queue[s[1]];
+    CHECK(s[0] >= last_t);  // time order kept
+    last_t = s[0];
+    if (s[1] == 0) max0 = std::max(max0, s[2]);
+    if (s[1] == 1) min1 = std::min(min1, s[2]);
+  }
+  CHECK(per_queue[0] <= 100);
+  CHECK(per_queue[0] >= 50);
+  CHECK(per_queue[1] <= 100);
+  CHECK(max0 == 60);  // the spike survives
+  CHECK(min1 == 0);   // and so does the dip
+  // A short record is kept whole.
+  const std::vector<std::array<double, 3>> few(rec.begin(), rec.begin() + 150);
+  CHECK(exec::thin_queue_record(few, 100) == few);
 }

@@ -44,6 +44,29 @@ for bad in ("2:1.0", "1:0", "x"):
     except ValueError:
         pass
 check(serve_sim.main(["--rate", "0", "--pass-ms", "1:2"]) == 2, "a rate of 0 accepted")
+check(serve_sim.main(["--rate", "10", "--pass-ms", "1:2", "--budget-ms", "5", "--cap", "2"]) == 2, "--budget-ms with --cap")
+
+# The adaptive decision, on the cases tests/executor/test_serve.cpp gives BatchController: budget
+# 10 ms, passes of 2, 3, 5 and 12 ms for batches 1, 2, 4 and 8.
+passes = {1: 2.0, 2: 3.0, 4: 5.0, 8: 12.0}
+sizes = [1, 2, 4, 8]
+
+
+def take(waiting, oldest, drain="bounded", gap=2.0):
+    return serve_sim.adaptive_take(waiting, oldest, sizes, lambda b: passes[b], 10.0, drain, gap)
+
+
+check(take(20, 0.0) == (4, False), "in time: the largest batch whose pass ends within the budget")
+check(take(20, 5.1) == (2, False), "in time after 5.1 ms: batch 2")
+check(take(3, 0.0) == (2, False), "a padded 4 slower than a full 2")
+check(take(20, 8.5, "max") == (4, True), "drain max: the most requests per ms")
+check(take(20, 8.5, "bounded", 2.0) == (2, True), "drain bounded by 2 + 2 ms: batch 2")
+check(take(20, 8.5, "bounded", 3.0) == (4, True), "drain bounded by 2 + 3 ms: batch 4")
+# A budget nothing meets drains every request; one nothing misses drains none.
+lat, drained = serve_sim.simulate_adaptive(200, passes, sizes, 1.0, n=5000, seed=3)
+check(drained == 5000, f"{drained} of 5000 drained under a budget below every pass")
+lat, drained = serve_sim.simulate_adaptive(200, passes, sizes, 1000.0, n=5000, seed=3)
+check(drained == 0 and min(lat) >= 2.0 - 1e-9, "a budget nothing misses drained or answered early")
 check(math.isclose(serve_sim.percentile([1, 2, 3, 4], 0.5), 2), "percentile")
 
 print("serve_sim:", "ok" if fails == 0 else f"{fails} failed")
