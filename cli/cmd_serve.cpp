@@ -192,12 +192,10 @@ void add_serve_commands(CLI::App& app) {
       so.batches.push_back(int(v));
     }
     so.static_batch = o->static_batch;
-    // Static waits for this batch, so it must be prepared; checked before the preparation, which
-    // takes a while. The other launchers never read it.
-    HIOS_CHECK(std::find(policies.begin(), policies.end(), exec::Policy::Static) == policies.end() ||
-                   std::find(so.batches.begin(), so.batches.end(), so.static_batch) != so.batches.end(),
-               "--static-batch %d is not one of --batches %s (static waits for a prepared batch)", so.static_batch,
-               o->batches.c_str());
+    // Before the preparation, which takes a while; only static reads it.
+    if (std::find(policies.begin(), policies.end(), exec::Policy::Static) != policies.end()) {
+      exec::check_static_batch(so.batches, so.static_batch);
+    }
     so.static_wait_s = o->static_wait_ms / 1e3;
     so.hold_share = o->hold_share;
     so.bounded_drain = o->drain == "bounded";

@@ -122,6 +122,14 @@ const char* policy_name(Policy p) {
 // ---------------------------------------------------------------------------------------------
 // The launcher's decision.
 
+void check_static_batch(const std::vector<int>& batches, int static_batch) {
+  if (std::find(batches.begin(), batches.end(), static_batch) != batches.end()) return;
+  std::string list;
+  for (int b : batches) list += (list.empty() ? "" : ",") + std::to_string(b);
+  throw_error("--static-batch %d is not one of --batches %s (static waits for a prepared batch)", static_batch,
+              list.c_str());
+}
+
 BatchController::BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s,
                                  double budget_s, std::map<int, double> pass_s, double hold_share, bool bounded_drain)
     : p_(p),
@@ -134,9 +142,7 @@ BatchController::BatchController(Policy p, std::vector<int> batches, int static_
   std::sort(batches_.begin(), batches_.end());
   batches_.erase(std::unique(batches_.begin(), batches_.end()), batches_.end());
   HIOS_CHECK(!batches_.empty() && batches_.front() == 1, "the served batch sizes must include 1");
-  // Only static batches to it; the others never read it.
-  HIOS_CHECK(p_ != Policy::Static || std::find(batches_.begin(), batches_.end(), static_batch_) != batches_.end(),
-             "--static-batch %d is not one of the served batch sizes", static_batch_);
+  if (p_ == Policy::Static) check_static_batch(batches_, static_batch_);  // the others never read it
   if (p_ == Policy::Adaptive) {
     HIOS_CHECK(std::isfinite(budget_s_) && budget_s_ > 0, "the adaptive launcher needs a latency budget above 0, not %g s",
                budget_s_);

@@ -98,6 +98,11 @@ enum class Policy : uint8_t { Fifo, Static, Adaptive };
 Policy parse_policy(const std::string& s);  // fifo | static | adaptive
 const char* policy_name(Policy p);
 
+// Static waits for --static-batch requests, so that batch must be among the prepared ones. The
+// one check, called by BatchController for static and by hios serve before the slow
+// preparation (only the CLI knows then whether static will run).
+void check_static_batch(const std::vector<int>& batches, int static_batch);
+
 // The launcher's decision, free of threads and clocks so that it can be tested: how many
 // waiting requests a free worker takes now (0: wait). The worker then runs them in
 // batch_for(taken) and reports the pass's measured time with observe().

@@ -141,6 +141,9 @@ TEST_CASE("serving: the launchers' decisions", "[executor][serve]") {
   CHECK(st.batch_for(9) == 8);
 
   CHECK_THROWS_WITH(exec::BatchController(Policy::Static, {1, 2}, 4, 0.01), Catch::Contains("--static-batch 4"));
+  CHECK_THROWS_WITH(exec::check_static_batch({1, 2}, 4),
+                    Catch::Equals("--static-batch 4 is not one of --batches 1,2 (static waits for a prepared batch)"));
+  CHECK_NOTHROW(exec::check_static_batch({1, 2, 4}, 4));
   // Only static reads it: fifo and adaptive take any batch list.
   CHECK_NOTHROW(exec::BatchController(Policy::Fifo, {1}, 4, 0.01));
   CHECK_NOTHROW(exec::BatchController(Policy::Adaptive, {1, 2}, 4, 0.01, 0.01));
