@@ -559,16 +559,28 @@ class Splitter {
     return i;
   }
 
-  // A value holding exactly rows `need` of (the channel slice `val` of) producer u, for part k.
-  Value source(const Region& rg, const Value& val, RowRange need, int k) {
+  // A value holding rows `need` of (the channel slice `val` of) producer u, for part k: exactly
+  // those rows, or, where the reader is a window op that reads a band of a taller input
+  // (`superset`), any value whose rows include them; *held_first gets the first row it holds.
+  // Reading the producer's own part (or the whole tensor from before the region) in place
+  // saves a copy of the band per reader: in NHWC at batch 1 a band of rows is a pointer offset.
+  Value source(const Region& rg, const Value& val, RowRange need, int k, bool superset = false,
+               int64_t* held_first = nullptr) {
     const int u = val.node;
     const std::string sfx = slice_suffix(g_, val);
     const std::string& uname = g_.nodes[size_t(u)].name;
     const int64_t full = g_.nodes[size_t(u)].shape.h;
+    if (held_first) *held_first = need.begin;
     if (region_of_node_[size_t(u)] != region_index(rg)) {
       // A whole tensor from before the region: cut the rows this part reads.
       Value whole = remap(val);
       if (need.begin == 0 && need.end == full) return whole;
+      // The graph input is on every GPU, so reading it whole moves nothing; any other tensor
+      // from before the region may live on another GPU, where the cut moves only its rows.
+      if (superset && u == g_.input()) {
+        if (held_first) *held_first = 0;
+        return whole;
+      }
       const int n = rows_node(strprintf("%s%s:%s", uname.c_str(), sfx.c_str(), rows_str(need).c_str()), need, full,
                               {whole}, {0});
       return Value{n, 0, -1};
@@ -577,6 +589,10 @@ class Splitter {
     const std::vector<int>& parts = part_index_[size_t(u)];
     Value own{parts[size_t(k)], val.begin, val.end};
     if (have[size_t(k)] == need) return own;
+    if (superset && inside(need, have[size_t(k)])) {
+      if (held_first) *held_first = have[size_t(k)].begin;
+      return own;
+    }
     if (inside(need, have[size_t(k)])) {
       const int n = rows_node(strprintf("%s@%d%s:%s", uname.c_str(), k, sfx.c_str(), rows_str(need).c_str()), need,
                               full, {own}, {have[size_t(k)].begin});
@@ -611,27 +627,43 @@ class Splitter {
 
   int region_index(const Region& rg) const { return int(&rg - regions_.data()); }
 
+  // A node whose band may read an input holding more rows than its windows need: one value in,
+  // read first by a convolution or a (non-global) pool, whose RowWindow places the band in the
+  // rows the input holds. Element-wise ops, concats and sums need exactly their rows.
+  static bool reads_band_of_taller_input(const Node& nd) {
+    if (nd.inputs.size() != 1 || nd.inputs[0].size() != 1) return false;
+    const Op* first = &nd.op;
+    if (nd.op.kind == OpKind::Sequential) {
+      const auto& steps = nd.op.sequential().steps;
+      if (steps.empty()) return false;
+      first = &steps.front();
+    }
+    if (first->kind == OpKind::Conv) return true;
+    return first->kind == OpKind::Pool && !is_global_pool(*first);
+  }
+
   void split_node(const Region& rg, int v) {
     const Node& nd = g_.nodes[size_t(v)];
     const std::vector<RowRange>& rows = rg.spec->rows.at(nd.name);
     const int64_t in_h = input_height(g_, v);
     for (int k = 0; k < rg.spec->parts; ++k) {
-      RowRange need;
-      Op op;
-      if (v == rg.reduce) {
-        need = rows[size_t(k)];  // a partial pool reads exactly the input rows it sums
-        op = partial_pool_op(nd.op, need, in_h);
-      } else {
-        op = band_op(nd.op, rows[size_t(k)], in_h, input_rows_op(nd.op, rows[size_t(k)], in_h).begin, &need);
-      }
       Node part;
       part.name = strprintf("%s@%d", nd.name.c_str(), k);
-      part.op = std::move(op);
       part.params_from = nd.params_name();
-      for (const Term& t : nd.inputs) {
-        Term nt;
-        for (const Value& val : t) nt.push_back(source(rg, val, need, k));
-        part.inputs.push_back(std::move(nt));
+      if (v == rg.reduce) {
+        const RowRange need = rows[size_t(k)];  // a partial pool reads exactly the input rows it sums
+        part.op = partial_pool_op(nd.op, need, in_h);
+        part.inputs.push_back(Term{source(rg, nd.inputs.at(0).at(0), need, k)});
+      } else {
+        const RowRange need = input_rows_op(nd.op, rows[size_t(k)], in_h);
+        int64_t held_first = need.begin;
+        const bool superset = reads_band_of_taller_input(nd);
+        for (const Term& t : nd.inputs) {
+          Term nt;
+          for (const Value& val : t) nt.push_back(source(rg, val, need, k, superset, &held_first));
+          part.inputs.push_back(std::move(nt));
+        }
+        part.op = band_op(nd.op, rows[size_t(k)], in_h, held_first);
       }
       part_index_[size_t(v)].push_back(add_node(std::move(part), current_block_));
     }
