@@ -19,7 +19,6 @@ namespace {
 struct TuneCliOptions {
   std::string graph, output, devices;
   tune::TuneOptions tune;
-  SpatialOptions spatial;
   bool quiet = false;
 };
 
@@ -67,50 +66,46 @@ void add_tuner_commands(CLI::App& app) {
       ->check(finite_range(0.0, 86400.0));
   cmd->add_option("--timeout", o->tune.timeout_s, "Abort the whole job after this many seconds (default: none)")
       ->check(finite_range(0.0, 1e7));
-  cmd->add_option("--spatial", o->spatial.spatial,
-                  "Row splits (docs/row-splits.md): off (default), auto or a number of parts P; the split is chosen "
-                  "under the analytic model first, then the split graph is tuned by measurement")
+  cmd->add_option("--spatial", o->tune.spatial,
+                  "Row splits across GPUs (docs/row-splits.md): auto (default: 2 to --gpus parts, any region), "
+                  "a number of parts P, or off; split candidates are measured and timed beside the others")
       ->capture_default_str();
-  cmd->add_option("--spatial-mode", o->spatial.mode, "halo, recompute, mixed or auto (all tried)")->capture_default_str();
+  cmd->add_option("--spatial-mode", o->tune.spatial_mode, "halo, recompute, mixed or auto (all tried)")
+      ->capture_default_str();
+  cmd->add_option("--split-budget", o->tune.split_budget_s,
+                  "Seconds for ranking and searching row-split plans, measuring excluded (default 20)")
+      ->check(finite_range(0.0, 86400.0));
+  cmd->add_option("--split-finalists", o->tune.split_finalists,
+                  "Row-split plans whose parts are measured and timed (default 2)")
+      ->check(CLI::Range(0, 8));
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->footer(
       "Measures links, nodes and every concurrent stage the searches propose, runs hios-lp, hios-mr,\n"
-      "heft and IOS on the measured costs, then times every distinct candidate (the best one-GPU\n"
-      "schedule and today's analytic hios-lp included) on the GPUs and writes the fastest.\n"
+      "heft and IOS on the measured costs, ranks row splits of 2 to N parts under the measured nodes\n"
+      "and measures the best ones, then times every distinct candidate (the best one-GPU schedule,\n"
+      "today's analytic hios-lp and the splits included) on the GPUs and writes the fastest.\n"
       "meta.tune lists every candidate's predicted and measured latency. docs/tuner.md has the method.\n\n"
       "Examples:\n"
       "  mpirun -np 2 hios tune --graph inception.json --gpus 2 --backend cuda --profile-db inc.db.json -o s.json\n"
       "  mpirun -np 2 hios tune --graph demo.json --gpus 2 --backend cpu -o demo.tuned.json\n"
-      "  mpirun -np 2 hios tune --graph inception.json --gpus 2 --backend cuda --spatial auto -o split.tuned.json\n");
+      "  mpirun -np 2 hios tune --graph inception.json --gpus 2 --backend cuda --spatial off -o nosplit.json\n");
   cmd->callback([o] {
     tune::TuneOptions opt = o->tune;
     opt.session.devices = parse_devices(o->devices);
     opt.progress = !o->quiet;
     std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
     run_job(*comm, [&] {
-      check_spatial_options(o->spatial);
-      Graph g = load_graph(o->graph);
-      json spatial = nullptr;
-      std::string split_line;
-      if (o->spatial.spatial != "off") {
-        // Every rank makes the same choice: the analytic model, no time budget (deterministic).
-        auto cost = make_analytic_cost_model(find_device_preset(opt.device.empty() ? "h200" : opt.device));
-        SchedulerOptions so;
-        so.num_gpus = opt.gpus;
-        so.max_streams = opt.max_streams;
-        SpatialSchedule split = schedule_spatial("hios-lp", g, *cost, so, o->spatial);
-        split_line = "# spatial: " + split.summary + "\n";
-        if (!split.plan.empty()) {
-          spatial = split.schedule.meta.spatial;
-          g = std::move(split.graph);
-        }
-      }
+      const Graph g = load_graph(o->graph);
       tune::TuneResult r = tune::tune(g, opt, *comm);
       if (comm->rank() != 0) return;
-      r.chosen.meta.spatial = spatial;
-      const std::string table = split_line + tune::tune_report(r);
+      const std::string split = r.chosen.meta.spatial.is_null()
+                                    ? std::string("# spatial: the fastest schedule splits no rows\n")
+                                    : "# spatial: " + describe_spatial(g, spatial_from_json(
+                                                                         json{{"regions", r.chosen.meta.spatial["regions"]}},
+                                                                         "meta.spatial"));
+      const std::string table = tune::tune_report(r) + split;
       std::fwrite(table.data(), 1, table.size(), stdout);
-      write_output(o->output, schedule_to_json(g, r.chosen).dump(2) + "\n");
+      write_output(o->output, schedule_to_json(r.graph, r.chosen).dump(2) + "\n");
       std::printf("wrote %s\n", o->output.c_str());
       std::fflush(stdout);
     });

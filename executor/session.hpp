@@ -96,6 +96,12 @@ class RankSession {
   // exec::shape_variant_problem says why not), the session's graph and loads its program `p`;
   // the backend keeps the weights. How a shape set (executor/shape_set.hpp) serves shapes.
   void load_shape(const Graph& g, RankProgram p);
+  // Makes `g`, another graph of the session's model (a shape variant, or a row split of it:
+  // graph/row_split.hpp), the graph the next load lowers and prepares. Not collective by itself,
+  // but every rank must switch before the same load. The backend keeps every parameter it has
+  // built: parameters are found by their owner's name and counts, whose values depend only on
+  // those and the seed (executor/weights.hpp), so the parts of a split find their operator's.
+  void use_graph(const Graph& g) { g_ = &g; }
   const RankProgram& program() const { return program_; }
   int loads() const { return loads_; }
 

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
+#include "scheduler/simulator.hpp"
 
 namespace hios {
 
@@ -18,18 +20,6 @@ int parse_parts(const std::string& s) {
   return int(v);
 }
 
-// The (mode, sync_every) pairs a setting tries: mixed splits synchronise every 1, 2 or 4 blocks.
-std::vector<std::pair<SplitMode, int>> modes_of(const SpatialOptions& sp) {
-  const std::vector<std::pair<SplitMode, int>> mixed = {
-      {SplitMode::Mixed, 1}, {SplitMode::Mixed, 2}, {SplitMode::Mixed, 4}};
-  if (sp.mode == "halo") return {{SplitMode::Halo, 1}};
-  if (sp.mode == "recompute") return {{SplitMode::Recompute, 1}};
-  if (sp.mode == "mixed") return mixed;
-  std::vector<std::pair<SplitMode, int>> all = {{SplitMode::Halo, 1}, {SplitMode::Recompute, 1}};
-  all.insert(all.end(), mixed.begin(), mixed.end());
-  return all;
-}
-
 // At most `most` of the values, evenly spread, always keeping the last.
 std::vector<int> spread(const std::vector<int>& v, size_t most) {
   if (v.size() <= most) return v;
@@ -38,10 +28,56 @@ std::vector<int> spread(const std::vector<int>& v, size_t most) {
   return out;
 }
 
+std::string region_label(const SplitRegion& r) {
+  return (r.first_block == r.last_block ? r.first_block : r.first_block + ".." + r.last_block);
+}
+
+}  // namespace
+
+void check_spatial_options(const SpatialOptions& sp) {
+  HIOS_CHECK(sp.spatial == "off" || sp.spatial == "auto" || parse_parts(sp.spatial) > 0,
+             "--spatial: '%s' is not off, auto or a number of parts from 2 to 64", sp.spatial.c_str());
+  HIOS_CHECK(sp.mode == "halo" || sp.mode == "recompute" || sp.mode == "mixed" || sp.mode == "auto",
+             "--spatial-mode: '%s' is not halo, recompute, mixed or auto", sp.mode.c_str());
+}
+
+std::vector<std::pair<SplitMode, int>> split_modes(const std::string& mode) {
+  const std::vector<std::pair<SplitMode, int>> mixed = {
+      {SplitMode::Mixed, 1}, {SplitMode::Mixed, 2}, {SplitMode::Mixed, 4}};
+  if (mode == "halo") return {{SplitMode::Halo, 1}};
+  if (mode == "recompute") return {{SplitMode::Recompute, 1}};
+  if (mode == "mixed") return mixed;
+  std::vector<std::pair<SplitMode, int>> all = {{SplitMode::Halo, 1}, {SplitMode::Recompute, 1}};
+  all.insert(all.end(), mixed.begin(), mixed.end());
+  return all;
+}
+
+std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<std::pair<SplitMode, int>>& modes) {
+  std::vector<std::pair<int, int>> regions;
+  for (const auto& run : splittable_runs(g, parts)) {
+    for (int first = run.first; first <= run.second; ++first) {
+      for (int last = first; last <= run.second; ++last) {
+        if (region_legal(g, first, last, parts)) regions.push_back({first, last});
+      }
+    }
+  }
+  std::stable_sort(regions.begin(), regions.end(),
+                   [](const auto& a, const auto& b) { return a.second - a.first > b.second - b.first; });
+  std::vector<SpatialPlan> plans;
+  for (const auto& [first, last] : regions) {
+    for (const auto& [m, sync] : modes) {
+      // Mixed mode with a sync interval at least the region's length is recompute: skip it.
+      if (m == SplitMode::Mixed && sync > 1 && sync >= last - first + 1) continue;
+      plans.push_back(SpatialPlan{{plan_region(g, first, last, parts, m, sync)}});
+    }
+  }
+  return plans;
+}
+
 // Part k of a split on GPU k (mod G): "X@k" and its input assembly "X@k:a-b" with part k, a
 // halo cut "X@j>k:a-b" with the part it is cut from (so only the halo moves), and any other
 // node of a split (a cut of the region's input) with the first part that reads it.
-std::vector<int> part_placement(const Graph& sg) {
+std::vector<int> suggested_part_gpus(const Graph& sg) {
   std::vector<int> hint(size_t(sg.size()), -1);
   for (int v = 0; v < sg.size(); ++v) {
     const std::string& n = sg.nodes[size_t(v)].name;
@@ -66,17 +102,86 @@ std::vector<int> part_placement(const Graph& sg) {
   return hint;
 }
 
-std::string region_label(const SplitRegion& r) {
-  return (r.first_block == r.last_block ? r.first_block : r.first_block + ".." + r.last_block);
-}
+namespace {
+
+// The node of g a node of the split graph stands for, and the share of its rows it computes:
+// a part "X@k" is X at (its rows / X's rows); a node outside every region is itself at 1.
+// Rows nodes and a sum of partial pools (which keep a name of g but not its op) stand for none.
+class SplitCostModel final : public CostModel {
+ public:
+  SplitCostModel(const Graph& g, const Graph& split, const CostModel& unsplit, const DevicePreset& preset)
+      : g_(g), split_(split), unsplit_(unsplit), preset_(preset), analytic_(make_analytic_cost_model(preset)) {
+    std::map<std::string, int> by_name;
+    for (int v = 0; v < g.size(); ++v) by_name[g.nodes[size_t(v)].name] = v;
+    origin_.assign(size_t(split.size()), {-1, 1.0});
+    for (int v = 0; v < split.size(); ++v) {
+      const Node& nd = split.nodes[size_t(v)];
+      if (nd.op.kind == OpKind::Rows) continue;
+      std::string name = nd.name;
+      const size_t at = name.rfind('@');
+      const bool part = at != std::string::npos && at + 1 < name.size() &&
+                        name.find_first_not_of("0123456789", at + 1) == std::string::npos;
+      if (part) name = name.substr(0, at);
+      auto it = by_name.find(name);
+      if (it == by_name.end()) continue;
+      const Node& whole = g.nodes[size_t(it->second)];
+      if (whole.op.kind != nd.op.kind) continue;  // the sum of partial pools keeps the pool's name
+      double share = 1.0;
+      if (part) {
+        const bool partial_pool = nd.op.kind == OpKind::Pool && nd.shape.h == whole.shape.h && !nd.inputs.empty();
+        share = partial_pool ? double(split.value_shape(nd.inputs[0][0]).h) / double(g.value_shape(whole.inputs[0][0]).h)
+                             : double(nd.shape.h) / double(std::max<int64_t>(1, whole.shape.h));
+      }
+      origin_[size_t(v)] = {it->second, share};
+    }
+  }
+  std::string name() const override { return unsplit_.name() + " (scaled to row splits)"; }
+  std::string device() const override { return unsplit_.device(); }
+  double node_ms(const Graph& g, int node, int gpu) const override {
+    if (&g != &split_) return unsplit_.node_ms(g, node, gpu);
+    const auto& [u, share] = origin_.at(size_t(node));
+    return u >= 0 ? share * unsplit_.node_ms(g_, u, gpu) : analytic_->node_ms(g, node, gpu);
+  }
+  double transfer_ms(double bytes, int src, int dst) const override { return unsplit_.transfer_ms(bytes, src, dst); }
+  double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
+    size_t busy = 0;
+    double sum = 0;
+    for (const Group& gr : stage.groups) {
+      if (gr.nodes.empty()) continue;
+      ++busy;
+      for (int v : gr.nodes) sum += node_ms(g, v, gpu);
+    }
+    if (busy <= 1) return sum;
+    return combine_stage_ms(preset_, measured_stage_items(g, stage, *this, preset_, gpu));
+  }
+
+ private:
+  const Graph& g_;
+  const Graph& split_;
+  const CostModel& unsplit_;
+  DevicePreset preset_;
+  std::unique_ptr<CostModel> analytic_;
+  std::vector<std::pair<int, double>> origin_;
+};
 
 }  // namespace
 
-void check_spatial_options(const SpatialOptions& sp) {
-  HIOS_CHECK(sp.spatial == "off" || sp.spatial == "auto" || parse_parts(sp.spatial) > 0,
-             "--spatial: '%s' is not off, auto or a number of parts from 2 to 64", sp.spatial.c_str());
-  HIOS_CHECK(sp.mode == "halo" || sp.mode == "recompute" || sp.mode == "mixed" || sp.mode == "auto",
-             "--spatial-mode: '%s' is not halo, recompute, mixed or auto", sp.mode.c_str());
+std::unique_ptr<CostModel> make_split_cost_model(const Graph& g, const Graph& split, const CostModel& unsplit,
+                                                 const DevicePreset& preset) {
+  return std::make_unique<SplitCostModel>(g, split, unsplit, preset);
+}
+
+double split_quick_estimate_ms(const Graph& split, const CostModel& cost, int gpus) {
+  std::vector<int> gpu_of = suggested_part_gpus(split);
+  std::vector<int> order;
+  for (int v = 0; v < split.size(); ++v) {
+    if (v == split.input()) continue;
+    gpu_of[size_t(v)] = std::max(0, gpu_of[size_t(v)]) % gpus;
+    order.push_back(v);
+  }
+  Schedule s = plan_to_schedule(split, plan_from_order(split, gpu_of, order, gpus));
+  s.derive_transfers(split);
+  return simulate(split, s, cost).latency_ms;
 }
 
 SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const CostModel& cost,
@@ -91,7 +196,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
 
   // The candidate plans: one region each under auto, every splittable region for a forced P.
   std::vector<SpatialPlan> candidates;
-  const std::vector<std::pair<SplitMode, int>> modes = modes_of(sp);
+  const std::vector<std::pair<SplitMode, int>> modes = split_modes(sp.mode);
   if (sp.spatial == "auto") {
     if (opt.num_gpus < 2) best.summary = "no row split: one GPU";
     std::vector<int> part_counts;
@@ -146,7 +251,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
       o.time_budget_s = left;
     }
     Graph sg = apply_spatial(g, plan);
-    o.gpu_hint = part_placement(sg);
+    o.gpu_hint = suggested_part_gpus(sg);
     Schedule s = run_algorithm(algo, sg, cost, o);
     json row = json{{"regions", json::array()}, {"predicted_ms", s.meta.predicted_ms}};
     for (const SplitRegion& r : plan.regions) {

@@ -3,7 +3,10 @@
 // the algorithm on each split graph and keeping the lowest predicted latency.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "graph/row_split.hpp"
 #include "scheduler/algorithms.hpp"
@@ -29,6 +32,35 @@ struct SpatialSchedule {
   SpatialPlan plan;
   std::string summary;  // one line per region, or "no row split" and why
 };
+
+// The (mode, sync_every) pairs a --spatial-mode setting tries: halo, recompute, and mixed with
+// sync points every 1, 2 or 4 blocks ("auto": all five).
+std::vector<std::pair<SplitMode, int>> split_modes(const std::string& mode);
+
+// Every one-region plan of g for `parts` parts: each legal region [first, last] inside a
+// splittable run (any first block, any last block), in each of `modes`. Longest regions first.
+std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<std::pair<SplitMode, int>>& modes);
+
+// Part k of a split on GPU k (mod the split's parts): "X@k" and its input assembly "X@k:a-b"
+// with part k, a halo cut "X@j>k:a-b" with the part it is cut from (so only the halo moves),
+// and any other node of a split (a cut of the region's input) with the first part that reads
+// it; -1 for the nodes of no part. The suggested mapping (SchedulerOptions::gpu_hint).
+std::vector<int> suggested_part_gpus(const Graph& split);
+
+// Costs of a split graph derived from costs of the graph it was split from, so that plans can
+// be ranked before any of their parts is measured: a part of X costs X's time scaled by the
+// rows it computes (a partial pool, by the rows it sums), a node outside the regions costs what
+// it costs in g, and the rest (row assemblies, halo cuts, gathers, sums of partial pools) comes
+// from the analytic model of `preset`. Stages of several groups combine node times with the
+// stage model of `preset` (docs/cost-model.md); transfers are `unsplit`'s. Both graphs and
+// `unsplit` must outlive it.
+std::unique_ptr<CostModel> make_split_cost_model(const Graph& g, const Graph& split, const CostModel& unsplit,
+                                                 const DevicePreset& preset);
+
+// A quick latency estimate of a split graph: every node on the GPU suggested_part_gpus gives it
+// (GPU 0 for the rest), one stream per GPU, in the graph's order, simulated under `cost`. It
+// ranks plans; a search then does better than it.
+double split_quick_estimate_ms(const Graph& split, const CostModel& cost, int gpus);
 
 // Runs `algo` on g and, per the options, on split variants of g; returns the fastest predicted.
 // The time budget of opt covers every variant together.

@@ -6,28 +6,38 @@
 // commands in the same order (there is one code path per step, run by every rank). HIOS
 // spawns a new mpirun per measurement; here nothing is reloaded between measurements.
 //
-// Phases (progress on stderr: phase, item k of n, elapsed seconds):
-//  1. identity: the device, driver, runtime, cuDNN and NCCL versions, backend, math and the
-//     graph's digest; a --profile-db from elsewhere is refused naming what differs, unless
-//     the mismatch policy says remeasure;
-//  2. links: every ordered GPU pair through the session's transport, at the sizes the graph's
+// The job runs as named phases (class Tuner in tune.cpp, one method each, in this order;
+// progress on stderr: phase, item k of n, elapsed seconds):
+//  1. open the database: the device, driver, runtime, cuDNN and NCCL versions, backend, math
+//     and the graph's digest; a --profile-db from elsewhere is refused naming what differs,
+//     unless the mismatch policy says remeasure;
+//  2. reference: one sequential run on rank 0's device, which every candidate must match;
+//  3. links: every ordered GPU pair through the session's transport, at the sizes the graph's
 //     edges carry (skipped when the database has them);
-//  3. nodes: every node alone in an eager sequential pass, device markers around its launches
-//     (skipped when the database has every node signature of the graph);
-//  4. searches: hios-lp, hios-mr and heft on N GPUs and IOS and hios-lp on one, with a few
+//  4. nodes: every node alone, as CUDA Graph replays where the backend captures (skipped when
+//     the database has every node signature of the graph);
+//  5. searches: hios-lp, hios-mr and heft on N GPUs and IOS and hios-lp on one, with a few
 //     stream and window settings, on the measured costs. Every concurrent stage a search
 //     weighs is measured on rank 0's device the first time its stage key is seen, as IOS
-//     does, and cached in the database (until the stage budget is spent; after it, and in
-//     a re-tune without a measuring program, the fitted concurrency model predicts);
-//  5. fit: the concurrency model (scheduler/concurrency_fit.hpp) over the measured stages;
-//  6. candidates: every distinct schedule, plus today's analytic hios-lp on one and on N
-//     GPUs, run on all ranks (CUDA Graphs where the transport allows) and checked against
-//     the sequential run. A quick round times each; the best multi-GPU one is also timed with
-//     its receives posted 0 and 2 stages ahead (meta.recv_lead); the candidates near the
-//     fastest are timed again in full. The fastest measured one is written, and meta.tune
-//     lists them all.
-// A database keeps the backend's algorithm choices and the searches' candidates, so a
-// re-tune that measures nothing new adopts the choices on every rank and skips the searches.
+//     does, and cached in the database (until the stage budget is spent; after it the fitted
+//     concurrency model predicts);
+//  6. row splits (N > 1): every one-region split of 2 to N parts, any region, every mode, is
+//     ranked under costs derived from the measured nodes; the best few are searched (hios-lp
+//     on those costs), the best of those have their parts measured and are searched again on
+//     measured costs, and become candidates like any other (scheduler/spatial.hpp);
+//  7. fit: the concurrency model over the measured stages;
+//  8. quick round: every distinct candidate, split or not, run on all ranks as `hios run` runs
+//     it (CUDA Graphs where the transport allows) and checked against the reference;
+//  9. receive leads: the fastest multi-GPU candidate with its receives posted 0 and 2 stages
+//     ahead (meta.recv_lead);
+// 10. calibration and round 2: a launch gap and a per-transfer cost fitted to the timed
+//     candidates; the multi-GPU searches again with that transfer cost;
+// 11. finals: the candidates near the fastest timed again in full;
+// 12. launch order: the fastest one again in each launch order;
+// 13. choose and write: the fastest verified candidate, meta.tune listing them all, and the
+//     database (measurements, algorithm choices, the searches' candidates).
+// A re-tune that measures nothing new adopts the algorithm choices on every rank and takes the
+// candidates from the database instead of searching (phases 3-7 find nothing to do).
 #pragma once
 
 #include <string>
@@ -59,12 +69,21 @@ struct TuneOptions {
   // fastest of them instead of timing them again.
   double retime_margin = 1.25;
   double stage_budget_s = 40;   // wall time for measuring stages during the searches
+  // Row-split candidates (phase 6): "off", "auto" (2 to N parts) or a part count P; the modes
+  // tried ("halo", "recompute", "mixed" or "auto").
+  std::string spatial = "auto";
+  std::string spatial_mode = "auto";
+  int split_shortlist = 8;      // plans searched under the derived costs
+  int split_finalists = 2;      // of those, the plans whose parts are measured and timed
+  double split_budget_s = 20;   // wall time for ranking and searching the plans (measuring excluded)
   double timeout_s = 0;         // watchdog over the whole job; 0: none
   bool progress = true;         // lines on stderr
 };
 
 struct Candidate {
   std::string label;     // e.g. "hios-lp 2 GPUs, 4 streams, window 4 (measured)"
+  int variant = 0;       // the graph it schedules: 0 the tuned graph, k > 0 the k-th row split of it
+  std::string split;     // that split, e.g. "Conv2d_1a_3x3..head 2 ways mixed/2"; empty: none
   std::string algorithm, cost;  // cost: "measured" or "analytic"
   int gpus = 1, streams = 1, window = 0;
   Schedule schedule;     // widened to the job's GPU count
@@ -85,6 +104,8 @@ struct Candidate {
 
 struct TuneResult {
   Schedule chosen;                  // the fastest verified candidate, meta.tune filled in
+  Graph graph;                      // the graph `chosen` schedules: the tuned one, or its row split
+                                    // (then chosen.meta.spatial names the split, for hios run)
   std::vector<Candidate> candidates;
   ProfileDb db;                     // what was measured or reused
   int stages_measured = 0, stages_reused = 0, stages_predicted = 0;

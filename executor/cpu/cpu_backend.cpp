@@ -51,16 +51,14 @@ class CpuBackend final : public Backend {
   std::string math() const override { return "fp32"; }
 
   void prepare(const Graph& g, const RankProgram& p) override {
-    if (prepared_ && g_ != &g) {
-      // Another shape of the same model (a shape set): parameters are kept by node, and the
-      // node's values depend only on its name and counts, which the check compares.
-      const std::string problem = shape_variant_problem(*g_, g);
-      HIOS_CHECK(problem.empty(), "cpu backend: prepare() with another graph: %s", problem.c_str());
-    }
-    if (!prepared_) {
+    // Parameters are kept by node. Another shape of the same model (a shape set) has the same
+    // nodes, whose values depend only on their name and counts, which the check compares; any
+    // other graph of the model (a row split, in the tuner) builds its own afresh.
+    if (!prepared_ || (g_ != &g && !shape_variant_problem(*g_, g).empty())) {
       params_.assign(g.nodes.size(), {});
       views_.assign(g.nodes.size(), {});
       built_.assign(g.nodes.size(), false);
+      weight_bytes_ = 0;
     }
     g_ = &g;
     stores_relu_ = nodes_storing_relu(g, cfg_.fold_relu);

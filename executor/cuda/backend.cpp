@@ -82,8 +82,8 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
   HIOS_CUDA_CHECK(cudaSetDevice(device_));
   current_kept_ = -1;
   if (eng_ && g_ != &g) {
-    // Another shape of the same model (a shape set): the engine keeps the weights, which the
-    // check proves are the same values.
+    // Another graph of the same model (a shape set's shape, a row split in the tuner): the
+    // engine keeps the weights, found again by their owner's name and counts.
     release_capture();
     eng_->retarget(g);
   }
