@@ -17,7 +17,7 @@ namespace hios::cli {
 namespace {
 
 struct TuneCliOptions {
-  std::string graph, output, devices;
+  std::string graph, output, devices, one_gpu_output;
   tune::TuneOptions tune;
   bool quiet = false;
 };
@@ -78,6 +78,9 @@ void add_tuner_commands(CLI::App& app) {
   cmd->add_option("--split-finalists", o->tune.split_finalists,
                   "Row-split plans whose parts are measured and timed (default 2)")
       ->check(CLI::Range(0, 8));
+  cmd->add_option("--one-gpu-output", o->one_gpu_output,
+                  "Also write the fastest verified one-GPU candidate here, as a one-GPU schedule (the baseline "
+                  "`make run` compares with)");
   cmd->add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
   cmd->footer(
       "Measures links, nodes and every concurrent stage the searches propose, runs hios-lp, hios-mr,\n"
@@ -107,6 +110,15 @@ void add_tuner_commands(CLI::App& app) {
       std::fwrite(table.data(), 1, table.size(), stdout);
       write_output(o->output, schedule_to_json(r.graph, r.chosen).dump(2) + "\n");
       std::printf("wrote %s\n", o->output.c_str());
+      if (!o->one_gpu_output.empty()) {
+        const tune::Candidate* one = tune::best_one_gpu(r);
+        HIOS_CHECK(one != nullptr, "--one-gpu-output: no one-GPU candidate was verified");
+        Schedule s = tune::narrow_schedule(one->schedule, 1);
+        s.meta.predicted_ms = one->predicted_ms;
+        s.meta.cost_model = "measured (hios tune: " + one->label + ", " + strprintf("%.3f ms", one->measured_ms) + ")";
+        write_output(o->one_gpu_output, schedule_to_json(g, s).dump(2) + "\n");
+        std::printf("wrote %s (%s)\n", o->one_gpu_output.c_str(), one->label.c_str());
+      }
       std::fflush(stdout);
     });
   });

@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # On a 2-GPU machine, one device call: build with CUDA, then for every configuration tune a
-# schedule with a fresh profile database, tune again with the saved database, and print the
-# table of issue 8's done-when last. Every baseline is a candidate of the same tune job, so
-# the ratios compare numbers timed the same way in the same process:
-#   best1   hios-lp on one GPU with analytic costs (the best one-GPU run of docs/benchmarks.md)
+# schedule with a fresh profile database (row splits included), tune again with the saved
+# database, and run the tuned schedule and the best one-GPU schedule the tune measured under
+# mpirun (their peak memory per rank). The table comes last. Every baseline is a candidate of
+# the same tune job, so the ratios compare numbers timed the same way in the same process:
+#   best1   the fastest verified one-GPU candidate (sequential, IOS, hios-lp measured/analytic)
 #   lp2     hios-lp on two GPUs with analytic costs (what `hios schedule` gives today)
+#   split   the fastest row-split candidate
 #   tuned   the schedule hios tune writes
-# (n) after a time is the number of passes its median is of: finalists get 20, the rest 5.
-# error: the tuned schedule's prediction (launch gap and transfers calibrated on the other candidates) against
-# its measurement; uncalibrated error: the same from the isolated measurements alone (stages on
-# one GPU, links between idle GPUs), before the calibration on the other candidates.
+# error: the tuned schedule's prediction (launch gap and transfers calibrated on the other
+# candidates) against its measurement; uncalibrated error: the same from the isolated
+# measurements alone (stages on one GPU, links between idle GPUs).
+# mem: peak MB per rank of `mpirun hios run` (the run's own report), tuned (max over ranks)
+# against the best one-GPU schedule.
 #
-#   OUT=/some/dir bash scripts/gpu-tune.sh inception_v3:331:1 nasnet_large:2048:1 ...
+#   OUT=/some/dir bash scripts/gpu-tune.sh inception_v3:331:1 nasnet_large:2048:1:bf16 ...
 #
-# Arguments: MODEL:SIZE:BATCH (default: the 13 configurations of the issue). Environment:
+# Arguments: MODEL:SIZE:BATCH[:MATH] (default: the 13 configurations below, TF32). Environment:
 # BUILD_DIR (/tmp/b), JOBS (32), GPUS (2), TUNE_ARGS (extra hios tune options), SMOKE=1 also
-# runs `ctest -L gpu` and `mpirun hios run --verify --trace` on the first configuration.
+# runs `ctest -L gpu` and `mpirun hios run --verify --trace` on the first configuration,
+# NORUN=1 skips the hios runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-tune}
@@ -46,19 +50,31 @@ if [ -n "${SMOKE:-}" ]; then
 fi
 
 for spec in "${configs[@]}"; do
-  IFS=: read -r model size batch <<<"$spec"
-  name=$model-$size-b$batch
+  IFS=: read -r model size batch math <<<"$spec"
+  math=${math:-tf32}
+  name=$model-$size-b$batch-$math
   g=$OUT/$name.graph.json
   "$H" graph --model "$model" --height "$size" --width "$size" --batch "$batch" -o "$g" >/dev/null || continue
   rm -f "$OUT/$name.db.json"
   s0=$(date +%s%N)
-  timeout 280 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --profile-db "$OUT/$name.db.json" \
-    -o "$OUT/$name.tuned.json" --timeout 270 ${TUNE_ARGS:-} >"$OUT/$name.tune.log" 2>&1
+  timeout 280 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --math "$math" \
+    --profile-db "$OUT/$name.db.json" -o "$OUT/$name.tuned.json" --one-gpu-output "$OUT/$name.best1.json" \
+    --timeout 270 ${TUNE_ARGS:-} >"$OUT/$name.tune.log" 2>&1
   echo "$name tune rc=$? wall $(( ($(date +%s%N) - s0) / 1000000 ))e-3 s" | tee -a "$OUT/walls.txt"
+  grep -E "^hios: error" "$OUT/$name.tune.log" | head -3
   s0=$(date +%s%N)
-  timeout 120 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --profile-db "$OUT/$name.db.json" \
-    -o "$OUT/$name.retuned.json" --timeout 110 ${TUNE_ARGS:-} >"$OUT/$name.retune.log" 2>&1
+  timeout 120 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --math "$math" \
+    --profile-db "$OUT/$name.db.json" -o "$OUT/$name.retuned.json" --timeout 110 ${TUNE_ARGS:-} \
+    >"$OUT/$name.retune.log" 2>&1
   echo "$name retune rc=$? wall $(( ($(date +%s%N) - s0) / 1000000 ))e-3 s" | tee -a "$OUT/walls.txt"
+  if [ -z "${NORUN:-}" ]; then
+    for kind in tuned best1; do
+      np=$GPUS; [ "$kind" = best1 ] && np=1
+      timeout 120 mpirun -np "$np" "$H" run --graph "$g" --schedule "$OUT/$name.$kind.json" --backend cuda \
+        --math "$math" --warmup 5 --number 10 --repeat 7 --timeout 110 -o "$OUT/$name.$kind.run.json" \
+        >"$OUT/$name.$kind.run.log" 2>&1 || echo "$name $kind run failed: $(grep -m1 error "$OUT/$name.$kind.run.log")"
+    done
+  fi
   if [ -n "${SMOKE:-}" ] && [ -z "${smoked:-}" ]; then
     smoked=1
     timeout 120 mpirun -np "$GPUS" "$H" run --graph "$g" --schedule "$OUT/$name.tuned.json" --backend cuda --verify \
@@ -74,26 +90,36 @@ walls = {}
 for line in open(os.path.join(out, "walls.txt")):
     m = re.match(r"(\S+) (tune|retune) rc=(\d+) wall ([\d.e-]+) s", line)
     if m: walls[(m.group(1), m.group(2))] = (int(m.group(3)), float(m.group(4)))
-print(f"| config | best1 ms | lp2 ms | tuned ms | tuned / min | predicted ms | error | uncalibrated error | chosen | tune s | re-tune s |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+def peak(name, kind):
+    try:
+        r = json.load(open(os.path.join(out, f"{name}.{kind}.run.json")))
+        return max(x["peak_memory_mb"] for x in r["ranks"]), r["latency_ms"]["median"]
+    except Exception:
+        return float("nan"), float("nan")
+print("| config | best1 ms | lp2 ms | split ms | tuned ms | tuned / best1 | predicted ms | error | uncalibrated error | chosen | tune s | re-tune s | run: tuned / best1 ms | mem MB tuned / best1 |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
 for spec in configs:
-    model, size, batch = spec.split(":")
-    name = f"{model}-{size}-b{batch}"
+    parts = spec.split(":")
+    model, size, batch = parts[:3]
+    math = parts[3] if len(parts) > 3 else "tf32"
+    name = f"{model}-{size}-b{batch}-{math}"
     try:
         t = json.load(open(os.path.join(out, name + ".tuned.json")))["meta"]["tune"]
     except Exception as e:
         print(f"| {name} | failed: {walls.get((name, 'tune'))} |"); continue
-    by = {c["label"]: c for c in t["candidates"]}
-    for d in t["duplicates"]: by[d["label"]] = by[d["same_as"]]
-    def ms(label):
-        c = by.get(label)
-        return (c["measured_ms"], c["passes"]) if c else (float("nan"), 0)
-    b1, b1p = ms("hios-lp 1 GPU, 4 streams, window 4 (analytic)")
-    l2, l2p = ms("hios-lp 2 GPUs, 4 streams, window 4 (analytic)")
+    c = [x for x in t["candidates"] if x["verified"]]
+    by = {x["label"]: x for x in t["candidates"]}
+    for d in t["duplicates"]: by.setdefault(d["label"], by.get(d["same_as"]))
+    b1 = min((x for x in c if x["gpus_used"] == 1), key=lambda x: x["measured_ms"], default=None)
+    l2 = by.get("hios-lp 2 GPUs, 4 streams, window 4 (analytic)")
+    sp = min((x for x in c if "split" in x), key=lambda x: x["measured_ms"], default=None)
     ch = by[t["chosen"]]
-    ref = min(b1, l2)
+    f = lambda x: f"{x['measured_ms']:.3f} ({x['passes']})" if x else "-"
     err = ch["predicted_ms"] / ch["measured_ms"] - 1
     ierr = ch["predicted_uncalibrated_ms"] / ch["measured_ms"] - 1
     rw = walls.get((name, "retune"), (None, float("nan")))[1]
-    print(f"| {name} | {b1:.3f} ({b1p}) | {l2:.3f} ({l2p}) | {ch['measured_ms']:.3f} | {ch['measured_ms']/ref:.3f} | {ch['predicted_ms']:.3f} | {100*err:+.1f}% | {100*ierr:+.1f}% | {t['chosen']} | {t['seconds']['total']:.1f} | {rw:.1f} |")
+    mt, lt = peak(name, "tuned"); m1, l1 = peak(name, "best1")
+    print(f"| {name} | {f(b1)} | {f(l2)} | {f(sp)} | {ch['measured_ms']:.3f} | {ch['measured_ms']/b1['measured_ms']:.3f} | "
+          f"{ch['predicted_ms']:.3f} | {100*err:+.1f}% | {100*ierr:+.1f}% | {t['chosen']} | {t['seconds']['total']:.1f} | {rw:.1f} | "
+          f"{lt:.3f} / {l1:.3f} | {mt:.0f} / {m1:.0f} |")
 PY

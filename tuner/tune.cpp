@@ -40,6 +40,31 @@ Schedule widen_schedule(const Schedule& s, int gpus) {
   return w;
 }
 
+Schedule narrow_schedule(const Schedule& s, int gpus) {
+  HIOS_CHECK(gpus >= 1 && gpus <= s.meta.num_gpus, "internal error: narrowing a %d-GPU schedule to %d GPUs",
+             s.meta.num_gpus, gpus);
+  Schedule n = s;
+  for (auto& block : n.blocks) {
+    for (size_t gpu = size_t(gpus); gpu < block.size(); ++gpu) {
+      HIOS_CHECK(block[gpu].empty(), "internal error: narrowing drops the stages of GPU %zu", gpu);
+    }
+    block.resize(size_t(gpus));
+  }
+  for (const Transfer& t : n.transfers) {
+    HIOS_CHECK(t.src < gpus && t.dst < gpus, "internal error: narrowing drops a transfer to GPU %d", t.dst);
+  }
+  n.meta.num_gpus = gpus;
+  return n;
+}
+
+const Candidate* best_one_gpu(const TuneResult& r) {
+  const Candidate* best = nullptr;
+  for (const Candidate& c : r.candidates) {
+    if (c.gpus == 1 && c.ok && c.variant == 0 && (!best || c.measured_ms < best->measured_ms)) best = &c;
+  }
+  return best;
+}
+
 namespace {
 
 std::string today_utc() {
@@ -727,7 +752,25 @@ class Tuner {
                                        "%.3f ms (%s)",
                                        ranked.size(), total, seconds_since(t0), ranked.front().ms,
                                        split_label(ranked.front().plan, ranked.front().sync).c_str()));
-    if (ranked.size() > size_t(o_.split_shortlist)) ranked.resize(size_t(o_.split_shortlist));
+    // The shortlist: the best-ranked plan of every mode first (the quick estimate runs one stream
+    // per GPU, which favours some modes over others), then the best-ranked of the rest.
+    {
+      std::vector<Ranked> shortlist, rest;
+      std::set<std::pair<int, int>> modes_in;
+      for (Ranked& r : ranked) {
+        const std::pair<int, int> mode{int(r.plan.regions.front().mode), r.sync};
+        if (modes_in.insert(mode).second && shortlist.size() < size_t(o_.split_shortlist)) {
+          shortlist.push_back(std::move(r));
+        } else {
+          rest.push_back(std::move(r));
+        }
+      }
+      for (Ranked& r : rest) {
+        if (shortlist.size() == size_t(o_.split_shortlist)) break;
+        shortlist.push_back(std::move(r));
+      }
+      ranked = std::move(shortlist);
+    }
     // The shortlist, searched under the derived costs.
     for (size_t k = 0; k < ranked.size(); ++k) {
       Ranked& r = ranked[k];
@@ -737,7 +780,9 @@ class Tuner {
       }
       const Graph sg = apply_spatial(g_, r.plan);
       const auto derived = make_split_cost_model(g_, sg, *cost_, cost_->fitted());
-      r.ms = run_algorithm("hios-lp", sg, *derived, split_search_options(sg, r.parts)).meta.predicted_ms;
+      SchedulerOptions so = split_search_options(sg, r.parts);
+      so.time_budget_s = std::max(1.0, o_.split_budget_s - seconds_since(t0));
+      r.ms = run_algorithm("hios-lp", sg, *derived, so).meta.predicted_ms;
       progress_.line("splits", strprintf("shortlist %zu of %zu: %-44s predicted %8.3f ms", k + 1, ranked.size(),
                                          split_label(r.plan, r.sync).c_str(), r.ms));
     }
@@ -748,8 +793,19 @@ class Tuner {
     }
     // Splits predicted this much slower than the whole graph's best cannot win: not measured.
     constexpr double kHopeless = 1.5;
-    int finalists = 0;
+    // The finalists: the best predicted, one per mode while other modes remain (a prediction on
+    // derived costs may err for a whole mode; measuring two modes hedges that).
+    std::vector<const Ranked*> order;
+    std::set<std::pair<int, int>> modes_taken;
     for (const Ranked& r : ranked) {
+      if (modes_taken.insert({int(r.plan.regions.front().mode), r.sync}).second) order.push_back(&r);
+    }
+    for (const Ranked& r : ranked) {
+      if (std::find(order.begin(), order.end(), &r) == order.end()) order.push_back(&r);
+    }
+    int finalists = 0;
+    for (const Ranked* rp : order) {
+      const Ranked& r = *rp;
       if (finalists == o_.split_finalists) break;
       if (best_whole > 0 && r.ms > kHopeless * best_whole) {
         progress_.line("splits", strprintf("%s: predicted %.3f ms, over %.1fx the best whole-graph schedule; "
@@ -789,7 +845,9 @@ class Tuner {
     }
     cost_->refresh_nodes();
     cost_->extend_budget(std::min(10.0, o_.stage_budget_s / 4));
-    Schedule s = run_algorithm("hios-lp", sg, *cost_, split_search_options(sg, parts));
+    SchedulerOptions so = split_search_options(sg, parts);
+    so.time_budget_s = std::max(1.0, o_.split_budget_s);  // a split graph's one big block can take IOS long
+    Schedule s = run_algorithm("hios-lp", sg, *cost_, so);
     s.meta.spatial = json{{"graph_digest", graph_digest(g_)}, {"regions", spatial_to_json(plan)["regions"]}};
     Candidate cand;
     cand.label = label_of(Config{"hios-lp", "measured", parts, S_, 4}, label);

@@ -122,5 +122,11 @@ std::string tune_report(const TuneResult& r);
 
 // A schedule for fewer GPUs run by more ranks: the extra GPUs get no stages.
 Schedule widen_schedule(const Schedule& s, int gpus);
+// The inverse: a widened schedule whose GPUs from `gpus` on have no stages, as a schedule for
+// `gpus` GPUs (for `mpirun -np gpus`). Throws when a dropped GPU has stages.
+Schedule narrow_schedule(const Schedule& s, int gpus);
+
+// The fastest verified one-GPU candidate (the best one-GPU run the tune measured), or null.
+const Candidate* best_one_gpu(const TuneResult& r);
 
 }  // namespace hios::tune

@@ -44,14 +44,21 @@ assert any(x.startswith("hios-lp 2 GPUs") or x.startswith("hios-mr 2 GPUs") or x
 for x in c:
     assert x["measured_ms"] > 0 and x["predicted_ms"] > 0, x
     assert x["verified"] and x["max_rel"] == 0.0, x                 # cpu: every schedule equals the sequential run
+# Row splits are candidates by default on two GPUs: measured, timed and verified like the rest.
+splits = [x for x in c if "split" in x]
+assert splits and all(" rows " in x["label"] and x["passes"] >= 1 for x in splits), splits
+# The chosen one is the fastest measured, split or not (a split exactly when one measured fastest).
 best = min((x for x in c if x["verified"]), key=lambda x: x["measured_ms"])
 chosen = [x for x in c if x["chosen"]]
 assert len(chosen) == 1 and chosen[0]["label"] == best["label"] == t["chosen"], (chosen, best)
+assert ("split" in best) == ("spatial" in s["meta"]), (best, s["meta"].get("spatial"))
 assert abs(s["meta"]["predicted_ms"] - best["predicted_ms"]) < 1e-9
 assert s["meta"]["gpus"] == 2
 assert t["nodes_measured"] and t["links_measured"] and t["stages"]["measured"] > 0, t
 db = json.load(open(sys.argv[2]))
-assert db["identity"]["graph_digest"] == s["meta"]["graph"]["digest"]
+# A split schedule names the split graph; meta.spatial names the graph it was split from.
+tuned_digest = s["meta"]["spatial"]["graph_digest"] if "spatial" in s["meta"] else s["meta"]["graph"]["digest"]
+assert db["identity"]["graph_digest"] == tuned_digest
 assert db["identity"]["backend"] == "cpu" and db["identity"]["math"] == "fp32"
 assert len(db["links"]) == 2 and len(db["stages"]) > 0 and len(db["entries"]) > 0
 assert db["searched"]["gpus"] == 2 and len(db["searched"]["candidates"]) >= 3, "the searches were not kept"
@@ -114,8 +121,9 @@ if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo24.json" "${FAST[@]}" --profile-
 fi
 python3 -c "
 import json,sys
-db=json.load(open('$TMP/db.json')); g=json.load(open('$TMP/s3.json'))
-assert db['identity']['graph_digest']==g['meta']['graph']['digest']" || fail "remeasure did not replace the database"
+db=json.load(open('$TMP/db.json')); m=json.load(open('$TMP/s3.json'))['meta']
+assert db['identity']['graph_digest']==(m['spatial'] if 'spatial' in m else m['graph'])['graph_digest' if 'spatial' in m else 'digest']" ||
+  fail "remeasure did not replace the database"
 
 # 4. hios run --trace on the tuned schedule: every node of the graph appears once.
 if ! "${MPI[@]}" "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/s.json" --backend cpu --threads 1 --warmup 1 \
@@ -123,33 +131,45 @@ if ! "${MPI[@]}" "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/s.json" -
   fail "hios run --trace exited $?"
   cat "$TMP/out5"
 fi
-"$HIOS" info "$TMP/demo.json" --json >"$TMP/info.json"
-python3 - "$TMP/trace.json" "$TMP/info.json" <<'PY' || fail "the measured trace is wrong"
+python3 - "$TMP/trace.json" "$TMP/s.json" <<'PY' || fail "the measured trace is wrong"
 import json, sys
 t = json.load(open(sys.argv[1]))
 ev = t["traceEvents"] if isinstance(t, dict) else t
 nodes = [e for e in ev if e.get("cat") == "node"]
-n = json.load(open(sys.argv[2]))["nodes"] - 1  # every node but the input
+s = json.load(open(sys.argv[2]))
+n = sum(len(gr) for b in s["blocks"] for gpu in b["gpus"] for st in gpu for gr in st)  # the split graph's, if split
 assert len(nodes) == n and len({e["name"] for e in nodes}) == n, (len(nodes), n)
 assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in nodes)
 assert {e["pid"] for e in nodes} <= {0, 1}
 PY
 
-# 5. --spatial: the split is chosen under the analytic model, then the split graph is tuned; the
-# written schedule carries meta.spatial, passes check against the original graph and runs equal
-# to the sequential run.
-if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --spatial 2 -o "$TMP/split.json" \
+# 5. --spatial: off leaves row splits out; a part count and a mode keep only those splits, and a
+# split schedule written carries meta.spatial, passes check against the original graph and runs
+# equal to the sequential run.
+if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --spatial off -o "$TMP/nosplit.json" -q \
   >"$TMP/out6" 2>"$TMP/err6"; then
-  fail "hios tune --spatial 2 exited $?"
+  fail "hios tune --spatial off exited $?"
   cat "$TMP/out6" "$TMP/err6"
 fi
-grep -q "^# spatial: rows of .* split 2 ways" "$TMP/out6" || fail "hios tune --spatial 2 reports no split"
-"$HIOS" check --graph "$TMP/demo.json" --schedule "$TMP/split.json" >"$TMP/out7" 2>&1 && grep -q "parts" "$TMP/out7" ||
-  fail "the split tuned schedule does not pass hios check: $(cat "$TMP/out7")"
+grep -q " rows " "$TMP/out6" && fail "hios tune --spatial off timed a row split"
+grep -q "^# spatial: the fastest schedule splits no rows" "$TMP/out6" || fail "no '# spatial:' line for --spatial off"
+if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --spatial 2 --spatial-mode recompute \
+  -o "$TMP/split.json" >"$TMP/out7" 2>"$TMP/err7"; then
+  fail "hios tune --spatial 2 --spatial-mode recompute exited $?"
+  cat "$TMP/out7" "$TMP/err7"
+fi
+python3 - "$TMP/split.json" <<'PY' || fail "--spatial 2 --spatial-mode recompute timed other splits"
+import json, sys
+c = json.load(open(sys.argv[1]))["meta"]["tune"]["candidates"]
+splits = [x for x in c if "split" in x]
+assert splits and all("2 ways, recompute" in x["split"] for x in splits), [x.get("split") for x in c]
+PY
+"$HIOS" check --graph "$TMP/demo.json" --schedule "$TMP/split.json" >"$TMP/out8" 2>&1 ||
+  fail "the tuned schedule does not pass hios check: $(cat "$TMP/out8")"
 "${MPI[@]}" "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/split.json" --backend cpu --threads 1 --warmup 0 \
-  --number 1 --repeat 1 --verify -o none >"$TMP/out8" 2>&1 &&
-  grep -qE '^# verify vs sequential cpu run +max_abs 0\.000e\+00' "$TMP/out8" ||
-  fail "the split tuned schedule does not run equal to the sequential run: $(tail -3 "$TMP/out8")"
+  --number 1 --repeat 1 --verify -o none >"$TMP/out9" 2>&1 &&
+  grep -qE '^# verify vs sequential cpu run +max_abs 0\.000e\+00' "$TMP/out9" ||
+  fail "the tuned schedule does not run equal to the sequential run: $(tail -3 "$TMP/out9")"
 
 if [ "$fails" -eq 0 ]; then echo "tune: all checks passed"; exit 0; fi
 echo "tune: $fails check(s) failed"
