@@ -134,13 +134,20 @@ class SplitCostModel final : public CostModel {
       }
       origin_[size_t(v)] = {it->second, share};
     }
+    memo_.assign(origin_.size(), -1.0);
   }
   std::string name() const override { return unsplit_.name() + " (scaled to row splits)"; }
   std::string device() const override { return unsplit_.device(); }
   double node_ms(const Graph& g, int node, int gpu) const override {
     if (&g != &split_) return unsplit_.node_ms(g, node, gpu);
-    const auto& [u, share] = origin_.at(size_t(node));
-    return u >= 0 ? share * unsplit_.node_ms(g_, u, gpu) : analytic_->node_ms(g, node, gpu);
+    // Searches ask for the same nodes many times, and a profile model's lookup builds the
+    // node's signature each time: remembered per node (the GPUs of a host are alike).
+    double& ms = memo_.at(size_t(node));
+    if (ms < 0) {
+      const auto& [u, share] = origin_.at(size_t(node));
+      ms = u >= 0 ? share * unsplit_.node_ms(g_, u, gpu) : analytic_->node_ms(g, node, gpu);
+    }
+    return ms;
   }
   double transfer_ms(double bytes, int src, int dst) const override { return unsplit_.transfer_ms(bytes, src, dst); }
   double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
@@ -162,6 +169,7 @@ class SplitCostModel final : public CostModel {
   DevicePreset preset_;
   std::unique_ptr<CostModel> analytic_;
   std::vector<std::pair<int, double>> origin_;
+  mutable std::vector<double> memo_;
 };
 
 }  // namespace

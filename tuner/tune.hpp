@@ -21,11 +21,12 @@
 //     weighs is measured on rank 0's device the first time its stage key is seen, as IOS
 //     does, and cached in the database (until the stage budget is spent; after it the fitted
 //     concurrency model predicts);
-//  6. row splits (N > 1): every one-region split of 2 to N parts, any region, every mode, is
+//  6. fit: the concurrency model over the measured stages;
+//  7. row splits (N > 1): every one-region split of 2 to N parts, any region, every mode, is
 //     ranked under costs derived from the measured nodes; the best few are searched (hios-lp
 //     on those costs), the best of those have their parts measured and are searched again on
-//     measured costs, and become candidates like any other (scheduler/spatial.hpp);
-//  7. fit: the concurrency model over the measured stages;
+//     measured nodes (stages from the fitted model), and become candidates like any other
+//     (scheduler/spatial.hpp);
 //  8. quick round: every distinct candidate, split or not, run on all ranks as `hios run` runs
 //     it (CUDA Graphs where the transport allows) and checked against the reference;
 //  9. receive leads: the fastest multi-GPU candidate with its receives posted 0 and 2 stages
