@@ -75,6 +75,9 @@ void add_tuner_commands(CLI::App& app) {
   cmd->add_option("--split-budget", o->tune.split_budget_s,
                   "Seconds for ranking and searching row-split plans, measuring excluded (default 20)")
       ->check(finite_range(0.0, 86400.0));
+  cmd->add_option("--split-shortlist", o->tune.split_shortlist,
+                  "Row-split plans searched under costs derived from the measured nodes (default 8)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--split-finalists", o->tune.split_finalists,
                   "Row-split plans whose parts are measured and timed (default 2)")
       ->check(CLI::Range(0, 8));

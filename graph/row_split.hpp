@@ -1,4 +1,4 @@
-// Row splits (issue 10, docs/row-splits.md): one operator's output rows computed on several
+// Row splits (docs/row-splits.md): one operator's output rows computed on several
 // GPUs. A split is a rewrite of the graph, so every later layer (the searches, the cost model,
 // lowering, the transports, the memory plan, the backends) sees ordinary nodes:
 //

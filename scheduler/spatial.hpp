@@ -1,4 +1,4 @@
-// The scheduler's side of row splits (issue 10): whether to split a region's rows across GPUs,
+// The scheduler's side of row splits: whether to split a region's rows across GPUs,
 // how many ways and in which mode, decided together with the inter-operator mapping by running
 // the algorithm on each split graph and keeping the lowest predicted latency.
 #pragma once

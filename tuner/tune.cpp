@@ -634,7 +634,6 @@ class Tuner {
         auto it = variant_of_plan.find(text);
         if (it == variant_of_plan.end()) {
           SplitVariant sv{spatial_from_json(plan, where + ".plan"), cand.split};
-          (void)check_spatial(g_, sv.plan);  // apply_spatial below refuses a bad plan, naming it
           const int vi = job_.lead({{"op", "split"}, {"plan", plan}}).get<int>();
           splits_.push_back(std::move(sv));
           it = variant_of_plan.emplace(text, vi).first;
@@ -838,8 +837,8 @@ class Tuner {
     splits_.push_back(SplitVariant{plan, label});
     const Graph& sg = job_.graph(vi);
     const auto t0 = Clock::now();
-    load_measuring_program(vi);
     if (!has_every_node(sg, db_)) {
+      load_measuring_program(vi);
       measure_nodes_of(vi);
       res_.nodes_measured = true;
     }
