@@ -1,11 +1,14 @@
 // Schedule inspection subcommands: check, show, trace.
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
+#include "scheduler/concurrency_fit.hpp"
 #include "scheduler/cost_model.hpp"
+#include "scheduler/preset_fit.hpp"
 #include "graph/row_split.hpp"
 #include "scheduler/schedule.hpp"
 #include "scheduler/simulator.hpp"
@@ -26,6 +29,96 @@ struct ScheduleOptions {
 void add_cost_options(CLI::App* cmd, ScheduleOptions& o) {
   cmd->add_option("--device", o.device, "Device preset of the analytic model (h200, h100, a100, v100; default h200)");
   cmd->add_option("--devices", o.devices, "Device presets file replacing the built-in schedules/devices.json");
+}
+
+}  // namespace
+
+namespace {
+
+struct FitPresetOptions {
+  std::vector<std::string> graphs, dbs;
+  std::string base = "h200", name, description, devices, output;
+  double peak_tflops = 0, mem_bandwidth_gbs = 0;
+};
+
+// `hios fit-preset`: the analytic model's numbers for this device, from what hios profile or
+// hios tune measured on it (scheduler/preset_fit.hpp).
+void add_fit_preset_command(CLI::App& app) {
+  auto o = std::make_shared<FitPresetOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "fit-preset", "Fit a device preset of the analytic model to measured node times (profile databases)");
+  cmd->add_option("--graph,-g", o->graphs, "Graph JSON, once per --profile-db, in the same order")->required();
+  cmd->add_option("--profile-db", o->dbs, "Profile database (hios profile or hios tune) measured on the device")
+      ->required();
+  cmd->add_option("--base", o->base, "Preset whose rates and SM count it starts from (default h200)");
+  cmd->add_option("--devices", o->devices, "Device presets file to find --base in (default: the built-in one)");
+  cmd->add_option("--name", o->name, "Name of the fitted preset (default: --base)");
+  cmd->add_option("--description", o->description, "Its description (default: what it was fitted to)");
+  cmd->add_option("--peak-tflops", o->peak_tflops, "Override the convolutions' peak rate, e.g. 989 for bf16")
+      ->check(finite_range(0.0, 1e6, true));
+  cmd->add_option("--mem-bandwidth-gbs", o->mem_bandwidth_gbs,
+                  "Override the memory bandwidth; for 16-bit storage twice the device's, since byte counts are fp32")
+      ->check(finite_range(0.0, 1e7, true));
+  cmd->add_option("--output,-o", o->output, "Devices file to write (atomically), for --devices")->required();
+  cmd->footer(
+      "Fits conv, depthwise, gemm and memory efficiencies and the launch overhead to every node the\n"
+      "databases measured; takes the links and the fitted stage concurrency from them too.\n"
+      "docs/cost-model.md, \"Fitting a preset\", has the method.\n\n"
+      "Example:\n"
+      "  hios fit-preset --graph inc.json --profile-db inc.db.json --base h100 --name h100-mine -o mine.json\n"
+      "  hios schedule --graph inc.json --gpus 2 --device h100-mine --devices mine.json -o s.json\n");
+  cmd->callback([o] {
+    HIOS_CHECK(o->graphs.size() == o->dbs.size(), "fit-preset: %zu --graph but %zu --profile-db; give one graph per database",
+               o->graphs.size(), o->dbs.size());
+    DevicePreset base = find_device_preset(o->base, o->devices);
+    if (o->peak_tflops > 0) base.peak_tflops = o->peak_tflops;
+    if (o->mem_bandwidth_gbs > 0) base.mem_bandwidth_gbs = o->mem_bandwidth_gbs;
+    std::vector<Graph> graphs;
+    graphs.reserve(o->graphs.size());  // samples point into it
+    std::vector<PresetSample> samples;
+    std::vector<ProfileLink> links;
+    json concurrency = nullptr;
+    std::string concurrency_from;
+    for (size_t i = 0; i < o->graphs.size(); ++i) {
+      graphs.push_back(load_graph(o->graphs[i]));
+      const ProfileDb db = load_profile_db(o->dbs[i]);
+      const std::vector<PresetSample> s = preset_samples(graphs.back(), db);
+      HIOS_CHECK(!s.empty(), "fit-preset: %s measured no node of %s (another graph's database?)", o->dbs[i].c_str(),
+                 o->graphs[i].c_str());
+      samples.insert(samples.end(), s.begin(), s.end());
+      links.insert(links.end(), db.links.begin(), db.links.end());
+      if (concurrency.is_null() && !db.concurrency.is_null()) {
+        concurrency = db.concurrency;
+        concurrency_from = o->dbs[i];
+      }
+    }
+    PresetFit fit = fit_device_preset(base, samples);
+    DevicePreset& p = fit.preset;
+    p.name = o->name.empty() ? o->base : o->name;
+    if (!links.empty()) {
+      double lat = 0, bw = 0;
+      for (const ProfileLink& l : links) {
+        lat += l.latency_us;
+        bw += l.bandwidth_gbs;
+      }
+      p.link_latency_us = lat / double(links.size());
+      p.link_bandwidth_gbs = bw / double(links.size());
+    }
+    if (!concurrency.is_null()) p = apply_concurrency_fit(p, concurrency_fit_from_json(concurrency, concurrency_from + ": concurrency"));
+    p.description = o->description.empty()
+                        ? strprintf("fitted by hios fit-preset from %d measured nodes (base %s)", fit.samples, o->base.c_str())
+                        : o->description;
+    const json file = json{{"format", "hios-devices"}, {"version", 1}, {"devices", json::array({device_preset_to_json(p)})}};
+    (void)device_presets_from_json(file, "fitted preset");  // what --devices will read back
+    write_output(o->output, file.dump(2) + "\n");
+    std::printf("fitted %s to %d nodes: weighted mean node error %.1f%% -> %.1f%%\n", p.name.c_str(), fit.samples,
+                100 * fit.error_before, 100 * fit.error_after);
+    std::printf("  conv %.3f, depthwise %.3f, gemm %.3f, memory %.3f, launch %.2f us; links %.1f us + bytes / %.1f GB/s; "
+                "alpha %.3f, stage overhead %.2f us\n",
+                p.conv_efficiency, p.depthwise_efficiency, p.gemm_efficiency, p.memory_efficiency, p.launch_overhead_us,
+                p.link_latency_us, p.link_bandwidth_gbs, p.alpha, p.stage_overhead_us);
+    std::printf("wrote %s\n", o->output.c_str());
+  });
 }
 
 }  // namespace
@@ -110,6 +203,8 @@ void add_scheduler_commands(CLI::App& app) {
                    cost->device().c_str());
     }
   });
+
+  add_fit_preset_command(app);
 }
 
 }  // namespace hios::cli

@@ -265,7 +265,7 @@ assert d["budget_duration_s"] is None, d["budget_duration_s"]
 d, out = load(4)
 runs = [(r["policy"], r["load"], r["duration_s"]) for r in d["runs"]]
 assert runs == [("fifo", 0.3, 0.9), ("adaptive", 0.3, 0.3), ("fifo", 0.6, 0.3), ("adaptive", 0.6, 0.3)], runs
-assert d["runs"][0]["requests"] > 2 * d["runs"][1]["requests"], [r["requests"] for r in d["runs"]]
+# (How many requests fit into those durations depends on the machine's load: not asserted.)
 assert abs(d["latency_budget_ms"] - d["runs"][0]["models"][-1]["p99_ms"]) < 1e-9 and d["budget_duration_s"] == 0.9, d
 for r in d["runs"]:
     a = r["models"][-1]

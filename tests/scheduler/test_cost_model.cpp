@@ -42,7 +42,8 @@ TEST_CASE("device presets: the shipped GPUs, compiled in") {
   std::vector<DevicePreset> all = load_device_presets();
   std::vector<std::string> names;
   for (const DevicePreset& p : all) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{"h200", "h100", "a100", "v100", "h200-fp32", "h100-fp32", "a100-fp32"});
+  CHECK(names ==
+        std::vector<std::string>{"h200", "h100", "h100-bf16", "a100", "v100", "h200-fp32", "h100-fp32", "a100-fp32"});
   DevicePreset h200 = find_device_preset("h200");
   CHECK(h200.peak_tflops == Approx(494.7));  // TF32 convs, the CUDA backend's default
   CHECK(h200.fp32_tflops == Approx(67.0));

@@ -1,0 +1,132 @@
+#include "scheduler/preset_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "graph/error.hpp"
+
+namespace hios {
+
+namespace {
+
+// The weighted loss and mean relative error of a preset over the samples.
+struct Score {
+  double loss = 0, error = 0;
+};
+
+Score score(const DevicePreset& p, const std::vector<PresetSample>& samples) {
+  Score s;
+  double weight = 0;
+  for (const PresetSample& x : samples) {
+    const double est = analytic_node_estimate(p, *x.g, x.node).ms;
+    const double r = std::log(std::max(est, 1e-9) / x.ms);
+    s.loss += x.ms * r * r;
+    s.error += x.ms * std::fabs(est / x.ms - 1);
+    weight += x.ms;
+  }
+  if (weight > 0) s.error /= weight;
+  return s;
+}
+
+// Golden-section search of `knob` over [lo, hi] on a log scale; keeps the best value seen,
+// which is the starting value unless another is strictly better.
+void search(DevicePreset& p, double DevicePreset::*knob, double lo, double hi,
+            const std::vector<PresetSample>& samples) {
+  const double start = p.*knob;
+  double best_x = start, best = score(p, samples).loss;
+  auto at = [&](double logx) {
+    p.*knob = std::exp(logx);
+    const double l = score(p, samples).loss;
+    if (l < best * (1 - 1e-12)) {
+      best = l;
+      best_x = p.*knob;
+    }
+    return l;
+  };
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double a = std::log(lo), b = std::log(hi);
+  double c = b - phi * (b - a), d = a + phi * (b - a);
+  double fc = at(c), fd = at(d);
+  for (int i = 0; i < 40; ++i) {
+    if (fc < fd) {
+      b = d;
+      d = c;
+      fd = fc;
+      c = b - phi * (b - a);
+      fc = at(c);
+    } else {
+      a = c;
+      c = d;
+      fc = fd;
+      d = a + phi * (b - a);
+      fd = at(d);
+    }
+  }
+  p.*knob = best_x;
+}
+
+}  // namespace
+
+PresetFit fit_device_preset(const DevicePreset& base, const std::vector<PresetSample>& samples) {
+  std::vector<PresetSample> usable;
+  for (const PresetSample& x : samples) {
+    if (x.g && x.node >= 0 && x.node < x.g->size() && x.node != x.g->input() && std::isfinite(x.ms) && x.ms > 0) {
+      usable.push_back(x);
+    }
+  }
+  HIOS_CHECK(!usable.empty(), "fit-preset: no measured node to fit the preset '%s' to", base.name.c_str());
+  PresetFit f;
+  f.samples = int(usable.size());
+  f.preset = base;
+  f.error_before = score(base, usable).error;
+  // The launch overhead is searched from a small positive floor: a log scale has no zero.
+  if (f.preset.launch_overhead_us <= 0) f.preset.launch_overhead_us = 0.5;
+  // The parameters are coupled (a node costs the larger of its compute and memory terms plus
+  // the launch), so sweep until a sweep gains nothing.
+  double loss = score(f.preset, usable).loss;
+  for (int sweep = 0; sweep < 40; ++sweep) {
+    search(f.preset, &DevicePreset::conv_efficiency, 0.01, 1.0, usable);
+    search(f.preset, &DevicePreset::memory_efficiency, 0.01, 1.0, usable);
+    search(f.preset, &DevicePreset::depthwise_efficiency, 0.01, 1.0, usable);
+    search(f.preset, &DevicePreset::gemm_efficiency, 0.01, 1.0, usable);
+    search(f.preset, &DevicePreset::launch_overhead_us, 0.05, 20.0, usable);
+    const double now = score(f.preset, usable).loss;
+    if (now >= loss * (1 - 1e-9)) break;
+    loss = now;
+  }
+  f.error_after = score(f.preset, usable).error;
+  return f;
+}
+
+std::vector<PresetSample> preset_samples(const Graph& g, const ProfileDb& db) {
+  std::map<std::string, double> ms;
+  for (const ProfileEntry& e : db.entries) ms[e.key] = e.ms;
+  std::vector<PresetSample> out;
+  for (int v = 0; v < g.size(); ++v) {
+    if (v == g.input()) continue;
+    auto it = ms.find(node_signature(g, v));
+    if (it != ms.end()) out.push_back(PresetSample{&g, v, it->second});
+  }
+  return out;
+}
+
+json device_preset_to_json(const DevicePreset& p) {
+  return json{{"name", p.name},
+              {"description", p.description},
+              {"peak_tflops", p.peak_tflops},
+              {"fp32_tflops", p.fp32_tflops},
+              {"mem_bandwidth_gbs", p.mem_bandwidth_gbs},
+              {"launch_overhead_us", p.launch_overhead_us},
+              {"sm_count", p.sm_count},
+              {"link_latency_us", p.link_latency_us},
+              {"link_bandwidth_gbs", p.link_bandwidth_gbs},
+              {"stage_overhead_us", p.stage_overhead_us},
+              {"alpha", p.alpha},
+              {"conv_efficiency", p.conv_efficiency},
+              {"depthwise_efficiency", p.depthwise_efficiency},
+              {"gemm_efficiency", p.gemm_efficiency},
+              {"memory_efficiency", p.memory_efficiency}};
+}
+
+}  // namespace hios

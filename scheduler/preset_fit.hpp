@@ -1,0 +1,45 @@
+// A device preset fitted to measured node times (docs/cost-model.md, "Fitting a preset"): the
+// analytic model's efficiencies and launch overhead chosen so that its node estimates match
+// what a profile database measured on the device, and its link and stage-concurrency numbers
+// taken from the same database. `hios fit-preset` writes the result as a devices file that
+// --devices reads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "scheduler/cost_model.hpp"
+
+namespace hios {
+
+// One measured node: node `node` of `*g` ran alone in `ms`.
+struct PresetSample {
+  const Graph* g = nullptr;
+  int node = -1;
+  double ms = 0;
+};
+
+struct PresetFit {
+  DevicePreset preset;
+  int samples = 0;
+  // Mean |estimate / measured - 1| over the samples, weighted by the measured time (what a
+  // latency sums), with the base preset's numbers and with the fitted ones.
+  double error_before = 0, error_after = 0;
+};
+
+// Fits conv_efficiency, depthwise_efficiency, gemm_efficiency, memory_efficiency (each in
+// [0.01, 1]) and launch_overhead_us (in [0.05, 20]) of `base` to the samples: coordinate descent
+// until a sweep gains nothing, a golden-section search per parameter on a log scale, minimising the time-weighted sum of
+// squared log errors of analytic_node_estimate. A parameter no sample depends on keeps its
+// base value. Deterministic. Throws hios::Error when no sample is usable.
+PresetFit fit_device_preset(const DevicePreset& base, const std::vector<PresetSample>& samples);
+
+// The samples of one graph from a profile database: every node whose signature the database
+// measured (node_signature); the others are skipped.
+std::vector<PresetSample> preset_samples(const Graph& g, const ProfileDb& db);
+
+// One entry of a devices file ({"name": ..., "peak_tflops": ...}), as device_presets_from_json reads it.
+json device_preset_to_json(const DevicePreset& p);
+
+}  // namespace hios
