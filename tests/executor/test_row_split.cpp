@@ -1,4 +1,4 @@
-// Row splits (issue 10) on the CPU reference backend: a split graph run over several ranks must
+// Row splits on the CPU reference backend: a split graph run over several ranks must
 // equal the unsplit graph bit for bit (every output element is accumulated in the same order)
 // unless the region ends in partial global pools (then within kSumTolerance, as the partial
 // means are added in another order), and bad splits must be refused naming the node and the
@@ -439,4 +439,61 @@ TEST_CASE("row split: the scheduler's --spatial settings") {
   CHECK(s.meta.num_gpus == 2);
   CHECK(test::contains(test::error_of([&] { (void)check_spatial_options(SpatialOptions{"1", "halo"}); }), "--spatial"));
   CHECK(test::contains(test::error_of([&] { (void)check_spatial_options(SpatialOptions{"2", "diagonal"}); }), "--spatial-mode"));
+}
+
+TEST_CASE("row split: every region a tune may try, and the costs derived for its parts") {
+  const Graph g = straddle_graph();
+  // Every legal region of every run, longest first, in each mode; mixed with a sync interval at
+  // least the region's length is recompute, so it is not listed again.
+  const std::vector<SpatialPlan> plans = region_plans(g, 2, split_modes("auto"));
+  REQUIRE(!plans.empty());
+  int one_block = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    REQUIRE(plans[i].regions.size() == 1);
+    const SplitRegion& r = plans[i].regions[0];
+    CHECK(check_spatial(g, plans[i]).empty());
+    one_block += r.first_block == r.last_block ? 1 : 0;
+  }
+  CHECK(one_block > 0);  // regions start and end at any block, not only at a run's ends
+  CHECK(plans.front().regions[0].first_block == "stem");
+
+  // A part costs its operator's time scaled by its rows; nodes outside the region cost what
+  // they cost unsplit; assemblies and sums come from the analytic model.
+  const DevicePreset preset = find_device_preset("h200");
+  const auto unsplit = make_analytic_cost_model(preset);
+  for (const SpatialPlan& plan : {plans.front(), plans.back()}) {
+    const Graph sg = apply_spatial(g, plan);
+    const auto derived = make_split_cost_model(g, sg, *unsplit, preset);
+    const auto analytic = make_analytic_cost_model(preset);
+    int parts = 0;
+    for (int v = 0; v < sg.size(); ++v) {
+      if (v == sg.input()) continue;
+      const Node& nd = sg.nodes[size_t(v)];
+      const size_t at = nd.name.rfind('@');
+      const double ms = derived->node_ms(sg, v, 0);
+      if (nd.op.kind == OpKind::Rows || at == std::string::npos) {
+        const int u = g.find(nd.name);
+        if (nd.op.kind != OpKind::Rows && u >= 0 && g.nodes[size_t(u)].op.kind == nd.op.kind) {
+          CHECK(ms == Approx(unsplit->node_ms(g, u, 0)));
+        } else {
+          CHECK(ms == Approx(analytic->node_ms(sg, v, 0)));
+        }
+        continue;
+      }
+      if (nd.name.find_first_not_of("0123456789", at + 1) != std::string::npos) continue;  // a cut, not a part
+      ++parts;
+      const int u = g.find(nd.name.substr(0, at));
+      REQUIRE(u >= 0);
+      const Node& whole = g.nodes[size_t(u)];
+      const bool partial_pool = nd.op.kind == OpKind::Pool && whole.shape.h == 1;
+      const double share = partial_pool ? double(sg.value_shape(nd.inputs[0][0]).h) / g.value_shape(whole.inputs[0][0]).h
+                                        : double(nd.shape.h) / whole.shape.h;
+      CHECK(ms == Approx(share * unsplit->node_ms(g, u, 0)));
+    }
+    CHECK(parts > 0);
+    // The quick estimate ranks a plan: a finite latency at least its longest chain of parts.
+    const double estimate = split_quick_estimate_ms(sg, *derived, 2);
+    CHECK(std::isfinite(estimate));
+    CHECK(estimate > 0);
+  }
 }
