@@ -5,6 +5,7 @@
 #include <map>
 
 #include "graph/error.hpp"
+#include "scheduler/golden_section.hpp"
 
 namespace hios {
 
@@ -44,25 +45,7 @@ void search(DevicePreset& p, double DevicePreset::*knob, double lo, double hi,
     }
     return l;
   };
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  double a = std::log(lo), b = std::log(hi);
-  double c = b - phi * (b - a), d = a + phi * (b - a);
-  double fc = at(c), fd = at(d);
-  for (int i = 0; i < 40; ++i) {
-    if (fc < fd) {
-      b = d;
-      d = c;
-      fd = fc;
-      c = b - phi * (b - a);
-      fc = at(c);
-    } else {
-      a = c;
-      c = d;
-      fc = fd;
-      d = a + phi * (b - a);
-      fd = at(d);
-    }
-  }
+  (void)golden_section_min(at, std::log(lo), std::log(hi), 40);
   p.*knob = best_x;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "scheduler/golden_section.hpp"
+
 namespace hios::tune {
 
 double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms) {
@@ -17,26 +19,7 @@ double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, dou
     }
     return l;
   };
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  double lo = 0;
-  double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
-  double fa = loss(a), fb = loss(b);
-  for (int i = 0; i < 60; ++i) {
-    if (fa <= fb) {
-      hi = b;
-      b = a;
-      fb = fa;
-      a = hi - phi * (hi - lo);
-      fa = loss(a);
-    } else {
-      lo = a;
-      a = b;
-      fa = fb;
-      b = lo + phi * (hi - lo);
-      fb = loss(b);
-    }
-  }
-  const double best = (lo + hi) / 2;
+  const double best = golden_section_min(loss, 0.0, hi, 60);
   return loss(0) <= loss(best) ? 0.0 : best;
 }
 
