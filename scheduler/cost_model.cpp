@@ -63,6 +63,24 @@ std::vector<DevicePreset> device_presets_from_json(const json& j, const std::str
   return out;
 }
 
+json device_preset_to_json(const DevicePreset& p) {
+  return json{{"name", p.name},
+              {"description", p.description},
+              {"peak_tflops", p.peak_tflops},
+              {"fp32_tflops", p.fp32_tflops},
+              {"mem_bandwidth_gbs", p.mem_bandwidth_gbs},
+              {"launch_overhead_us", p.launch_overhead_us},
+              {"sm_count", p.sm_count},
+              {"link_latency_us", p.link_latency_us},
+              {"link_bandwidth_gbs", p.link_bandwidth_gbs},
+              {"stage_overhead_us", p.stage_overhead_us},
+              {"alpha", p.alpha},
+              {"conv_efficiency", p.conv_efficiency},
+              {"depthwise_efficiency", p.depthwise_efficiency},
+              {"gemm_efficiency", p.gemm_efficiency},
+              {"memory_efficiency", p.memory_efficiency}};
+}
+
 std::vector<DevicePreset> load_device_presets(const std::string& file) {
   if (file.empty()) return device_presets_from_json(parse_json_text(kEmbeddedDevicesJson, "devices.json (built in)"));
   json j = read_json_file(file);

@@ -68,6 +68,8 @@ struct NodeRates {
 NodeRates node_rates(const Node& nd, double ms, const DevicePreset& device, bool half = false);
 // The devices file format: {"format": "hios-devices", "version": 1, "devices": [...]}.
 std::vector<DevicePreset> device_presets_from_json(const json& j, const std::string& source = "$");
+// One entry of that file's "devices" array, as device_presets_from_json reads it back.
+json device_preset_to_json(const DevicePreset& p);
 
 // What the analytic model knows about one node running alone: the roofline terms summed over
 // its kernels (a sequential node runs one kernel per step) and how much of the GPU it holds.

@@ -94,22 +94,4 @@ std::vector<PresetSample> preset_samples(const Graph& g, const ProfileDb& db) {
   return out;
 }
 
-json device_preset_to_json(const DevicePreset& p) {
-  return json{{"name", p.name},
-              {"description", p.description},
-              {"peak_tflops", p.peak_tflops},
-              {"fp32_tflops", p.fp32_tflops},
-              {"mem_bandwidth_gbs", p.mem_bandwidth_gbs},
-              {"launch_overhead_us", p.launch_overhead_us},
-              {"sm_count", p.sm_count},
-              {"link_latency_us", p.link_latency_us},
-              {"link_bandwidth_gbs", p.link_bandwidth_gbs},
-              {"stage_overhead_us", p.stage_overhead_us},
-              {"alpha", p.alpha},
-              {"conv_efficiency", p.conv_efficiency},
-              {"depthwise_efficiency", p.depthwise_efficiency},
-              {"gemm_efficiency", p.gemm_efficiency},
-              {"memory_efficiency", p.memory_efficiency}};
-}
-
 }  // namespace hios

@@ -39,7 +39,4 @@ PresetFit fit_device_preset(const DevicePreset& base, const std::vector<PresetSa
 // measured (node_signature); the others are skipped.
 std::vector<PresetSample> preset_samples(const Graph& g, const ProfileDb& db);
 
-// One entry of a devices file ({"name": ..., "peak_tflops": ...}), as device_presets_from_json reads it.
-json device_preset_to_json(const DevicePreset& p);
-
 }  // namespace hios

@@ -871,16 +871,13 @@ class Tuner {
   void fit_concurrency() {
     fit_json_ = db_.concurrency;
     if (cost_->observations.size() < 3) return;
-    const ConcurrencyFit fit = fit_concurrency_to(cost_->observations);
+    const ConcurrencyFit fit = hios::fit_concurrency(preset_, cost_->observations);
     db_.concurrency = concurrency_fit_to_json(fit);
     fit_json_ = db_.concurrency;
     cost_->use_fit(apply_concurrency_fit(preset_, fit));  // for the stages not measured (row splits)
     progress_.line("fit", strprintf("concurrency over %d stages: alpha %.3f, overhead %.1f us; mean error %.1f%% -> %.1f%%",
                                     fit.stages, fit.alpha, fit.stage_overhead_us, 100 * fit.error_before,
                                     100 * fit.error_after));
-  }
-  ConcurrencyFit fit_concurrency_to(const std::vector<StageObservation>& obs) const {
-    return hios::fit_concurrency(preset_, obs);
   }
 
   // ---- phase 8: every candidate on the real devices, quickly
