@@ -17,7 +17,7 @@
 #   OUT=/some/dir bash scripts/gpu-tune.sh inception_v3:331:1 nasnet_large:2048:1:bf16 ...
 #
 # Arguments: MODEL:SIZE:BATCH[:MATH] (default: the 13 configurations below, TF32). Environment:
-# BUILD_DIR (/tmp/b), JOBS (32), GPUS (2), TUNE_ARGS (extra hios tune options), SMOKE=1 also
+# BUILD_DIR (/tmp/b), JOBS (32), GPUS (2), TUNE_S (270, the tune's --timeout), STALL_S (120), TUNE_ARGS (extra hios tune options), SMOKE=1 also
 # runs `ctest -L gpu` and `mpirun hios run --verify --trace` on the first configuration,
 # NORUN=1 skips the hios runs.
 set -uo pipefail
@@ -26,6 +26,7 @@ OUT=${OUT:-$PWD/output/gpu-tune}
 B=${BUILD_DIR:-/tmp/b}
 JOBS=${JOBS:-32}
 GPUS=${GPUS:-2}
+TUNE_S=${TUNE_S:-270}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -49,6 +50,26 @@ if [ -n "${SMOKE:-}" ]; then
   echo "ctest -L gpu: $(grep -E 'tests passed|tests failed' "$OUT/ctest-gpu.log" | tail -1)"
 fi
 
+# A tune still running after STALL_S seconds (default 120) gets its state written to FILE:
+# each hios process's threads (gdb's backtraces where gdb exists, else the kernel's wait
+# channels), its CPU use and the GPUs' utilisation, so a stall can be told from slow work.
+watch_stall() {  # FILE
+  sleep "${STALL_S:-120}" || return
+  {
+    date -u +%FT%TZ
+    nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv
+    for pid in $(pgrep -f "hios tune" | grep -v "^$$\$"); do
+      [ "$(cat /proc/$pid/comm 2>/dev/null)" = hios ] || continue
+      echo "== pid $pid"; ps -o pid,pcpu,etime,nlwp,args -p "$pid"
+      if command -v gdb >/dev/null; then
+        timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 25" 2>&1 | grep -E "^#|^Thread" | head -300
+      else
+        for t in /proc/$pid/task/*; do echo "$(basename "$t") $(cat "$t/comm") $(cat "$t/wchan" 2>/dev/null) $(cut -d' ' -f3 "$t/stat")"; done
+      fi
+    done
+  } >"$1" 2>&1
+}
+
 for spec in "${configs[@]}"; do
   IFS=: read -r model size batch math <<<"$spec"
   math=${math:-tf32}
@@ -57,11 +78,16 @@ for spec in "${configs[@]}"; do
   "$H" graph --model "$model" --height "$size" --width "$size" --batch "$batch" -o "$g" >/dev/null || continue
   rm -f "$OUT/$name.db.json"
   s0=$(date +%s%N)
-  timeout 280 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --math "$math" \
+  watch_stall "$OUT/$name.stall.txt" &
+  watcher=$!
+  timeout $((TUNE_S + 10)) mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --math "$math" \
     --profile-db "$OUT/$name.db.json" -o "$OUT/$name.tuned.json" --one-gpu-output "$OUT/$name.best1.json" \
-    --timeout 270 ${TUNE_ARGS:-} >"$OUT/$name.tune.log" 2>&1
-  echo "$name tune rc=$? wall $(( ($(date +%s%N) - s0) / 1000000 ))e-3 s" | tee -a "$OUT/walls.txt"
+    --timeout "$TUNE_S" ${TUNE_ARGS:-} >"$OUT/$name.tune.log" 2>&1
+  rc=$?
+  kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
+  echo "$name tune rc=$rc wall $(( ($(date +%s%N) - s0) / 1000000 ))e-3 s" | tee -a "$OUT/walls.txt"
   grep -E "^hios: error" "$OUT/$name.tune.log" | head -3
+  [ "$rc" = 0 ] || continue
   s0=$(date +%s%N)
   timeout 120 mpirun -np "$GPUS" "$H" tune --graph "$g" --gpus "$GPUS" --backend cuda --math "$math" \
     --profile-db "$OUT/$name.db.json" -o "$OUT/$name.retuned.json" --timeout 110 ${TUNE_ARGS:-} \

@@ -1,6 +1,8 @@
 #include "executor/cuda/conv.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -801,7 +803,17 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
       if (it != book.entries.end()) recipe = it->second;
     }
     if (!recipe.is_null()) ch = rebuild(c, p, recipe);
-    if (!ch) ch = choose(c, p, key);
+    if (!ch) {
+      const auto start = std::chrono::steady_clock::now();
+      ch = choose(c, p, key);
+      // A choice that takes seconds (cuDNN planning, or the slow direct kernel being timed) is
+      // worth a line: it is where a loading program's time goes.
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (s > 1.0) {
+        std::fprintf(stderr, "hios: note: node '%s': choosing its convolution took %.1f s: %s (%s)\n",
+                     c.node_name.c_str(), s, ch->what.c_str(), key.c_str());
+      }
+    }
     std::lock_guard<std::mutex> lock(cache.mu);
     cache.entries.emplace(key, ch);
   }
