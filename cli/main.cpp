@@ -6,6 +6,9 @@
 #include "cli/commands.hpp"
 #include "graph/error.hpp"
 #include "graph/json_reader.hpp"
+#ifdef HIOS_WITH_EXECUTOR
+#include "executor/watchdog.hpp"
+#endif
 
 namespace hios::cli {
 
@@ -31,6 +34,9 @@ static std::string one_line(std::string s) {
 int main(int argc, char** argv) {
   // Line-buffered even into a pipe or file: when mpirun kills a rank, what it printed is out.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+#ifdef HIOS_WITH_EXECUTOR
+  hios::exec::note_main_thread();  // a timed-out rank prints where this thread was
+#endif
   CLI::App app{"hios: run independent DNN operators concurrently across GPUs and CUDA streams"};
   app.require_subcommand(1);
   app.footer("Run 'hios <command> --help' for a command's options and an example.");

@@ -180,6 +180,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     std::fprintf(stderr, "hios: error: %s: timed out after %g s (--timeout) during %s; aborting the job\n",
                  comm.where().c_str(), opt.timeout_s, phase.load());
     std::fflush(stderr);
+    print_main_thread_stack();
     comm.abort(2);
   });
   StallWatchdog stall(opt.stall_timeout_s, [&](double idle) {

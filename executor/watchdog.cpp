@@ -1,10 +1,14 @@
 #include "executor/watchdog.hpp"
 
+#include <execinfo.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +39,20 @@ extern "C" void say_terminated_and_reraise(int sig) {
   ::raise(sig);
 }
 
+pthread_t g_main_thread{};
+std::atomic<bool> g_main_noted{false};
+std::atomic<bool> g_stack_printed{false};
+
+extern "C" void print_own_stack(int) {
+  static const char head[] = "hios: the rank's main thread was here:\n";
+  ssize_t ignored = ::write(STDERR_FILENO, head, sizeof head - 1);
+  (void)ignored;
+  void* frames[64];
+  const int n = ::backtrace(frames, 64);
+  ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  g_stack_printed = true;
+}
+
 struct Peer {
   int rank;
   long pid;
@@ -43,6 +61,26 @@ struct Peer {
 }  // namespace
 
 void silence_termination_line() { g_term_len = 0; }
+
+void note_main_thread() {
+  g_main_thread = ::pthread_self();
+  // backtrace() loads its unwinder on first use (a malloc): do that now, not in the handler.
+  void* frame[1];
+  (void)::backtrace(frame, 1);
+  struct sigaction sa {};
+  sa.sa_handler = print_own_stack;
+  ::sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGURG, &sa, nullptr);
+  g_main_noted = true;
+}
+
+void print_main_thread_stack() {
+  if (!g_main_noted.load() || ::pthread_equal(g_main_thread, ::pthread_self())) return;
+  g_stack_printed = false;
+  if (::pthread_kill(g_main_thread, SIGURG) != 0) return;
+  for (int i = 0; i < 100 && !g_stack_printed.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
 
 PeerWatch::PeerWatch(Comm& comm, std::function<const char*()> phase) {
   if (comm.size() <= 1) return;

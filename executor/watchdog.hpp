@@ -108,6 +108,14 @@ namespace hios::exec {
 
 class Comm;
 
+// The thread that runs the job (main()'s) is noted at start; when a watchdog gives up, it prints
+// that thread's call stack to stderr, so "timed out" comes with where the rank was stuck (in a
+// cuDNN call, a stream synchronisation, a receive). Names need the executable's symbols exported
+// (cli/CMakeLists.txt); glibc's backtrace, no debugger needed.
+void note_main_thread();
+// From another thread; waits at most a second for the noted thread to print. No-op if none noted.
+void print_main_thread_stack();
+
 // Says which rank died. When a rank dies (killed, crashed), mpirun ends the job by signalling
 // every other rank, and the survivors go without a word: the user sees only mpirun's own
 // notice. Each rank therefore watches the processes of its peers on the same host (their pids

@@ -1250,6 +1250,7 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     std::fprintf(stderr, "hios: error: %s: hios tune timed out after %g s (--timeout); aborting the job\n",
                  comm.where().c_str(), o.timeout_s);
     std::fflush(stderr);
+    exec::print_main_thread_stack();
     comm.abort(2);
   });
   exec::PeerWatch peers(comm, [] { return "hios tune"; });  // a peer that dies is named
