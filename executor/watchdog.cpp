@@ -40,6 +40,8 @@ extern "C" void say_terminated_and_reraise(int sig) {
 }
 
 pthread_t g_main_thread{};
+char g_activity[1024];
+std::atomic<size_t> g_activity_len{0};
 std::atomic<bool> g_main_noted{false};
 std::atomic<bool> g_stack_printed{false};
 
@@ -50,6 +52,13 @@ extern "C" void print_own_stack(int) {
   void* frames[64];
   const int n = ::backtrace(frames, 64);
   ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  const size_t len = g_activity_len.load();
+  if (len > 0) {
+    static const char doing[] = "hios: doing: ";
+    ignored = ::write(STDERR_FILENO, doing, sizeof doing - 1);
+    ignored = ::write(STDERR_FILENO, g_activity, len);
+    ignored = ::write(STDERR_FILENO, "\n", 1);
+  }
   g_stack_printed = true;
 }
 
@@ -73,6 +82,14 @@ void note_main_thread() {
   sa.sa_flags = SA_RESTART;
   ::sigaction(SIGURG, &sa, nullptr);
   g_main_noted = true;
+}
+
+void note_main_thread_activity(const std::string& what) {
+  // Written only by the main thread, read by its own signal handler: no race to guard.
+  g_activity_len = 0;
+  const size_t n = std::min(what.size(), sizeof g_activity);
+  std::memcpy(g_activity, what.data(), n);
+  g_activity_len = n;
 }
 
 void print_main_thread_stack() {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <string>
 #include <mutex>
 #include <thread>
 
@@ -115,6 +116,9 @@ class Comm;
 void note_main_thread();
 // From another thread; waits at most a second for the noted thread to print. No-op if none noted.
 void print_main_thread_stack();
+// What the main thread is doing at a finer grain than its stack tells (which candidate kernel a
+// planning step is timing): printed with the stack. Truncated to 1 KiB; "" clears it.
+void note_main_thread_activity(const std::string& what);
 
 // Says which rank died. When a rank dies (killed, crashed), mpirun ends the job by signalling
 // every other rank, and the survivors go without a word: the user sees only mpirun's own

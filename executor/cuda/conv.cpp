@@ -12,6 +12,7 @@
 
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/kernels.hpp"
+#include "executor/watchdog.hpp"
 
 namespace hios::cuda {
 
@@ -727,6 +728,9 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       // Each candidate gets the workspace its launches will get, no more: one that needs more
       // than it asked for is refused here, not in a pass.
       const size_t given = std::min(ws_bytes, cands[i]->workspace);
+      exec::note_main_thread_activity(strprintf("node '%s': timing convolution candidate %zu of %zu, %s, for %s",
+                                                c.node_name.c_str(), i + 1, cands.size(), cands[i]->what.c_str(),
+                                                key.c_str()));
       cands[i]->ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), ws, given); });
     } catch (const Error& e) {
       cands[i]->ms = INFINITY;
@@ -744,6 +748,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
     cands.push_back(ch);
     best = cands.size() - 1;
   }
+  exec::note_main_thread_activity("");
   HIOS_CHECK(!cands.empty() && std::isfinite(cands[best]->ms), "node '%s': no convolution implementation ran for %s",
              c.node_name.c_str(), key.c_str());
   std::shared_ptr<Choice> ch = cands[best];
