@@ -1,6 +1,7 @@
 #include "executor/session.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <chrono>
 
 #include "executor/memory_plan.hpp"
@@ -66,7 +67,9 @@ RankSession::~RankSession() {
   // A captured pass holds references to the NCCL communicators it used, and ncclCommDestroy
   // waits for such graphs: drop the capture before the transport (the other order hung every
   // captured multi-GPU run at exit).
-  if (backend_) backend_->release_capture();
+  // Unwinding from an error: skip that (it synchronises the device, which waits for ever behind
+  // a kernel that hung); the transport aborts its communicators instead, and the error ends the job.
+  if (backend_ && std::uncaught_exceptions() == 0) backend_->release_capture();
   transport_.reset();
 }
 

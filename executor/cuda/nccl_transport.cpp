@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <exception>
 #include <mutex>
 #include <sstream>
 
@@ -52,6 +53,15 @@ class NcclTransport final : public exec::Transport {
 
   ~NcclTransport() override {
     (void)cudaSetDevice(backend_.device());
+    if (std::uncaught_exceptions() > 0) {
+      // Unwinding from an error on this rank: its peers are elsewhere (in a receive, or the
+      // next command), and ncclCommDestroy would wait for them; so would a synchronisation
+      // behind a kernel that hung. Abort the communicators and let the error be reported,
+      // which ends the job.
+      for (auto& [pair, c] : dir_) (void)ncclCommAbort(c.comm);
+      if (world_) (void)ncclCommAbort(world_);
+      return;
+    }
     (void)cudaDeviceSynchronize();
     for (auto& [pair, c] : dir_) (void)ncclCommDestroy(c.comm);
     if (world_) (void)ncclCommDestroy(world_);
