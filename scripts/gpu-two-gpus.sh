@@ -4,6 +4,8 @@
 # schedules) with the main job (`make run`'s scripts/main-job.sh) after the first. Everything is
 # packed into $OUT/results.tgz after every step, so a call cut short still brings back what ran.
 #
+# MAIN_JOB=0 leaves the main job out.
+#
 #   OUT=/some/dir bash scripts/gpu-two-gpus.sh inception_v3:2048:1 inception_v3:2048:1:bf16 ...
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,7 @@ first=1
 for spec in "$@"; do
   OUT=$OUT/w bash scripts/gpu-tune.sh "$spec" 2>&1 | grep -vE "^\| config|^\|---" | tee -a "$OUT/summary.txt"
   pack
-  if [ -n "$first" ]; then
+  if [ -n "$first" ] && [ "${MAIN_JOB:-1}" = 1 ]; then
     first=
     s0=$(date +%s)
     timeout 240 bash scripts/main-job.sh "$B" >"$OUT/w/makerun.log" 2>&1

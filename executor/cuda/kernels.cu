@@ -620,7 +620,9 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
       const int iy = cell / IW, ix = cell - iy * IW;
       const int gy = gy0 + iy, gx = gx0 + ix;
       uint4* dst = &tile[cell * CV + cv];
-      if (vec_ok && gy >= 0 && gy < p.full_h && gx >= 0 && gx < p.w) {
+      // Rows x holds only: the last row group's patch reaches past a band's last output row,
+      // and x may end there (an allocation of exactly those rows), though the tensor does not.
+      if (vec_ok && gy >= p.i0 && gy < p.i0 + p.h && gy < p.full_h && gx >= 0 && gx < p.w) {
         __pipeline_memcpy_async(dst, xb + origin + int64_t(iy * p.w + ix) * p.x_pixel_stride, sizeof(uint4));
       } else {
         *dst = none;
