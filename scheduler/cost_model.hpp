@@ -5,6 +5,7 @@
 // database the profiler writes; a missing entry is an error naming it).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,6 +120,10 @@ std::string node_signature(const Graph& g, int node);
 // The key of a stage: per group the list of node signatures in run order, groups sorted, so
 // that the same concurrent work is found whatever stream order a scheduler picked.
 json stage_key(const Graph& g, const Stage& stage);
+// stage_key(g, stage).dump() without building the JSON, from the nodes' signatures as
+// `signature(v)` gives them (a caller that keeps them saves most of a search's time, which
+// went to making keys).
+std::string stage_key_text(const Stage& stage, const std::function<const std::string&(int)>& signature);
 
 struct ProfileEntry {
   std::string key;  // node_signature

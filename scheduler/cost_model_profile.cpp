@@ -44,6 +44,22 @@ json stage_key(const Graph& g, const Stage& stage) {
   return out;
 }
 
+std::string stage_key_text(const Stage& stage, const std::function<const std::string&(int)>& signature) {
+  // What json::dump writes for stage_key: each group an array of strings, groups in the order
+  // of their own dumps.
+  std::vector<std::string> groups;
+  groups.reserve(stage.groups.size());
+  for (const Group& gr : stage.groups) {
+    json sigs = json::array();
+    for (int v : gr.nodes) sigs.push_back(signature(v));
+    groups.push_back(sigs.dump());
+  }
+  std::sort(groups.begin(), groups.end());
+  std::string out = "[";
+  for (size_t i = 0; i < groups.size(); ++i) out += (i ? "," : "") + groups[i];
+  return out + "]";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Database I/O
 

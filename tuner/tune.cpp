@@ -7,6 +7,7 @@
 #include <ctime>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -111,10 +112,23 @@ class MeasuringCostModel final : public CostModel {
   }
   std::string name() const override { return "measured"; }
   std::string device() const override { return db_.device; }
-  double node_ms(const Graph& g, int node, int gpu) const override { return base_->node_ms(g, node, gpu); }
+  double node_ms(const Graph& g, int node, int gpu) const override {
+    auto it = kept_.find(&g);
+    if (it == kept_.end()) return base_->node_ms(g, node, gpu);
+    // The database's node times do not depend on the GPU (one entry per signature).
+    std::vector<double>& ms = it->second.ms;
+    if (ms.empty()) ms.assign(size_t(g.size()), std::numeric_limits<double>::quiet_NaN());
+    if (std::isnan(ms.at(size_t(node)))) ms[size_t(node)] = base_->node_ms(g, node, gpu);
+    return ms[size_t(node)];
+  }
   double transfer_ms(double bytes, int src, int dst) const override {
     return base_->transfer_ms(bytes, src, dst) + transfer_extra_ms;
   }
+
+  // A graph that outlives this model (the tuned graph, the job's row splits): its nodes'
+  // signatures and times are kept. Making them anew for every stage a search asks about was
+  // most of a search on measured costs (20 s of 21 for a split inception_v3 on an H100 host).
+  void keep_graph(const Graph& g) { kept_.emplace(&g, Kept{}); }
 
   // The node and link measurements again, after the database gained some (a split's parts).
   void refresh_nodes() {
@@ -123,6 +137,7 @@ class MeasuringCostModel final : public CostModel {
     nodes_only.entries = db_.entries;
     nodes_only.links = db_.links;
     base_ = make_profile_cost_model(std::move(nodes_only), "measured", preset_);
+    for (auto& [graph, kept] : kept_) kept = Kept{std::move(kept.signature), {}, {}, {}};  // measured since: anew
   }
   void attach(prof::StageTimer* timer, const Graph* g) {
     timer_ = timer;
@@ -137,8 +152,9 @@ class MeasuringCostModel final : public CostModel {
     for (const Group& gr : stage.groups) {
       if (!gr.nodes.empty()) busy.groups.push_back(gr);
     }
-    if (busy.groups.size() <= 1) return base_->stage_ms(g, busy, gpu);  // one stream: the sum of its nodes
-    const std::string key = stage_key(g, busy).dump();
+    // One stream: the sum of its nodes (as the database's own model gives it).
+    if (busy.groups.size() <= 1) return combine_stage_ms(preset_, items_of(g, busy, gpu));
+    const std::string key = key_of(g, busy);
     auto it = cache_.find(key);
     if (it != cache_.end()) {
       if (!fresh_.count(key) && used_.insert(key).second) ++reused;
@@ -148,13 +164,13 @@ class MeasuringCostModel final : public CostModel {
     // questions for the model, not for the device.
     if (timer_ && &g == timer_graph_ && int(busy.groups.size()) <= timer_->streams() && measuring_s_ < budget_s_) {
       const auto t0 = Clock::now();
-      const double guess = combine_stage_ms(fitted_, measured_stage_items(g, busy, *base_, preset_, gpu));
+      const double guess = combine_stage_ms(fitted_, items_of(g, busy, gpu));
       const double ms = timer_->stage_ms(busy, opt_.stage_warmup, opt_.stage_iters, guess);
       measuring_s_ += seconds_since(t0);
       cache_.emplace(key, ms);
       fresh_.insert(key);
       db_.stages.push_back(ProfileStage{stage_key(g, busy), ms, opt_.stage_iters});
-      observations.push_back({measured_stage_items(g, busy, *base_, preset_, gpu), ms});
+      observations.push_back({items_of(g, busy, gpu), ms});
       ++measured;
       if (measured % 200 == 0) {
         progress_.line("stages", strprintf("%d measured, %d reused (%.1f s of the %.0f s budget)", measured, reused,
@@ -164,7 +180,7 @@ class MeasuringCostModel final : public CostModel {
     }
     // Not measured: the database's fitted model (or the preset's) over measured node times.
     ++predicted;
-    const double ms = combine_stage_ms(fitted_, measured_stage_items(g, busy, *base_, preset_, gpu));
+    const double ms = combine_stage_ms(fitted_, items_of(g, busy, gpu));
     cache_.emplace(key, ms);
     return ms;
   }
@@ -189,6 +205,48 @@ class MeasuringCostModel final : public CostModel {
   const Graph* timer_graph_ = nullptr;
   std::unique_ptr<CostModel> base_;
   mutable std::unordered_map<std::string, double> cache_;
+  struct Kept {
+    std::vector<std::string> signature;
+    std::vector<double> ms;
+    std::vector<StageItem> item;
+    std::vector<char> has_item;
+  };
+  mutable std::unordered_map<const Graph*, Kept> kept_;
+
+  std::string key_of(const Graph& g, const Stage& st) const {
+    auto it = kept_.find(&g);
+    if (it == kept_.end()) return stage_key(g, st).dump();
+    std::vector<std::string>& sig = it->second.signature;
+    if (sig.empty()) sig.resize(size_t(g.size()));
+    return stage_key_text(st, [&](int v) -> const std::string& {
+      std::string& s = sig.at(size_t(v));
+      if (s.empty()) s = node_signature(g, v);
+      return s;
+    });
+  }
+  // measured_stage_items over the database's node times, each node's item made once.
+  std::vector<std::vector<StageItem>> items_of(const Graph& g, const Stage& st, int gpu) const {
+    auto it = kept_.find(&g);
+    if (it == kept_.end()) return measured_stage_items(g, st, *base_, preset_, gpu);
+    Kept& k = it->second;
+    if (k.item.empty()) {
+      k.item.resize(size_t(g.size()));
+      k.has_item.assign(size_t(g.size()), 0);
+    }
+    std::vector<std::vector<StageItem>> groups;
+    for (const Group& gr : st.groups) {
+      std::vector<StageItem> items;
+      for (int v : gr.nodes) {
+        if (!k.has_item.at(size_t(v))) {
+          k.item[size_t(v)] = measured_stage_items(g, Stage{{Group{{v}}}}, *this, preset_, gpu).at(0).at(0);
+          k.has_item[size_t(v)] = 1;
+        }
+        items.push_back(k.item[size_t(v)]);
+      }
+      groups.push_back(std::move(items));
+    }
+    return groups;
+  }
   mutable std::set<std::string> fresh_, used_;
   mutable double measuring_s_ = 0;
   double budget_s_;
@@ -227,6 +285,7 @@ class Job {
   }
 
   const Graph& graph(int i) const { return *graphs_.at(size_t(i)); }
+  int graphs() const { return int(graphs_.size()); }
 
   std::vector<float> output;  // rank 0: the graph output after the last timed candidate
   std::vector<prof::LinkMeasurement> links;
@@ -568,6 +627,8 @@ class Tuner {
 
   void make_cost_models() {
     cost_ = std::make_unique<MeasuringCostModel>(db_, preset_, o_, progress_);
+    cost_->keep_graph(g_);
+    for (int v = 1; v < job_.graphs(); ++v) cost_->keep_graph(job_.graph(v));
     if (timer_) cost_->attach(timer_.get(), &g_);
     if (!db_.concurrency.is_null()) {
       cost_->use_fit(
@@ -806,6 +867,13 @@ class Tuner {
     for (const Ranked* rp : order) {
       const Ranked& r = *rp;
       if (finalists == o_.split_finalists) break;
+      // A finalist costs a measuring program, its nodes and a search (on nasnet_large at 2048, a
+      // minute): past twice the budget only the first is measured.
+      if (finalists > 0 && seconds_since(t0) > 2 * o_.split_budget_s) {
+        progress_.line("splits", strprintf("%.0f s spent on splits (twice --split-budget): no more finalists",
+                                           seconds_since(t0)));
+        break;
+      }
       if (best_whole > 0 && r.ms > kHopeless * best_whole) {
         progress_.line("splits", strprintf("%s: predicted %.3f ms, over %.1fx the best whole-graph schedule; "
                                            "not measured",
@@ -836,6 +904,7 @@ class Tuner {
     const int vi = job_.lead({{"op", "split"}, {"plan", spatial_to_json(plan)}}).get<int>();
     splits_.push_back(SplitVariant{plan, label});
     const Graph& sg = job_.graph(vi);
+    cost_->keep_graph(sg);  // the job holds it until the tune ends
     const auto t0 = Clock::now();
     if (!has_every_node(sg, db_)) {
       load_measuring_program(vi);
