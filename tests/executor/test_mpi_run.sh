@@ -228,6 +228,9 @@ PY
     HIOS_INJECT_FAILURE=1:verify run_fails demo hios-lp 2 'rank 1 on host .*injected failure' 20 --verify
     # A rank that hangs: the --timeout watchdog ends the whole job.
     run_fails demo hios-lp 2 'timed out after 3 s' 20 --inject-failure 1:hang --timeout 3
+    # ...and says where the hung rank's main thread was: its call stack, named.
+    grep -q "^hios: the rank's main thread was here:" "$TMP/stderr" && grep -q "run_schedule" "$TMP/stderr" ||
+      fail "a timed-out rank printed no named call stack: $(head -5 "$TMP/stderr")"
     run_fails demo hios-lp 3 'is for 2 GPU\(s\) but the job has 3 rank' 20
     run_fails demo hios-lp 2 "out of memory .*tensor 'input'.*337500 bytes" 20 --memory-limit 200000
     run_fails demo hios-lp 2 "mpi-cuda-aware|unknown transport" 20 --transport mpi-cuda-aware

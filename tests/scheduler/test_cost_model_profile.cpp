@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "graph/error.hpp"
@@ -64,6 +65,10 @@ TEST_CASE("node signatures identify the kernel, not the node") {
   CHECK(stage_key(g, a) == stage_key(g, b));  // groups sorted; conv1 and conv2 share a key
   Stage c{{Group{{g.find("b1.conv1"), g.find("b1.conv3")}}, Group{{g.find("b1.out")}}}};
   CHECK(stage_key(g, a) != stage_key(g, c));
+  // The text form a search builds from kept signatures is the JSON key's dump, byte for byte.
+  std::map<int, std::string> kept;
+  auto sig = [&](int v) -> const std::string& { return kept.emplace(v, node_signature(g, v)).first->second; };
+  for (const Stage* st : {&a, &b, &c}) CHECK(stage_key_text(*st, sig) == stage_key(g, *st).dump());
 }
 
 TEST_CASE("profile database: text round trip and strict reading") {
