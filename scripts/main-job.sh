@@ -49,6 +49,16 @@ fi
 
 mkdir -p output
 MATH=${MATH:-}
+# The analytic preset of this machine's card where hios has one (the printed predictions of
+# `hios schedule`; the tune measures).
+preset=()
+if [ "$BACKEND" = cuda ]; then
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  case "$card" in
+    *H100*) case "$MATH" in bf16|fp16) preset=(--device h100-bf16) ;; fp32) preset=(--device h100-fp32) ;; *) preset=(--device h100) ;; esac ;;
+    *H200*) case "$MATH" in fp32) preset=(--device h200-fp32) ;; *) preset=(--device h200) ;; esac ;;
+  esac
+fi
 math=()
 [ -n "$MATH" ] && math=(--math "$MATH")
 tag="$MODEL-$SIZE${MATH:+-$MATH}"
@@ -60,7 +70,7 @@ mpi=(mpirun --oversubscribe)
 "$HIOS" graph --model "$MODEL" --height "$SIZE" --width "$SIZE" -o "$graph"
 "$HIOS" info "$graph"
 echo
-"$HIOS" schedule --graph "$graph" --algo sequential --gpus 1 -o "output/$tag.sequential.json"
+"$HIOS" schedule --graph "$graph" --algo sequential --gpus 1 "${preset[@]}" -o "output/$tag.sequential.json"
 best1=
 if [ "$ALGO" = hios-lp ] && [ "$BACKEND" = cpu ]; then
   ALGO=tuned
@@ -74,7 +84,7 @@ elif [ "$ALGO" = hios-lp ]; then
     --profile-db "output/$tag.db.json" --profile-db-mismatch remeasure --timeout 600 -o "output/$tag.$ALGO.json" \
     --one-gpu-output "$best1"
 else
-  "$HIOS" schedule --graph "$graph" --algo "$ALGO" --gpus "$GPUS" -o "output/$tag.$ALGO.json"
+  "$HIOS" schedule --graph "$graph" --algo "$ALGO" --gpus "$GPUS" "${preset[@]}" -o "output/$tag.$ALGO.json"
 fi
 "$HIOS" check --graph "$graph" --schedule "output/$tag.$ALGO.json"
 echo
