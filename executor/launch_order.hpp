@@ -1,4 +1,4 @@
-// The order in which a stage's launches are issued across its streams (issue 13, after Opara).
+// The order in which a stage's launches are issued across its streams (after Opara).
 //
 // A stage's groups run on their own streams; within a group the order is the group's. What is
 // free is how the launches of different groups interleave when the host issues them (eagerly)

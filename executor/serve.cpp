@@ -248,7 +248,7 @@ int BatchController::adaptive_take(int waiting, double oldest_wait_s, bool stopp
   // also slows every other model's passes, so the largest batch turns one late request into a
   // pass full of them. Passes within this bound keep up with arrivals while answering sooner.
   // Measured as a model first (scripts/serve_sim.py --budget-ms, docs/benchmarks.md, serving,
-  // twelfth session). With no gap known yet there is no bound.
+  // the bounded drain). With no gap known yet there is no bound.
   drained_ = true;
   const double bound_s = bounded_drain_ && arrival_gap_s > 0 ? predicted_s(1) + arrival_gap_s : std::numeric_limits<double>::infinity();
   int best = cands.front();

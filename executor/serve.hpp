@@ -1,4 +1,4 @@
-// Serving several models on one device or several (issue 14, after TOP): request streams,
+// Serving several models on one device or several (after TOP): request streams,
 // per-model queues, batching, and an adaptive launcher, measured by throughput and tail latency.
 //
 // Each model is a ShapeSet (executor/shape_set.hpp) prepared at one image size for the batch
@@ -125,7 +125,7 @@ class BatchController {
   // latency the adaptive launcher keeps each request within, queueing included; fifo and
   // static ignore both. hold_share: of the budget, what a hold may reach (0: never hold).
   // bounded_drain: the drain's bound by pass time (false: the most requests per second alone,
-  // the rule before the twelfth session, kept for comparison runs).
+  // the earlier rule, kept for comparison runs).
   BatchController(Policy p, std::vector<int> batches, int static_batch, double static_wait_s, double budget_s = 0,
                   std::map<int, double> pass_s = {}, double hold_share = 0, bool bounded_drain = true);
   // arrival_gap_s: the model's expected seconds between arrivals (its recent mean; 0: not
@@ -219,11 +219,11 @@ struct ServeOptions {
   // when it runs fifo (cli/cmd_serve.cpp).
   double latency_budget_ms = 0;
   // adaptive: the share of the budget a hold for one more arrival may reach (BatchController);
-  // 0 to 1, 0: never hold. 0.85 from measurement (docs/benchmarks.md, serving, eleventh and
-  // twelfth sessions): at 0.5 the short models still ran at a mean batch near 1.6 at 1.5x fifo's
+  // 0 to 1, 0: never hold. 0.85 from measurement (docs/benchmarks.md, serving: the adaptive
+  // hold, and the bounded drain): at 0.5 the short models still ran at a mean batch near 1.6 at 1.5x fifo's
   // capacity and the p99 was 11% over fifo's half-load p99; at 1.0 they waited for batches of
   // 4 and their own tails reached the budget; with the same budget at 1.5x, 0.85 had the
-  // lower p99 than 0.7 in both 20 s comparisons of the twelfth session (7.53 and 7.74 ms
+  // lower p99 than 0.7 in both 20 s comparisons on one H200 (2026-11-24) (7.53 and 7.74 ms
   // against 8.06 and 8.01).
   double hold_share = 0.85;
   // adaptive: bound a drained pass by a batch-1 pass plus the arrival gap (BatchController);

@@ -3,7 +3,7 @@
 // Every tensor in the IR, on the host and on the wire to the user is NCHW (graph/shape.hpp).
 // The CUDA backend may store activations channels-last (NHWC) instead: cuDNN's tensor-core
 // convolutions on Hopper run NHWC natively, and with NCHW storage they transpose each
-// convolution's input and output (docs/benchmarks.md, issue 11). The layout is one choice per
+// convolution's input and output (docs/benchmarks.md, channels-last activations). The layout is one choice per
 // backend instance: every node's buffer, on every rank, is stored the same way, so tensors
 // move between ranks as bytes, and only the graph input and whatever is read back to the
 // host (outputs, --verify, tests) are converted, here.

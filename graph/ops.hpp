@@ -44,7 +44,7 @@ struct InputAttrs {
 };
 
 // A window op (conv, pool) that computes only a band of its output rows: one part of a row
-// split (issue 10, docs/row-splits.md). The op keeps the geometry of the whole tensor: output
+// split (docs/row-splits.md). The op keeps the geometry of the whole tensor: output
 // row out_first + y reads the global input rows under its window, a row is padding exactly
 // when it falls outside [0, in_full), and the node's input tensor holds the global rows
 // starting at in_first. So a band computes bit for bit what the unsplit op computes there,

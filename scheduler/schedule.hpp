@@ -58,7 +58,7 @@ struct ScheduleMeta {
   // hios tune's report (null for other schedules): every candidate's predicted and measured
   // latency, the phases and their seconds, what the profile database held (docs/tuner.md).
   json tune = nullptr;
-  // A row split (issue 10): {"graph_digest": the digest of the graph the user passes,
+  // A row split (docs/row-splits.md): {"graph_digest": the digest of the graph the user passes,
   // "regions": the SpatialPlan}. The schedule's node names and meta.graph are those of the split
   // graph that apply_spatial makes from it (graph/row_split.hpp). Null: no split.
   json spatial = nullptr;

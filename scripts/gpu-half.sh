@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Half precision on one GPU, one device call (issue 11): build, the GPU tests named by
+# Half precision on one GPU, one device call: build, the GPU tests named by
 # CTEST_REGEX, `hios run --verify` of each model in each math mode (the verification errors
 # that docs/executor.md's tolerances come from), then scripts/bench-gpu.sh against PyTorch.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the GPU time goes, hios against PyTorch, one device call (issue 11): build, optionally
+# Where the GPU time goes, hios against PyTorch, one device call: build, optionally
 # run the GPU tests, then per configuration hios-gpu-bench's rows (and per-node profile) and
 # scripts/profile_pytorch.py's kernel breakdown of the same model and size.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Launch orders on one GPU, one device call (issue 13): hios-gpu-bench's hios-lp rows with each
+# Launch orders on one GPU, one device call: hios-gpu-bench's hios-lp rows with each
 # stage's launches in topo, opara and measured order (CUDA Graph replay), and PyTorch's
 # sequential CUDA Graph of the same model, size and batch in the same call.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's commands on a GPU machine, as a new user types them (issue 9's "every README
+# The README's commands on a GPU machine, as a new user types them ("every README
 # command run as shown"): `make run` first (it installs, builds and runs the main job), then the
 # command block of "A short tour" line by line with PATH set as the README says. Commands
 # written for two GPUs run as written; on a one-GPU machine they must fail with one clear line

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Row splits (issue 10) on a GPU machine, one device call: build with CUDA and the tests, run
+# Row splits on a GPU machine, one device call: build with CUDA and the tests, run
 # the GPU tests (the band kernels against the CPU reference among them), then for each
 # configuration schedule the graph with and without a forced row split and run both with
 # --verify (the CUDA output against the CPU reference). With one GPU the parts share its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What limits serving on one GPU (issue 14), one device call: the batch-1..8 pass times of a
+# What limits serving on one GPU, one device call: the batch-1..8 pass times of a
 # model in each precision (hios-gpu-bench, one-GPU schedule), each with the default number of
 # hardware work queues and with CUDA_DEVICE_MAX_CONNECTIONS=32. Several models' multi-stream
 # graphs in flight at once can share the default 8 queues, and then a kernel of one model waits

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Serving on one GPU or several, one device call (issue 14): build, then `hios serve` of a model
+# Serving on one GPU or several, one device call: build, then `hios serve` of a model
 # mix at one size, every launcher (fifo, static, adaptive) on the same Poisson traces at each load (as
 # fractions of the fifo launcher's capacity), with spot verification. The JSON comes back.
 #
 #   OUT=/some/dir bash scripts/gpu-serve.sh
 #   DEVICES=0,1 OUT=/some/dir bash scripts/gpu-serve.sh   # two GPUs, placement automatic
 #   EXTRA="--replicas nasnet_large=2" OUT=/some/dir bash scripts/gpu-serve.sh   # two nasnet_large workers
-#   # issue 14's one-GPU target (docs/benchmarks.md, serving, twelfth session): a 90 s fifo run at
+#   # the one-GPU serving target (docs/benchmarks.md, serving, the bounded drain): a 90 s fifo run at
 #   # half load sets the bar, as 20 s runs of one seed moved it by 15%
 #   EXTRA="--math bf16 --batches 1,2,3,4,5,6,7,8 --replicas nasnet_large=2 --budget-duration 90" \
 #     LOADS=0.5,0.8,1,1.5 DURATION=30 SERVE_TIMEOUT=570 OUT=/some/dir bash scripts/gpu-serve.sh

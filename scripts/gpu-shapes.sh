@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shape sets on one GPU, one device call (issue 13): build, the GPU shape-set tests, then
+# Shape sets on one GPU, one device call: build, the GPU shape-set tests, then
 # `hios run --shapes` of a model over sizes x batches with --compare-separate (each shape alone,
 # for the memory comparison) and optionally --verify (every shape against the CPU reference).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A sweep preset on the GPU machine in one device call (issue 12): build hios, run
+# A sweep preset on the GPU machine in one device call: build hios, run
 # scripts/sweep.py on the preset until it finishes or the time budget ends (SIGTERM: the
 # results file stays whole and a later call resumes it), then scripts/report.py. The device
 # returns at most 8 files, so the report's plots come back as one tarball.

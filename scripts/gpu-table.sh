@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11's table (hios against torch.compile, every model, size and precision) timed in one
+# The one-GPU table (hios against torch.compile, every model, size and precision) timed in one
 # device call. torch.compile takes 15-95 s per model, size and variant, more than one call's ten
 # minutes for the whole table, so the work comes in two phases, two calls on the same machine
 # (a call that follows within the machine's idle time finds /tmp as the last one left it):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where PyTorch's GPU time goes, kernel by kernel: the counterpart of hios's per-node profile
-(hios-gpu-bench --profile N), for issue 11's analysis of what separates the two stacks.
+(hios-gpu-bench --profile N), for the analysis of what separates the two stacks.
 
 For one model and size, batch 1, each variant of --variants is run --passes times under
 torch.profiler (CUDA activity), and the kernels are summed by name:

@@ -705,7 +705,7 @@ def serve_report(d, path, outdir, plots, title):
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=pol, **plots.style(pol))
         auto_log(ax, [m["p99_ms"] for r in runs for m in r["models"] if m["model"] == name and m["p99_ms"] > 0])
-        # Issue 14's bar, on the panel it is stated for (all models): p99 no worse than fifo's at
+        # The serving bar, on the panel it is stated for (all models): p99 no worse than fifo's at
         # its lowest load (the budget), at 1.5x the most fifo answered at any load.
         if name == "all" and budget > 0:
             ax.axhline(budget, color="0.4", linestyle="--", linewidth=1, label="fifo's p99 at its lowest load")

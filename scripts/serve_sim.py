@@ -13,7 +13,7 @@ still answers the oldest request within the budget; past it, a drain. --drain pi
 rule: 'max' (the batch answering the most requests per ms) or 'bounded' (the same among batches
 whose pass is at most a batch-1 pass plus the mean gap between arrivals, hios serve's rule).
 
-It is a model, not a measurement: docs/benchmarks.md (serving, eleventh and twelfth sessions) used
+It is a model, not a measurement: docs/benchmarks.md (serving: the adaptive hold, the bounded drain) used
 it to ask whether preparing every batch from 1 to 8, and a bounded drain, should shorten
 nasnet_large's tail, before measuring.
 

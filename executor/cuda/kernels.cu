@@ -1424,7 +1424,7 @@ void launch_pool(const PoolParams& p, cudaStream_t stream) {
     const bool window3 = p.kh == 3 && p.kw == 3 && p.sh == p.sw && (p.sh == 1 || p.sh == 2);
     if (p.nhwc && window3 && p.kernel != PoolKernel::General) {
       // Auto, from what hios-kernel-bench and the models' profiles measured on an H200
-      // (docs/benchmarks.md, "Tenth session", calls 7 and 9): tiles of 8 vectors per pixel at
+      // (docs/benchmarks.md, "The memory-bound kernels within 1.5x of copy time", calls 7 and 9): tiles of 8 vectors per pixel at
       // stride 1 (1.1-1.6x faster than the row kernel in both storage types; as fast where C
       // leaves no 16-byte vectors, which take the row kernel anyway) and at stride 2 on outputs
       // of up to 256 rows (Inception's max pools: 1.30x against 1.44x of copy time in bf16,

@@ -106,7 +106,7 @@ done
 "$HIOS" graph --model demo -o "$TMP/no/such/dir/x.json" 2>/dev/null
 [ -z "$(ls "$TMP" | grep '\.tmp\.')" ] || { echo "FAIL temporary file left behind"; fails=$((fails + 1)); }
 
-# ---- Hardening (issue 9): numbers range-checked where they enter, files never clobbered.
+# ---- Hardening: numbers range-checked where they enter, files never clobbered.
 "$HIOS" graph --model demo -o "$TMP/base.json" >/dev/null
 # mutate NAME PYTHON-EXPRESSION-ON-TEXT: writes $TMP/NAME.json from the demo graph's text.
 mutate() { python3 -c "import sys; t=open(sys.argv[1]).read(); open(sys.argv[2],'w').write($2)" "$TMP/base.json" "$TMP/$1.json"; }
@@ -122,7 +122,7 @@ expect_error "directory input"     "is a directory"                   "$HIOS" in
 expect_error "threads range"       "--threads.*not in range"          "$HIOS" run -g "$TMP/base.json" -s x.json --threads 100000
 expect_error "timeout nan"         "--timeout.*'nan' is outside"      "$HIOS" run -g "$TMP/base.json" -s x.json --timeout nan
 expect_error "timeout inf"         "--timeout.*'inf' is outside"      "$HIOS" run -g "$TMP/base.json" -s x.json --timeout inf
-# Shape sets (issue 13) and launch orders.
+# Shape sets and launch orders.
 expect_error "shapes zero"         "--shapes: '0' is not a whole number" "$HIOS" run -g "$TMP/base.json" --shapes 0
 expect_error "shapes and schedule" "drop --schedule"                  "$HIOS" run -g "$TMP/base.json" --shapes 16 -s x.json
 expect_error "batches alone"       "--batches goes with --shapes"     "$HIOS" run -g "$TMP/base.json" -s x.json --batches 2
@@ -143,7 +143,7 @@ head -c 100 "$ref_file" >"$TMP/short" && cat "$TMP/short" >"$ref_file"
 expect_ok    "reference cache redone" "$HIOS" run -g "$TMP/base.json" -s "$TMP/seq.json" --verify --reference-cache "$TMP/refs" --warmup 0 --number 1 --repeat 1 -o "$TMP/rc3.json"
 grep -q '(cached)' "$TMP/rc3.json" && { echo "FAIL a truncated cached reference was trusted"; fails=$((fails + 1)); }
 [ "$(stat -c %s "$ref_file")" -gt 100 ] || { echo "FAIL the truncated cached reference was not written again"; fails=$((fails + 1)); }
-# hios serve (issue 14): bad input, then a run stopped by SIGINT answers or rejects every request
+# hios serve: bad input, then a run stopped by SIGINT answers or rejects every request
 # and still writes its summary and JSON.
 expect_error "serve unknown model" "unknown model 'nope'"            "$HIOS" serve --models demo,nope
 expect_error "serve batches"       "--batches: '0'"                  "$HIOS" serve --models demo --size 15 --batches 0,1

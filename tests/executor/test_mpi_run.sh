@@ -161,7 +161,7 @@ case "$SCENARIO" in
     done
     ;;
   rowsplit)
-    # Row splits (issue 10): every split schedule equals the sequential run bit for bit (run_ok
+    # Row splits: every split schedule equals the sequential run bit for bit (run_ok
     # asks for max_abs 0; the reference is the split graph run on one rank, so this holds for the
     # partial global pools too), and a bad split is refused before anything launches. At 107 the
     # last blocks have two rows: a 2-way split reaches the global pool, a 3-way one stops before.

@@ -1,4 +1,4 @@
-// Row splits (issue 10) on the CUDA backend: bands of convolutions, pools and sequential ops
+// Row splits on the CUDA backend: bands of convolutions, pools and sequential ops
 // (RowWindow), and the rows op, each against the CPU reference kernels (executor/cpu, the
 // oracle), with every convolution family forced in turn; then split graphs run whole on one
 // GPU, captured in a CUDA Graph, against the unsplit graph. Skipped on machines without a GPU.

@@ -1,4 +1,4 @@
-// Row dependence for row splits (issue 10): which input rows a band of output rows reads.
+// Row dependence for row splits (docs/row-splits.md): which input rows a band of output rows reads.
 #include <algorithm>
 #include <set>
 

@@ -45,7 +45,7 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
 }
 
 // Memory-bound nodes (pools, activations, add, mul, concats and sums, softmax) against the
-// time their bytes take at the copy bandwidth: issue 11 asks for within 1.5x. `elem_scale`
+// time their bytes take at the copy bandwidth: the goal is within 1.5x. `elem_scale`
 // turns the graph's fp32 byte counts into the stored type's (0.5 in fp16/bf16). `what` names
 // where the node times come from: events around each node's launches (launch gaps included) or
 // CUPTI's kernel records (the time the GPU ran the node's kernels).
