@@ -271,6 +271,12 @@ void add_executor_commands(CLI::App& app) {
   run->add_option("--trace", ropt->run.trace_file,
                   "After the timed passes, trace one more (eager) pass with a marker around every launch and "
                   "transfer, and write it as a Chrome/Perfetto trace in the layout of 'hios trace'");
+  run->add_option("--input", ropt->run.input_file,
+                  "The graph's input as a NumPy .npy file (float32 or float64, shaped N,C,H,W as the graph's input, "
+                  "or C,H,W at batch 1; default: the seeded input)");
+  run->add_option("--save-output", ropt->run.output_file,
+                  "Write the graph's output to this NumPy .npy file (float32; N,C for a classifier's logits, else "
+                  "N,C,H,W)");
   run->add_option("--output,-o", ropt->output,
                   "Results JSON (default output/run-<graph>-<HxW>-<algo>-<N>gpu-<backend>.json; 'none' for no file)");
   // Testing only, hidden from --help: make one rank fail, or cap backend memory.
@@ -294,6 +300,8 @@ void add_executor_commands(CLI::App& app) {
       HIOS_CHECK(ropt->schedule.empty(), "--shapes schedules every shape itself (--algo, --cost); drop --schedule");
       HIOS_CHECK(!opt.verify_nodes && opt.trace_file.empty() && opt.inject_failure.empty(),
                  "--shapes takes --verify, but not --verify-nodes, --trace or --inject-failure");
+      HIOS_CHECK(opt.input_file.empty() && opt.output_file.empty(),
+                 "--shapes runs seeded inputs of many shapes: --input and --save-output go with --schedule");
       run_job(*comm, [&] { run_shapes(*ropt, *comm); });
       return;
     }

@@ -25,6 +25,8 @@
 #include "graph/error.hpp"
 #include "graph/stats.hpp"
 #include "graph/json_codec.hpp"
+#include "graph/json_reader.hpp"
+#include "graph/npy.hpp"
 
 namespace hios::exec {
 
@@ -170,6 +172,25 @@ Diff compare_nodes(const Graph& g, const RankProgram& p, Backend& got, Backend& 
   return total;
 }
 
+// The graph's input from a .npy file: the input's shape, or C, H, W at batch 1.
+std::vector<float> input_from_npy(const Graph& g, const std::string& file) {
+  NpyArray a = read_npy(file);
+  const Shape s = g.nodes[size_t(g.input())].shape;
+  const std::vector<int64_t> want{s.n, s.c, s.h, s.w};
+  const bool fits = a.shape == want || (s.n == 1 && a.shape == std::vector<int64_t>{s.c, s.h, s.w});
+  HIOS_CHECK(fits, "%s: an array of shape %s, but graph '%s' takes an input of shape %s", file.c_str(),
+             npy_shape_str(a.shape).c_str(), g.name.c_str(), npy_shape_str(want).c_str());
+  return std::move(a.data);
+}
+
+// The graph's output into a .npy file: (N, C) for a 1x1 map, else (N, C, H, W).
+void output_to_npy(const Graph& g, std::vector<float> values, const std::string& file) {
+  const Shape s = g.nodes[size_t(g.output())].shape;
+  std::vector<int64_t> shape{s.n, s.c, s.h, s.w};
+  if (s.h == 1 && s.w == 1) shape.resize(2);
+  write_file_atomic(file, npy_bytes(shape, values));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -266,7 +287,9 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   const bool use_graph = opt.cuda_graph == "on" || (opt.cuda_graph == "auto" && session.can_capture());
 
   std::vector<float> input;
-  if (rank == 0 || opt.verify_nodes) input = make_input(g, opt.seed);
+  if (rank == 0 || opt.verify_nodes) {
+    input = opt.input_file.empty() ? make_input(g, opt.seed) : input_from_npy(g, opt.input_file);
+  }
   if (rank == 0) backend.set_input(input);
 
   Heartbeat heartbeat(stall);
@@ -312,6 +335,8 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     stall.arm(false);
   }
 
+  if (rank == 0 && !opt.output_file.empty()) output_to_npy(g, backend.read_tensor(g.output()), opt.output_file);
+
   // ---- verification
   phase = "verification";
   if (inj.at(rank, "verify")) injected("verification");
@@ -346,7 +371,8 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
       vr.against = ref.label;
       vr.tolerance = ref.tol;
       std::unique_ptr<RankSession> rb;
-      const bool cached = ref.cacheable && !opt.reference_cache.empty() && !opt.verify_nodes;
+      // The cache is keyed by graph and seed: an input from a file is neither.
+      const bool cached = ref.cacheable && !opt.reference_cache.empty() && !opt.verify_nodes && opt.input_file.empty();
       if (rank == 0 && cached) {
         std::optional<std::vector<float>> want = load_reference(opt.reference_cache, g, opt.seed);
         if (want) {

@@ -57,6 +57,12 @@ struct RunOptions {
   // Non-empty: after the timed passes, one more pass is traced (executor/trace_pass.hpp) and
   // RunReport::trace holds its Chrome trace on rank 0; the CLI writes it to this file.
   std::string trace_file;
+  // Non-empty: the graph's input is read from this NumPy .npy file (graph/npy.hpp), shaped as
+  // the input (N, C, H, W; or C, H, W at batch 1), instead of the seeded one.
+  std::string input_file;
+  // Non-empty: after the timed passes rank 0 writes the graph's output to this .npy file,
+  // shaped (N, C, H, W), or (N, C) where H and W are 1 (a classifier's logits).
+  std::string output_file;
 };
 
 // How far a result is from a reference: max |a - r| and that divided by max |r| (the error

@@ -169,10 +169,10 @@ json parse_json_text(const std::string& text, const std::string& source_name) {
   return j;
 }
 
-json read_json_file(const std::string& file) {
+std::string read_input_file(const std::string& file, const char* kind) {
   struct stat st {};
   HIOS_CHECK(::stat(file.c_str(), &st) == 0, "%s: cannot open: %s", file.c_str(), std::strerror(errno));
-  HIOS_CHECK(!S_ISDIR(st.st_mode), "%s: is a directory, not a JSON file", file.c_str());
+  HIOS_CHECK(!S_ISDIR(st.st_mode), "%s: is a directory, not a %s", file.c_str(), kind);
   HIOS_CHECK(!S_ISREG(st.st_mode) || uint64_t(st.st_size) <= kMaxInputBytes,
              "%s: %lld bytes, more than the %llu-byte limit on an input file", file.c_str(), (long long)st.st_size,
              (unsigned long long)kMaxInputBytes);
@@ -186,8 +186,10 @@ json read_json_file(const std::string& file) {
     HIOS_CHECK(text.size() <= kMaxInputBytes, "%s: more than the %llu-byte limit on an input file", file.c_str(),
                (unsigned long long)kMaxInputBytes);
   }
-  return parse_json_text(text, file);
+  return text;
 }
+
+json read_json_file(const std::string& file) { return parse_json_text(read_input_file(file, "JSON file"), file); }
 
 namespace {
 

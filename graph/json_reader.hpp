@@ -79,6 +79,9 @@ json parse_json_text(const std::string& text, const std::string& source_name);
 // is well under 1 MiB). A directory, a larger file or an endless stream is refused.
 inline constexpr uint64_t kMaxInputBytes = uint64_t(1) << 30;
 json read_json_file(const std::string& file);
+// A whole input file (regular, a pipe or a device), refused past kMaxInputBytes, with errors
+// naming the file; `kind` names what a directory given in its place is not ("JSON file").
+std::string read_input_file(const std::string& file, const char* kind);
 
 // Writes text to `file` so that a crash or a signal never leaves a half-written result:
 //  * a regular file (or none yet) is replaced atomically: a temporary file in the same folder,

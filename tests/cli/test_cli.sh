@@ -88,6 +88,45 @@ expect_error "bf16 on the cpu backend" "the cpu backend computes in fp32 with do
 expect_error "unknown math mode"   "unknown math mode 'fp8'"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --math fp8 -o none
 expect_error "unknown layout"      "--layout: chwn not in"           "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --layout chwn -o none
 expect_error "bad memory mode"     "memory"                          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --memory pooled -o none
+
+# The graph's input from a NumPy .npy file and its output to one (graph/npy.hpp), written and
+# read here without NumPy: the same input gives the same output bytes, another input another.
+npy() {  # FILE DESCR SHAPE VALUES-EXPRESSION: a .npy as numpy.save writes it
+  python3 - "$@" <<'PY'
+import struct, sys
+f, descr, shape, expr = sys.argv[1:5]
+shape = tuple(int(x) for x in shape.split(",") if x)
+n = 1
+for d in shape: n *= d
+vals = eval(expr, {"n": n, "i": range(n)})
+hdr = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(shape))
+hdr += " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n"
+code = {"<f4": "<%df", "<f8": "<%dd", "<i4": "<%di"}[descr] % n
+open(f, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + struct.pack(code, *vals))
+PY
+}
+npy_shape() { python3 -c "import sys,ast; b=open(sys.argv[1],'rb').read(); h=b[10:10+b[8]+256*b[9]].decode(); d=ast.literal_eval(h); print(d['descr'], d['shape'], len(b)-10-len(h))" "$1"; }
+npy "$TMP/in.npy" "<f4" 1,375,15,15 "[((k * 37) % 101) / 50.0 - 1 for k in i]"
+npy "$TMP/in3.npy" "<f8" 375,15,15 "[((k * 37) % 101) / 50.0 - 1 for k in i]"
+npy "$TMP/other.npy" "<f4" 1,375,15,15 "[((k * 13) % 7) / 3.0 for k in i]"
+npy "$TMP/small.npy" "<f4" 1,3,15,15 "[0.5 for k in i]"
+npy "$TMP/ints.npy" "<i4" 1,375,15,15 "[1 for k in i]"
+"$HIOS" schedule --graph "$TMP/d15.json" --algo sequential --gpus 1 -o "$TMP/s15seq.json" >/dev/null 2>&1
+RUN1=("$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15seq.json" --backend cpu --warmup 0 --number 1 --repeat 1 -o none)
+expect_ok "run --input --save-output" "${RUN1[@]}" --input "$TMP/in.npy" --save-output "$TMP/out.npy" --verify
+expect_ok "run --input C,H,W float64" "${RUN1[@]}" --input "$TMP/in3.npy" --save-output "$TMP/out3.npy"
+expect_ok "run --input, another" "${RUN1[@]}" --input "$TMP/other.npy" --save-output "$TMP/outother.npy"
+expect_ok "run, seeded input" "${RUN1[@]}" --save-output "$TMP/outseed.npy"
+[ "$(npy_shape "$TMP/out.npy")" = "<f4 (1, 96, 15, 15) 86400" ] ||
+  { echo "FAIL --save-output wrote $(npy_shape "$TMP/out.npy")"; fails=$((fails + 1)); }
+cmp -s "$TMP/out.npy" "$TMP/out3.npy" || { echo "FAIL the same input as (C,H,W) float64 gave another output"; fails=$((fails + 1)); }
+! cmp -s "$TMP/out.npy" "$TMP/outother.npy" || { echo "FAIL another input gave the same output"; fails=$((fails + 1)); }
+! cmp -s "$TMP/out.npy" "$TMP/outseed.npy" || { echo "FAIL --input did not replace the seeded input"; fails=$((fails + 1)); }
+expect_error "input of another shape" "small.npy: an array of shape \(1, 3, 15, 15\), but graph 'demo' takes an input of shape \(1, 375, 15, 15\)" "${RUN1[@]}" --input "$TMP/small.npy"
+expect_error "input of integers" "ints.npy: dtype '<i4'" "${RUN1[@]}" --input "$TMP/ints.npy"
+expect_error "input not npy" "d15.json: not a NumPy .npy file" "${RUN1[@]}" --input "$TMP/d15.json"
+expect_error "input missing" "nope.npy: cannot open" "${RUN1[@]}" --input "$TMP/nope.npy"
+expect_error "input with --shapes" "--input and --save-output go with --schedule" "$HIOS" run --graph "$TMP/d15.json" --shapes 15 --input "$TMP/in.npy"
 expect_ok "lower shared"   "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --all -o "$TMP/lower.txt"
 grep -q "^# shared arena:" "$TMP/lower.txt" && grep -qE "^alloc .* @[0-9]+$" "$TMP/lower.txt" ||
   { echo "FAIL hios lower shows no shared arena or offsets"; fails=$((fails + 1)); }

@@ -141,6 +141,13 @@ case "$SCENARIO" in
     "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.1.json" "${FAST[@]}" --verify -o none \
       >"$TMP/stdout" 2>"$TMP/stderr" && grep -q '^# correctness: OK' "$TMP/stdout" ||
       fail "one process without mpirun: $(cat "$TMP/stderr")"
+    # An input from a .npy file: every rank runs on it (--verify-nodes compares every node
+    # against the reference on the same input) and the output written is the one-process run's.
+    python3 -c "import struct,sys; n=375*15*15; h=\"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 375, 15, 15), }\"; h+=' '*((64-(11+len(h))%64)%64)+'\\n'; open(sys.argv[1],'wb').write(b'\\x93NUMPY\\x01\\x00'+struct.pack('<H',len(h))+h.encode()+struct.pack('<%df'%n,*[((k*29)%53)/26.0-1 for k in range(n)]))" "$TMP/in.npy"
+    "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.1.json" "${FAST[@]}" --input "$TMP/in.npy" \
+      --save-output "$TMP/out1.npy" -o none >"$TMP/stdout" 2>"$TMP/stderr" || fail "--input on one process: $(cat "$TMP/stderr")"
+    run_ok demo hios-lp 2 --verify-nodes --input "$TMP/in.npy" --save-output "$TMP/out2.npy"
+    cmp -s "$TMP/out1.npy" "$TMP/out2.npy" || fail "--save-output of 2 ranks differs from one process's on the same input"
     ;;
   inception)
     graph inception inception_v3 75
