@@ -67,8 +67,10 @@ void run_shapes(const RunCliOptions& o, exec::Comm& comm) {
   sr.number = o.run.number;
   sr.verify = o.run.verify;
   sr.compare_separate = o.compare_separate;
-  auto make_graph = [model](const exec::ShapeKey& k) {
-    return build_model(model, ModelParams{k.batch, k.height, k.width});
+  auto make_graph = [model, weights = source.weights](const exec::ShapeKey& k) {
+    Graph g = build_model(model, ModelParams{k.batch, k.height, k.width});
+    g.weights = weights;  // every shape takes the graph's parameters
+    return g;
   };
   auto make_schedule = [algo, cost](const Graph& g) {
     SchedulerOptions so;

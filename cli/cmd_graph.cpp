@@ -1,5 +1,6 @@
 // Graph-level subcommands: models, graph, info, dot, validate.
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.hpp"
 #include "graph/analysis.hpp"
@@ -8,6 +9,11 @@
 #include "graph/validate.hpp"
 #include "models/models.hpp"
 #include "scheduler/schedule.hpp"
+#ifdef HIOS_WITH_EXECUTOR
+#include "executor/safetensors.hpp"
+#include "executor/weights.hpp"
+#include "graph/json_reader.hpp"
+#endif
 
 namespace hios::cli {
 
@@ -17,6 +23,7 @@ struct GraphOptions {
   std::string model;
   int64_t batch = 1, height = 0, width = 0;
   std::string output;
+  std::string weights;  // --save-weights
 };
 
 struct FileOptions {
@@ -50,9 +57,23 @@ void add_graph_commands(CLI::App& app) {
   graph->add_option("--width", gopt->width, "Input width, 1 to 65536 (default: the model's standard size)")
       ->check(CLI::Range(1, 65536));
   graph->add_option("--output,-o", gopt->output, "Output file (default: stdout)");
+#ifdef HIOS_WITH_EXECUTOR
+  graph->add_option("--save-weights", gopt->weights,
+                    "Also write the model's seeded weights to this safetensors file and name it in the graph, "
+                    "which then takes its parameters from it (edit them with Python's safetensors package)");
+#endif
   graph->footer("Example:\n  hios graph --model inception_v3 --batch 1 --height 1024 --width 1024 -o inception.json\n");
   graph->callback([gopt] {
     Graph g = build_model(gopt->model, ModelParams{gopt->batch, gopt->height, gopt->width});
+#ifdef HIOS_WITH_EXECUTOR
+    if (!gopt->weights.empty()) {
+      HIOS_CHECK(!gopt->output.empty() && gopt->output != "-",
+                 "--save-weights needs -o: the graph names its weights file relative to its own folder");
+      write_file_atomic(gopt->weights, exec::safetensors_bytes(exec::seeded_weight_tensors(g)));
+      const std::filesystem::path folder = std::filesystem::absolute(gopt->output).parent_path();
+      g.weights = std::filesystem::absolute(gopt->weights).lexically_relative(folder).string();
+    }
+#endif
     write_output(gopt->output, graph_to_text(g));
     if (!gopt->output.empty() && gopt->output != "-") {
       std::fprintf(stderr, "wrote %s: %d nodes in %zu blocks\n", gopt->output.c_str(), g.size(), g.blocks.size());

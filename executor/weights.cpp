@@ -93,13 +93,62 @@ void reorder_for_layout(const Op& op, const Shape& in, Layout layout, OpParams& 
 
 }  // namespace
 
+namespace {
+
+// Parameters of `op` named `prefix` from a weights file: "<prefix>.weight" (and ".bias" when the
+// op has one), with the element counts make_op_params would give.
+OpParams file_op_params(const Graph& g, const std::map<std::string, TensorEntry>& file, const Op& op, const Shape& in,
+                        const std::string& prefix) {
+  OpParams p;
+  const ParamDims d = param_dims(op, in);
+  if (d.outputs == 0) return p;
+  auto take = [&](const std::string& name, int64_t count) {
+    auto it = file.find(name);
+    HIOS_CHECK(it != file.end(), "%s: no tensor '%s' (graph '%s' needs one of %lld values)", g.weights.c_str(),
+               name.c_str(), g.name.c_str(), (long long)count);
+    HIOS_CHECK(int64_t(it->second.values.size()) == count, "%s: tensor '%s' holds %zu values, graph '%s' needs %lld",
+               g.weights.c_str(), name.c_str(), it->second.values.size(), g.name.c_str(), (long long)count);
+    return it->second.values;
+  };
+  p.weight = take(prefix + ".weight", d.outputs * d.fan_in);
+  if (d.bias) p.bias = take(prefix + ".bias", d.outputs);
+  return p;
+}
+
+}  // namespace
+
 std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed, Layout layout) {
   std::vector<OpParams> out;
   const std::string& owner = g.nodes[v].params_name();
+  std::shared_ptr<const std::map<std::string, TensorEntry>> file;
+  if (!g.weights.empty()) file = load_safetensors(g.weights);
   for_each_param_op(g, v, [&](const Op& op, const Shape& in, int step) {
-    out.push_back(make_op_params(op, in, step < 0 ? owner : owner + ".steps[" + std::to_string(step) + "]", seed));
+    const std::string prefix = step < 0 ? owner : owner + ".steps[" + std::to_string(step) + "]";
+    out.push_back(file ? file_op_params(g, *file, op, in, prefix) : make_op_params(op, in, prefix, seed));
     reorder_for_layout(op, in, layout, out.back());
   });
+  return out;
+}
+
+std::map<std::string, TensorEntry> seeded_weight_tensors(const Graph& g, uint64_t seed) {
+  std::map<std::string, TensorEntry> out;
+  for (int v = 1; v < g.size(); ++v) {
+    const std::string& owner = g.nodes[size_t(v)].params_name();
+    for_each_param_op(g, v, [&](const Op& op, const Shape& in, int step) {
+      const std::string prefix = step < 0 ? owner : owner + ".steps[" + std::to_string(step) + "]";
+      if (out.count(prefix + ".weight")) return;  // a split's parts share their node's
+      OpParams p = make_op_params(op, in, prefix, seed);
+      if (p.weight.empty()) return;
+      const ParamDims d = param_dims(op, in);
+      std::vector<int64_t> shape{d.outputs, d.fan_in};
+      if (op.kind == OpKind::Conv) {
+        const ConvAttrs& a = op.conv();
+        shape = {a.out_channels, in.c / a.groups, a.kernel[0], a.kernel[1]};
+      }
+      out[prefix + ".weight"] = TensorEntry{shape, std::move(p.weight)};
+      if (!p.bias.empty()) out[prefix + ".bias"] = TensorEntry{{d.outputs}, std::move(p.bias)};
+    });
+  }
   return out;
 }
 

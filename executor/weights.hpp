@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "executor/init.hpp"
+#include "executor/safetensors.hpp"
 #include "executor/tensor_layout.hpp"
 #include "graph/graph.hpp"
 
@@ -40,8 +42,14 @@ Shape assembled_input_shape(const Graph& g, int v);
 // [out][in/groups][kh][kw] becomes [out][kh][kw][in/groups] (cuDNN's KRSC), and a linear
 // layer reading more than one pixel takes its input flattened as (h, w, c), so its columns
 // are permuted to match. The values are the NCHW ones, only reordered.
+// A graph naming a weights file (Graph::weights) takes every parameter from it instead
+// (executor/safetensors.hpp); a missing tensor or one of another size is an error naming both.
 std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed = init::kDefaultSeed,
                                        Layout layout = Layout::Nchw);
+
+// Every parameter make_node_params would make from `seed`, as the tensors of a weights file
+// (conv weights shaped [out][in/groups][kh][kw], linear [out][in], biases [out]).
+std::map<std::string, TensorEntry> seeded_weight_tensors(const Graph& g, uint64_t seed = init::kDefaultSeed);
 
 // How many weights and biases each parameterised op of node v has (make_node_params's entries,
 // without building their values).

@@ -55,6 +55,10 @@ class Graph {
   std::string name;
   int64_t batch = 1, height = 0, width = 0;
   DType dtype = DType::F32;
+  // The parameters' file (safetensors, executor/safetensors.hpp); "" for the seeded weights.
+  // A path relative to the graph file is resolved when the graph is loaded. Not part of the
+  // graph's digest: a schedule is the same whatever the weights' values.
+  std::string weights;
   std::vector<Node> nodes;  // topologically ordered; nodes[0] is the input placeholder
   std::vector<Block> blocks;
 

@@ -1,6 +1,7 @@
 #include "graph/json_codec.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <unordered_map>
 
 #include "graph/error.hpp"
@@ -49,6 +50,7 @@ json graph_to_json(const Graph& g) {
   j["height"] = g.height;
   j["width"] = g.width;
   j["dtype"] = dtype_name(g.dtype);
+  if (!g.weights.empty()) j["weights"] = g.weights;
   j["input"] = node_json(g, g.nodes[g.input()]);
   json blocks = json::array();
   for (const Block& b : g.blocks) {
@@ -134,6 +136,11 @@ Graph graph_from_json(const json& j, const std::string& source) {
   std::string dt = root.get_string("dtype", "float32");
   HIOS_CHECK(dt == "float32", "%s: unsupported dtype '%s' (only float32 for now)", root.child_path("dtype").c_str(),
              dt.c_str());
+  if (root.has("weights")) {
+    g.weights = root.get_string("weights");
+    HIOS_CHECK(!g.weights.empty(), "%s: an empty path (leave the key out for the seeded weights)",
+               root.child_path("weights").c_str());
+  }
 
   // Pass 1: collect node names so that inputs may refer forward (a cycle is then reported as
   // a cycle, not as a dangling name).
@@ -220,17 +227,25 @@ Graph graph_from_json(const json& j, const std::string& source) {
 
 Graph load_graph(const std::string& file) {
   json j = read_json_file(file);
+  Graph g;
   try {
-    return graph_from_json(j, "$");
+    g = graph_from_json(j, "$");
   } catch (const Error& e) {
     throw Error(file + ": " + e.what());
   }
+  // The weights file sits beside the graph: a relative path is the graph file's folder's.
+  if (!g.weights.empty() && std::filesystem::path(g.weights).is_relative()) {
+    g.weights = (std::filesystem::path(file).parent_path() / g.weights).lexically_normal().string();
+  }
+  return g;
 }
 
 void save_graph(const Graph& g, const std::string& file) { write_file_atomic(file, graph_to_text(g)); }
 
 std::string graph_digest(const Graph& g) {
-  std::string text = graph_to_json(g).dump();
+  json j = graph_to_json(g);
+  j.erase("weights");  // the same graph and schedules whatever the parameters' values
+  std::string text = j.dump();
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : text) {
     h ^= c;

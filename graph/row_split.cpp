@@ -454,6 +454,7 @@ class Splitter {
     out_.height = g_.height;
     out_.width = g_.width;
     out_.dtype = g_.dtype;
+    out_.weights = g_.weights;  // the parts take their node's parameters (params_from)
     new_index_.assign(g_.nodes.size(), -1);
     part_index_.assign(g_.nodes.size(), {});
     // Blocks in order; a region's blocks become one.

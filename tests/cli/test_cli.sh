@@ -127,6 +127,46 @@ expect_error "input of integers" "ints.npy: dtype '<i4'" "${RUN1[@]}" --input "$
 expect_error "input not npy" "d15.json: not a NumPy .npy file" "${RUN1[@]}" --input "$TMP/d15.json"
 expect_error "input missing" "nope.npy: cannot open" "${RUN1[@]}" --input "$TMP/nope.npy"
 expect_error "input with --shapes" "--input and --save-output go with --schedule" "$HIOS" run --graph "$TMP/d15.json" --shapes 15 --input "$TMP/in.npy"
+
+# Parameters from a safetensors file named by the graph (executor/safetensors.hpp): the seeded
+# weights written out give the seeded run's output bit for bit, changed weights another, and a
+# file that lacks a tensor or holds one of another size is refused naming both.
+mkdir -p "$TMP/w"
+expect_ok "graph --save-weights" "$HIOS" graph --model demo -o "$TMP/w/g.json" --save-weights "$TMP/w/demo.safetensors"
+grep -q '"weights": "demo.safetensors"' "$TMP/w/g.json" || { echo "FAIL the graph does not name its weights file"; fails=$((fails + 1)); }
+RUNW=("$HIOS" run --graph "$TMP/w/g.json" --schedule "$TMP/s15seq.json" --backend cpu --warmup 0 --number 1 --repeat 1 -o none)
+expect_ok "run with the weights file" "${RUNW[@]}" --input "$TMP/in.npy" --save-output "$TMP/outw.npy" --verify
+cmp -s "$TMP/out.npy" "$TMP/outw.npy" || { echo "FAIL the seeded weights from a file gave another output"; fails=$((fails + 1)); }
+edit_weights() {  # NAME PYTHON: rewrite the tensors (a dict name -> (shape, list)) of demo.safetensors
+  python3 - "$TMP/w/demo.safetensors" "$TMP/w/$1.safetensors" "$2" <<'PY'
+import json, struct, sys
+src, dst, code = sys.argv[1:4]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+t = {k: (v["shape"], list(struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
+                                          b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])))
+     for k, v in h.items() if k != "__metadata__"}
+exec(code)
+hdr, data, off = {}, b"", 0
+for k, (shape, vals) in t.items():
+    hdr[k] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + 4 * len(vals)]}
+    data += struct.pack("<%df" % len(vals), *vals); off += 4 * len(vals)
+text = json.dumps(hdr).encode()
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text + data)
+PY
+  sed "s/demo.safetensors/$1.safetensors/" "$TMP/w/g.json" >"$TMP/w/$1.json"
+}
+edit_weights changed "t['b1.conv1.bias'] = (t['b1.conv1.bias'][0], [1.0] * len(t['b1.conv1.bias'][1]))"
+edit_weights missing "del t['b2.conv1.weight']"
+edit_weights short "t['b1.conv2.bias'] = ([3], [0.0, 0.0, 0.0])"
+RUNX() { "$HIOS" run --graph "$TMP/w/$1.json" --schedule "$TMP/s15seq.json" --backend cpu --warmup 0 --number 1 --repeat 1 -o none --input "$TMP/in.npy" "${@:2}"; }
+expect_ok "run with changed weights" RUNX changed --save-output "$TMP/outchanged.npy" --verify
+! cmp -s "$TMP/out.npy" "$TMP/outchanged.npy" || { echo "FAIL changed weights gave the same output"; fails=$((fails + 1)); }
+expect_error "weights file lacks a tensor" "missing.safetensors: no tensor 'b2.conv1.weight'" RUNX missing
+expect_error "weights tensor of another size" "short.safetensors: tensor 'b1.conv2.bias' holds 3 values, graph 'demo' needs" RUNX short
+sed "s/demo.safetensors/gone.safetensors/" "$TMP/w/g.json" >"$TMP/w/gone.json"
+expect_error "weights file missing" "gone.safetensors: cannot open" "$HIOS" run --graph "$TMP/w/gone.json" --schedule "$TMP/s15seq.json" --backend cpu -o none
 expect_ok "lower shared"   "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --all -o "$TMP/lower.txt"
 grep -q "^# shared arena:" "$TMP/lower.txt" && grep -qE "^alloc .* @[0-9]+$" "$TMP/lower.txt" ||
   { echo "FAIL hios lower shows no shared arena or offsets"; fails=$((fails + 1)); }
