@@ -2,12 +2,14 @@
 // variant must give the same bits (the planner times them and keeps the fastest, so the one a
 // model runs depends on the shape and the GPU; the op tests check whichever won against the
 // CPU reference). Skipped on machines without a GPU.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "executor/cuda/api.hpp"
@@ -174,4 +176,93 @@ TEST_CASE("NHWC 3x3 pools: the tile and row-sliding kernels match the general on
       }
     }
   }
+}
+
+// A band's pool reads only the rows its input holds, though the tensor has more: here the input
+// ends exactly where mapped memory ends (the next page is reserved, never mapped), so a read past
+// it is an illegal address. The tile kernel's last row group once staged its whole patch there.
+TEST_CASE("NHWC 3x3 pools read no row past a band's input", "[gpu][kernels]") {
+  REQUIRE_GPU();
+  int dev = 0;
+  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+  REQUIRE(cudaFree(nullptr) == cudaSuccess);  // a context for the driver calls
+  // The driver's virtual memory calls, through the runtime: test_gpu does not link libcuda, so
+  // that it starts (and skips) on machines without a driver.
+  auto entry = [](const char* name, auto* fn) {
+    cudaDriverEntryPointQueryResult found{};
+    void* p = nullptr;
+    REQUIRE(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found) == cudaSuccess);
+    REQUIRE(found == cudaDriverEntryPointSuccess);
+    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(p);
+  };
+  decltype(&cuMemGetAllocationGranularity) mem_granularity = nullptr;
+  decltype(&cuMemCreate) mem_create = nullptr;
+  decltype(&cuMemAddressReserve) mem_reserve = nullptr;
+  decltype(&cuMemMap) mem_map = nullptr;
+  decltype(&cuMemSetAccess) mem_set_access = nullptr;
+  decltype(&cuMemUnmap) mem_unmap = nullptr;
+  decltype(&cuMemAddressFree) mem_free_address = nullptr;
+  decltype(&cuMemRelease) mem_release = nullptr;
+  entry("cuMemGetAllocationGranularity", &mem_granularity);
+  entry("cuMemCreate", &mem_create);
+  entry("cuMemAddressReserve", &mem_reserve);
+  entry("cuMemMap", &mem_map);
+  entry("cuMemSetAccess", &mem_set_access);
+  entry("cuMemUnmap", &mem_unmap);
+  entry("cuMemAddressFree", &mem_free_address);
+  entry("cuMemRelease", &mem_release);
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran = 0;
+  REQUIRE(mem_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS);
+  CUmemGenericAllocationHandle mem{};
+  REQUIRE(mem_create(&mem, gran, &prop, 0) == CUDA_SUCCESS);
+  CUdeviceptr base = 0;
+  REQUIRE(mem_reserve(&base, 2 * gran, 0, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(mem_map(base, gran, 0, mem, 0) == CUDA_SUCCESS);
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  REQUIRE(mem_set_access(base, gran, &access, 1) == CUDA_SUCCESS);
+  for (Elem elem : {Elem::F32, Elem::BF16}) {
+    for (int s : {1, 2}) {
+      const int c = 32, w = 64, h = 9;
+      const size_t x_bytes = size_t(h) * w * c * elem_bytes(elem);
+      REQUIRE(x_bytes <= gran);
+      void* x = reinterpret_cast<void*>(base + gran - x_bytes);
+      REQUIRE(cudaMemset(x, 0, x_bytes) == cudaSuccess);
+      PoolParams p;
+      p.elem = elem;
+      p.n = 1;
+      p.c = c;
+      p.h = h;
+      p.w = w;
+      p.kh = p.kw = 3;
+      p.sh = p.sw = s;
+      p.ph = p.pw = 1;
+      p.full_h = h + 40;            // the tensor goes on below what x holds
+      p.oh = s == 1 ? h - 1 : h / 2;  // windows inside rows 0..h-1 (padding above row 0)
+      p.ow = (w + 2 - 3) / s + 1;
+      p.is_max = 1;
+      p.nhwc = 1;
+      p.x_pixel_stride = c;
+      p.x_batch_stride = int64_t(h) * w * c;
+      p.x = x;
+      void* y = nullptr;
+      REQUIRE(cudaMalloc(&y, size_t(p.oh) * p.ow * c * elem_bytes(elem)) == cudaSuccess);
+      p.y = y;
+      for (PoolKernel k : {PoolKernel::General, PoolKernel::Rows3x3, PoolKernel::Tiles3x3, PoolKernel::Tiles3x3Wide}) {
+        INFO("stride " << s << ", elem " << int(elem) << ", kernel " << int(k));
+        p.kernel = k;
+        launch_pool(p, nullptr);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+      }
+      cudaFree(y);
+    }
+  }
+  CHECK(mem_unmap(base, gran) == CUDA_SUCCESS);
+  CHECK(mem_free_address(base, 2 * gran) == CUDA_SUCCESS);
+  CHECK(mem_release(mem) == CUDA_SUCCESS);
 }
