@@ -98,7 +98,27 @@ def build(model_name, seed):
                 m.bias.copy_(torch.rand(m.bias.shape, generator=g) * 0.2 - 0.1)
                 m.running_mean.copy_(torch.rand(m.running_mean.shape, generator=g) * 0.2 - 0.1)
                 m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+    calibrate_batch_norms(model, seed)
     return model.eval()
+
+
+def calibrate_batch_norms(model, seed):
+    """Running statistics measured on seeded images, as training would leave them.
+
+    Seeded statistics alone let an untrained deep model's activations grow by orders of
+    magnitude per block (logits near 1e14), where rounding differences say little; measured ones
+    keep every layer's output near unit scale, like a trained model's."""
+    import torch
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the calibration batches
+    model.train()
+    g = torch.Generator().manual_seed(seed + 2)
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn((2, 3, 299, 299), generator=g))
+    model.eval()
 
 
 def compare(ref_path, got_path):
