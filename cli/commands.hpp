@@ -9,6 +9,7 @@
 namespace hios::cli {
 
 void add_graph_commands(CLI::App& app);      // models, graph, info, dot, validate
+void add_import_commands(CLI::App& app);     // import (cli/cmd_import.cpp)
 void add_scheduler_commands(CLI::App& app);  // check, show, trace (cli/cmd_scheduler.cpp)
 void add_algorithm_commands(CLI::App& app);  // schedule, simulate-random (cli/cmd_algorithms.cpp)
 void add_executor_commands(CLI::App& app);   // lower, run

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Run 'hios <command> --help' for a command's options and an example.");
   hios::cli::add_graph_commands(app);
+  hios::cli::add_import_commands(app);
 #ifdef HIOS_WITH_SCHEDULER
   hios::cli::add_scheduler_commands(app);
   hios::cli::add_algorithm_commands(app);

@@ -78,3 +78,20 @@ function(hios_sources out dir)
   file(GLOB _srcs CONFIGURE_DEPENDS ${dir}/*.cpp)
   set(${out} ${_srcs} PARENT_SCOPE)
 endfunction()
+
+# --- ONNX import (`hios import`): Debian's libonnx-dev (the generated onnx-ml.pb.h and
+# libonnx_proto) and libprotobuf-dev. Looked up by file rather than through ONNX's CMake
+# package, so a copy of the two under CMAKE_PREFIX_PATH serves as well.
+set(HIOS_ONNX AUTO CACHE STRING "Build the ONNX importer, hios import (AUTO|ON|OFF)")
+set_property(CACHE HIOS_ONNX PROPERTY STRINGS AUTO ON OFF)
+set(HIOS_HAVE_ONNX OFF)
+if(NOT HIOS_ONNX STREQUAL "OFF")
+  find_package(Protobuf QUIET)
+  find_path(HIOS_ONNX_INCLUDE onnx/onnx-ml.pb.h)
+  find_library(HIOS_ONNX_PROTO_LIB NAMES onnx_proto libonnx_proto.so.1)
+  if(Protobuf_FOUND AND HIOS_ONNX_INCLUDE AND HIOS_ONNX_PROTO_LIB)
+    set(HIOS_HAVE_ONNX ON)
+  elseif(HIOS_ONNX STREQUAL "ON")
+    message(FATAL_ERROR "HIOS_ONNX=ON but libonnx-dev or libprotobuf-dev is missing (scripts/install-deps.sh installs them)")
+  endif()
+endif()

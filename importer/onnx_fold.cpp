@@ -1,0 +1,420 @@
+#include "importer/onnx_fold.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "graph/error.hpp"
+#include "importer/onnx_attrs.hpp"
+
+namespace hios::importer {
+
+namespace {
+
+constexpr int64_t kMaxFoldedElements = int64_t(1) << 26;  // a shape computation, not a weight
+
+std::vector<int64_t> values_of(const ConstTensor& t) {
+  std::vector<int64_t> v(size_t(t.numel()));
+  for (int64_t k = 0; k < t.numel(); ++k) v[size_t(k)] = t.integer ? t.i[size_t(k)] : int64_t(t.f[size_t(k)]);
+  return v;
+}
+
+int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int k = int(dims.size()) - 2; k >= 0; --k) s[size_t(k)] = s[size_t(k) + 1] * dims[size_t(k) + 1];
+  return s;
+}
+
+ConstTensor like(const ConstTensor& proto, std::vector<int64_t> dims) {
+  ConstTensor t;
+  t.dims = std::move(dims);
+  t.integer = proto.integer;
+  const int64_t n = t.numel();
+  if (t.integer) t.i.resize(size_t(n));
+  else t.f.resize(size_t(n));
+  return t;
+}
+
+void copy_element(const ConstTensor& from, int64_t a, ConstTensor& to, int64_t b) {
+  if (to.integer) to.i[size_t(b)] = from.i[size_t(a)];
+  else to.f[size_t(b)] = from.f[size_t(a)];
+}
+
+// NumPy broadcasting of a and b; `op` computes in double, the result is integer when both are.
+bool broadcast(const ConstTensor& a, const ConstTensor& b, const std::function<double(double, double)>& op,
+               ConstTensor& out, std::string& why, bool boolean = false) {
+  const size_t rank = std::max(a.dims.size(), b.dims.size());
+  std::vector<int64_t> dims(rank), da(rank, 1), db(rank, 1);
+  std::copy(a.dims.begin(), a.dims.end(), da.begin() + long(rank - a.dims.size()));
+  std::copy(b.dims.begin(), b.dims.end(), db.begin() + long(rank - b.dims.size()));
+  for (size_t k = 0; k < rank; ++k) {
+    if (da[k] != db[k] && da[k] != 1 && db[k] != 1) {
+      why = "shapes do not broadcast";
+      return false;
+    }
+    dims[k] = std::max(da[k], db[k]);
+  }
+  out = ConstTensor{};
+  out.dims = dims;
+  out.integer = boolean || (a.integer && b.integer);
+  const int64_t n = out.numel();
+  if (n > kMaxFoldedElements) {
+    why = "too large to evaluate";
+    return false;
+  }
+  if (out.integer) out.i.resize(size_t(n));
+  else out.f.resize(size_t(n));
+  const auto so = strides_of(dims), sa = strides_of(da), sb = strides_of(db);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t ia = 0, ib = 0, rest = k;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t idx = rest / so[d];
+      rest %= so[d];
+      if (da[d] != 1) ia += idx * sa[d];
+      if (db[d] != 1) ib += idx * sb[d];
+    }
+    const double r = op(a.at(ia), b.at(ib));
+    if (out.integer) out.i[size_t(k)] = int64_t(r);
+    else out.f[size_t(k)] = float(r);
+  }
+  return true;
+}
+
+bool unary(const ConstTensor& a, const std::function<double(double)>& op, ConstTensor& out) {
+  out = like(a, a.dims);
+  for (int64_t k = 0; k < a.numel(); ++k) {
+    const double r = op(a.at(k));
+    if (out.integer) out.i[size_t(k)] = int64_t(r);
+    else out.f[size_t(k)] = float(r);
+  }
+  return true;
+}
+
+// Integer division truncates toward zero, as ONNX (and C) define it.
+double divide(double x, double y, bool integer) {
+  if (!integer) return x / y;
+  if (y == 0) throw Error("integer division by zero");
+  return double(int64_t(x) / int64_t(y));
+}
+
+bool gather(const ConstTensor& data, const ConstTensor& indices, int64_t axis, ConstTensor& out, std::string& why) {
+  const int64_t rank = int64_t(data.dims.size());
+  axis = norm_axis(axis, rank);
+  if (axis < 0 || axis >= rank) {
+    why = "axis out of range";
+    return false;
+  }
+  std::vector<int64_t> dims(data.dims.begin(), data.dims.begin() + axis);
+  dims.insert(dims.end(), indices.dims.begin(), indices.dims.end());
+  dims.insert(dims.end(), data.dims.begin() + axis + 1, data.dims.end());
+  out = like(data, dims);
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= data.dims[size_t(k)];
+  for (int64_t k = axis + 1; k < rank; ++k) inner *= data.dims[size_t(k)];
+  const int64_t len = data.dims[size_t(axis)], ni = indices.numel();
+  const auto idx = values_of(indices);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < ni; ++j) {
+      int64_t at = idx[size_t(j)] < 0 ? idx[size_t(j)] + len : idx[size_t(j)];
+      if (at < 0 || at >= len) {
+        why = "index out of range";
+        return false;
+      }
+      for (int64_t r = 0; r < inner; ++r) copy_element(data, (o * len + at) * inner + r, out, (o * ni + j) * inner + r);
+    }
+  }
+  return true;
+}
+
+bool slice(const ConstTensor& data, std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> axes,
+           std::vector<int64_t> steps, ConstTensor& out, std::string& why) {
+  const int64_t rank = int64_t(data.dims.size());
+  if (axes.empty()) {
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(int64_t(k));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    why = "starts, ends, axes and steps differ in length";
+    return false;
+  }
+  std::vector<int64_t> first(size_t(rank), 0), step(size_t(rank), 1), dims = data.dims;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int64_t ax = norm_axis(axes[k], rank);
+    if (ax < 0 || ax >= rank || steps[k] == 0) {
+      why = "axis or step out of range";
+      return false;
+    }
+    const int64_t len = data.dims[size_t(ax)], st = steps[k];
+    auto clampi = [&](int64_t v, bool is_end) {
+      if (v < 0) v += len;
+      if (st > 0) return std::clamp<int64_t>(v, 0, len);
+      return std::clamp<int64_t>(v, -1, len - 1) + (is_end ? 0 : 0);
+    };
+    const int64_t b = clampi(starts[k], false), e = clampi(ends[k], true);
+    const int64_t count = st > 0 ? std::max<int64_t>(0, (e - b + st - 1) / st) : std::max<int64_t>(0, (b - e - st - 1) / -st);
+    first[size_t(ax)] = b;
+    step[size_t(ax)] = st;
+    dims[size_t(ax)] = count;
+  }
+  out = like(data, dims);
+  const auto si = strides_of(data.dims), so = strides_of(dims);
+  for (int64_t k = 0; k < out.numel(); ++k) {
+    int64_t src = 0, rest = k;
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t idx = rest / so[size_t(d)];
+      rest %= so[size_t(d)];
+      src += (first[size_t(d)] + idx * step[size_t(d)]) * si[size_t(d)];
+    }
+    copy_element(data, src, out, k);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std::vector<const ConstTensor*>& in,
+                        std::vector<ConstTensor>& out, std::string& why) {
+  const std::string& op = n.op_type();
+  const NodeAttrs at(n);
+  auto input = [&](size_t k) -> const ConstTensor* { return k < in.size() ? in[k] : nullptr; };
+  out.assign(size_t(std::max(1, n.output_size())), ConstTensor{});
+  ConstTensor& r = out[0];
+  static const std::map<std::string, std::function<double(double, double)>> binary = {
+      {"Add", [](double x, double y) { return x + y; }},
+      {"Sub", [](double x, double y) { return x - y; }},
+      {"Mul", [](double x, double y) { return x * y; }},
+      {"Max", [](double x, double y) { return std::max(x, y); }},
+      {"Min", [](double x, double y) { return std::min(x, y); }},
+      {"Pow", [](double x, double y) { return std::pow(x, y); }},
+      {"Mod", [](double x, double y) { return y == 0 ? 0 : std::fmod(x, y); }},
+  };
+  static const std::map<std::string, std::function<double(double, double)>> compare = {
+      {"Equal", [](double x, double y) { return x == y ? 1.0 : 0.0; }},
+      {"Less", [](double x, double y) { return x < y ? 1.0 : 0.0; }},
+      {"Greater", [](double x, double y) { return x > y ? 1.0 : 0.0; }},
+      {"And", [](double x, double y) { return (x != 0 && y != 0) ? 1.0 : 0.0; }},
+      {"Or", [](double x, double y) { return (x != 0 || y != 0) ? 1.0 : 0.0; }},
+  };
+  static const std::map<std::string, std::function<double(double)>> unaries = {
+      {"Neg", [](double x) { return -x; }},       {"Floor", [](double x) { return std::floor(x); }},
+      {"Ceil", [](double x) { return std::ceil(x); }}, {"Sqrt", [](double x) { return std::sqrt(x); }},
+      {"Abs", [](double x) { return std::fabs(x); }},  {"Not", [](double x) { return x == 0 ? 1.0 : 0.0; }},
+      {"Reciprocal", [](double x) { return 1.0 / x; }},
+  };
+  try {
+    if (op == "Constant") {
+      if (const auto* a = at.find("value")) {
+        r = read_tensor(m, a->t(), n.name());
+      } else if (at.has("value_float")) {
+        r = ConstTensor::floats({}, {at.f("value_float", 0)});
+      } else if (at.has("value_floats")) {
+        auto v = at.floats("value_floats");
+        r = ConstTensor::floats({int64_t(v.size())}, v);
+      } else if (at.has("value_int")) {
+        r = ConstTensor::ints({}, {at.i("value_int", 0)});
+      } else if (at.has("value_ints")) {
+        auto v = at.ints("value_ints");
+        r = ConstTensor::ints({int64_t(v.size())}, v);
+      } else {
+        why = "a Constant without a numeric value";
+        return false;
+      }
+      return true;
+    }
+    if (op == "Identity" || (op == "Dropout" && n.output_size() <= 1)) {
+      r = *input(0);
+      return true;
+    }
+    if (op == "Cast") {
+      const int to = int(at.i("to", onnx::TensorProto::FLOAT));
+      const bool to_float = to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE ||
+                            to == onnx::TensorProto::FLOAT16 || to == onnx::TensorProto::BFLOAT16;
+      const ConstTensor& a = *input(0);
+      r = ConstTensor{};
+      r.dims = a.dims;
+      r.integer = !to_float;
+      for (int64_t k = 0; k < a.numel(); ++k) {
+        if (to_float) r.f.push_back(float(a.at(k)));
+        else r.i.push_back(to == onnx::TensorProto::BOOL ? int64_t(a.at(k) != 0) : int64_t(a.at(k)));
+      }
+      return true;
+    }
+    if (op == "Shape") {
+      const auto& d = input(0)->dims;
+      const int64_t rank = int64_t(d.size());
+      const int64_t b = std::clamp<int64_t>(norm_axis(at.i("start", 0), rank), 0, rank);
+      const int64_t e = std::clamp<int64_t>(norm_axis(at.i("end", rank), rank), 0, rank);
+      r = ConstTensor::ints({std::max<int64_t>(0, e - b)}, std::vector<int64_t>(d.begin() + b, d.begin() + std::max(b, e)));
+      return true;
+    }
+    if (op == "Size") {
+      r = ConstTensor::ints({}, {input(0)->numel()});
+      return true;
+    }
+    if (op == "Gather") return gather(*input(0), *input(1), at.i("axis", 0), r, why);
+    if (op == "Unsqueeze" || op == "Squeeze") {
+      const ConstTensor& a = *input(0);
+      std::vector<int64_t> axes = input(1) ? values_of(*input(1)) : at.ints("axes");
+      std::vector<int64_t> dims = a.dims;
+      if (op == "Unsqueeze") {
+        const int64_t rank = int64_t(dims.size() + axes.size());
+        for (auto& x : axes) x = norm_axis(x, rank);
+        std::sort(axes.begin(), axes.end());
+        for (int64_t x : axes) {
+          if (x < 0 || x > int64_t(dims.size())) {
+            why = "axis out of range";
+            return false;
+          }
+          dims.insert(dims.begin() + x, 1);
+        }
+      } else {
+        const int64_t rank = int64_t(dims.size());
+        std::vector<int64_t> keep;
+        for (int64_t k = 0; k < rank; ++k) {
+          const bool named = axes.empty() ? dims[size_t(k)] == 1
+                                          : std::any_of(axes.begin(), axes.end(), [&](int64_t x) { return norm_axis(x, rank) == k; });
+          if (!named) keep.push_back(dims[size_t(k)]);
+        }
+        dims = keep;
+      }
+      r = a;
+      r.dims = dims;
+      return true;
+    }
+    if (op == "Reshape") {
+      const ConstTensor& a = *input(0);
+      std::vector<int64_t> shape = values_of(*input(1));
+      int64_t known = 1, infer = -1;
+      for (size_t k = 0; k < shape.size(); ++k) {
+        if (shape[k] == 0 && !at.i("allowzero", 0)) shape[k] = k < a.dims.size() ? a.dims[k] : 1;
+        if (shape[k] == -1) infer = int64_t(k);
+        else known *= shape[k];
+      }
+      if (infer >= 0) shape[size_t(infer)] = known ? a.numel() / known : 0;
+      r = a;
+      r.dims = shape;
+      if (r.numel() != a.numel()) {
+        why = "the target shape has another size";
+        return false;
+      }
+      return true;
+    }
+    if (op == "Flatten") {
+      const ConstTensor& a = *input(0);
+      const int64_t axis = norm_axis(at.i("axis", 1), int64_t(a.dims.size()));
+      int64_t outer = 1;
+      for (int64_t k = 0; k < axis; ++k) outer *= a.dims[size_t(k)];
+      r = a;
+      r.dims = {outer, outer ? a.numel() / outer : 0};
+      return true;
+    }
+    if (op == "Concat") {
+      const int64_t rank = int64_t(input(0)->dims.size());
+      const int64_t axis = norm_axis(at.i("axis", 0), rank);
+      std::vector<int64_t> dims = input(0)->dims;
+      dims[size_t(axis)] = 0;
+      bool integer = true;
+      for (const ConstTensor* t : in) {
+        dims[size_t(axis)] += t->dims[size_t(axis)];
+        integer = integer && t->integer;
+      }
+      r = ConstTensor{};
+      r.dims = dims;
+      r.integer = integer;
+      int64_t outer = 1;
+      for (int64_t k = 0; k < axis; ++k) outer *= dims[size_t(k)];
+      for (int64_t o = 0; o < outer; ++o) {
+        for (const ConstTensor* t : in) {
+          const int64_t chunk = outer ? t->numel() / outer : 0;
+          for (int64_t k = 0; k < chunk; ++k) {
+            if (integer) r.i.push_back(int64_t(t->at(o * chunk + k)));
+            else r.f.push_back(float(t->at(o * chunk + k)));
+          }
+        }
+      }
+      return true;
+    }
+    if (op == "Slice") {
+      if (m.opset < 10) {
+        return slice(*input(0), at.ints("starts"), at.ints("ends"), at.ints("axes"), {}, r, why);
+      }
+      return slice(*input(0), values_of(*input(1)), values_of(*input(2)), input(3) ? values_of(*input(3)) : std::vector<int64_t>{},
+                   input(4) ? values_of(*input(4)) : std::vector<int64_t>{}, r, why);
+    }
+    if (op == "Div") {
+      const bool integer = input(0)->integer && input(1)->integer;
+      return broadcast(*input(0), *input(1), [integer](double x, double y) { return divide(x, y, integer); }, r, why);
+    }
+    if (auto it = binary.find(op); it != binary.end() && in.size() == 2) return broadcast(*input(0), *input(1), it->second, r, why);
+    if (auto it = compare.find(op); it != compare.end()) return broadcast(*input(0), *input(1), it->second, r, why, true);
+    if (auto it = unaries.find(op); it != unaries.end()) return unary(*input(0), it->second, r);
+    if (op == "Where") {  // cond ? x : y, all three broadcast to one shape
+      const auto first = [](double c, double) { return c; };
+      const auto second = [](double, double v) { return v; };
+      ConstTensor cx, cond, xs, ys;
+      if (!broadcast(*input(0), *input(1), first, cx, why, true) || !broadcast(cx, *input(2), first, cond, why, true) ||
+          !broadcast(cond, *input(1), second, xs, why) || !broadcast(cond, *input(2), second, ys, why)) {
+        return false;
+      }
+      const bool integer = xs.integer && ys.integer;
+      r = ConstTensor{};
+      r.dims = cond.dims;
+      r.integer = integer;
+      for (int64_t k = 0; k < cond.numel(); ++k) {
+        const double v = cond.at(k) != 0 ? xs.at(k) : ys.at(k);
+        if (integer) r.i.push_back(int64_t(v));
+        else r.f.push_back(float(v));
+      }
+      return true;
+    }
+    if (op == "ConstantOfShape") {
+      const std::vector<int64_t> dims = values_of(*input(0));
+      ConstTensor value = ConstTensor::floats({1}, {0.f});
+      if (const auto* a = at.find("value")) value = read_tensor(m, a->t(), n.name());
+      r = like(value, dims);
+      if (r.numel() > kMaxFoldedElements) {
+        why = "too large to evaluate";
+        return false;
+      }
+      for (int64_t k = 0; k < r.numel(); ++k) copy_element(value, 0, r, k);
+      return true;
+    }
+    if (op == "Range") {
+      const double start = input(0)->at(0), limit = input(1)->at(0), delta = input(2)->at(0);
+      if (delta == 0) {
+        why = "a zero step";
+        return false;
+      }
+      const int64_t count = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+      if (count > kMaxFoldedElements) {
+        why = "too large to evaluate";
+        return false;
+      }
+      const bool integer = input(0)->integer;
+      r = ConstTensor{};
+      r.dims = {count};
+      r.integer = integer;
+      for (int64_t k = 0; k < count; ++k) {
+        if (integer) r.i.push_back(int64_t(start + double(k) * delta));
+        else r.f.push_back(float(start + double(k) * delta));
+      }
+      return true;
+    }
+    if (op == "Expand") {
+      ConstTensor shape_ones = ConstTensor::ints(values_of(*input(1)), {});
+      shape_ones.i.assign(size_t(shape_ones.numel()), 0);
+      return broadcast(*input(0), shape_ones, [](double x, double) { return x; }, r, why);
+    }
+  } catch (const Error& e) {
+    why = e.what();
+    return false;
+  }
+  why = "not evaluated at import time";
+  return false;
+}
+
+}  // namespace hios::importer

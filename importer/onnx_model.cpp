@@ -1,0 +1,214 @@
+#include "importer/onnx_model.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "graph/error.hpp"
+
+namespace hios::importer {
+
+namespace fs = std::filesystem;
+
+int64_t ConstTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+ConstTensor ConstTensor::ints(std::vector<int64_t> dims, std::vector<int64_t> values) {
+  ConstTensor t;
+  t.dims = std::move(dims);
+  t.integer = true;
+  t.i = std::move(values);
+  return t;
+}
+
+ConstTensor ConstTensor::floats(std::vector<int64_t> dims, std::vector<float> values) {
+  ConstTensor t;
+  t.dims = std::move(dims);
+  t.f = std::move(values);
+  return t;
+}
+
+OnnxModel read_onnx_model(const std::string& file) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  HIOS_CHECK(!ec && fs::exists(st), "%s: no such file", file.c_str());
+  HIOS_CHECK(fs::is_regular_file(st), "%s: not a regular file", file.c_str());
+  const uintmax_t size = fs::file_size(file, ec);
+  HIOS_CHECK(!ec && size <= uintmax_t(std::numeric_limits<int>::max()),
+             "%s: larger than 2 GiB, which protobuf cannot read; save the model with its weights as external data",
+             file.c_str());
+  std::ifstream in(file, std::ios::binary);
+  HIOS_CHECK(in.good(), "%s: cannot open", file.c_str());
+  OnnxModel m;
+  m.file = file;
+  m.folder = fs::absolute(file).parent_path().string();
+  HIOS_CHECK(m.proto.ParseFromIstream(&in), "%s: not an ONNX model (the protobuf does not parse)", file.c_str());
+  HIOS_CHECK(m.proto.has_graph() && m.proto.graph().node_size() > 0, "%s: the model has no graph nodes", file.c_str());
+  for (const auto& o : m.proto.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") m.opset = int(o.version());
+  }
+  HIOS_CHECK(m.opset > 0, "%s: no opset for the default ONNX domain", file.c_str());
+  return m;
+}
+
+namespace {
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      uint32_t m = man;
+      do {
+        ++e;
+        m <<= 1;
+      } while ((m & 0x400) == 0);
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (m & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | man << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+size_t element_size(int type) {
+  switch (type) {
+    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: return 4;
+    case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: return 8;
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16: return 2;
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 1;
+    default: return 0;
+  }
+}
+
+// The tensor's bytes: raw_data, or the external file's range.
+std::string raw_bytes(const OnnxModel& m, const onnx::TensorProto& t, const std::string& what) {
+  if (t.data_location() != onnx::TensorProto::EXTERNAL) return t.raw_data();
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      throw_error("%s: tensor '%s': external data %s '%s' is not a number", m.file.c_str(), what.c_str(),
+                  kv.key().c_str(), kv.value().c_str());
+    }
+  }
+  const fs::path rel(location);
+  bool escapes = location.empty() || rel.is_absolute();
+  for (const auto& part : rel) escapes = escapes || part == "..";
+  HIOS_CHECK(!escapes, "%s: tensor '%s': external data location '%s' must be a path inside the model's folder",
+             m.file.c_str(), what.c_str(), location.c_str());
+  const std::string path = (fs::path(m.folder) / rel).string();
+  std::ifstream in(path, std::ios::binary);
+  HIOS_CHECK(in.good(), "%s: tensor '%s': cannot open its external data file %s", m.file.c_str(), what.c_str(), path.c_str());
+  std::error_code ec;
+  const int64_t file_size = int64_t(fs::file_size(path, ec));
+  HIOS_CHECK(!ec && offset >= 0 && offset <= file_size, "%s: tensor '%s': offset %lld is outside %s", m.file.c_str(),
+             what.c_str(), (long long)offset, path.c_str());
+  if (length < 0) length = file_size - offset;
+  HIOS_CHECK(length <= file_size - offset, "%s: tensor '%s': %lld bytes at offset %lld run past the end of %s",
+             m.file.c_str(), what.c_str(), (long long)length, (long long)offset, path.c_str());
+  std::string bytes(size_t(length), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), length);
+  HIOS_CHECK(in.good(), "%s: tensor '%s': cannot read %s", m.file.c_str(), what.c_str(), path.c_str());
+  return bytes;
+}
+
+}  // namespace
+
+ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const std::string& what) {
+  ConstTensor c;
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    HIOS_CHECK(d >= 0 && d <= (int64_t(1) << 31), "%s: tensor '%s': dimension %lld out of range", m.file.c_str(),
+               what.c_str(), (long long)d);
+    c.dims.push_back(d);
+    n *= d;
+    HIOS_CHECK(n <= (int64_t(1) << 34), "%s: tensor '%s' has over 2^34 elements", m.file.c_str(), what.c_str());
+  }
+  const int type = t.data_type();
+  const size_t es = element_size(type);
+  HIOS_CHECK(es != 0, "%s: tensor '%s': data type %d is not supported (float, double, float16, bfloat16 and integers are)",
+             m.file.c_str(), what.c_str(), type);
+  c.integer = !(type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
+                type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16);
+  if (c.integer) c.i.resize(size_t(n));
+  else c.f.resize(size_t(n));
+  const bool raw = t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data();
+  if (raw) {
+    const std::string bytes = raw_bytes(m, t, what);
+    HIOS_CHECK(bytes.size() == size_t(n) * es, "%s: tensor '%s' holds %zu bytes where its shape needs %zu",
+               m.file.c_str(), what.c_str(), bytes.size(), size_t(n) * es);
+    const char* p = bytes.data();
+    for (int64_t k = 0; k < n; ++k, p += es) {
+      switch (type) {
+        case onnx::TensorProto::FLOAT: std::memcpy(&c.f[size_t(k)], p, 4); break;
+        case onnx::TensorProto::DOUBLE: { double d; std::memcpy(&d, p, 8); c.f[size_t(k)] = float(d); break; }
+        case onnx::TensorProto::FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); c.f[size_t(k)] = half_to_float(h); break; }
+        case onnx::TensorProto::BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); c.f[size_t(k)] = bf16_to_float(h); break; }
+        case onnx::TensorProto::INT64: std::memcpy(&c.i[size_t(k)], p, 8); break;
+        case onnx::TensorProto::INT32: { int32_t v; std::memcpy(&v, p, 4); c.i[size_t(k)] = v; break; }
+        case onnx::TensorProto::INT16: { int16_t v; std::memcpy(&v, p, 2); c.i[size_t(k)] = v; break; }
+        case onnx::TensorProto::INT8: c.i[size_t(k)] = int8_t(*p); break;
+        default: c.i[size_t(k)] = uint8_t(*p); break;  // UINT8, BOOL
+      }
+    }
+    return c;
+  }
+  // Typed fields: float_data (float), double_data, int64_data, int32_data (int32 and narrower,
+  // float16 and bfloat16 as their bits).
+  size_t have = 0;
+  switch (type) {
+    case onnx::TensorProto::FLOAT:
+      have = size_t(t.float_data_size());
+      for (size_t k = 0; k < have && k < c.f.size(); ++k) c.f[k] = t.float_data(int(k));
+      break;
+    case onnx::TensorProto::DOUBLE:
+      have = size_t(t.double_data_size());
+      for (size_t k = 0; k < have && k < c.f.size(); ++k) c.f[k] = float(t.double_data(int(k)));
+      break;
+    case onnx::TensorProto::INT64:
+      have = size_t(t.int64_data_size());
+      for (size_t k = 0; k < have && k < c.i.size(); ++k) c.i[k] = t.int64_data(int(k));
+      break;
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16:
+      have = size_t(t.int32_data_size());
+      for (size_t k = 0; k < have && k < c.f.size(); ++k) {
+        const auto bits = uint16_t(t.int32_data(int(k)));
+        c.f[k] = type == onnx::TensorProto::FLOAT16 ? half_to_float(bits) : bf16_to_float(bits);
+      }
+      break;
+    default:
+      have = size_t(t.int32_data_size());
+      for (size_t k = 0; k < have && k < c.i.size(); ++k) c.i[k] = t.int32_data(int(k));
+      break;
+  }
+  HIOS_CHECK(have == size_t(n), "%s: tensor '%s' holds %zu values where its shape needs %lld", m.file.c_str(),
+             what.c_str(), have, (long long)n);
+  return c;
+}
+
+}  // namespace hios::importer

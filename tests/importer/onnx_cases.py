@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Small ONNX models for `hios import`'s tests, each with an input and the output NumPy computes.
+
+  python3 onnx_cases.py OUTDIR
+
+writes, per case, OUTDIR/CASE.onnx (CASE.onnx.data for the external-data case), CASE.input.npy
+and CASE.expected.npy. The expected output comes from a float64 NumPy evaluation of the ONNX
+graph itself (`evaluate` below), independent of hios. Needs the onnx and numpy packages
+(Debian: python3-onnx).
+
+Cases:
+  branchy   opset 13, the older exporter's style: Conv+BN+Relu, a zero Pad before a conv,
+            max and average pools (count_include_pad 0, ceil_mode), Concat, a per-channel Mul
+            and Add, a residual Add, shape arithmetic (Shape, Gather, Unsqueeze, Concat,
+            Reshape), Dropout, Identity, Gemm, Softmax
+  dynamo    opset 18, the dynamo exporter's style: BatchNormalization left for the importer,
+            ReduceMean with axes as an input, Reshape to [1, -1], Gemm; weights as external data
+  unsupported  three nodes hios cannot import, on separate branches
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.RandomState(7)
+
+
+def t(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def randn(*shape, scale=0.3):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def bn_params(prefix, c):
+    return [t(prefix + ".g", rng.uniform(0.5, 1.5, c).astype(np.float32)),
+            t(prefix + ".b", randn(c)),
+            t(prefix + ".m", randn(c)),
+            t(prefix + ".v", rng.uniform(0.5, 1.5, c).astype(np.float32))]
+
+
+def branchy():
+    inits, nodes = [], []
+    def conv(name, x, w, b=None, **kw):
+        inits.append(t(name + ".w", w))
+        ins = [x, name + ".w"]
+        if b is not None:
+            inits.append(t(name + ".bias", b))
+            ins.append(name + ".bias")
+        nodes.append(helper.make_node("Conv", ins, [name], name=name, **kw))
+        return name
+    def bn(name, x, c):
+        inits.extend(bn_params(name, c))
+        nodes.append(helper.make_node("BatchNormalization", [x, name + ".g", name + ".b", name + ".m", name + ".v"],
+                                      [name], name=name, epsilon=1e-3))
+        return name
+    def op(kind, ins, name, **kw):
+        nodes.append(helper.make_node(kind, ins, [name], name=name, **kw))
+        return name
+    c1 = op("Relu", [bn("stem.bn", conv("stem.conv", "x", randn(8, 3, 3, 3), strides=[2, 2], pads=[1, 1, 1, 1]), 8)], "stem.relu")
+    b1 = op("Relu", [conv("b1.conv", c1, randn(4, 8, 1, 1), randn(4))], "b1.relu")
+    inits.append(t("b2.pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int64)))
+    p = op("Pad", [c1, "b2.pads"], "b2.pad")
+    b2 = op("Relu", [bn("b2.bn", conv("b2.conv", p, randn(6, 8, 3, 3)), 6)], "b2.relu")
+    b3 = op("MaxPool", [c1], "b3.pool", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    b4 = op("AveragePool", [c1], "b4.pool", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=0)
+    cat = op("Concat", [b1, b2, b3, b4], "cat", axis=1)
+    inits.append(t("scale", rng.uniform(0.5, 1.5, (1, 26, 1, 1)).astype(np.float32)))
+    inits.append(t("shift", randn(26, 1, 1)))
+    a = op("Add", [op("Mul", [cat, "scale"], "scaled"), "shift"], "shifted")
+    r = conv("res.conv", a, randn(26, 26, 1, 1), randn(26))
+    s = op("Relu", [op("Add", [r, a], "res.add")], "res.relu")
+    mp = op("MaxPool", [s], "pool2", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+    g = op("GlobalAveragePool", [mp], "gap")
+    shape = op("Shape", [g], "gap.shape")
+    inits.append(t("zero", np.array(0, dtype=np.int64)))
+    inits.append(t("axes0", np.array([0], dtype=np.int64)))
+    inits.append(t("minus1", np.array([-1], dtype=np.int64)))
+    n = op("Unsqueeze", [op("Gather", [shape, "zero"], "gap.n", axis=0), "axes0"], "gap.n1")
+    flat = op("Reshape", [g, op("Concat", [n, "minus1"], "gap.target", axis=0)], "flat")
+    d = op("Identity", [op("Dropout", [flat], "drop")], "ident")
+    inits.append(t("fc.w", randn(10, 26)))
+    inits.append(t("fc.b", randn(10)))
+    fc = op("Gemm", [d, "fc.w", "fc.b"], "fc", transB=1, alpha=0.5)
+    op("Softmax", [fc], "prob", axis=1)
+    graph = helper.make_graph(nodes, "branchy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 19, 19])],
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), (1, 3, 19, 19)
+
+
+def dynamo():
+    inits, nodes = [], []
+    inits.append(t("conv.w", randn(16, 3, 3, 3)))
+    nodes.append(helper.make_node("Conv", ["x", "conv.w"], ["c"], name="node_Conv_0", pads=[1, 1, 1, 1]))
+    inits.extend(bn_params("bn", 16))
+    nodes.append(helper.make_node("BatchNormalization", ["c", "bn.g", "bn.b", "bn.m", "bn.v"], ["n"], name="node_bn"))
+    nodes.append(helper.make_node("Relu", ["n"], ["r"], name="node_relu"))
+    inits.append(t("dw.w", randn(16, 1, 3, 3)))
+    nodes.append(helper.make_node("Conv", ["r", "dw.w"], ["dw"], name="node_dw", group=16, pads=[1, 1, 1, 1], strides=[2, 2]))
+    inits.append(t("axes", np.array([-1, -2], dtype=np.int64)))
+    nodes.append(helper.make_node("ReduceMean", ["dw", "axes"], ["mean"], name="node_mean", keepdims=1))
+    inits.append(t("shape", np.array([1, -1], dtype=np.int64)))
+    nodes.append(helper.make_node("Reshape", ["mean", "shape"], ["flat"], name="node_view"))
+    inits.append(t("fc.w", randn(5, 16)))
+    inits.append(t("fc.b", randn(5)))
+    nodes.append(helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["y"], name="node_linear", transB=1))
+    graph = helper.make_graph(nodes, "main_graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), (1, 3, 24, 20)
+
+
+def unsupported():
+    inits = [t("w", randn(4, 3, 3, 3)), t("w2", randn(4, 4, 3, 3)), t("lo", np.array(0, np.float32)),
+             t("hi", np.array(6, np.float32)), t("pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["c"], ["a"], name="leaky"),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["b"], name="relu6"),
+             helper.make_node("Pad", ["c", "pads"], ["p"], name="pad"),
+             helper.make_node("Conv", ["p", "w2"], ["d"], name="after_pad"),
+             helper.make_node("Concat", ["a", "b", "d"], ["y"], name="cat", axis=1)]
+    graph = helper.make_graph(nodes, "unsupported", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), (1, 3, 8, 8)
+
+
+# --- a float64 NumPy evaluation of the ops above ---------------------------------------------
+
+def attrs_of(node):
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def conv_ref(x, w, b, a):
+    s, d = a.get("strides", [1, 1]), a.get("dilations", [1, 1])
+    p, g = a.get("pads", [0, 0, 0, 0]), a.get("group", 1)
+    x = np.pad(x, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = (h - d[0] * (kh - 1) - 1) // s[0] + 1, (wd - d[1] * (kw - 1) - 1) // s[1] + 1
+    out = np.zeros((n, o, oh, ow))
+    og = o // g
+    for gi in range(g):
+        xs, ws = x[:, gi * cg:(gi + 1) * cg], w[gi * og:(gi + 1) * og]
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xs[:, :, ky * d[0]:ky * d[0] + s[0] * (oh - 1) + 1:s[0], kx * d[1]:kx * d[1] + s[1] * (ow - 1) + 1:s[1]]
+                out[:, gi * og:(gi + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, ky, kx])
+    return out + (b.reshape(1, -1, 1, 1) if b is not None else 0)
+
+
+def pool_ref(x, a, kind):
+    k, s, p = a["kernel_shape"], a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0])
+    n, c, h, w = x.shape
+    def size(i, d):
+        span = i + p[d] + p[d + 2] - k[d]
+        o = (-(-span // s[d]) if a.get("ceil_mode", 0) else span // s[d]) + 1
+        if a.get("ceil_mode", 0) and (o - 1) * s[d] >= i + p[d]:
+            o -= 1
+        return o
+    oh, ow = size(h, 0), size(w, 1)
+    out = np.zeros((n, c, oh, ow))
+    for y in range(oh):
+        for xx in range(ow):
+            y0, x0 = y * s[0] - p[0], xx * s[1] - p[1]
+            ys, xs = slice(max(y0, 0), min(y0 + k[0], h)), slice(max(x0, 0), min(x0 + k[1], w))
+            win = x[:, :, ys, xs]
+            if kind == "max":
+                out[:, :, y, xx] = win.max(axis=(2, 3))
+            else:
+                inside = win.shape[2] * win.shape[3]
+                full = (min(y0 + k[0], h + p[2]) - y0) * (min(x0 + k[1], w + p[3]) - x0)
+                out[:, :, y, xx] = win.sum(axis=(2, 3)) / (full if a.get("count_include_pad", 0) else inside)
+    return out
+
+
+def evaluate(model, x):
+    v = {i.name: numpy_helper.to_array(i).astype(np.float64) if numpy_helper.to_array(i).dtype.kind == "f"
+         else numpy_helper.to_array(i) for i in model.graph.initializer}
+    v[model.graph.input[0].name] = x.astype(np.float64)
+    for node in model.graph.node:
+        a, i = attrs_of(node), [v[n] if n else None for n in node.input]
+        op = node.op_type
+        if op == "Conv":
+            r = conv_ref(i[0], i[1], i[2] if len(i) > 2 else None, a)
+        elif op == "BatchNormalization":
+            sh = (1, -1, 1, 1)
+            r = (i[0] - i[3].reshape(sh)) / np.sqrt(i[4].reshape(sh) + a.get("epsilon", 1e-5)) * i[1].reshape(sh) + i[2].reshape(sh)
+        elif op == "Relu":
+            r = np.maximum(i[0], 0)
+        elif op == "Pad":
+            pads = i[1]
+            r = np.pad(i[0], [(pads[d], pads[d + 4]) for d in range(4)])
+        elif op in ("MaxPool", "AveragePool"):
+            r = pool_ref(i[0], a, "max" if op == "MaxPool" else "avg")
+        elif op == "GlobalAveragePool":
+            r = i[0].mean(axis=(2, 3), keepdims=True)
+        elif op == "ReduceMean":
+            r = i[0].mean(axis=tuple(int(d) for d in i[1]), keepdims=bool(a.get("keepdims", 1)))
+        elif op == "Concat":
+            r = np.concatenate(i, axis=a["axis"])
+        elif op in ("Add", "Mul"):
+            r = i[0] + i[1] if op == "Add" else i[0] * i[1]
+        elif op == "Shape":
+            r = np.array(i[0].shape, dtype=np.int64)
+        elif op == "Gather":
+            r = np.take(i[0], i[1], axis=a.get("axis", 0))
+        elif op == "Unsqueeze":
+            r = np.expand_dims(i[0], tuple(int(d) for d in i[1]))
+        elif op == "Reshape":
+            r = i[0].reshape([int(d) for d in i[1]])
+        elif op in ("Dropout", "Identity"):
+            r = i[0]
+        elif op == "Gemm":
+            w = i[1].T if a.get("transB", 0) else i[1]
+            r = a.get("alpha", 1.0) * i[0] @ w + a.get("beta", 1.0) * i[2]
+        elif op == "Softmax":
+            e = np.exp(i[0] - i[0].max(axis=a.get("axis", -1), keepdims=True))
+            r = e / e.sum(axis=a.get("axis", -1), keepdims=True)
+        else:
+            raise SystemExit(f"onnx_cases.py: no reference for {op}")
+        v[node.output[0]] = r
+    return v[model.graph.output[0].name]
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for name, build in (("branchy", branchy), ("dynamo", dynamo), ("unsupported", unsupported)):
+        model, shape = build()
+        if name != "dynamo" or onnx.defs.onnx_opset_version() >= 18:  # Debian's onnx 1.12 stops at opset 17
+            onnx.checker.check_model(model)
+        path = os.path.join(out, name + ".onnx")
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.save(os.path.join(out, name + ".input.npy"), x)
+        if name != "unsupported":  # before saving: saving as external data empties the tensors
+            np.save(os.path.join(out, name + ".expected.npy"), evaluate(model, x).astype(np.float32))
+        if name == "dynamo":
+            onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=name + ".onnx.data", size_threshold=0)
+        else:
+            onnx.save_model(model, path)
+    print(f"wrote {out}: branchy, dynamo, unsupported")
+
+
+if __name__ == "__main__":
+    main()
