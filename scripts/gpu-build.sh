@@ -6,10 +6,13 @@
 #
 # Release, Hopper (sm_90), CUDA backend on; JOBS parallel jobs (default 16). On failure it prints
 # the log's last 40 lines and exits the calling script with 1; otherwise "build: N s".
+# A machine without Debian's libonnx-dev and libprotobuf-dev gets `hios import` from a copy of
+# their headers and libraries in .deps/onnx (include/, lib/), when one travels with the tree.
 gpu_build() {
-  local start
+  local start extra=()
   start=$(date +%s)
-  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON &&
+  [ -d .deps/onnx/lib ] && extra+=("-DCMAKE_PREFIX_PATH=$PWD/.deps/onnx")
+  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON "${extra[@]}" &&
     cmake --build "$B" -j "${JOBS:-16}" --target "$@"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s"
 }

@@ -102,7 +102,7 @@ def build(model_name, seed):
     return model.eval()
 
 
-def calibrate_batch_norms(model, seed):
+def calibrate_batch_norms(model, seed, size=299):
     """Running statistics measured on seeded images, as training would leave them.
 
     Seeded statistics alone let an untrained deep model's activations grow by orders of
@@ -117,7 +117,7 @@ def calibrate_batch_norms(model, seed):
     g = torch.Generator().manual_seed(seed + 2)
     with torch.no_grad():
         for _ in range(2):
-            model(torch.randn((2, 3, 299, 299), generator=g))
+            model(torch.randn((2, 3, size, size), generator=g))
     model.eval()
 
 
