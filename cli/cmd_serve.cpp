@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "executor/serve.hpp"
 #include "graph/error.hpp"
+#include "graph/json_codec.hpp"
 #include "models/models.hpp"
 #include "scheduler/algorithms.hpp"
 #include "scheduler/cost_model.hpp"
@@ -85,7 +86,9 @@ std::vector<std::pair<std::string, int>> parse_placement(const std::string& s) {
 void add_serve_commands(CLI::App& app) {
   auto o = std::make_shared<ServeCli>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve several models from request streams on one device or several (fifo, static and adaptive batching)");
-  cmd->add_option("--models", o->models, "Models served, comma-separated (default inception_v3,nasnet_large,randwire)");
+  cmd->add_option("--models", o->models,
+                  "Models served, comma-separated: built-in names or graph files (.json, e.g. from hios import) "
+                  "(default inception_v3,nasnet_large,randwire)");
   cmd->add_option("--size", o->size, "Image size of every request, 1 to 65536 (default 331)")->check(CLI::Range(1, 65536));
   cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");
   cmd->add_option("--math", o->math, "tf32, fp32, fp16 or bf16 (16-bit storage; cuda only). Requests are staged as stored, 16-bit ones converted on arrival (default: tf32 on cuda, fp32 on cpu)");
@@ -161,8 +164,15 @@ void add_serve_commands(CLI::App& app) {
     g_stop.store(false);
     std::signal(SIGINT, on_sigint);
     const std::vector<std::string> models = split(o->models, "--models");
+    // A model is a built-in's name or a graph file (`hios graph`, `hios import`), rebuilt at
+    // every batch size from the file's nodes and weights.
+    auto files = std::make_shared<std::map<std::string, Graph>>();
     for (const std::string& m : models) {
-      HIOS_CHECK(find_model(m) != nullptr, "--models: unknown model '%s' (see hios models)", m.c_str());
+      if (m.size() > 5 && m.compare(m.size() - 5, 5, ".json") == 0) {
+        (*files)[m] = load_graph(m);
+        continue;
+      }
+      HIOS_CHECK(find_model(m) != nullptr, "--models: unknown model '%s' (see hios models, or give a graph file)", m.c_str());
     }
     // Checked before the models are prepared, which takes a while.
     const std::vector<exec::Policy> policies = parse_policies(o->policy);
@@ -215,7 +225,11 @@ void add_serve_commands(CLI::App& app) {
     auto cost = std::shared_ptr<CostModel>(make_analytic_cost_model(find_device_preset("h200")));
     exec::Server server(
         models, o->size, so,
-        [](const std::string& name, const exec::ShapeKey& k) { return build_model(name, ModelParams{k.batch, k.height, k.width}); },
+        [files](const std::string& name, const exec::ShapeKey& k) {
+          auto it = files->find(name);
+          if (it != files->end()) return graph_at_shape(it->second, k.batch, k.height, k.width);
+          return build_model(name, ModelParams{k.batch, k.height, k.width});
+        },
         [algo, cost](const Graph& g) {
           SchedulerOptions opt;
           opt.num_gpus = 1;

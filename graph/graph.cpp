@@ -478,4 +478,17 @@ Graph GraphBuilder::finish() {
   return g;
 }
 
+Graph graph_at_shape(const Graph& g, int64_t batch, int64_t height, int64_t width) {
+  Graph out = g;
+  out.batch = batch;
+  out.height = height;
+  out.width = width;
+  for (Node& n : out.nodes) {
+    n.shape = Shape{};
+    n.cost = OpCost{};
+  }
+  out.finalize();
+  return out;
+}
+
 }  // namespace hios

@@ -88,6 +88,12 @@ class Graph {
   friend class GraphBuilder;
 };
 
+// `g` at another input size and batch: the same nodes, shapes inferred again. Convolutions and
+// pools follow any size; a linear layer over a flattened C x H x W input changes its input
+// features with H and W, which its weights then refuse. Serving a graph file at many shapes
+// (an imported model's) uses it.
+Graph graph_at_shape(const Graph& g, int64_t batch, int64_t height, int64_t width);
+
 // Builds a Graph node by node, inferring shapes as it goes so that model code can ask for the
 // channels of what it has built so far.
 class GraphBuilder {

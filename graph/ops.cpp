@@ -42,6 +42,7 @@ const char* activation_name(Activation a) {
     case Activation::Relu: return "relu";
     case Activation::Sigmoid: return "sigmoid";
     case Activation::Tanh: return "tanh";
+    case Activation::Relu6: return "relu6";
   }
   return "none";
 }
@@ -50,8 +51,9 @@ static Activation parse_activation(const std::string& s, const std::string& path
   if (s == "relu") return Activation::Relu;
   if (s == "sigmoid") return Activation::Sigmoid;
   if (s == "tanh") return Activation::Tanh;
+  if (s == "relu6") return Activation::Relu6;
   if (s == "none" && allow_none) return Activation::None;
-  throw_error("%s: unknown activation '%s' (expected %srelu, sigmoid or tanh)", path.c_str(), s.c_str(),
+  throw_error("%s: unknown activation '%s' (expected %srelu, relu6, sigmoid or tanh)", path.c_str(), s.c_str(),
               allow_none ? "none, " : "");
 }
 

@@ -32,7 +32,9 @@ struct Shape {
 enum class OpKind { Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows };
 constexpr int kNumOpKinds = 11;
 
-enum class Activation { None, Relu, Sigmoid, Tanh };
+// Relu6 is min(max(x, 0), 6) (MobileNet's). The CUDA kernels take these as integer codes in
+// this order (executor/cuda/kernels.cu, activate).
+enum class Activation { None, Relu, Sigmoid, Tanh, Relu6 };
 const char* activation_name(Activation a);
 
 enum class PoolKind { Max, Avg, GlobalMax, GlobalAvg };

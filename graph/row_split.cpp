@@ -654,7 +654,11 @@ class Splitter {
       if (v == rg.reduce) {
         const RowRange need = rows[size_t(k)];  // a partial pool reads exactly the input rows it sums
         part.op = partial_pool_op(nd.op, need, in_h);
-        part.inputs.push_back(Term{source(rg, nd.inputs.at(0).at(0), need, k)});
+        for (const Term& t : nd.inputs) {  // a pool may read a concat or a sum (an imported model's)
+          Term nt;
+          for (const Value& val : t) nt.push_back(source(rg, val, need, k));
+          part.inputs.push_back(std::move(nt));
+        }
       } else {
         const RowRange need = input_rows_op(nd.op, rows[size_t(k)], in_h);
         int64_t held_first = need.begin;

@@ -371,6 +371,42 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       }
       return true;
     }
+    if (op == "Clip") {  // bounds from attributes before opset 11, from inputs since
+      double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+      if (m.opset < 11) {
+        lo = at.f("min", -std::numeric_limits<float>::infinity());
+        hi = at.f("max", std::numeric_limits<float>::infinity());
+      } else {
+        if (input(1) && input(1)->numel()) lo = input(1)->at(0);
+        if (input(2) && input(2)->numel()) hi = input(2)->at(0);
+      }
+      return unary(*input(0), [lo, hi](double x) { return std::min(std::max(x, lo), hi); }, r);
+    }
+    if (op == "Transpose") {
+      const ConstTensor& a = *input(0);
+      const int64_t rank = int64_t(a.dims.size());
+      std::vector<int64_t> perm = at.ints("perm");
+      if (perm.empty()) {
+        for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+      }
+      if (int64_t(perm.size()) != rank) {
+        why = "perm does not match the rank";
+        return false;
+      }
+      std::vector<int64_t> dims(static_cast<size_t>(rank));
+      for (int64_t k = 0; k < rank; ++k) dims[size_t(k)] = a.dims[size_t(perm[size_t(k)])];
+      r = like(a, dims);
+      const auto si = strides_of(a.dims), so = strides_of(dims);
+      for (int64_t k = 0; k < r.numel(); ++k) {
+        int64_t src = 0, rest = k;
+        for (int64_t d = 0; d < rank; ++d) {
+          src += (rest / so[size_t(d)]) * si[size_t(perm[size_t(d)])];
+          rest %= so[size_t(d)];
+        }
+        copy_element(a, src, r, k);
+      }
+      return true;
+    }
     if (op == "ConstantOfShape") {
       const std::vector<int64_t> dims = values_of(*input(0));
       ConstTensor value = ConstTensor::floats({1}, {0.f});

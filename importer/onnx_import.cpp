@@ -518,7 +518,8 @@ class Importer {
       if (const ConstTensor* c = optional_constant(n, 2, "max")) hi = c->at(0);
     }
     if (lo == 0 && std::isinf(hi) && hi > 0) return apply_activation(n, Activation::Relu);
-    refused(strprintf("clipping to [%g, %g]; hios has ReLU (clipping to [0, inf)) but no other clipped activation", lo, hi));
+    if (lo == 0 && hi == 6) return apply_activation(n, Activation::Relu6);
+    refused(strprintf("clipping to [%g, %g]; hios clips to [0, inf) (relu) and [0, 6] (relu6) only", lo, hi));
   }
 
   void pool(const onnx::NodeProto& n) {

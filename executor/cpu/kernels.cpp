@@ -15,6 +15,7 @@ static double apply_act(Activation act, double v) {
     case Activation::Relu: return v > 0 ? v : 0.0;
     case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-v));
     case Activation::Tanh: return std::tanh(v);
+    case Activation::Relu6: return v > 0 ? (v < 6 ? v : 6.0) : 0.0;
   }
   return v;
 }

@@ -355,8 +355,9 @@ struct LegacyDescs {
     const cudnnActivationMode_t m = p.act == Activation::Relu      ? CUDNN_ACTIVATION_RELU
                                     : p.act == Activation::Sigmoid ? CUDNN_ACTIVATION_SIGMOID
                                     : p.act == Activation::Tanh    ? CUDNN_ACTIVATION_TANH
+                                    : p.act == Activation::Relu6   ? CUDNN_ACTIVATION_CLIPPED_RELU
                                                                    : CUDNN_ACTIVATION_IDENTITY;
-    HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(act, m, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(act, m, CUDNN_NOT_PROPAGATE_NAN, p.act == Activation::Relu6 ? 6.0 : 0.0));
   }
   ~LegacyDescs() {
     (void)cudnnDestroyTensorDescriptor(x);
@@ -600,6 +601,7 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
   for (bool fused : {true, false}) {
     if (!want_graph) break;
     if (fused && p.b == nullptr && p.act == Activation::None) continue;  // nothing to fuse
+    if (fused && p.act == Activation::Relu6) continue;  // no clipped pointwise op here: the epilogue kernel clips
     std::shared_ptr<BeGraph> g = build_graph(res.cudnn(), p, x, fused);
     if (!g) continue;
     const std::vector<BeP> cfgs = heuristic_configs_for(*g);

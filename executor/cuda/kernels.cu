@@ -713,6 +713,7 @@ __device__ __forceinline__ float activate(float v, int act) {
     case 1: return fmaxf(v, 0.f);
     case 2: return 1.f / (1.f + expf(-v));
     case 3: return tanhf(v);
+    case 4: return fminf(fmaxf(v, 0.f), 6.f);  // Relu6
     default: return v;
   }
 }

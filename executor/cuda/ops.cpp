@@ -123,6 +123,7 @@ cudnnActivationMode_t act_mode(Activation a) {
     case Activation::Relu: return CUDNN_ACTIVATION_RELU;
     case Activation::Sigmoid: return CUDNN_ACTIVATION_SIGMOID;
     case Activation::Tanh: return CUDNN_ACTIVATION_TANH;
+    case Activation::Relu6: return CUDNN_ACTIVATION_CLIPPED_RELU;  // clipped at the coefficient, 6
     case Activation::None: return CUDNN_ACTIVATION_IDENTITY;
   }
   return CUDNN_ACTIVATION_IDENTITY;
@@ -130,7 +131,7 @@ cudnnActivationMode_t act_mode(Activation a) {
 
 std::shared_ptr<ActDesc> act_desc(Activation a) {
   auto d = std::make_shared<ActDesc>();
-  HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(d->d, act_mode(a), CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(d->d, act_mode(a), CUDNN_NOT_PROPAGATE_NAN, a == Activation::Relu6 ? 6.0 : 0.0));
   return d;
 }
 

@@ -14,7 +14,7 @@ Cases:
             and Add, a residual Add, shape arithmetic (Shape, Gather, Unsqueeze, Concat,
             Reshape), Dropout, Identity, Gemm, Softmax
   dynamo    opset 18, the dynamo exporter's style: BatchNormalization left for the importer,
-            ReduceMean with axes as an input, Reshape to [1, -1], Gemm; weights as external data
+            a depthwise conv, Clip to [0, 6] (ReLU6), ReduceMean with axes as an input, Reshape to [1, -1], Gemm; weights as external data
   unsupported  three nodes hios cannot import, on separate branches
 """
 import os
@@ -100,8 +100,10 @@ def dynamo():
     nodes.append(helper.make_node("Relu", ["n"], ["r"], name="node_relu"))
     inits.append(t("dw.w", randn(16, 1, 3, 3)))
     nodes.append(helper.make_node("Conv", ["r", "dw.w"], ["dw"], name="node_dw", group=16, pads=[1, 1, 1, 1], strides=[2, 2]))
+    inits.extend([t("zero", np.array(0, np.float32)), t("six", np.array(6, np.float32))])
+    nodes.append(helper.make_node("Clip", ["dw", "zero", "six"], ["dw6"], name="node_hardtanh"))
     inits.append(t("axes", np.array([-1, -2], dtype=np.int64)))
-    nodes.append(helper.make_node("ReduceMean", ["dw", "axes"], ["mean"], name="node_mean", keepdims=1))
+    nodes.append(helper.make_node("ReduceMean", ["dw6", "axes"], ["mean"], name="node_mean", keepdims=1))
     inits.append(t("shape", np.array([1, -1], dtype=np.int64)))
     nodes.append(helper.make_node("Reshape", ["mean", "shape"], ["flat"], name="node_view"))
     inits.append(t("fc.w", randn(5, 16)))
@@ -113,11 +115,11 @@ def dynamo():
 
 
 def unsupported():
-    inits = [t("w", randn(4, 3, 3, 3)), t("w2", randn(4, 4, 3, 3)), t("lo", np.array(0, np.float32)),
-             t("hi", np.array(6, np.float32)), t("pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64))]
+    inits = [t("w", randn(4, 3, 3, 3)), t("w2", randn(4, 4, 3, 3)), t("lo", np.array(-1, np.float32)),
+             t("hi", np.array(1, np.float32)), t("pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64))]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("LeakyRelu", ["c"], ["a"], name="leaky"),
-             helper.make_node("Clip", ["c", "lo", "hi"], ["b"], name="relu6"),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["b"], name="hardtanh"),
              helper.make_node("Pad", ["c", "pads"], ["p"], name="pad"),
              helper.make_node("Conv", ["p", "w2"], ["d"], name="after_pad"),
              helper.make_node("Concat", ["a", "b", "d"], ["y"], name="cat", axis=1)]
@@ -189,6 +191,8 @@ def evaluate(model, x):
             r = (i[0] - i[3].reshape(sh)) / np.sqrt(i[4].reshape(sh) + a.get("epsilon", 1e-5)) * i[1].reshape(sh) + i[2].reshape(sh)
         elif op == "Relu":
             r = np.maximum(i[0], 0)
+        elif op == "Clip":
+            r = np.clip(i[0], i[1], i[2])
         elif op == "Pad":
             pads = i[1]
             r = np.pad(i[0], [(pads[d], pads[d + 4]) for d in range(4)])
