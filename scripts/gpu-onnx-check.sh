@@ -10,7 +10,10 @@
 #   OUT=/some/dir bash scripts/gpu-onnx-check.sh resnet50:224:legacy inception_v3:299:dynamo ...
 #
 # Environment: BUILD_DIR (/tmp/b), TWO_GPU (models also run on two GPUs, default inception_v3),
-# CHECK_S (the whole script's budget in seconds, default 480).
+# CHECK_S (the whole script's budget in seconds, default 480), TUNE_SIZE (with two GPUs: the
+# first model that runs on two is imported again at this size and tuned there with
+# `mpirun -np 2 hios tune`, then its tuned and best one-GPU schedules run), SERVE (1: the first
+# imported model is also served on the GPU for a few seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-onnx-check}
@@ -55,5 +58,28 @@ for spec in "$@"; do
       "$W/hios-$name.npy")  $(grep -E '^# correctness' "$W/run-$name.log")  $(grep -E '^# latency' "$W/run-$name.log")" \
       | tee -a "$OUT/summary.txt"
   done
+  if [ -n "${SERVE:-}" ] && [ -z "${served:-}" ]; then
+    served=1
+    timeout 120 "$H" serve --backend cuda --models "$W/graph.json" --size "$size" --duration 2 --loads 0.5,1 \
+      --batches 1,2,4 --static-batch 2 --verify-every 50 -o "$W/serve.json" >"$W/serve.log" 2>&1
+    echo "$spec served (rc $?): $(grep -E '^# within|^# summary' "$W/serve.log" | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+  fi
+  if [ -n "${TUNE_SIZE:-}" ] && [ -z "${tuned:-}" ] && [ "$gpus" -ge 2 ] && [[ "$two" == *" $model "* ]]; then
+    tuned=1
+    T=$W/tune-$TUNE_SIZE
+    mkdir -p "$T"
+    "$H" import "$W/model.onnx" -o "$T/graph.json" --height "$TUNE_SIZE" --width "$TUNE_SIZE" >/dev/null 2>&1
+    s0=$(date +%s)
+    timeout 150 mpirun -np 2 "$H" tune --graph "$T/graph.json" --gpus 2 --backend cuda --profile-db "$T/db.json" \
+      -o "$T/tuned.json" --one-gpu-output "$T/best1.json" --timeout 140 >"$T/tune.log" 2>&1
+    echo "$spec at $TUNE_SIZE: tune rc=$? in $(( $(date +%s) - s0 )) s: $(grep -m1 -E '<- chosen' "$T/tune.log" | tr -s ' ')" | tee -a "$OUT/summary.txt"
+    for kind in tuned best1; do
+      np=2; [ "$kind" = best1 ] && np=1
+      timeout 100 mpirun -np $np "$H" run --graph "$T/graph.json" --schedule "$T/$kind.json" --backend cuda --verify \
+        --warmup 5 --number 10 --repeat 7 --timeout 90 -o none >"$T/run-$kind.log" 2>&1
+      echo "$spec at $TUNE_SIZE $kind ($np GPU): $(grep -E '^# latency|^# correctness' "$T/run-$kind.log" | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+    done
+    rm -f "$T"/*.safetensors
+  fi
   rm -f "$W"/model.onnx.data "$W"/*.npy "$W"/*.safetensors  # keep what comes back small
 done
