@@ -465,6 +465,52 @@ static std::string describe_rows(const Op& op) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// pad: explicit padding (or cropping) of H and W
+
+static Shape infer_pad(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const Shape& in = single_input(ins, ctx);
+  const auto& p = op.pad().pads;
+  const Shape out{in.n, in.c, in.h + p[0] + p[2], in.w + p[1] + p[3]};
+  HIOS_CHECK(out.h > 0 && out.w > 0 && -p[0] < in.h && -p[2] < in.h && -p[1] < in.w && -p[3] < in.w,
+             "node '%s': pads %lld,%lld,%lld,%lld of a %s input crop it away", ctx.node.c_str(), (long long)p[0],
+             (long long)p[1], (long long)p[2], (long long)p[3], in.str().c_str());
+  return out;
+}
+static OpCost count_pad(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
+  OpCost c;  // every output element written, at most as many read
+  c.bytes_read = bytes_of(out, t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+static void write_pad(const Op& op, json& j) {
+  const PadAttrs& a = op.pad();
+  j["pads"] = a.pads;
+  j["fill"] = a.fill == PadFill::NegInf ? "-inf" : "zero";
+}
+static void read_pad(Op& op, JsonObject& o) {
+  PadAttrs a;
+  const json& pads = o.get_array("pads");
+  HIOS_CHECK(pads.size() == 4, "%s: expected 4 pads (top, left, bottom, right)", o.child_path("pads").c_str());
+  for (size_t k = 0; k < 4; ++k) {
+    const std::string path = o.child_path("pads") + strprintf("[%zu]", k);
+    HIOS_CHECK(pads[k].is_number_integer(), "%s: expected an integer", path.c_str());
+    const int64_t v = pads[k].get<int64_t>();
+    HIOS_CHECK(v > -65536 && v < 65536, "%s: %lld is out of range (-65536, 65536)", path.c_str(), (long long)v);
+    a.pads[k] = v;
+  }
+  const std::string fill = o.get_string("fill", "zero");
+  HIOS_CHECK(fill == "zero" || fill == "-inf", "%s: unknown fill '%s' (expected zero or -inf)", o.child_path("fill").c_str(),
+             fill.c_str());
+  a.fill = fill == "-inf" ? PadFill::NegInf : PadFill::Zero;
+  op.attrs = a;
+}
+static std::string describe_pad(const Op& op) {
+  const auto& p = op.pad().pads;
+  return strprintf("pad %lld,%lld,%lld,%lld%s", (long long)p[0], (long long)p[1], (long long)p[2], (long long)p[3],
+                   op.pad().fill == PadFill::NegInf ? " -inf" : "");
+}
+
+// ---------------------------------------------------------------------------------------------
 // sequential
 
 static Shape infer_sequential(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
@@ -562,6 +608,11 @@ static RowRange rows_same(const Op&, RowRange out, int64_t in_h) { return clip_r
 static RowRange rows_whole(const Op&, RowRange out, int64_t in_h) {
   return out.empty() ? RowRange{} : RowRange{0, in_h};
 }
+// Output row o of a pad is input row o - top (or padding).
+static RowRange rows_pad(const Op& op, RowRange out, int64_t in_h) {
+  return out.empty() ? RowRange{} : clip_rows(out.begin - op.pad().pads[0], out.end - op.pad().pads[0], in_h);
+}
+static int64_t out_rows_pad(const Op& op, int64_t in_h) { return in_h + op.pad().pads[0] + op.pad().pads[2]; }
 static RowRange rows_conv(const Op& op, RowRange out, int64_t in_h) {
   const ConvAttrs& a = op.conv();
   return window_rows(out, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], in_h);
@@ -695,6 +746,10 @@ static const std::vector<OpDef>& table() {
       // row is its own business).
       {OpKind::Rows, "rows", "a band of rows assembled from operands holding bands (row splits)", false, true,
        infer_rows, count_rows, write_rows, read_rows, describe_rows, rows_same, out_rows_same, true},
+      // Not split by rows: a band of a pad would need its place in the whole tensor, as a
+      // conv's RowWindow gives it, and nothing does yet. A row split's region stops before one.
+      {OpKind::Pad, "pad", "explicit padding or cropping of H and W (zero or -inf)", true, false, infer_pad, count_pad,
+       write_pad, read_pad, describe_pad, rows_pad, out_rows_pad, false},
   };
   return t;
 }
@@ -726,6 +781,7 @@ Op make_op(OpKind kind) {
     case OpKind::Linear: op.attrs = LinearAttrs{}; break;
     case OpKind::Sequential: op.attrs = SequentialAttrs{}; break;
     case OpKind::Rows: op.attrs = RowsAttrs{}; break;
+    case OpKind::Pad: op.attrs = PadAttrs{}; break;
     default: op.attrs = std::monostate{}; break;
   }
   return op;

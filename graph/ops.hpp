@@ -29,8 +29,8 @@ struct Shape {
   std::string str() const;  // "1x64x147x147"
 };
 
-enum class OpKind { Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows };
-constexpr int kNumOpKinds = 11;
+enum class OpKind { Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows, Pad };
+constexpr int kNumOpKinds = 12;
 
 // Relu6 is min(max(x, 0), 6) (MobileNet's). The CUDA kernels take these as integer codes in
 // this order (executor/cuda/kernels.cu, activate).
@@ -104,6 +104,15 @@ struct RowsAttrs {
   std::vector<int64_t> held;
 };
 
+// Explicit padding of H and W, for padding a conv or pool cannot take in its own (one side
+// more than the other: TensorFlow's "same" padding). A negative pad crops. The fill is zero,
+// or -inf before a max pool.
+enum class PadFill { Zero, NegInf };
+struct PadAttrs {
+  std::array<int64_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
+  PadFill fill = PadFill::Zero;
+};
+
 struct ActivationAttrs {
   Activation activation = Activation::Relu;
 };
@@ -123,7 +132,7 @@ struct SequentialAttrs {
 
 // Add, Mul, Identity and Softmax carry no attributes (std::monostate).
 using Attrs = std::variant<std::monostate, InputAttrs, ConvAttrs, PoolAttrs, ActivationAttrs, LinearAttrs,
-                           SequentialAttrs, RowsAttrs>;
+                           SequentialAttrs, RowsAttrs, PadAttrs>;
 
 struct Op {
   OpKind kind = OpKind::Identity;
@@ -136,6 +145,7 @@ struct Op {
   const InputAttrs& input() const { return std::get<InputAttrs>(attrs); }
   const SequentialAttrs& sequential() const { return std::get<SequentialAttrs>(attrs); }
   const RowsAttrs& rows() const { return std::get<RowsAttrs>(attrs); }
+  const PadAttrs& pad() const { return std::get<PadAttrs>(attrs); }
 };
 
 // Work and traffic of one op. FLOPs count a multiply-add as 2 (MACs counts it once); bias,

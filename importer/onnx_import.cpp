@@ -33,10 +33,12 @@ struct Pending {
   std::vector<float> weight, bias;
 };
 
-// A zero padding not yet applied: a Pad whose reader (a convolution or an average pool) takes
-// it into its own padding. Rows top/bottom, columns left/right.
+// A Pad not yet applied: its reader takes it into its own padding where it can (a zero pad
+// before a convolution or an average pool, a -inf pad before a max pool, symmetric in all);
+// otherwise a `pad` node applies it first. Rows top/bottom, columns left/right; negative crops.
 struct PendingPad {
   int64_t top = 0, left = 0, bottom = 0, right = 0;
+  PadFill fill = PadFill::Zero;
   bool any() const { return top || left || bottom || right; }
 };
 
@@ -155,10 +157,8 @@ class Importer {
     auto it = values_.find(name);
     HIOS_CHECK(it != values_.end() && it->second.live, "%s: output '%s' is a constant or is never computed",
                m_.file.c_str(), name.c_str());
-    Live& l = *it->second.live;
-    HIOS_CHECK(!l.pad.any(), "%s: output '%s' is a Pad; hios pads only inside convolutions and pools", m_.file.c_str(),
-               name.c_str());
-    return materialize(l, name);
+    apply_pending_pad(name);
+    return materialize(*it->second.live, name);
   }
 
   // --- node mapping ----------------------------------------------------------------------
@@ -279,11 +279,28 @@ class Importer {
   static const std::string& raw_name(const onnx::NodeProto& n) { return n.name().empty() ? n.output(0) : n.name(); }
   std::string node_name(const onnx::NodeProto& n) { return unique_name(raw_name(n)); }
 
+  // The computed value `name`; a pending Pad is applied first (a pad node) unless the reader
+  // takes it (pad_ok).
   const Live& live(const std::string& name, bool pad_ok = false) {
     const OnnxValue& v = values_.at(name);
     if (!v.live) refused("input '" + name + "' is a constant where hios needs a computed tensor");
-    if (v.live->pad.any() && !pad_ok) refused("reads the output of a Pad, which hios applies only inside a convolution or an average pool");
+    if (!pad_ok) apply_pending_pad(name);
     return *v.live;
+  }
+  void apply_pending_pad(const std::string& name) {
+    Live& l = *values_.at(name).live;
+    if (!l.pad.any()) return;
+    l = pad_node(l, l.pad, name);
+  }
+  // A pad node computing `x` padded by `pad` (x's own pending pad ignored).
+  Live pad_node(const Live& x, const PendingPad& pad, const std::string& raw) {
+    Pending p;
+    p.name = unique_name(raw + ".pad");
+    p.op = make_op(OpKind::Pad);
+    std::get<PadAttrs>(p.op.attrs) = PadAttrs{{pad.top, pad.left, pad.bottom, pad.right}, pad.fill};
+    p.inputs = x.terms;
+    ++folded_["Pads as explicit pad nodes"];
+    return node_live(add_node(std::move(p)));
   }
   const ConstTensor& constant(const onnx::NodeProto& n, int k, const char* what) {
     if (k >= n.input_size() || n.input(k).empty()) refused(std::string("has no ") + what);
@@ -373,9 +390,9 @@ class Importer {
     return {int(v[0]), int(v[1])};
   }
 
-  // Symmetric padding from ONNX's pads (or auto_pad) plus a pending Pad's; refuses asymmetry.
-  std::array<int, 2> padding_of(const NodeAttrs& at, const Live& x, std::array<int, 2> kernel, std::array<int, 2> stride,
-                                std::array<int, 2> dilation) {
+  // The op's own pads (ONNX's pads or auto_pad), top, left, bottom, right.
+  std::array<int64_t, 4> own_pads(const NodeAttrs& at, const Live& x, std::array<int, 2> kernel, std::array<int, 2> stride,
+                                  std::array<int, 2> dilation) {
     std::vector<int64_t> pads = at.ints("pads", {0, 0, 0, 0});
     if (pads.size() != 4) refused("only 2-D pads are supported");
     const std::string autopad = at.s("auto_pad", "NOTSET");
@@ -391,19 +408,34 @@ class Importer {
     } else if (autopad != "NOTSET" && autopad != "VALID") {
       refused("auto_pad '" + autopad + "' is not supported");
     }
-    const int64_t top = pads[0] + x.pad.top, left = pads[1] + x.pad.left, bottom = pads[2] + x.pad.bottom,
-                  right = pads[3] + x.pad.right;
-    if (top != bottom || left != right) {
-      refused(strprintf("its padding is asymmetric (top %lld, left %lld, bottom %lld, right %lld); hios pads both sides alike",
-                        (long long)top, (long long)left, (long long)bottom, (long long)right));
+    for (int64_t v : pads) {
+      if (v < 0 || v > 65536) refused("pads out of range");
     }
-    if (x.pad.any()) ++folded_["Pad into the padding of the op after it"];
-    return {int(top), int(left)};
+    return {pads[0], pads[1], pads[2], pads[3]};
+  }
+
+  // The op's padding, taking in x's pending Pad: where own plus pending padding is symmetric
+  // (and the pending Pad fills with what the op pads with), all of it goes into the op;
+  // otherwise a pad node pads x first and the op pads nothing. `x` is replaced by what the op
+  // reads.
+  std::array<int, 2> take_padding(Live& x, const std::string& x_name, std::array<int64_t, 4> own, PadFill fill) {
+    if (x.pad.any() && x.pad.fill != fill) x = pad_node(x, x.pad, x_name);
+    const PendingPad& q = x.pad;
+    const int64_t top = own[0] + q.top, left = own[1] + q.left, bottom = own[2] + q.bottom, right = own[3] + q.right;
+    if (top >= 0 && left >= 0 && top == bottom && left == right) {
+      if (q.any()) ++folded_["Pads into the padding of the op after them"];
+      x.pad = PendingPad{};
+      return {int(top), int(left)};
+    }
+    PendingPad all{top, left, bottom, right, fill};
+    x.pad = PendingPad{};
+    x = pad_node(x, all, x_name);
+    return {0, 0};
   }
 
   void conv(const onnx::NodeProto& n) {
     const NodeAttrs at(n);
-    const Live& x = live(n.input(0), true);
+    Live x = live(n.input(0), true);
     if (x.flat) refused("reads a rank-2 tensor");
     const ConstTensor& w = constant(n, 1, "weight");
     const ConstTensor* b = optional_constant(n, 2, "bias");
@@ -417,7 +449,7 @@ class Importer {
     const auto kernel = pair_of(at.ints("kernel_shape", {w.dims[2], w.dims[3]}), 1);
     if (kernel[0] != w.dims[2] || kernel[1] != w.dims[3]) refused("kernel_shape differs from the weight's");
     const auto stride = pair_of(at.ints("strides"), 1), dilation = pair_of(at.ints("dilations"), 1);
-    const auto padding = padding_of(at, x, kernel, stride, dilation);
+    const auto padding = take_padding(x, n.input(0), own_pads(at, x, kernel, stride, dilation), PadFill::Zero);
     Pending p;
     p.name = node_name(n);
     p.op = conv_op(w.dims[0], kernel, stride, padding, Activation::None, groups, b != nullptr, dilation);
@@ -526,7 +558,7 @@ class Importer {
     const NodeAttrs at(n);
     const bool avg = n.op_type() == "AveragePool";
     only_first_output_used(n);
-    const Live& x = live(n.input(0), avg);
+    Live x = live(n.input(0), true);
     if (x.flat) refused("reads a rank-2 tensor");
     if (at.i("storage_order", 0)) refused("storage_order 1 is not supported");
     const auto kernel = pair_of(at.ints("kernel_shape"), 0);
@@ -534,14 +566,15 @@ class Importer {
     const auto stride = pair_of(at.ints("strides"), 1), dilation = pair_of(at.ints("dilations"), 1);
     if (dilation[0] != 1 || dilation[1] != 1) refused("dilated pooling is not supported");
     bool count_include_pad = at.i("count_include_pad", 0) != 0;
-    if (avg && x.pad.any()) {
-      const std::vector<int64_t> own = at.ints("pads", {0, 0, 0, 0});
-      if (!count_include_pad && std::any_of(own.begin(), own.end(), [](int64_t v) { return v != 0; })) {
-        refused("an explicit Pad before a pool that has its own padding and leaves it out of the divisor");
-      }
-      count_include_pad = true;  // the explicit Pad's zeros are elements of the window
+    const auto own = own_pads(at, x, kernel, stride, {1, 1});
+    const bool own_any = own[0] || own[1] || own[2] || own[3];
+    if (avg && !count_include_pad && (x.pad.any() || own[0] != own[2] || own[1] != own[3]) && own_any) {
+      // Zeros of an explicit Pad count in the divisor, the pool's own padding does not: one
+      // padding cannot do both.
+      refused("its own padding is left out of the divisor, but a Pad before it or asymmetric pads would be counted");
     }
-    const auto padding = padding_of(at, x, kernel, stride, {1, 1});
+    if (avg && x.pad.any()) count_include_pad = true;  // the explicit Pad's zeros are elements of the window
+    const auto padding = take_padding(x, n.input(0), own, avg ? PadFill::Zero : PadFill::NegInf);
     Pending p;
     p.name = node_name(n);
     p.op = make_op(OpKind::Pool);
@@ -696,14 +729,18 @@ class Importer {
         pads = full;
       }
     }
-    if (value != 0) refused("pads with a non-zero value");
+    const bool neg_inf = std::isinf(value) && value < 0;
+    if (value != 0 && !neg_inf) refused(strprintf("pads with %g (hios pads with 0 or -inf)", value));
     if (pads.size() != 8) refused("only 4-D pads are supported");
     if (pads[0] || pads[1] || pads[4] || pads[5]) refused("pads N or C");
     for (int64_t p : pads) {
-      if (p < 0 || p > 65536) refused("a negative or huge pad (cropping) is not supported");
+      if (p < -65536 || p > 65536) refused("a pad out of range");
     }
     Live x = live(n.input(0), true);
     if (x.flat) refused("pads a rank-2 tensor");
+    const PadFill fill = neg_inf ? PadFill::NegInf : PadFill::Zero;
+    if (x.pad.any() && x.pad.fill != fill) x = pad_node(x, x.pad, n.input(0));
+    x.pad.fill = fill;
     x.pad.top += pads[2];
     x.pad.left += pads[3];
     x.pad.bottom += pads[6];

@@ -282,6 +282,23 @@ void k_rows(const Op& op, const std::vector<const float*>& in, const std::vector
   }
 }
 
+void k_pad(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>& s, const Shape& out, float* y,
+           const std::vector<OpParamsView>&, Scratch&) {
+  const PadAttrs& a = op.pad();
+  const float fill = a.fill == PadFill::NegInf ? -std::numeric_limits<float>::infinity() : 0.f;
+  const Shape& x = s[0];
+  for (int64_t p = 0; p < out.n * out.c; ++p) {
+    for (int64_t oy = 0; oy < out.h; ++oy) {
+      const int64_t iy = oy - a.pads[0];
+      float* row = y + (p * out.h + oy) * out.w;
+      for (int64_t ox = 0; ox < out.w; ++ox) {
+        const int64_t ix = ox - a.pads[1];
+        row[ox] = (iy >= 0 && iy < x.h && ix >= 0 && ix < x.w) ? in[0][(p * x.h + iy) * x.w + ix] : fill;
+      }
+    }
+  }
+}
+
 struct KernelEntry {
   OpKind kind;
   KernelFn fn;
@@ -292,7 +309,7 @@ constexpr KernelEntry kKernels[] = {
     {OpKind::Input, k_input},       {OpKind::Conv, k_conv},          {OpKind::Pool, k_pool},
     {OpKind::Activation, k_activation}, {OpKind::Add, k_elementwise}, {OpKind::Mul, k_elementwise},
     {OpKind::Identity, k_identity}, {OpKind::Sequential, k_sequential}, {OpKind::Linear, k_linear},
-    {OpKind::Softmax, k_softmax},   {OpKind::Rows, k_rows},
+    {OpKind::Softmax, k_softmax},   {OpKind::Rows, k_rows},          {OpKind::Pad, k_pad},
 };
 static_assert(std::size(kKernels) == kNumOpKinds, "the CPU kernel table must have one entry per OpKind");
 

@@ -1174,6 +1174,36 @@ void launch_pool_tiled(const PoolParams& p, cudaStream_t stream) {
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
+template <class T>
+__global__ void pad_kernel(PadParams p, int64_t total) {
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t n, ch, oy, ox, q;
+    if (p.nhwc) {
+      ch = i % p.c, q = i / p.c, ox = q % p.ow, q /= p.ow, oy = q % p.oh, n = q / p.oh;
+    } else {
+      ox = i % p.ow, q = i / p.ow, oy = q % p.oh, q /= p.oh, ch = q % p.c, n = q / p.c;
+    }
+    const int64_t iy = oy - p.top, ix = ox - p.left;
+    float v = p.fill;
+    if (iy >= 0 && iy < p.ih && ix >= 0 && ix < p.iw) {
+      v = ld(x + (p.nhwc ? ((n * p.ih + iy) * p.iw + ix) * p.c + ch : ((n * p.c + ch) * p.ih + iy) * p.iw + ix));
+    }
+    st(y + n * p.y_batch_stride + (p.nhwc ? (oy * p.ow + ox) * p.y_pixel_stride + ch : (ch * p.oh + oy) * p.ow + ox), v);
+  }
+}
+
+void launch_pad(const PadParams& p, cudaStream_t stream) {
+  const int64_t total = p.n * p.c * p.oh * p.ow;
+  if (total <= 0) return;
+  with_elem(p.elem, [&](auto tag) {
+    using T = decltype(tag);
+    pad_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(p, total);
+  });
+  HIOS_CUDA_CHECK_LAUNCH();
+}
+
 void launch_bias_act(const void* x, void* y, const void* bias, int act, int64_t n, int64_t c, int64_t hw, int nhwc,
                      Elem elem, cudaStream_t stream) {
   const int64_t total = n * c * hw;

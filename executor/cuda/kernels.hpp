@@ -132,6 +132,20 @@ struct GlobalPoolParams {
 };
 void launch_global_pool(const GlobalPoolParams& p, cudaStream_t stream);
 
+// Explicit padding (or cropping, negative pads) of H and W: y is x, packed, shifted by top rows
+// and left columns, the rest `fill`. y may be a view with its own batch stride (and, in NHWC,
+// pixel stride).
+struct PadParams {
+  const void* x = nullptr;
+  void* y = nullptr;
+  Elem elem = Elem::F32;
+  int64_t n = 0, c = 0, ih = 0, iw = 0, oh = 0, ow = 0, top = 0, left = 0;
+  int nhwc = 0;
+  int64_t y_batch_stride = 0, y_pixel_stride = 0;  // elements
+  float fill = 0.f;
+};
+void launch_pad(const PadParams& p, cudaStream_t stream);
+
 // Softmax over the channels of every pixel of a packed tensor.
 void launch_softmax(const void* x, void* y, int64_t n, int64_t c, int64_t hw, int nhwc, Elem elem,
                     cudaStream_t stream);

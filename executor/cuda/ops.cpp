@@ -2,6 +2,7 @@
 // and with kernels.cu where it has not (term assembly, ceil_mode pooling, the bands and row
 // copies of row splits).
 #include <algorithm>
+#include <limits>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -550,6 +551,22 @@ void plan_softmax(PlanCtx& c, const Op&, const std::string&, const std::vector<V
   });
 }
 
+void plan_pad(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+  const View x = c.packed(in.at(0));  // the kernel reads a packed input (both passes: scratch)
+  if (c.dry) return;
+  PadParams p;
+  p.x = x.ptr;
+  p.y = y.ptr;
+  p.elem = y.elem;
+  p.n = y.shape.n, p.c = y.shape.c, p.ih = x.shape.h, p.iw = x.shape.w, p.oh = y.shape.h, p.ow = y.shape.w;
+  p.top = op.pad().pads[0], p.left = op.pad().pads[1];
+  p.nhwc = y.nhwc() ? 1 : 0;
+  p.y_batch_stride = y.shape.n == 1 ? y.item() : y.batch_stride;
+  p.y_pixel_stride = y.nhwc() ? y.pixel_stride : 1;
+  p.fill = op.pad().fill == PadFill::NegInf ? -std::numeric_limits<float>::infinity() : 0.f;
+  c.emit([p](StreamResources& r) { launch_pad(p, r.stream()); });
+}
+
 // A launch copying view x into view y of the same shape (either may be an NHWC slice).
 CombineParams copy_params(const View& x, const View& y) {
   const bool flat = blocks_of(x).rows == 1 && blocks_of(y).rows == 1;
@@ -756,6 +773,7 @@ constexpr std::array<CudaOpImpl, kNumOpKinds> kTable = {{
     {OpKind::Linear, plan_linear},
     {OpKind::Softmax, plan_softmax},
     {OpKind::Rows, plan_rows},
+    {OpKind::Pad, plan_pad},
 }};
 
 // A new OpKind without a row here fails to compile, not at run time.

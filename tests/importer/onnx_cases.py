@@ -10,6 +10,7 @@ graph itself (`evaluate` below), independent of hios. Needs the onnx and numpy p
 
 Cases:
   branchy   opset 13, the older exporter's style: Conv+BN+Relu, a zero Pad before a conv,
+            asymmetric zero padding before a conv, -inf padding before a max pool, a cropping Pad,
             max and average pools (count_include_pad 0, ceil_mode), Concat, a per-channel Mul
             and Add, a residual Add, shape arithmetic (Shape, Gather, Unsqueeze, Concat,
             Reshape), Dropout, Identity, Gemm, Softmax
@@ -67,11 +68,20 @@ def branchy():
     b2 = op("Relu", [bn("b2.bn", conv("b2.conv", p, randn(6, 8, 3, 3)), 6)], "b2.relu")
     b3 = op("MaxPool", [c1], "b3.pool", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
     b4 = op("AveragePool", [c1], "b4.pool", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=0)
-    cat = op("Concat", [b1, b2, b3, b4], "cat", axis=1)
-    inits.append(t("scale", rng.uniform(0.5, 1.5, (1, 26, 1, 1)).astype(np.float32)))
-    inits.append(t("shift", randn(26, 1, 1)))
+    # Padding hios's ops cannot take in: more below than above (TensorFlow's "same"), -inf
+    # before a max pool, and a negative pad that crops (shifts the image up and left).
+    inits.append(t("b5.pads", np.array([0, 0, 0, 0, 0, 0, 2, 2], dtype=np.int64)))
+    b5 = conv("b5.conv", op("Pad", [c1, "b5.pads"], "b5.pad"), randn(4, 8, 3, 3), randn(4))
+    inits.append(t("b6.pads", np.array([0, 0, 0, 0, 0, 0, 2, 2], dtype=np.int64)))
+    inits.append(t("minus_inf", np.array(-np.inf, dtype=np.float32)))
+    b6 = op("MaxPool", [op("Pad", [c1, "b6.pads", "minus_inf"], "b6.pad")], "b6.pool", kernel_shape=[3, 3])
+    inits.append(t("b7.pads", np.array([0, 0, -1, -1, 0, 0, 1, 1], dtype=np.int64)))
+    b7 = op("Pad", [c1, "b7.pads"], "b7.crop")
+    cat = op("Concat", [b1, b2, b3, b4, b5, b6, b7], "cat", axis=1)
+    inits.append(t("scale", rng.uniform(0.5, 1.5, (1, 46, 1, 1)).astype(np.float32)))
+    inits.append(t("shift", randn(46, 1, 1)))
     a = op("Add", [op("Mul", [cat, "scale"], "scaled"), "shift"], "shifted")
-    r = conv("res.conv", a, randn(26, 26, 1, 1), randn(26))
+    r = conv("res.conv", a, randn(46, 46, 1, 1), randn(46))
     s = op("Relu", [op("Add", [r, a], "res.add")], "res.relu")
     mp = op("MaxPool", [s], "pool2", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
     g = op("GlobalAveragePool", [mp], "gap")
@@ -82,7 +92,7 @@ def branchy():
     n = op("Unsqueeze", [op("Gather", [shape, "zero"], "gap.n", axis=0), "axes0"], "gap.n1")
     flat = op("Reshape", [g, op("Concat", [n, "minus1"], "gap.target", axis=0)], "flat")
     d = op("Identity", [op("Dropout", [flat], "drop")], "ident")
-    inits.append(t("fc.w", randn(10, 26)))
+    inits.append(t("fc.w", randn(10, 46)))
     inits.append(t("fc.b", randn(10)))
     fc = op("Gemm", [d, "fc.w", "fc.b"], "fc", transB=1, alpha=0.5)
     op("Softmax", [fc], "prob", axis=1)
@@ -116,11 +126,12 @@ def dynamo():
 
 def unsupported():
     inits = [t("w", randn(4, 3, 3, 3)), t("w2", randn(4, 4, 3, 3)), t("lo", np.array(-1, np.float32)),
-             t("hi", np.array(1, np.float32)), t("pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64))]
+             t("hi", np.array(1, np.float32)), t("pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64)),
+             t("one", np.array(1, np.float32))]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("LeakyRelu", ["c"], ["a"], name="leaky"),
              helper.make_node("Clip", ["c", "lo", "hi"], ["b"], name="hardtanh"),
-             helper.make_node("Pad", ["c", "pads"], ["p"], name="pad"),
+             helper.make_node("Pad", ["c", "pads", "one"], ["p"], name="pad_with_ones"),
              helper.make_node("Conv", ["p", "w2"], ["d"], name="after_pad"),
              helper.make_node("Concat", ["a", "b", "d"], ["y"], name="cat", axis=1)]
     graph = helper.make_graph(nodes, "unsupported", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
@@ -194,8 +205,9 @@ def evaluate(model, x):
         elif op == "Clip":
             r = np.clip(i[0], i[1], i[2])
         elif op == "Pad":
-            pads = i[1]
-            r = np.pad(i[0], [(pads[d], pads[d + 4]) for d in range(4)])
+            pads, value = i[1], (float(i[2]) if len(i) > 2 and i[2] is not None else 0.0)
+            r = np.pad(i[0], [(max(pads[d], 0), max(pads[d + 4], 0)) for d in range(4)], constant_values=value)
+            r = r[tuple(slice(-min(pads[d], 0), r.shape[d] + min(pads[d + 4], 0)) for d in range(4))]
         elif op in ("MaxPool", "AveragePool"):
             r = pool_ref(i[0], a, "max" if op == "MaxPool" else "avg")
         elif op == "GlobalAveragePool":
