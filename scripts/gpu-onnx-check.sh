@@ -9,7 +9,10 @@
 #
 #   OUT=/some/dir bash scripts/gpu-onnx-check.sh resnet50:224:legacy inception_v3:299:dynamo ...
 #
-# Environment: BUILD_DIR (/tmp/b), TWO_GPU (models also run on two GPUs, default inception_v3),
+# Environment: MATHS (the one-GPU runs: fp32, tf32, bf16, fp16 and cpu, the CPU reference;
+# default fp32), TWO_MATH (the two-GPU runs', default fp32), TOP1_BATCH (the top-1 agreement
+# of TOP1_MODEL, default inception_v3, over this many random inputs in TF32), BUILTIN_SIZE (the
+# imported inception_v3 against the built-in one at this size, TF32), BUILD_DIR (/tmp/b), TWO_GPU (models also run on two GPUs, default inception_v3),
 # CHECK_S (the whole script's budget in seconds, default 480), TUNE_SIZE (with two GPUs: the
 # first model that runs on two is imported again at this size and tuned there with
 # `mpirun -np 2 hios tune`, then its tuned and best one-GPU schedules run), SERVE (1: the first
@@ -42,22 +45,57 @@ for spec in "$@"; do
   fi
   echo "$spec: $(head -1 "$W/import.log")" | tee -a "$OUT/summary.txt"
   "$H" schedule --graph "$W/graph.json" --algo hios-lp --gpus 1 -o "$W/lp1.json" >/dev/null 2>&1
-  runs=("lp1 1 $W/lp1.json")
+  runs=()
+  for math in ${MATHS:-fp32}; do  # "cpu" is the CPU reference backend (fp32)
+    if [ "$math" = cpu ]; then runs+=("lp1 1 $W/lp1.json fp32 cpu"); else runs+=("lp1 1 $W/lp1.json $math cuda"); fi
+  done
   if [ "$gpus" -ge 2 ] && [[ "$two" == *" $model "* ]]; then
     "$H" schedule --graph "$W/graph.json" --algo hios-lp --gpus 2 -o "$W/lp2.json" >/dev/null 2>&1
     "$H" schedule --graph "$W/graph.json" --algo hios-lp --gpus 2 --spatial 2 --spatial-mode recompute \
       -o "$W/split.json" >/dev/null 2>&1
-    runs+=("lp2 2 $W/lp2.json" "split 2 $W/split.json")
+    runs+=("lp2 2 $W/lp2.json ${TWO_MATH:-fp32} cuda" "split 2 $W/split.json ${TWO_MATH:-fp32} cuda")
   fi
   for r in "${runs[@]}"; do
-    read -r name np sched <<<"$r"
-    timeout 150 mpirun -np "$np" "$H" run --graph "$W/graph.json" --schedule "$sched" --backend cuda --math fp32 \
-      --input "$W/input.npy" --save-output "$W/hios-$name.npy" --verify --warmup 2 --number 5 --repeat 3 \
-      --timeout 140 -o none >"$W/run-$name.log" 2>&1 || { echo "$spec $name: run failed: $(grep -m1 error "$W/run-$name.log")" | tee -a "$OUT/summary.txt"; continue; }
-    echo "$spec $name ($np GPU) fp32 against PyTorch: $(python3 scripts/torch_weights.py --compare "$W/torch.npy" \
-      "$W/hios-$name.npy")  $(grep -E '^# correctness' "$W/run-$name.log")  $(grep -E '^# latency' "$W/run-$name.log")" \
+    read -r name np sched math backend <<<"$r"
+    label=$name-$math-$backend
+    extra=(--verify --warmup 2 --number 5 --repeat 3)
+    [ "$backend" = cpu ] && extra=(--warmup 0 --number 1 --repeat 1)
+    timeout 150 mpirun -np "$np" "$H" run --graph "$W/graph.json" --schedule "$sched" --backend "$backend" --math "$math" \
+      --input "$W/input.npy" --save-output "$W/hios-$label.npy" "${extra[@]}" \
+      --timeout 140 -o none >"$W/run-$label.log" 2>&1 || { echo "$spec $label: run failed: $(grep -m1 error "$W/run-$label.log")" | tee -a "$OUT/summary.txt"; continue; }
+    echo "$spec $name ($np GPU) $backend $math against PyTorch: $(python3 scripts/torch_weights.py --compare "$W/torch.npy" \
+      "$W/hios-$label.npy")  $(grep -E '^# correctness' "$W/run-$label.log")  $(grep -E '^# latency' "$W/run-$label.log")" \
       | tee -a "$OUT/summary.txt"
   done
+  # Top-1 agreement over TOP1_BATCH random inputs, in TF32: the graph imported at that batch.
+  if [ -n "${TOP1_BATCH:-}" ] && [ "$model" = "${TOP1_MODEL:-inception_v3}" ] && [ -z "${top1_done:-}" ]; then
+    top1_done=1
+    timeout 120 python3 scripts/torch_onnx_export.py --model "$model" --size "$size" --exporter none --batch "$TOP1_BATCH" \
+      --out "$W/b$TOP1_BATCH" >"$W/top1-export.log" 2>&1
+    "$H" import "$W/model.onnx" -o "$W/b$TOP1_BATCH/graph.json" --batch "$TOP1_BATCH" >/dev/null 2>&1
+    "$H" schedule --graph "$W/b$TOP1_BATCH/graph.json" --algo hios-lp --gpus 1 -o "$W/b$TOP1_BATCH/lp1.json" >/dev/null 2>&1
+    timeout 150 "$H" run --graph "$W/b$TOP1_BATCH/graph.json" --schedule "$W/b$TOP1_BATCH/lp1.json" --backend cuda --math tf32 \
+      --input "$W/b$TOP1_BATCH/input.npy" --save-output "$W/b$TOP1_BATCH/hios.npy" --warmup 1 --number 1 --repeat 1 \
+      --timeout 140 -o none >"$W/top1-run.log" 2>&1
+    echo "$spec batch $TOP1_BATCH tf32 against PyTorch: $(python3 scripts/torch_weights.py --compare \
+      "$W/b$TOP1_BATCH/torch.npy" "$W/b$TOP1_BATCH/hios.npy" 2>&1)" | tee -a "$OUT/summary.txt"
+    rm -f "$W/b$TOP1_BATCH"/*.npy "$W/b$TOP1_BATCH"/*.safetensors
+  fi
+  # The imported model against hios's built-in one at BUILTIN_SIZE, same math (tf32), one GPU.
+  if [ -n "${BUILTIN_SIZE:-}" ] && [ "$model" = inception_v3 ] && [ -z "${builtin_done:-}" ]; then
+    builtin_done=1
+    BI=$W/builtin-$BUILTIN_SIZE
+    mkdir -p "$BI"
+    "$H" import "$W/model.onnx" -o "$BI/imported.json" --height "$BUILTIN_SIZE" --width "$BUILTIN_SIZE" >/dev/null 2>&1
+    "$H" graph --model inception_v3 --height "$BUILTIN_SIZE" --width "$BUILTIN_SIZE" -o "$BI/builtin.json" 2>/dev/null
+    for g in imported builtin imported builtin; do
+      "$H" schedule --graph "$BI/$g.json" --algo hios-lp --gpus 1 -o "$BI/$g.lp1.json" >/dev/null 2>&1
+      timeout 100 "$H" run --graph "$BI/$g.json" --schedule "$BI/$g.lp1.json" --backend cuda --math tf32 --warmup 5 \
+        --number 10 --repeat 7 --timeout 90 -o none >"$BI/$g.run.log" 2>&1
+      echo "inception_v3 $BUILTIN_SIZE $g (hios-lp, 1 GPU, tf32): $(grep -E '^# latency' "$BI/$g.run.log")" | tee -a "$OUT/summary.txt"
+    done
+    rm -f "$BI"/*.safetensors
+  fi
   if [ -n "${SERVE:-}" ] && [ -z "${served:-}" ]; then
     served=1
     timeout 120 "$H" serve --backend cuda --models "$W/graph.json" --size "$size" --duration 2 --loads 0.5,1 \

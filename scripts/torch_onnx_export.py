@@ -45,7 +45,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--exporter", choices=("legacy", "dynamo"), default="legacy")
+    ap.add_argument("--exporter", choices=("legacy", "dynamo", "none"), default="legacy",
+                    help="none: only the input and PyTorch's output (for --batch)")
+    ap.add_argument("--batch", type=int, default=1, help="images in the input and the reference output")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -54,18 +56,21 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     os.makedirs(a.out, exist_ok=True)
     model = build(a.model, a.seed, a.size)
-    x = np.random.RandomState(a.seed).standard_normal((1, 3, a.size, a.size)).astype(np.float32)
+    x = np.random.RandomState(a.seed).standard_normal((a.batch, 3, a.size, a.size)).astype(np.float32)
     np.save(os.path.join(a.out, "input.npy"), x)
     path = os.path.join(a.out, "model.onnx")
     xt = torch.from_numpy(x)
-    if a.exporter == "legacy":
+    if a.exporter == "none":
+        pass
+    elif a.exporter == "legacy":
         torch.onnx.export(model, (xt,), path, opset_version=17, dynamo=False, input_names=["x"], output_names=["y"])
     else:
         torch.onnx.export(model, (xt,), path, opset_version=18, dynamo=True, external_data=True,
                           input_names=["x"], output_names=["y"])
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    with torch.no_grad():
-        y = model.to(device)(xt.to(device)).float().cpu().numpy()
+    model = model.to(device)
+    with torch.no_grad():  # in chunks of 16 images: a batch of 100 at 1024 would not fit
+        y = np.concatenate([model(xt[i:i + 16].to(device)).float().cpu().numpy() for i in range(0, a.batch, 16)])
     np.save(os.path.join(a.out, "torch.npy"), y)
     print(f"wrote {a.out}: {a.model} {a.exporter} {x.shape} -> {y.shape}")
 
