@@ -29,7 +29,18 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
   return s;
 }
 
+// Elements of a tensor of these dims, or -1 when a dim is negative or there are too many.
+int64_t checked_numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || (d > 0 && n > kMaxFoldedElements / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
 ConstTensor like(const ConstTensor& proto, std::vector<int64_t> dims) {
+  if (checked_numel(dims) < 0) throw Error("a result of negative or too large a size");
   ConstTensor t;
   t.dims = std::move(dims);
   t.integer = proto.integer;
@@ -56,16 +67,16 @@ bool broadcast(const ConstTensor& a, const ConstTensor& b, const std::function<d
       why = "shapes do not broadcast";
       return false;
     }
-    dims[k] = std::max(da[k], db[k]);
+    dims[k] = (da[k] == 0 || db[k] == 0) ? 0 : std::max(da[k], db[k]);  // 0 with 1 broadcasts to 0
+  }
+  if (checked_numel(dims) < 0) {
+    why = "too large to evaluate";
+    return false;
   }
   out = ConstTensor{};
   out.dims = dims;
   out.integer = boolean || (a.integer && b.integer);
   const int64_t n = out.numel();
-  if (n > kMaxFoldedElements) {
-    why = "too large to evaluate";
-    return false;
-  }
   if (out.integer) out.i.resize(size_t(n));
   else out.f.resize(size_t(n));
   const auto so = strides_of(dims), sa = strides_of(da), sb = strides_of(db);
@@ -176,11 +187,17 @@ bool slice(const ConstTensor& data, std::vector<int64_t> starts, std::vector<int
 
 }  // namespace
 
-bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std::vector<const ConstTensor*>& in,
-                        std::vector<ConstTensor>& out, std::string& why) {
+namespace {
+
+bool evaluate(const OnnxModel& m, const onnx::NodeProto& n, const std::vector<const ConstTensor*>& in,
+              std::vector<ConstTensor>& out, std::string& why) {
   const std::string& op = n.op_type();
   const NodeAttrs at(n);
   auto input = [&](size_t k) -> const ConstTensor* { return k < in.size() ? in[k] : nullptr; };
+  auto arg = [&](size_t k) -> const ConstTensor& {
+    if (!input(k)) throw Error(strprintf("input %zu is missing", k));
+    return *input(k);
+  };
   out.assign(size_t(std::max(1, n.output_size())), ConstTensor{});
   ConstTensor& r = out[0];
   static const std::map<std::string, std::function<double(double, double)>> binary = {
@@ -226,14 +243,14 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       return true;
     }
     if (op == "Identity" || (op == "Dropout" && n.output_size() <= 1)) {
-      r = *input(0);
+      r = arg(0);
       return true;
     }
     if (op == "Cast") {
       const int to = int(at.i("to", onnx::TensorProto::FLOAT));
       const bool to_float = to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE ||
                             to == onnx::TensorProto::FLOAT16 || to == onnx::TensorProto::BFLOAT16;
-      const ConstTensor& a = *input(0);
+      const ConstTensor& a = arg(0);
       r = ConstTensor{};
       r.dims = a.dims;
       r.integer = !to_float;
@@ -244,7 +261,7 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       return true;
     }
     if (op == "Shape") {
-      const auto& d = input(0)->dims;
+      const auto& d = arg(0).dims;
       const int64_t rank = int64_t(d.size());
       const int64_t b = std::clamp<int64_t>(norm_axis(at.i("start", 0), rank), 0, rank);
       const int64_t e = std::clamp<int64_t>(norm_axis(at.i("end", rank), rank), 0, rank);
@@ -252,13 +269,13 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       return true;
     }
     if (op == "Size") {
-      r = ConstTensor::ints({}, {input(0)->numel()});
+      r = ConstTensor::ints({}, {arg(0).numel()});
       return true;
     }
-    if (op == "Gather") return gather(*input(0), *input(1), at.i("axis", 0), r, why);
+    if (op == "Gather") return gather(arg(0), arg(1), at.i("axis", 0), r, why);
     if (op == "Unsqueeze" || op == "Squeeze") {
-      const ConstTensor& a = *input(0);
-      std::vector<int64_t> axes = input(1) ? values_of(*input(1)) : at.ints("axes");
+      const ConstTensor& a = arg(0);
+      std::vector<int64_t> axes = input(1) ? values_of(arg(1)) : at.ints("axes");
       std::vector<int64_t> dims = a.dims;
       if (op == "Unsqueeze") {
         const int64_t rank = int64_t(dims.size() + axes.size());
@@ -286,8 +303,8 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       return true;
     }
     if (op == "Reshape") {
-      const ConstTensor& a = *input(0);
-      std::vector<int64_t> shape = values_of(*input(1));
+      const ConstTensor& a = arg(0);
+      std::vector<int64_t> shape = values_of(arg(1));
       int64_t known = 1, infer = -1;
       for (size_t k = 0; k < shape.size(); ++k) {
         if (shape[k] == 0 && !at.i("allowzero", 0)) shape[k] = k < a.dims.size() ? a.dims[k] : 1;
@@ -297,15 +314,19 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       if (infer >= 0) shape[size_t(infer)] = known ? a.numel() / known : 0;
       r = a;
       r.dims = shape;
-      if (r.numel() != a.numel()) {
+      if (checked_numel(shape) != a.numel()) {
         why = "the target shape has another size";
         return false;
       }
       return true;
     }
     if (op == "Flatten") {
-      const ConstTensor& a = *input(0);
+      const ConstTensor& a = arg(0);
       const int64_t axis = norm_axis(at.i("axis", 1), int64_t(a.dims.size()));
+      if (axis < 0 || axis > int64_t(a.dims.size())) {
+        why = "axis out of range";
+        return false;
+      }
       int64_t outer = 1;
       for (int64_t k = 0; k < axis; ++k) outer *= a.dims[size_t(k)];
       r = a;
@@ -313,9 +334,21 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       return true;
     }
     if (op == "Concat") {
-      const int64_t rank = int64_t(input(0)->dims.size());
+      const int64_t rank = int64_t(arg(0).dims.size());
       const int64_t axis = norm_axis(at.i("axis", 0), rank);
-      std::vector<int64_t> dims = input(0)->dims;
+      for (const ConstTensor* t : in) {
+        bool same = t && int64_t(t->dims.size()) == rank;
+        for (int64_t k = 0; same && k < rank; ++k) same = k == axis || t->dims[size_t(k)] == arg(0).dims[size_t(k)];
+        if (!same) {
+          why = "inputs missing or of different shapes";
+          return false;
+        }
+      }
+      if (axis < 0 || axis >= rank) {
+        why = "axis out of range";
+        return false;
+      }
+      std::vector<int64_t> dims = arg(0).dims;
       dims[size_t(axis)] = 0;
       bool integer = true;
       for (const ConstTensor* t : in) {
@@ -340,24 +373,24 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
     }
     if (op == "Slice") {
       if (m.opset < 10) {
-        return slice(*input(0), at.ints("starts"), at.ints("ends"), at.ints("axes"), {}, r, why);
+        return slice(arg(0), at.ints("starts"), at.ints("ends"), at.ints("axes"), {}, r, why);
       }
-      return slice(*input(0), values_of(*input(1)), values_of(*input(2)), input(3) ? values_of(*input(3)) : std::vector<int64_t>{},
-                   input(4) ? values_of(*input(4)) : std::vector<int64_t>{}, r, why);
+      return slice(arg(0), values_of(arg(1)), values_of(arg(2)), input(3) ? values_of(arg(3)) : std::vector<int64_t>{},
+                   input(4) ? values_of(arg(4)) : std::vector<int64_t>{}, r, why);
     }
     if (op == "Div") {
-      const bool integer = input(0)->integer && input(1)->integer;
-      return broadcast(*input(0), *input(1), [integer](double x, double y) { return divide(x, y, integer); }, r, why);
+      const bool integer = arg(0).integer && arg(1).integer;
+      return broadcast(arg(0), arg(1), [integer](double x, double y) { return divide(x, y, integer); }, r, why);
     }
-    if (auto it = binary.find(op); it != binary.end() && in.size() == 2) return broadcast(*input(0), *input(1), it->second, r, why);
-    if (auto it = compare.find(op); it != compare.end()) return broadcast(*input(0), *input(1), it->second, r, why, true);
-    if (auto it = unaries.find(op); it != unaries.end()) return unary(*input(0), it->second, r);
+    if (auto it = binary.find(op); it != binary.end() && in.size() == 2) return broadcast(arg(0), arg(1), it->second, r, why);
+    if (auto it = compare.find(op); it != compare.end()) return broadcast(arg(0), arg(1), it->second, r, why, true);
+    if (auto it = unaries.find(op); it != unaries.end()) return unary(arg(0), it->second, r);
     if (op == "Where") {  // cond ? x : y, all three broadcast to one shape
       const auto first = [](double c, double) { return c; };
       const auto second = [](double, double v) { return v; };
       ConstTensor cx, cond, xs, ys;
-      if (!broadcast(*input(0), *input(1), first, cx, why, true) || !broadcast(cx, *input(2), first, cond, why, true) ||
-          !broadcast(cond, *input(1), second, xs, why) || !broadcast(cond, *input(2), second, ys, why)) {
+      if (!broadcast(arg(0), arg(1), first, cx, why, true) || !broadcast(cx, arg(2), first, cond, why, true) ||
+          !broadcast(cond, arg(1), second, xs, why) || !broadcast(cond, arg(2), second, ys, why)) {
         return false;
       }
       const bool integer = xs.integer && ys.integer;
@@ -377,17 +410,25 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
         lo = at.f("min", -std::numeric_limits<float>::infinity());
         hi = at.f("max", std::numeric_limits<float>::infinity());
       } else {
-        if (input(1) && input(1)->numel()) lo = input(1)->at(0);
-        if (input(2) && input(2)->numel()) hi = input(2)->at(0);
+        if (input(1) && arg(1).numel()) lo = arg(1).at(0);
+        if (input(2) && arg(2).numel()) hi = arg(2).at(0);
       }
-      return unary(*input(0), [lo, hi](double x) { return std::min(std::max(x, lo), hi); }, r);
+      return unary(arg(0), [lo, hi](double x) { return std::min(std::max(x, lo), hi); }, r);
     }
     if (op == "Transpose") {
-      const ConstTensor& a = *input(0);
+      const ConstTensor& a = arg(0);
       const int64_t rank = int64_t(a.dims.size());
       std::vector<int64_t> perm = at.ints("perm");
       if (perm.empty()) {
         for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+      }
+      std::vector<char> seen(static_cast<size_t>(rank), 0);
+      for (int64_t x : perm) {
+        if (x < 0 || x >= rank || seen[size_t(x)]) {
+          why = "perm is not a permutation of the axes";
+          return false;
+        }
+        seen[size_t(x)] = 1;
       }
       if (int64_t(perm.size()) != rank) {
         why = "perm does not match the rank";
@@ -408,9 +449,13 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       return true;
     }
     if (op == "ConstantOfShape") {
-      const std::vector<int64_t> dims = values_of(*input(0));
+      const std::vector<int64_t> dims = values_of(arg(0));
       ConstTensor value = ConstTensor::floats({1}, {0.f});
       if (const auto* a = at.find("value")) value = read_tensor(m, a->t(), n.name());
+      if (value.numel() < 1) {
+        why = "an empty value";
+        return false;
+      }
       r = like(value, dims);
       if (r.numel() > kMaxFoldedElements) {
         why = "too large to evaluate";
@@ -420,7 +465,11 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       return true;
     }
     if (op == "Range") {
-      const double start = input(0)->at(0), limit = input(1)->at(0), delta = input(2)->at(0);
+      if (arg(0).numel() < 1 || arg(1).numel() < 1 || arg(2).numel() < 1) {
+        why = "an empty bound";
+        return false;
+      }
+      const double start = arg(0).at(0), limit = arg(1).at(0), delta = arg(2).at(0);
       if (delta == 0) {
         why = "a zero step";
         return false;
@@ -430,7 +479,7 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
         why = "too large to evaluate";
         return false;
       }
-      const bool integer = input(0)->integer;
+      const bool integer = arg(0).integer;
       r = ConstTensor{};
       r.dims = {count};
       r.integer = integer;
@@ -441,9 +490,14 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
       return true;
     }
     if (op == "Expand") {
-      ConstTensor shape_ones = ConstTensor::ints(values_of(*input(1)), {});
-      shape_ones.i.assign(size_t(shape_ones.numel()), 0);
-      return broadcast(*input(0), shape_ones, [](double x, double) { return x; }, r, why);
+      ConstTensor shape_ones = ConstTensor::ints(values_of(arg(1)), {});
+      const int64_t count = checked_numel(shape_ones.dims);
+      if (count < 0) {
+        why = "too large to evaluate";
+        return false;
+      }
+      shape_ones.i.assign(size_t(count), 0);
+      return broadcast(arg(0), shape_ones, [](double x, double) { return x; }, r, why);
     }
   } catch (const Error& e) {
     why = e.what();
@@ -451,6 +505,21 @@ bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std:
   }
   why = "not evaluated at import time";
   return false;
+}
+
+}  // namespace
+
+bool fold_constant_node(const OnnxModel& m, const onnx::NodeProto& n, const std::vector<const ConstTensor*>& in,
+                        std::vector<ConstTensor>& out, std::string& why) {
+  if (!evaluate(m, n, in, out, why)) return false;
+  for (const ConstTensor& t : out) {  // every result a well-formed tensor
+    const int64_t numel = checked_numel(t.dims);
+    if (numel < 0 || size_t(numel) != (t.integer ? t.i.size() : t.f.size())) {
+      why = "a result of an invalid shape";
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace hios::importer

@@ -140,6 +140,8 @@ class Importer {
       dims[k] = given[k] > 0 ? given[k] : d.has_dim_value() ? d.dim_value() : 0;
       HIOS_CHECK(dims[k] > 0, "%s: input '%s' dimension %d is '%s' in the model; give it with %s", m_.file.c_str(),
                  in.name().c_str(), k, d.dim_param().c_str(), k == 1 ? "the model (channels must be fixed)" : option[k]);
+      HIOS_CHECK(dims[k] <= (k == 1 ? (int64_t(1) << 20) : 65536), "%s: input '%s' dimension %d is %lld, out of range",
+                 m_.file.c_str(), in.name().c_str(), k, (long long)dims[k]);
     }
     Pending p;
     p.name = unique_name(in.name());
@@ -157,41 +159,53 @@ class Importer {
     auto it = values_.find(name);
     HIOS_CHECK(it != values_.end() && it->second.live, "%s: output '%s' is a constant or is never computed",
                m_.file.c_str(), name.c_str());
-    apply_pending_pad(name);
-    return materialize(*it->second.live, name);
+    try {
+      apply_pending_pad(name);
+      const Value out = materialize(*it->second.live, name);
+      HIOS_CHECK(out.node != 0, "%s: output '%s' is the input itself: the model computes nothing", m_.file.c_str(),
+                 name.c_str());
+      return out;
+    } catch (const Refused& r) {
+      throw_error("%s: output '%s': %s", m_.file.c_str(), name.c_str(), r.why.c_str());
+    }
   }
 
   // --- node mapping ----------------------------------------------------------------------
 
   void map_nodes() {
-    static const std::map<std::string, Handler> handlers = {
-        {"Conv", &Importer::conv},
-        {"BatchNormalization", &Importer::batch_norm},
-        {"Relu", &Importer::activation},
-        {"Sigmoid", &Importer::activation},
-        {"Tanh", &Importer::activation},
-        {"Clip", &Importer::clip},
-        {"MaxPool", &Importer::pool},
-        {"AveragePool", &Importer::pool},
-        {"GlobalAveragePool", &Importer::global_pool},
-        {"GlobalMaxPool", &Importer::global_pool},
-        {"ReduceMean", &Importer::reduce_mean},
-        {"Concat", &Importer::concat},
-        {"Add", &Importer::binary},
-        {"Sub", &Importer::binary},
-        {"Mul", &Importer::binary},
-        {"Div", &Importer::binary},
-        {"Pad", &Importer::pad},
-        {"Identity", &Importer::alias},
-        {"Dropout", &Importer::alias},
-        {"Flatten", &Importer::reshape},
-        {"Reshape", &Importer::reshape},
-        {"Squeeze", &Importer::reshape},
-        {"Unsqueeze", &Importer::reshape},
-        {"Gemm", &Importer::gemm},
-        {"MatMul", &Importer::gemm},
-        {"Softmax", &Importer::softmax},
-        {"Shape", &Importer::shape_of},
+    // Each op's handler and how many inputs it needs at least (all of them named).
+    struct Entry {
+      Handler handler;
+      int min_inputs;
+    };
+    static const std::map<std::string, Entry> handlers = {
+        {"Conv", {&Importer::conv, 2}},
+        {"BatchNormalization", {&Importer::batch_norm, 5}},
+        {"Relu", {&Importer::activation, 1}},
+        {"Sigmoid", {&Importer::activation, 1}},
+        {"Tanh", {&Importer::activation, 1}},
+        {"Clip", {&Importer::clip, 1}},
+        {"MaxPool", {&Importer::pool, 1}},
+        {"AveragePool", {&Importer::pool, 1}},
+        {"GlobalAveragePool", {&Importer::global_pool, 1}},
+        {"GlobalMaxPool", {&Importer::global_pool, 1}},
+        {"ReduceMean", {&Importer::reduce_mean, 1}},
+        {"Concat", {&Importer::concat, 1}},
+        {"Add", {&Importer::binary, 2}},
+        {"Sub", {&Importer::binary, 2}},
+        {"Mul", {&Importer::binary, 2}},
+        {"Div", {&Importer::binary, 2}},
+        {"Pad", {&Importer::pad, 1}},
+        {"Identity", {&Importer::alias, 1}},
+        {"Dropout", {&Importer::alias, 1}},
+        {"Flatten", {&Importer::reshape, 1}},
+        {"Reshape", {&Importer::reshape, 2}},
+        {"Squeeze", {&Importer::reshape, 1}},
+        {"Unsqueeze", {&Importer::reshape, 1}},
+        {"Gemm", {&Importer::gemm, 2}},
+        {"MatMul", {&Importer::gemm, 2}},
+        {"Softmax", {&Importer::softmax, 1}},
+        {"Shape", {&Importer::shape_of, 1}},
     };
     for (const auto& n : m_.proto.graph().node()) {
       if (std::any_of(n.input().begin(), n.input().end(), [&](const std::string& i) { return failed_.count(i) > 0; })) {
@@ -208,15 +222,27 @@ class Importer {
           break;
         }
       }
-      if (n.output_size() == 0 || failed_.count(n.output(0))) continue;
-      if (fold_if_constant(n)) continue;
+      if (n.output_size() == 0 || n.output(0).empty()) {
+        refuse(n, "has no output");
+        continue;
+      }
+      if (failed_.count(n.output(0))) continue;
       auto it = handlers.find(n.op_type());
+      if (it != handlers.end()) {
+        bool named = n.input_size() >= it->second.min_inputs;
+        for (int k = 0; named && k < it->second.min_inputs; ++k) named = !n.input(k).empty();
+        if (!named) {
+          refuse(n, strprintf("needs at least %d inputs", it->second.min_inputs));
+          continue;
+        }
+      }
+      if (fold_if_constant(n)) continue;
       if (it == handlers.end()) {
         refuse(n, "not supported");
         continue;
       }
       try {
-        (this->*(it->second))(n);
+        (this->*(it->second.handler))(n);
       } catch (const Refused& r) {
         refuse(n, r.why);
       }
@@ -381,11 +407,12 @@ class Importer {
 
   // --- op handlers -----------------------------------------------------------------------
 
+  // Kernel sizes, strides and dilations: two values from 1 to 65536.
   static std::array<int, 2> pair_of(const std::vector<int64_t>& v, int def) {
     if (v.empty()) return {def, def};
     if (v.size() != 2) refused("only 2-D windows are supported");
     for (int64_t x : v) {
-      if (x < 0 || x > 65536) refused("window attribute " + std::to_string(x) + " out of range");
+      if (x < 1 || x > 65536) refused("window attribute " + std::to_string(x) + " out of range [1, 65536]");
     }
     return {int(v[0]), int(v[1])};
   }
@@ -441,7 +468,7 @@ class Importer {
     const ConstTensor* b = optional_constant(n, 2, "bias");
     if (w.dims.size() != 4 || w.integer) refused("the weight is not a 4-D float tensor");
     const int64_t groups = at.i("group", 1);
-    if (groups < 1 || x.shape.c % groups || w.dims[1] * groups != x.shape.c) {
+    if (groups < 1 || groups > x.shape.c || x.shape.c % groups || w.dims[1] * groups != x.shape.c) {
       refused(strprintf("a weight of %lld input channels in %lld groups does not fit an input of %lld channels",
                         (long long)w.dims[1], (long long)groups, (long long)x.shape.c));
     }
@@ -561,8 +588,8 @@ class Importer {
     Live x = live(n.input(0), true);
     if (x.flat) refused("reads a rank-2 tensor");
     if (at.i("storage_order", 0)) refused("storage_order 1 is not supported");
-    const auto kernel = pair_of(at.ints("kernel_shape"), 0);
-    if (kernel[0] < 1 || kernel[1] < 1) refused("no kernel_shape");
+    if (!at.has("kernel_shape")) refused("no kernel_shape");
+    const auto kernel = pair_of(at.ints("kernel_shape"), 1);
     const auto stride = pair_of(at.ints("strides"), 1), dilation = pair_of(at.ints("dilations"), 1);
     if (dilation[0] != 1 || dilation[1] != 1) refused("dilated pooling is not supported");
     bool count_include_pad = at.i("count_include_pad", 0) != 0;

@@ -11,9 +11,13 @@ namespace hios::importer {
 
 namespace fs = std::filesystem;
 
-int64_t ConstTensor::numel() const {
+int64_t ConstTensor::numel() const {  // saturating: a corrupt shape must not overflow
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (d <= 0) return d < 0 ? 0 : 0;
+    if (n > INT64_MAX / d) return INT64_MAX;
+    n *= d;
+  }
   return n;
 }
 
@@ -155,13 +159,26 @@ ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const st
              m.file.c_str(), what.c_str(), type);
   c.integer = !(type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
                 type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16);
-  if (c.integer) c.i.resize(size_t(n));
-  else c.f.resize(size_t(n));
   const bool raw = t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data();
+  // The data present must match the shape before anything is allocated for it: a corrupt
+  // dimension must not ask for gigabytes.
+  if (!raw) {
+    const size_t have = type == onnx::TensorProto::FLOAT    ? size_t(t.float_data_size())
+                        : type == onnx::TensorProto::DOUBLE ? size_t(t.double_data_size())
+                        : type == onnx::TensorProto::INT64  ? size_t(t.int64_data_size())
+                                                            : size_t(t.int32_data_size());
+    HIOS_CHECK(have == size_t(n), "%s: tensor '%s' holds %zu values where its shape needs %lld", m.file.c_str(),
+               what.c_str(), have, (long long)n);
+  }
+  std::string bytes;
   if (raw) {
-    const std::string bytes = raw_bytes(m, t, what);
+    bytes = raw_bytes(m, t, what);
     HIOS_CHECK(bytes.size() == size_t(n) * es, "%s: tensor '%s' holds %zu bytes where its shape needs %zu",
                m.file.c_str(), what.c_str(), bytes.size(), size_t(n) * es);
+  }
+  if (c.integer) c.i.resize(size_t(n));
+  else c.f.resize(size_t(n));
+  if (raw) {
     const char* p = bytes.data();
     for (int64_t k = 0; k < n; ++k, p += es) {
       switch (type) {

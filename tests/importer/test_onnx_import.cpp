@@ -1,0 +1,312 @@
+// The ONNX importer on models built here with the protobuf API: what it folds and how, and a
+// mutation fuzzer. The fuzzer changes a valid model both as a message (an attribute, a
+// dimension or a tensor's data set to an extreme, an op renamed, an input dropped) and as bytes
+// (a byte changed, a span deleted or duplicated, a truncation), writes it and imports it. The
+// importer may accept the result or throw hios::Error; anything else (another exception, a
+// crash, a sanitizer report in the sanitizer build) fails. Fixed-seed, so a failure reproduces;
+// HIOS_FUZZ_CASES sets the number of cases (default 1500), HIOS_FUZZ_SEED another seed.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "graph/error.hpp"
+#include "importer/onnx_import.hpp"
+#include "importer/onnx_model.hpp"
+#include "tests/catch.hpp"
+
+using namespace hios;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+onnx::TensorProto tensor(const std::string& name, std::vector<int64_t> dims, std::vector<float> values) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t.add_dims(d);
+  for (float v : values) t.add_float_data(v);
+  return t;
+}
+onnx::TensorProto ints(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> values) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::INT64);
+  for (int64_t d : dims) t.add_dims(d);
+  for (int64_t v : values) t.add_int64_data(v);
+  return t;
+}
+std::vector<float> ramp(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t k = 0; k < n; ++k) v[k] = scale * float(int(k % 7) - 3);
+  return v;
+}
+
+onnx::NodeProto* node(onnx::GraphProto& g, const std::string& op, std::vector<std::string> in, const std::string& out) {
+  onnx::NodeProto* n = g.add_node();
+  n->set_op_type(op);
+  n->set_name(out);
+  for (const auto& i : in) n->add_input(i);
+  n->add_output(out);
+  return n;
+}
+void attr_ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+void attr_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+// x (1x3x8x8) -> Conv 3x3 pad 1 (4) -> BN -> Relu -> [Pad bottom/right 2 -> Conv 3x3 (4)],
+// [MaxPool 3x3 pad 1], [Clip 0..6] -> Concat -> GlobalAveragePool -> Shape/Gather/Unsqueeze/
+// Concat -> Reshape -> Gemm (5)
+onnx::ModelProto small_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  onnx::GraphProto& g = *m.mutable_graph();
+  g.set_name("small");
+  auto* in = g.add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  g.add_output()->set_name("y");
+  *g.add_initializer() = tensor("c1.w", {4, 3, 3, 3}, ramp(108, 0.1f));
+  *g.add_initializer() = tensor("bn.g", {4}, {1.f, 2.f, 0.5f, 1.5f});
+  *g.add_initializer() = tensor("bn.b", {4}, {0.1f, -0.2f, 0.3f, 0.f});
+  *g.add_initializer() = tensor("bn.m", {4}, {0.5f, 0.f, -0.5f, 1.f});
+  *g.add_initializer() = tensor("bn.v", {4}, {1.f, 4.f, 0.25f, 2.f});
+  *g.add_initializer() = ints("pads", {8}, {0, 0, 0, 0, 0, 0, 2, 2});
+  *g.add_initializer() = tensor("c2.w", {4, 4, 3, 3}, ramp(144, 0.05f));
+  *g.add_initializer() = tensor("lo", {}, {0.f});
+  *g.add_initializer() = tensor("hi", {}, {6.f});
+  *g.add_initializer() = ints("zero", {}, {0});
+  *g.add_initializer() = ints("axes0", {1}, {0});
+  *g.add_initializer() = ints("minus1", {1}, {-1});
+  *g.add_initializer() = tensor("fc.w", {5, 12}, ramp(60, 0.2f));
+  *g.add_initializer() = tensor("fc.b", {5}, {1.f, 2.f, 3.f, 4.f, 5.f});
+  attr_ints(node(g, "Conv", {"x", "c1.w"}, "c1"), "pads", {1, 1, 1, 1});
+  node(g, "BatchNormalization", {"c1", "bn.g", "bn.b", "bn.m", "bn.v"}, "bn");
+  node(g, "Relu", {"bn"}, "r");
+  node(g, "Pad", {"r", "pads"}, "p");
+  node(g, "Conv", {"p", "c2.w"}, "c2");
+  auto* mp = node(g, "MaxPool", {"r"}, "mp");
+  attr_ints(mp, "kernel_shape", {3, 3});
+  attr_ints(mp, "pads", {1, 1, 1, 1});
+  node(g, "Clip", {"r", "lo", "hi"}, "r6");
+  attr_int(node(g, "Concat", {"c2", "mp", "r6"}, "cat"), "axis", 1);
+  node(g, "GlobalAveragePool", {"cat"}, "gap");
+  node(g, "Shape", {"gap"}, "shape");
+  attr_int(node(g, "Gather", {"shape", "zero"}, "n"), "axis", 0);
+  node(g, "Unsqueeze", {"n", "axes0"}, "n1");
+  attr_int(node(g, "Concat", {"n1", "minus1"}, "target"), "axis", 0);
+  node(g, "Reshape", {"gap", "target"}, "flat");
+  attr_int(node(g, "Gemm", {"flat", "fc.w", "fc.b"}, "y"), "transB", 1);
+  return m;
+}
+
+std::string temp_file(const std::string& tag) {
+  return (fs::temp_directory_path() / ("hios-onnx-" + std::to_string(::getpid()) + "-" + tag + ".onnx")).string();
+}
+
+importer::OnnxImport import_bytes(const std::string& bytes, const std::string& file) {
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  importer::OnnxImportOptions o;
+  o.model_file = file;
+  return importer::import_onnx(o);
+}
+
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) { return n ? size_t(next() % n) : 0; }
+};
+
+const int64_t kExtremes[] = {0, -1, 1, 2, 7, -65537, 65537, int64_t(1) << 31, -(int64_t(1) << 31), int64_t(1) << 40,
+                             INT64_MAX, INT64_MIN, 3, 1000000};
+const char* kOps[] = {"Conv", "Relu", "MaxPool", "AveragePool", "Pad", "Concat", "Add", "Mul", "Gemm", "Reshape",
+                      "Flatten", "Shape", "Gather", "Slice", "Clip", "BatchNormalization", "GlobalAveragePool",
+                      "ReduceMean", "Softmax", "Transpose", "Expand", "ConstantOfShape", "Range", "Squeeze",
+                      "Unsqueeze", "Div", "Where", "Identity", "Dropout", "MatMul", "Nonexistent"};
+
+int64_t extreme(Rng& r) { return kExtremes[r.below(sizeof kExtremes / sizeof *kExtremes)]; }
+
+// One change to the message.
+void mutate_message(onnx::ModelProto& m, Rng& r) {
+  onnx::GraphProto& g = *m.mutable_graph();
+  switch (r.below(7)) {
+    case 0: {  // an attribute value
+      auto* n = g.mutable_node(int(r.below(size_t(g.node_size()))));
+      if (n->attribute_size() == 0) break;
+      auto* a = n->mutable_attribute(int(r.below(size_t(n->attribute_size()))));
+      if (a->ints_size() > 0) a->set_ints(int(r.below(size_t(a->ints_size()))), extreme(r));
+      else a->set_i(extreme(r));
+      break;
+    }
+    case 1: {  // a dimension of an initializer, with its data left as it was
+      auto* t = g.mutable_initializer(int(r.below(size_t(g.initializer_size()))));
+      if (t->dims_size() > 0) t->set_dims(int(r.below(size_t(t->dims_size()))), extreme(r));
+      break;
+    }
+    case 2: {  // an integer tensor's value (pads, axes, shape targets)
+      auto* t = g.mutable_initializer(int(r.below(size_t(g.initializer_size()))));
+      if (t->int64_data_size() > 0) t->set_int64_data(int(r.below(size_t(t->int64_data_size()))), extreme(r));
+      else if (t->float_data_size() > 0) t->set_float_data(int(r.below(size_t(t->float_data_size()))), float(extreme(r)));
+      break;
+    }
+    case 3:  // another op
+      g.mutable_node(int(r.below(size_t(g.node_size()))))->set_op_type(kOps[r.below(sizeof kOps / sizeof *kOps)]);
+      break;
+    case 4: {  // an input dropped or renamed
+      auto* n = g.mutable_node(int(r.below(size_t(g.node_size()))));
+      if (n->input_size() == 0) break;
+      if (r.below(2)) n->mutable_input()->RemoveLast();
+      else n->set_input(int(r.below(size_t(n->input_size()))), g.node(int(r.below(size_t(g.node_size())))).output(0));
+      break;
+    }
+    case 5: {  // the graph input's shape
+      auto* d = g.mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(int(r.below(4)));
+      d->set_dim_value(extreme(r));
+      break;
+    }
+    default:  // the opset
+      m.mutable_opset_import(0)->set_version(int64_t(r.below(25)));
+      break;
+  }
+}
+
+void mutate_bytes(std::string& b, Rng& r) {
+  const size_t at = r.below(b.size());
+  switch (r.below(4)) {
+    case 0: b[at] = char(r.below(256)); break;
+    case 1: b.erase(at, r.below(40)); break;
+    case 2: b.insert(at, b.substr(at, r.below(80))); break;
+    default: b.resize(at); break;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("import: batch norm folded into the conv, activations fused, pads merged or made pad nodes, shape arithmetic evaluated") {
+  const std::string file = temp_file("small");
+  std::string bytes;
+  REQUIRE(small_model().SerializeToString(&bytes));
+  const importer::OnnxImport r = import_bytes(bytes, file);
+  fs::remove(file);
+  const Graph& g = r.graph;
+  const Node& c1 = g.nodes[size_t(g.find("c1"))];
+  REQUIRE(c1.op.kind == OpKind::Conv);
+  CHECK(c1.op.conv().activation == Activation::Relu);  // BN folded, then the Relu fused
+  CHECK(c1.op.conv().bias);
+  CHECK(g.find("bn") < 0);
+  // The folded weight: w * gamma / sqrt(var + eps), the bias beta - mean * gamma / sqrt(var + eps).
+  const auto& w = r.weights.at("c1.weight").values;
+  const auto& b = r.weights.at("c1.bias").values;
+  const std::vector<float> w0 = ramp(108, 0.1f);
+  const double s1 = 2.0 / std::sqrt(4.0 + 1e-5);
+  CHECK(std::fabs(w[27] - w0[27] * s1) < 1e-6);
+  CHECK(std::fabs(b[1] - (-0.2 - 0.0 * s1)) < 1e-6);
+  // Pad bottom/right 2 cannot go into a conv's symmetric padding: a pad node does it.
+  const int pad = g.find("p.pad");
+  REQUIRE(pad >= 0);
+  CHECK(g.nodes[size_t(pad)].op.kind == OpKind::Pad);
+  CHECK(g.nodes[size_t(pad)].op.pad().pads == std::array<int64_t, 4>{0, 0, 2, 2});
+  CHECK(g.nodes[size_t(g.find("r6"))].op.act().activation == Activation::Relu6);
+  // The concat is the pool's input terms; the reshape is the linear layer's flattening.
+  const Node& gap = g.nodes[size_t(g.find("gap"))];
+  CHECK(gap.inputs.size() == 3);
+  const Node& fc = g.nodes[size_t(g.find("y"))];
+  CHECK(fc.op.kind == OpKind::Linear);
+  CHECK(fc.shape == Shape{1, 5, 1, 1});
+  CHECK(r.weights.at("y.weight").shape == std::vector<int64_t>{5, 12});
+}
+
+TEST_CASE("import: every unsupported node is listed in one error") {
+  onnx::ModelProto m = small_model();
+  m.mutable_graph()->mutable_node(2)->set_op_type("LeakyRelu");   // r
+  m.mutable_graph()->mutable_node(6)->set_op_type("HardSwish");   // r6, reads r: listed? no, r failed
+  m.mutable_graph()->mutable_node(5)->set_op_type("Erf");         // mp, reads r too
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  const std::string file = temp_file("unsupported");
+  try {
+    import_bytes(bytes, file);
+    FAIL("imported a model with a LeakyRelu");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("cannot import 1 node: LeakyRelu 'r' (opset 13): not supported") != std::string::npos);
+  }
+  // Independent branches: each listed.
+  m = small_model();
+  m.mutable_graph()->mutable_node(6)->set_op_type("HardSwish");
+  m.mutable_graph()->mutable_node(5)->set_op_type("Erf");
+  REQUIRE(m.SerializeToString(&bytes));
+  try {
+    import_bytes(bytes, file);
+    FAIL("imported a model with a HardSwish");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("cannot import 2 nodes") != std::string::npos);
+    CHECK(msg.find("Erf 'mp'") != std::string::npos);
+    CHECK(msg.find("HardSwish 'r6'") != std::string::npos);
+  }
+  fs::remove(file);
+}
+
+TEST_CASE("fuzz: the ONNX importer refuses mutated models with hios::Error only") {
+  const char* env = std::getenv("HIOS_FUZZ_CASES");
+  const int cases = env ? std::atoi(env) : 1500;
+  const std::string file = temp_file("fuzz");
+  std::string valid;
+  REQUIRE(small_model().SerializeToString(&valid));
+  const char* seed = std::getenv("HIOS_FUZZ_SEED");
+  Rng rng{seed ? std::strtoull(seed, nullptr, 10) : 20261126ull};
+  int accepted = 0, refused = 0;
+  for (int c = 0; c < cases; ++c) {
+    std::string bytes;
+    if (c % 3 == 2) {
+      bytes = valid;
+      const int edits = 1 + int(rng.below(3));
+      for (int e = 0; e < edits && !bytes.empty(); ++e) mutate_bytes(bytes, rng);
+    } else {
+      onnx::ModelProto m = small_model();
+      const int edits = 1 + int(rng.below(3));
+      for (int e = 0; e < edits; ++e) mutate_message(m, rng);
+      m.SerializeToString(&bytes);
+    }
+    try {
+      import_bytes(bytes, file);
+      ++accepted;
+    } catch (const Error& e) {
+      INFO("case " << c << ": " << e.what());
+      CHECK(std::string(e.what()).size() > 0);
+      ++refused;
+    }
+  }
+  fs::remove(file);
+  CHECK(accepted + refused == cases);
+  CHECK(refused > 0);
+}
