@@ -85,6 +85,18 @@ for s in lp2 split-halo split-recompute; do
   close "$W/branchy.expected.npy" "$W/branchy.$s.npy" "branchy, 2 ranks, $s"
 done
 
+# The rest of the toolkit on the imported graph: info, dot, check, and a tune on CPU ranks
+# whose schedule runs, verifies and matches NumPy.
+"$H" info "$W/branchy.json" >"$W/info.txt" 2>&1 && grep -q "blocks" "$W/info.txt" || fail "info: $(head -2 "$W/info.txt")"
+"$H" dot "$W/branchy.json" -o "$W/branchy.dot" >/dev/null 2>&1 && grep -q "digraph" "$W/branchy.dot" || fail "dot"
+"$H" check --graph "$W/branchy.json" --schedule "$W/split-halo.json" >"$W/check.txt" 2>&1 || fail "check: $(tail -1 "$W/check.txt")"
+timeout 280 "$MPIRUN" -np 2 "$H" tune --graph "$W/branchy.json" --gpus 2 --backend cpu -o "$W/tuned.json" --timeout 250 \
+  >"$W/tune.log" 2>&1 || fail "tune: $(grep -m1 error "$W/tune.log")"
+timeout 240 "$MPIRUN" -np 2 "$H" run --graph "$W/branchy.json" --schedule "$W/tuned.json" --backend cpu \
+  --input "$W/branchy.input.npy" --save-output "$W/branchy.tuned.npy" --verify --timeout 200 -o none \
+  >"$W/tuned.run.log" 2>&1 || fail "tuned run: $(grep -m1 error "$W/tuned.run.log")"
+close "$W/branchy.expected.npy" "$W/branchy.tuned.npy" "branchy, 2 ranks, tuned"
+
 # Served like a built-in model: the graph file in --models, rebuilt at each batch, answers verified.
 timeout 300 "$H" serve --models "$W/branchy.json",demo --size 19 --duration 0.3 --loads 0.5 --batches 1,2 --static-batch 2 \
   --verify-every 1 -o "$W/serve.json" >"$W/serve.log" 2>&1 || fail "serve: $(grep -m1 error "$W/serve.log")"

@@ -244,6 +244,23 @@ TEST_CASE("import: batch norm folded into the conv, activations fused, pads merg
   CHECK(r.weights.at("y.weight").shape == std::vector<int64_t>{5, 12});
 }
 
+TEST_CASE("import: initializers also listed as graph inputs are constants (older exporters)") {
+  onnx::ModelProto m = small_model();
+  onnx::GraphProto& g = *m.mutable_graph();
+  for (const auto& t : std::vector<onnx::TensorProto>(g.initializer().begin(), g.initializer().end())) {
+    auto* in = g.add_input();
+    in->set_name(t.name());
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(t.data_type());
+  }
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  const std::string file = temp_file("init-inputs");
+  const importer::OnnxImport r = import_bytes(bytes, file);
+  fs::remove(file);
+  CHECK(r.graph.nodes[0].name == "x");
+  CHECK(r.graph.nodes[size_t(r.graph.output())].shape == Shape{1, 5, 1, 1});
+}
+
 TEST_CASE("import: every unsupported node is listed in one error") {
   onnx::ModelProto m = small_model();
   m.mutable_graph()->mutable_node(2)->set_op_type("LeakyRelu");   // r
