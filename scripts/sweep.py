@@ -6,7 +6,8 @@
 
 Every configuration of the spec runs the real pipeline through the hios binary:
 
-    hios graph --model M --height H --width W --batch B -o graph.json        (once per graph)
+    hios graph --model M --height H --width W --batch B -o graph.json        (once per graph;
+                                   a model "x.onnx" is `hios import x.onnx ...` from the spec's folder)
     hios schedule --graph graph.json --algo A --gpus G --cost C ... -o schedule.json
       or  mpirun -np G hios tune ... -o schedule.json                      (algorithm "tuned")
     mpirun -np G hios run --graph graph.json --schedule schedule.json --backend ... --verify -o run.json
@@ -300,6 +301,8 @@ def load_spec(path):
         top = check_level(raw, "", GROUP_KEYS + TOP_ONLY)
         spec = {
             "name": check_str(top.get("name", os.path.splitext(os.path.basename(path))[0]), "name"),
+            # A model named "x.onnx" is that ONNX file in the spec's folder, imported at each size.
+            "folder": os.path.dirname(os.path.abspath(path)),
             "description": top.get("description", ""),
             "mpirun": check_mpirun(top.get("mpirun", {}), "mpirun"),
             "pytorch": check_pytorch(top["pytorch"], "pytorch") if "pytorch" in top else None,
@@ -479,8 +482,13 @@ def plan(spec, hios, c, p, bench_pytorch):
         if c["batch"] != 1:
             argv += ["--batch", str(c["batch"])]
         return [Step("pytorch", argv)]
-    steps = [Step("graph", [hios, "graph", "--model", c["model"], "--height", str(c["height"]), "--width",
-                            str(c["width"]), "--batch", str(c["batch"]), "-o", p.graph], makes=p.graph)]
+    if c["model"].endswith(".onnx"):  # the user's model, imported with its weights at this size
+        onnx = os.path.join(spec["folder"], c["model"])
+        steps = [Step("graph", [hios, "import", onnx, "--height", str(c["height"]), "--width", str(c["width"]),
+                                "--batch", str(c["batch"]), "-o", p.graph], makes=p.graph)]
+    else:
+        steps = [Step("graph", [hios, "graph", "--model", c["model"], "--height", str(c["height"]), "--width",
+                                str(c["width"]), "--batch", str(c["batch"]), "-o", p.graph], makes=p.graph)]
     s = c["settings"]
     if c["algorithm"] == "tuned":
         steps.append(Step("tune", mpi_argv(spec, c["gpus"], tune_argv(hios, c, p.graph, p.tune_db, p.schedule)),

@@ -97,6 +97,17 @@ timeout 240 "$MPIRUN" -np 2 "$H" run --graph "$W/branchy.json" --schedule "$W/tu
   >"$W/tuned.run.log" 2>&1 || fail "tuned run: $(grep -m1 error "$W/tuned.run.log")"
 close "$W/branchy.expected.npy" "$W/branchy.tuned.npy" "branchy, 2 ranks, tuned"
 
+# A sweep over an imported model (the spec names "branchy.onnx" beside it), two sizes.
+cat >"$W/sweep.json" <<'JSON'
+{"name": "onnx", "models": ["branchy.onnx"], "sizes": [19, 23], "backends": ["cpu"], "costs": ["analytic"], "timeout_s": 120,
+ "run": {"warmup": 0, "number": 1, "repeat": 1, "threads": 1, "verify": true},
+ "groups": [{"batches": [1], "gpus": [1, 2], "algorithms": ["hios-lp"]}],
+ "mpirun": {"args": ["--oversubscribe"], "env": {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}}}
+JSON
+timeout 280 "$PY" "$here/../../scripts/sweep.py" "$W/sweep.json" -o "$W/sweep.jsonl" --hios "$H" >"$W/sweep.log" 2>&1 ||
+  fail "sweep: $(tail -2 "$W/sweep.log")"
+grep -q "4 ok, 0 failed" "$W/sweep.log" || fail "sweep: $(tail -1 "$W/sweep.log")"
+
 # Served like a built-in model: the graph file in --models, rebuilt at each batch, answers verified.
 timeout 300 "$H" serve --models "$W/branchy.json",demo --size 19 --duration 0.3 --loads 0.5 --batches 1,2 --static-batch 2 \
   --verify-every 1 -o "$W/serve.json" >"$W/serve.log" 2>&1 || fail "serve: $(grep -m1 error "$W/serve.log")"
