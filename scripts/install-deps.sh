@@ -48,7 +48,7 @@ if [ ${#missing[@]} -eq 0 ]; then  # only optional packages: try, and go on with
   SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
   echo "install-deps: installing ${optional[*]}"
   if DEBIAN_FRONTEND=noninteractive timeout 600 $SUDO apt-get install -y -qq --no-install-recommends "${optional[@]}" ||
-     { timeout 300 $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 $SUDO apt-get install -y -qq \
+     { timeout 60 $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 $SUDO apt-get install -y -qq \
          --no-install-recommends "${optional[@]}"; }; then
     echo "install-deps: done"
   else
