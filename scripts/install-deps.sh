@@ -45,6 +45,11 @@ if [ ${#missing[@]} -eq 0 ] && ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then  # only optional packages: try, and go on without them
+  online() { timeout 5 getent hosts deb.debian.org || timeout 5 getent hosts archive.ubuntu.com; } >/dev/null 2>&1
+  if ! online; then
+    echo "install-deps: offline; building without the ONNX importer (missing: ${optional[*]})"
+    exit 0
+  fi
   SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
   echo "install-deps: installing ${optional[*]}"
   if DEBIAN_FRONTEND=noninteractive timeout 600 $SUDO apt-get install -y -qq --no-install-recommends "${optional[@]}" ||
