@@ -16,6 +16,8 @@ Cases:
             Reshape), Dropout, Identity, Gemm, Softmax
   dynamo    opset 18, the dynamo exporter's style: BatchNormalization left for the importer,
             a depthwise conv, Clip to [0, 6] (ReLU6), ReduceMean with axes as an input, Reshape to [1, -1], Gemm; weights as external data
+  more      opset 17: auto_pad SAME_UPPER with stride 2, Sigmoid, Tanh, Sub and Div by
+            constants, GlobalMaxPool, Slice, Cast and Squeeze in shape arithmetic, MatMul + Add
   unsupported  three nodes hios cannot import, on separate branches
 """
 import os
@@ -124,6 +126,36 @@ def dynamo():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), (1, 3, 24, 20)
 
 
+def more():
+    """opset 17: auto_pad SAME_UPPER with stride 2 (one row more below), Sigmoid, Tanh, Sub and
+    Div by constants, GlobalMaxPool, shape arithmetic through Slice, Cast and Squeeze, MatMul
+    plus Add as a linear layer."""
+    inits = [t("w", randn(6, 4, 3, 3)), t("w1", randn(6, 6, 1, 1)), t("sub", randn(6, 1, 1)),
+             t("two", np.array(2.0, np.float32)), t("mm", randn(6, 3)), t("bias", randn(3)),
+             t("s0", np.array([0], np.int64)), t("s1", np.array([1], np.int64)), t("m1", np.array([-1], np.int64)),
+             t("ax0", np.array([0], np.int64))]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["a"], name="same_conv", auto_pad="SAME_UPPER", strides=[2, 2]),
+             n("Sigmoid", ["a"], ["b"], name="sig"),
+             n("Conv", ["b", "w1"], ["c0"], name="pw"),
+             n("Tanh", ["c0"], ["c"], name="tanh"),
+             n("Sub", ["c", "sub"], ["d"], name="minus"),
+             n("Div", ["d", "two"], ["e"], name="half"),
+             n("GlobalMaxPool", ["e"], ["g"], name="gmp"),
+             n("Shape", ["g"], ["sh"], name="shape"),
+             n("Slice", ["sh", "s0", "s1"], ["n1"], name="batch_of"),
+             n("Cast", ["n1"], ["n1c"], name="cast", to=TensorProto.INT64),
+             n("Squeeze", ["n1c", "ax0"], ["n0"], name="squeeze"),
+             n("Unsqueeze", ["n0", "ax0"], ["n2"], name="unsqueeze"),
+             n("Concat", ["n2", "m1"], ["target"], name="target", axis=0),
+             n("Reshape", ["g", "target"], ["flat"], name="flatten"),
+             n("MatMul", ["flat", "mm"], ["h"], name="matmul"),
+             n("Add", ["h", "bias"], ["y"], name="plus_bias")]
+    graph = helper.make_graph(nodes, "more", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), (1, 4, 10, 10)
+
+
 def unsupported():
     inits = [t("w", randn(4, 3, 3, 3)), t("w2", randn(4, 4, 3, 3)), t("lo", np.array(-1, np.float32)),
              t("hi", np.array(1, np.float32)), t("pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64)),
@@ -148,6 +180,12 @@ def attrs_of(node):
 def conv_ref(x, w, b, a):
     s, d = a.get("strides", [1, 1]), a.get("dilations", [1, 1])
     p, g = a.get("pads", [0, 0, 0, 0]), a.get("group", 1)
+    if a.get("auto_pad", b"NOTSET") in (b"SAME_UPPER", "SAME_UPPER"):
+        p = [0, 0, 0, 0]
+        for k in range(2):
+            size = x.shape[2 + k]
+            total = max(0, (-(-size // s[k]) - 1) * s[k] + d[k] * (w.shape[2 + k] - 1) + 1 - size)
+            p[k], p[k + 2] = total // 2, total - total // 2
     x = np.pad(x, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
@@ -202,6 +240,20 @@ def evaluate(model, x):
             r = (i[0] - i[3].reshape(sh)) / np.sqrt(i[4].reshape(sh) + a.get("epsilon", 1e-5)) * i[1].reshape(sh) + i[2].reshape(sh)
         elif op == "Relu":
             r = np.maximum(i[0], 0)
+        elif op == "Sigmoid":
+            r = 1 / (1 + np.exp(-i[0]))
+        elif op == "Tanh":
+            r = np.tanh(i[0])
+        elif op in ("Sub", "Div", "MatMul"):
+            r = i[0] - i[1] if op == "Sub" else i[0] / i[1] if op == "Div" else i[0] @ i[1]
+        elif op == "GlobalMaxPool":
+            r = i[0].max(axis=(2, 3), keepdims=True)
+        elif op == "Slice":
+            r = i[0][int(i[1][0]):int(i[2][0])]
+        elif op == "Cast":
+            r = i[0].astype(np.int64)
+        elif op == "Squeeze":
+            r = np.squeeze(i[0], axis=tuple(int(d) for d in i[1]))
         elif op == "Clip":
             r = np.clip(i[0], i[1], i[2])
         elif op == "Pad":
@@ -243,7 +295,7 @@ def evaluate(model, x):
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for name, build in (("branchy", branchy), ("dynamo", dynamo), ("unsupported", unsupported)):
+    for name, build in (("branchy", branchy), ("dynamo", dynamo), ("more", more), ("unsupported", unsupported)):
         model, shape = build()
         if name != "dynamo" or onnx.defs.onnx_opset_version() >= 18:  # Debian's onnx 1.12 stops at opset 17
             onnx.checker.check_model(model)
@@ -257,7 +309,7 @@ def main():
                             location=name + ".onnx.data", size_threshold=0)
         else:
             onnx.save_model(model, path)
-    print(f"wrote {out}: branchy, dynamo, unsupported")
+    print(f"wrote {out}: branchy, dynamo, more, unsupported")
 
 
 if __name__ == "__main__":
