@@ -936,17 +936,20 @@ class Importer {
     return kept;
   }
 
-  // Blocks as ranges [first, last] of positions in `kept` (position 0 is the input). A block
-  // ends at a node e where no earlier node of the block is read after e: a cut every path
+  // Blocks as lists of positions in `kept` (position 0 is the input), the last of each its
+  // exit. A block ends at a node e where no earlier node is read after e: a cut every path
   // passes through, so branches that can run together stay in one block (an Inception module,
-  // a residual block). A cut-free run longer than kMaxBlock (DenseNet's dense blocks) is cut
-  // further where every node since the last cut leads to e; later nodes may then read the
-  // earlier part, as NASNet's cells read the two previous cells.
-  std::vector<std::pair<int, int>> find_blocks(const std::vector<int>& kept) const {
+  // a residual block). A cut-free run longer than kMaxBlock (DenseNet's dense blocks, NASNet's
+  // cells, which read the two previous cells) is cut further at a node e once at least
+  // kMinPiece open nodes lead to it: those form the block, and the open nodes that do not (the
+  // next cell's path from the previous cell's output) move to a later block, which they may,
+  // as they read nothing of the new block.
+  std::vector<std::vector<int>> find_blocks(const std::vector<int>& kept) const {
     constexpr int kMaxBlock = 48, kMinPiece = 8;
     const int n = int(kept.size());
     std::vector<int> pos(nodes_.size(), -1);
     for (int k = 0; k < n; ++k) pos[size_t(kept[size_t(k)])] = k;
+    std::vector<std::vector<int>> preds(static_cast<size_t>(n));
     std::vector<int> last_use(static_cast<size_t>(n));
     for (int k = 0; k < n; ++k) last_use[size_t(k)] = k;
     for (int k = 1; k < n; ++k) {
@@ -954,6 +957,7 @@ class Importer {
         for (const Value& v : t) {
           const int p = pos[size_t(v.node)];
           last_use[size_t(p)] = std::max(last_use[size_t(p)], k);
+          preds[size_t(k)].push_back(p);
         }
       }
     }
@@ -968,44 +972,44 @@ class Importer {
       reach = std::max(reach, last_use[size_t(k)]);
     }
     if (first < n) strict.emplace_back(first, n - 1);
-    std::vector<std::pair<int, int>> blocks;
+    std::vector<std::vector<int>> blocks;
     for (auto [b, e] : strict) {
       if (e - b + 1 <= kMaxBlock) {
-        blocks.emplace_back(b, e);
+        std::vector<int> all;
+        for (int k = b; k <= e; ++k) all.push_back(k);
+        blocks.push_back(std::move(all));
         continue;
       }
-      // leads[k]: the block's nodes from b that lead to k (bitset over positions b..e)
+      // leads[k - b][j - b]: node j of the run leads to node k (the run's nodes only)
       const int len = e - b + 1;
-      std::vector<std::vector<char>> leads(size_t(len), std::vector<char>(size_t(len), 0));
+      std::vector<std::vector<char>> leads(static_cast<size_t>(len), std::vector<char>(static_cast<size_t>(len), 0));
       for (int k = b; k <= e; ++k) {
         leads[size_t(k - b)][size_t(k - b)] = 1;
-        for (const Term& t : nodes_[size_t(kept[size_t(k)])].inputs) {
-          for (const Value& v : t) {
-            const int p = pos[size_t(v.node)];
-            if (p < b) continue;
-            for (int j = 0; j < len; ++j) leads[size_t(k - b)][size_t(j)] |= leads[size_t(p - b)][size_t(j)];
-          }
+        for (int p : preds[size_t(k)]) {
+          if (p < b) continue;
+          for (int j = 0; j < len; ++j) leads[size_t(k - b)][size_t(j)] |= leads[size_t(p - b)][size_t(j)];
         }
       }
-      int piece = b;
+      std::vector<int> open;
       for (int k = b; k <= e; ++k) {
-        if (k == e) {
-          blocks.emplace_back(piece, e);
-          break;
+        open.push_back(k);
+        std::vector<int> in, rest;
+        for (int u : open) (leads[size_t(k - b)][size_t(u - b)] ? in : rest).push_back(u);
+        bool movable = true;  // no node left open reads one of the block
+        for (int u : rest) {
+          for (int p : preds[size_t(u)]) movable = movable && !(p >= b && leads[size_t(k - b)][size_t(p - b)]);
         }
-        if (k - piece + 1 < kMinPiece) continue;
-        bool all = true;
-        for (int j = piece; j <= k && all; ++j) all = leads[size_t(k - b)][size_t(j - b)] != 0;
-        if (all) {
-          blocks.emplace_back(piece, k);
-          piece = k + 1;
+        if (k == e || (int(in.size()) >= kMinPiece && movable)) {
+          blocks.push_back(std::move(in));
+          open = std::move(rest);
         }
       }
+      HIOS_CHECK(open.empty(), "%s: internal: %zu nodes left outside the blocks", m_.file.c_str(), open.size());
     }
     return blocks;
   }
 
-  OnnxImport emit(const std::vector<int>& kept, const std::vector<std::pair<int, int>>& blocks) {
+  OnnxImport emit(const std::vector<int>& kept, const std::vector<std::vector<int>>& blocks) {
     const Pending& in = nodes_[0];
     std::string name = o_.name;
     if (name.empty()) name = m_.proto.graph().name();
@@ -1016,10 +1020,10 @@ class Importer {
     std::vector<Value> at(nodes_.size());
     at[0] = b.input(in.shape.c, in.name);
     OnnxImport r;
-    for (auto [first, last] : blocks) {
-      const Pending& exit = nodes_[size_t(kept[size_t(last)])];
+    for (const std::vector<int>& block : blocks) {
+      const Pending& exit = nodes_[size_t(kept[size_t(block.back())])];
       b.begin_block(exit.name);
-      for (int k = first; k <= last; ++k) {
+      for (int k : block) {
         const Pending& p = nodes_[size_t(kept[size_t(k)])];
         std::vector<Term> inputs = p.inputs;
         for (Term& t : inputs) {
@@ -1031,7 +1035,7 @@ class Importer {
           if (!p.bias.empty()) r.weights[p.name + ".bias"] = exec::TensorEntry{{int64_t(p.bias.size())}, p.bias};
         }
       }
-      b.end_block(at[size_t(kept[size_t(last)])]);
+      b.end_block(at[size_t(kept[size_t(block.back())])]);
     }
     r.graph = b.finish();
     r.opset = m_.opset;

@@ -261,6 +261,49 @@ TEST_CASE("import: initializers also listed as graph inputs are constants (older
   CHECK(r.graph.nodes[size_t(r.graph.output())].shape == Shape{1, 5, 1, 1});
 }
 
+// NASNet's shape: cell k reads cells k-1 and k-2, so no node is a cut every path passes through.
+TEST_CASE("import: cells that read the two previous cells are blocks of their own, not one block") {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_version(17);
+  onnx::GraphProto& g = *m.mutable_graph();
+  auto* in = g.add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 8, 6, 6}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  *g.add_initializer() = tensor("w", {4, 8, 1, 1}, ramp(32, 0.1f));
+  std::string prev2 = "x", prev = "x";
+  const int cells = 12;
+  for (int c = 0; c < cells; ++c) {
+    const std::string k = "cell" + std::to_string(c);
+    node(g, "Relu", {prev2}, k + ".prev_relu");
+    node(g, "Conv", {k + ".prev_relu", "w"}, k + ".prev_conv");
+    node(g, "Relu", {prev}, k + ".relu");
+    node(g, "Conv", {k + ".relu", "w"}, k + ".conv");
+    node(g, "Conv", {k + ".relu", "w"}, k + ".conv2");
+    node(g, "Add", {k + ".conv", k + ".prev_conv"}, k + ".add");
+    node(g, "Relu", {k + ".add"}, k + ".add_relu");
+    attr_int(node(g, "Concat", {k + ".add_relu", k + ".conv2"}, k + ".out"), "axis", 1);
+    prev2 = prev;
+    prev = k + ".out";
+  }
+  node(g, "GlobalAveragePool", {prev}, "gap");
+  g.add_output()->set_name("gap");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  const std::string file = temp_file("cells");
+  const importer::OnnxImport r = import_bytes(bytes, file);  // finalize checks every block's nodes lead to its exit
+  fs::remove(file);
+  INFO(r.graph.size() << " nodes in " << r.graph.blocks.size() << " blocks");
+  CHECK(r.graph.size() > 60);
+  CHECK(r.graph.blocks.size() >= 6);
+  size_t largest = 0;
+  for (const Block& b : r.graph.blocks) largest = std::max(largest, b.nodes.size());
+  CHECK(largest <= 24);
+}
+
 TEST_CASE("import: every unsupported node is listed in one error") {
   onnx::ModelProto m = small_model();
   m.mutable_graph()->mutable_node(2)->set_op_type("LeakyRelu");   // r
