@@ -430,8 +430,10 @@ static Shape infer_rows(const Op& op, const std::vector<Shape>& ins, const Infer
   }
   return Shape{ins[0].n, ins[0].c, a.count, ins[0].w};
 }
-static OpCost count_rows(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
-  OpCost c;  // a copy of the wanted rows
+// rows and pad: the output written once, at most as much read (a copy of the wanted rows; a
+// padded copy of the input).
+static OpCost count_output_copy(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
+  OpCost c;
   c.bytes_read = bytes_of(out, t);
   c.bytes_written = bytes_of(out, t);
   return c;
@@ -475,12 +477,6 @@ static Shape infer_pad(const Op& op, const std::vector<Shape>& ins, const InferC
              "node '%s': pads %lld,%lld,%lld,%lld of a %s input crop it away", ctx.node.c_str(), (long long)p[0],
              (long long)p[1], (long long)p[2], (long long)p[3], in.str().c_str());
   return out;
-}
-static OpCost count_pad(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
-  OpCost c;  // every output element written, at most as many read
-  c.bytes_read = bytes_of(out, t);
-  c.bytes_written = bytes_of(out, t);
-  return c;
 }
 static void write_pad(const Op& op, json& j) {
   const PadAttrs& a = op.pad();
@@ -745,10 +741,10 @@ static const std::vector<OpDef>& table() {
       // A rows op as a consumer reads "the same rows" of its operands (which operand supplies a
       // row is its own business).
       {OpKind::Rows, "rows", "a band of rows assembled from operands holding bands (row splits)", false, true,
-       infer_rows, count_rows, write_rows, read_rows, describe_rows, rows_same, out_rows_same, true},
+       infer_rows, count_output_copy, write_rows, read_rows, describe_rows, rows_same, out_rows_same, true},
       // Not split by rows: a band of a pad would need its place in the whole tensor, as a
       // conv's RowWindow gives it, and nothing does yet. A row split's region stops before one.
-      {OpKind::Pad, "pad", "explicit padding or cropping of H and W (zero or -inf)", true, false, infer_pad, count_pad,
+      {OpKind::Pad, "pad", "explicit padding or cropping of H and W (zero or -inf)", true, false, infer_pad, count_output_copy,
        write_pad, read_pad, describe_pad, rows_pad, out_rows_pad, false},
   };
   return t;

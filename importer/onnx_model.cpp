@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 int64_t ConstTensor::numel() const {  // saturating: a corrupt shape must not overflow
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d <= 0) return d < 0 ? 0 : 0;
+    if (d <= 0) return 0;  // read_tensor refuses negative dims; a zero dim holds nothing
     if (n > INT64_MAX / d) return INT64_MAX;
     n *= d;
   }

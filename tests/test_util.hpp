@@ -2,6 +2,8 @@
 // substring check that reads well inside CHECK().
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -21,5 +23,17 @@ std::string error_of(F&& f) {
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The mutation fuzzers' generator: splitmix64 from a fixed seed, so a failure reproduces.
+struct SplitMix {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) { return n ? size_t(next() % n) : 0; }
+};
 
 }  // namespace hios::test

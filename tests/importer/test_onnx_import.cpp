@@ -19,6 +19,7 @@
 #include "importer/onnx_import.hpp"
 #include "importer/onnx_model.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
 
@@ -134,16 +135,7 @@ importer::OnnxImport import_bytes(const std::string& bytes, const std::string& f
   return importer::import_onnx(o);
 }
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  size_t below(size_t n) { return n ? size_t(next() % n) : 0; }
-};
+using Rng = test::SplitMix;
 
 const int64_t kExtremes[] = {0, -1, 1, 2, 7, -65537, 65537, int64_t(1) << 31, -(int64_t(1) << 31), int64_t(1) << 40,
                              INT64_MAX, INT64_MIN, 3, 1000000};

@@ -20,21 +20,13 @@
 #include "scheduler/schedule.hpp"
 #include "scheduler/spatial.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
 
 namespace {
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  size_t below(size_t n) { return n ? size_t(next() % n) : 0; }
-};
+using Rng = test::SplitMix;
 
 const char* kExtremes[] = {"0", "-1", "4294967299", "9223372036854775807", "18446744073709551615", "-9223372036854775808",
                            "1e400", "-1e400", "1e-400", "2.5", "null", "\"x\"", "[]", "{}", "true", "4611686018427387904"};
