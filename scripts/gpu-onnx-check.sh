@@ -4,8 +4,9 @@
 # it, and `hios run` computes the same input on one GPU (hios-lp, fp32, --verify against the
 # sequential run and the CPU reference) and, where there are two GPUs and TWO_GPU names the
 # model, on two (hios-lp on 2 GPUs, and a 2-way row split). Each output is compared with
-# PyTorch's: max_abs, max_rel (over the largest |output|) and top-1 agreement. A model the
-# importer refuses is reported with its one-line error.
+# PyTorch's: max_abs, max_rel (over the largest |output|) and top-1 agreement. So are
+# PyTorch's own TF32 and bf16 outputs and ONNX Runtime's (CPU, fp32), which give the error the
+# number formats bring by themselves. A model the importer refuses is reported with its one-line error.
 #
 #   OUT=/some/dir bash scripts/gpu-onnx-check.sh resnet50:224:legacy inception_v3:299:dynamo ...
 #
@@ -37,8 +38,14 @@ for spec in "$@"; do
   mkdir -p "$W"
   s0=$(date +%s)
   timeout 240 python3 scripts/torch_onnx_export.py --model "$model" --size "$size" --exporter "$exporter" --out "$W" \
-    >"$W/export.log" 2>&1 || { echo "$spec: export failed: $(tail -1 "$W/export.log")" | tee -a "$OUT/summary.txt"; continue; }
+    --formats --onnxruntime >"$W/export.log" 2>&1 ||
+    { echo "$spec: export failed: $(tail -1 "$W/export.log")" | tee -a "$OUT/summary.txt"; continue; }
   s1=$(date +%s)
+  # The references' own error against PyTorch fp32: PyTorch in TF32 and in bf16, ONNX Runtime.
+  for ref in torch-tf32 torch-bf16 onnxruntime; do
+    [ -f "$W/$ref.npy" ] && echo "$spec reference $ref against PyTorch fp32: $(python3 scripts/torch_weights.py --compare \
+      "$W/torch.npy" "$W/$ref.npy" 2>&1)" | tee -a "$OUT/summary.txt"
+  done
   if ! "$H" import "$W/model.onnx" -o "$W/graph.json" >"$W/import.log" 2>&1; then
     echo "$spec: import refused ($(( s1 - s0 )) s export): $(grep -m1 error "$W/import.log")" | tee -a "$OUT/summary.txt"
     continue
@@ -62,7 +69,10 @@ for spec in "$@"; do
     [ "$backend" = cpu ] && extra=(--warmup 0 --number 1 --repeat 1)
     timeout 150 mpirun -np "$np" "$H" run --graph "$W/graph.json" --schedule "$sched" --backend "$backend" --math "$math" \
       --input "$W/input.npy" --save-output "$W/hios-$label.npy" "${extra[@]}" \
-      --timeout 140 -o none >"$W/run-$label.log" 2>&1 || { echo "$spec $label: run failed: $(grep -m1 error "$W/run-$label.log")" | tee -a "$OUT/summary.txt"; continue; }
+      --timeout 140 -o none >"$W/run-$label.log" 2>&1 ||
+      echo "$spec $label: run failed: $(grep -m1 -E 'error|FAIL' "$W/run-$label.log")" | tee -a "$OUT/summary.txt"
+    # The output is saved before verification, so a run whose --verify failed is compared too.
+    [ -f "$W/hios-$label.npy" ] || continue
     echo "$spec $name ($np GPU) $backend $math against PyTorch: $(python3 scripts/torch_weights.py --compare "$W/torch.npy" \
       "$W/hios-$label.npy")  $(grep -E '^# correctness' "$W/run-$label.log")  $(grep -E '^# latency' "$W/run-$label.log")" \
       | tee -a "$OUT/summary.txt"

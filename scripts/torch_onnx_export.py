@@ -8,6 +8,10 @@ non-trivial parameters. Writes:
   OUT/model.onnx (+ model.onnx.data)   the exported model
   OUT/input.npy                        a seeded input, (1, 3, SIZE, SIZE) float32
   OUT/torch.npy                        PyTorch's output for it, fp32 (TF32 off), eval mode
+  OUT/torch-tf32.npy, torch-bf16.npy   with --formats (on a GPU): PyTorch's own output in TF32
+                                       and with the model and input cast to bfloat16, so that
+                                       hios's error can be set beside the format's own
+  OUT/onnxruntime.npy                  with --onnxruntime: ONNX Runtime's output (CPU, fp32)
 
   python3 scripts/torch_onnx_export.py --model resnet50 --size 224 --exporter legacy|dynamo --out DIR
 
@@ -50,6 +54,8 @@ def main():
     ap.add_argument("--batch", type=int, default=1, help="images in the input and the reference output")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--formats", action="store_true", help="also PyTorch's TF32 and bf16 outputs (CUDA only)")
+    ap.add_argument("--onnxruntime", action="store_true", help="also ONNX Runtime's output for the exported file")
     a = ap.parse_args()
     import torch
     torch.backends.cudnn.allow_tf32 = False
@@ -72,6 +78,20 @@ def main():
     with torch.no_grad():  # in chunks of 16 images: a batch of 100 at 1024 would not fit
         y = np.concatenate([model(xt[i:i + 16].to(device)).float().cpu().numpy() for i in range(0, a.batch, 16)])
     np.save(os.path.join(a.out, "torch.npy"), y)
+    if a.formats and device == "cuda":
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        with torch.no_grad():
+            np.save(os.path.join(a.out, "torch-tf32.npy"), model(xt.to(device)).float().cpu().numpy())
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with torch.no_grad():  # weights, activations and input in bfloat16, as hios's --math bf16
+            y16 = model.to(torch.bfloat16)(xt.to(device, torch.bfloat16))
+            np.save(os.path.join(a.out, "torch-bf16.npy"), y16.float().cpu().numpy())
+    if a.onnxruntime and a.exporter != "none":
+        import onnxruntime
+        sess = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        np.save(os.path.join(a.out, "onnxruntime.npy"), sess.run(None, {sess.get_inputs()[0].name: x})[0])
     print(f"wrote {a.out}: {a.model} {a.exporter} {x.shape} -> {y.shape}")
 
 
