@@ -118,6 +118,128 @@ std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst,
 }
 
 // ---------------------------------------------------------------------------------------------
+// Send fences (schedules with a receive lead): when a sent tensor's memory may be reused.
+//
+// A sent tensor stays live until its Send completes, and nothing on the compute streams waits
+// for a send stream before the pass's final join, so without a fence a sent tensor holds its
+// memory for the whole pass. A fence is a Wait of every compute stream of a later stage on an
+// event recorded after the Send. It is placed only where the receiver has provably consumed the
+// tensor already: at the start of stage F of the sender, where some node of a stage after the
+// one in which the receiver posts the Recv completes before the sender's stage F-1 does (through
+// transfers, over any chain of ranks). Then the wait costs nothing, and it adds no cycle: the
+// receiver reached the Recv without anything the sender does from stage F on. That holds for
+// host replay too (blocking receives in program order), where the transport completes the
+// non-blocking send at the fence (Transport::complete_sends).
+
+namespace {
+
+// The index of `rank`'s stage at which its lowering posts each tensor it receives: the walk of
+// Lowerer::emit_stage and receive_up_to (which checks that it agrees).
+std::map<int, int> receive_post_stages(const Graph& g, const Schedule& s, int rank, const std::vector<int>& gpu,
+                                       const LaunchOrder& order) {
+  std::map<int, std::vector<int>> recv_order;
+  std::map<int, size_t> next;
+  for (const Transfer& t : s.transfers) {
+    if (t.dst == rank && !recv_order.count(t.src)) recv_order[t.src] = send_order(g, s, t.src, rank, order);
+  }
+  std::map<int, int> at;
+  const std::vector<StageRef> stages = rank_stages(s, rank);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    for (const auto& [group, v] : stage_launches(*stages[i].st, order)) {
+      for (int u : g.predecessors(v)) {
+        if (gpu[size_t(u)] == rank || at.count(u)) continue;
+        const std::vector<int>& from = recv_order[gpu[size_t(u)]];
+        size_t& k = next[gpu[size_t(u)]];
+        while (k < from.size()) {
+          const int t = from[k++];
+          at[t] = int(i);
+          if (t == u) break;
+        }
+      }
+    }
+  }
+  return at;
+}
+
+// reach[r][i][q]: the highest index of a stage of rank q one of whose nodes completes before
+// rank r's stage i does, through transfers (-1: none); reach[r][i][r] = i. A fixpoint over the
+// stage graph across ranks, which check_schedule keeps acyclic.
+std::vector<std::vector<std::vector<int>>> stage_reach(const Graph& g, const Schedule& s, const std::vector<int>& gpu,
+                                                       const LaunchOrder& order) {
+  const int ranks = s.meta.num_gpus;
+  std::vector<std::vector<StageRef>> stages(static_cast<size_t>(ranks));
+  std::vector<int> pos(g.nodes.size(), -1);
+  for (int r = 0; r < ranks; ++r) {
+    stages[size_t(r)] = rank_stages(s, r);
+    for (size_t i = 0; i < stages[size_t(r)].size(); ++i) {
+      for (const Group& gr : stages[size_t(r)][i].st->groups) {
+        for (int v : gr.nodes) pos[size_t(v)] = int(i);
+      }
+    }
+  }
+  std::vector<std::vector<std::vector<int>>> reach(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) reach[size_t(r)].assign(stages[size_t(r)].size(), std::vector<int>(size_t(ranks), -1));
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int r = 0; r < ranks; ++r) {
+      for (size_t i = 0; i < stages[size_t(r)].size(); ++i) {
+        std::vector<int> known = i > 0 ? reach[size_t(r)][i - 1] : std::vector<int>(size_t(ranks), -1);
+        for (const auto& [group, v] : stage_launches(*stages[size_t(r)][i].st, order)) {
+          for (int u : g.predecessors(v)) {
+            const int q = gpu[size_t(u)], j = pos[size_t(u)];
+            if (q == r || j < 0) continue;  // local, or the graph input (no stage)
+            known[size_t(q)] = std::max(known[size_t(q)], j);
+            if (j == 0) continue;
+            // What completed before q's stage j-1 did completed before u, which starts after it.
+            const std::vector<int>& before = reach[size_t(q)][size_t(j) - 1];
+            for (int k = 0; k < ranks; ++k) known[size_t(k)] = std::max(known[size_t(k)], before[size_t(k)]);
+          }
+        }
+        known[size_t(r)] = int(i);
+        if (known != reach[size_t(r)][i]) {
+          reach[size_t(r)][i] = std::move(known);
+          changed = true;
+        }
+      }
+    }
+  }
+  return reach;
+}
+
+}  // namespace
+
+// (tensor, destination) -> the index of rank's stage at whose start every compute stream
+// waits for that Send; sends without a provably free fence are absent.
+std::map<std::pair<int, int>, int> send_fence_stages(const Graph& g, const Schedule& s, int rank,
+                                                     const LaunchOrder& order) {
+  std::map<std::pair<int, int>, int> out;
+  if (s.meta.recv_lead < 0) return out;
+  const std::vector<int> gpu = s.gpu_of(g);
+  const std::vector<StageRef> mine = rank_stages(s, rank);
+  std::vector<int> pos(g.nodes.size(), -1);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    for (const Group& gr : mine[i].st->groups) {
+      for (int v : gr.nodes) pos[size_t(v)] = int(i);
+    }
+  }
+  const auto reach = stage_reach(g, s, gpu, order);
+  std::map<int, std::map<int, int>> posted;  // destination -> tensor -> its Recv's stage there
+  for (const Transfer& t : s.transfers) {
+    if (t.src != rank || pos[size_t(t.node)] < 0) continue;  // the graph input is never reused
+    if (!posted.count(t.dst)) posted[t.dst] = receive_post_stages(g, s, t.dst, gpu, order);
+    auto at = posted[t.dst].find(t.node);
+    if (at == posted[t.dst].end()) continue;  // the output gather: read after the pass
+    for (size_t f = size_t(pos[size_t(t.node)]) + 1; f < mine.size(); ++f) {
+      if (reach[size_t(rank)][f - 1][size_t(t.dst)] > at->second) {
+        out[{t.node, t.dst}] = int(f);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Lowering.
 
 namespace {
@@ -141,11 +263,14 @@ class Lowerer {
 
     make_streams();
     make_allocs();
+    fence_stage_ = send_fence_stages(g_, s_, rank_, order_);
+    if (s_.meta.recv_lead >= 0) posted_at_ = receive_post_stages(g_, s_, rank_, gpu_, order_);
     fork();
     if (rank_ == 0) emit_sends(g_.input(), -1, -1, -1);
     for (size_t i = 0; i < stages_.size(); ++i) {
       if (i > 0) barrier(stages_[i - 1], stages_[i]);
       stage_index_ = static_cast<int>(i);
+      emit_send_fences(stages_[i]);
       mark_stage_start(stages_[i]);
       emit_stage(stages_[i]);
     }
@@ -288,6 +413,10 @@ class Lowerer {
       r.peer = peer;
       r.bytes = tensor_bytes(g_, t);
       push_at(r, block, stage);
+      auto planned = posted_at_.find(t);
+      HIOS_CHECK(planned == posted_at_.end() || planned->second == stage_index_,
+                 "internal error: rank %d posts the receive of '%s' at stage %d, its send fences assumed %d", rank_,
+                 g_.nodes[t].name.c_str(), stage_index_, planned->second);
       int e = new_event();
       push_at({InstrKind::Record, -1, stream, e}, block, stage);
       ready_event_[t] = e;
@@ -313,6 +442,22 @@ class Lowerer {
       snd.peer = d;
       snd.bytes = tensor_bytes(g_, v);
       push_at(snd, block, stage);
+      auto fence = fence_stage_.find({v, d});
+      if (fence != fence_stage_.end()) {
+        const int done = new_event();
+        push_at({InstrKind::Record, -1, ss, done}, block, stage);
+        fence_events_[fence->second].push_back(done);
+      }
+    }
+  }
+
+  // Every compute stream of the stage waits for the sends fenced here (send_fence_stages), so
+  // the memory plan may give their tensors' memory to what this stage and later ones write.
+  void emit_send_fences(const StageRef& sr) {
+    auto it = fence_events_.find(stage_index_);
+    if (it == fence_events_.end()) return;
+    for (size_t j = 0; j < sr.st->groups.size(); ++j) {
+      for (int e : it->second) push_at({InstrKind::Wait, -1, int(j), e}, sr.block, sr.stage);
     }
   }
 
@@ -349,6 +494,9 @@ class Lowerer {
   int stage_index_ = 0;                         // index into stages_ of the stage being emitted
   std::vector<int> stage_start_event_;          // with a receive lead: event where stage i starts
   std::map<int, int> recv_gate_;                // peer -> latest stage its receive stream waited for
+  std::map<std::pair<int, int>, int> fence_stage_;  // (sent tensor, destination) -> stage fencing it
+  std::map<int, std::vector<int>> fence_events_;    // stage index -> send-done events it waits for
+  std::map<int, int> posted_at_;                    // with a receive lead: tensor -> stage of its Recv
   std::set<int> covered_;                       // received tensors every compute stream has seen
   std::map<int, std::set<int>> waited_;         // this stage: stream -> received tensors waited on
 };

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +116,14 @@ RankProgram with_element_bytes(RankProgram p, size_t element_bytes);
 
 // The order in which rank src sends tensors to rank dst (what dst's Recvs must follow).
 std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst, const LaunchOrder& order = {});
+
+// With a receive lead (meta.recv_lead >= 0), sends are fenced: (tensor, destination) -> the
+// index of `rank`'s stage (in its block-by-block stage list) at whose start every compute stream
+// waits for that Send, placed where the receiver has provably consumed the tensor already, so
+// the wait is free and cannot deadlock (program.cpp explains). The memory plan then reuses the
+// tensor's memory from that stage on. Sends without such a stage are absent (live to the end).
+std::map<std::pair<int, int>, int> send_fence_stages(const Graph& g, const Schedule& s, int rank,
+                                                     const LaunchOrder& order = {});
 
 // A schedule running every node on GPU 0, block by block, one single-group stage per block in
 // the block's topological order: the reference that --verify compares against.

@@ -1,8 +1,9 @@
 #include "executor/session.hpp"
 
 #include <algorithm>
-#include <exception>
 #include <chrono>
+#include <exception>
+#include <map>
 
 #include "executor/memory_plan.hpp"
 #include "executor/registry.hpp"
@@ -124,16 +125,32 @@ void RankSession::issue(const std::vector<Instr>& instrs, bool observed) {
   const std::vector<PassObserver*>& observers = observed ? observers_ : none;
   Backend& b = *backend_;
   Transport* t = transport_.get();
+  // Send fences: an event recorded on a send stream after its n-th send, and a compute stream
+  // waiting for it, mean that the transport must have completed those n sends (on the host,
+  // for MPI) before the tensors' memory is reused.
+  std::map<int, int> sends_on;                      // send stream -> sends issued so far
+  std::map<int, std::pair<int, int>> sends_before;  // event -> (peer, sends before its record)
   for (const Instr& in : instrs) {
     for (PassObserver* o : observers) o->before(*this, in);
     switch (in.kind) {
       case InstrKind::Alloc: break;  // done once, in prepare
       case InstrKind::Launch: b.launch(in.node, in.stream); break;
-      case InstrKind::Record: b.record(in.event, in.stream); break;
-      case InstrKind::Wait: b.wait(in.event, in.stream); break;
+      case InstrKind::Record:
+        if (sends_on.count(in.stream)) {
+          sends_before[in.event] = {program_.streams[size_t(in.stream)].peer, sends_on[in.stream]};
+        }
+        b.record(in.event, in.stream);
+        break;
+      case InstrKind::Wait: {
+        auto fenced = sends_before.find(in.event);
+        if (fenced != sends_before.end() && t != nullptr) t->complete_sends(fenced->second.first, fenced->second.second);
+        b.wait(in.event, in.stream);
+        break;
+      }
       case InstrKind::Send:
         HIOS_CHECK(t != nullptr, "internal error: a send in a one-rank program");
         t->send(in.node, in.peer, in.stream);
+        ++sends_on[in.stream];
         break;
       case InstrKind::Recv:
         HIOS_CHECK(t != nullptr, "internal error: a receive in a one-rank program");

@@ -30,6 +30,13 @@ class Transport {
   virtual void prepare(const Graph& g, const RankProgram& p) = 0;
   virtual void send(int node, int peer, int stream) = 0;
   virtual void recv(int node, int peer, int stream) = 0;
+  // Completes the first `count` sends of this pass to `peer` where they are non-blocking on the
+  // host (MPI): a send fence (program.hpp, send_fence_stages) gives their memory to later
+  // tensors next. Stream-ordered transports (NCCL) need nothing: the fence is a stream wait.
+  virtual void complete_sends(int peer, int count) {
+    (void)peer;
+    (void)count;
+  }
   // Completes host-side work left by the pass (e.g. waits for non-blocking MPI sends).
   virtual void end_pass() {}
   // Whether send/recv may be issued inside Backend::begin_capture()/end_capture().

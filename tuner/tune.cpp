@@ -1137,8 +1137,9 @@ class Tuner {
   // candidate, each order timed over the full passes; `hios run` uses the fastest unless told
   // otherwise
   void choose_launch_order() {
-    Candidate* lead = fastest();
+    Candidate* lead = choice();
     if (!lead) return;
+    chosen_ = static_cast<int>(lead - res_.candidates.data());
     const Graph& g = job_.graph(lead->variant);
     double best_ms = lead->passes == o_.passes ? lead->measured_ms : 0;
     for (const char* name : {"topo", "opara", "measured"}) {
@@ -1170,12 +1171,42 @@ class Tuner {
     }
   }
 
-  Candidate* fastest() {
+  // The candidate to choose: the fastest verified one, except that among those measured within
+  // kMemoryTieMargin of it (timing noise) the one whose fullest rank holds the least tensor
+  // memory wins. A receive lead also fences sends, so its variant of a schedule usually needs
+  // far less memory at the same speed (docs/executor.md, "Memory").
+  Candidate* choice() {
+    static constexpr double kMemoryTieMargin = 0.01;
     Candidate* best = nullptr;
     for (Candidate& c : res_.candidates) {
       if (c.ok && (!best || c.measured_ms < best->measured_ms)) best = &c;
     }
-    return best;
+    if (!best) return nullptr;
+    Candidate* chosen = best;
+    int64_t least = tensor_memory(*best);
+    for (Candidate& c : res_.candidates) {
+      if (!c.ok || &c == best || c.measured_ms > best->measured_ms * (1 + kMemoryTieMargin)) continue;
+      const int64_t m = tensor_memory(c);
+      if (m < least) {
+        least = m;
+        chosen = &c;
+      }
+    }
+    return chosen;
+  }
+
+  // The shared arena of the candidate's fullest rank, in float32 bytes (cached per candidate).
+  int64_t tensor_memory(const Candidate& c) {
+    const std::string key = c.label;
+    auto it = tensor_memory_.find(key);
+    if (it != tensor_memory_.end()) return it->second;
+    int64_t most = 0;
+    const Graph& g = job_.graph(c.variant);
+    for (exec::RankProgram& p : exec::lower_all(g, c.schedule)) {
+      exec::share_buffers(g, p);
+      most = std::max(most, p.tensor_memory());
+    }
+    return tensor_memory_[key] = most;
   }
 
   // The searches' candidates and what they measured, for a re-tune.
@@ -1198,7 +1229,8 @@ class Tuner {
 
   // ---- phase 13: the fastest verified candidate, its metadata, the database
   TuneResult choose_and_write() {
-    const Candidate* best = fastest();
+    // The candidate whose launch orders were timed (a re-measured time must not move the choice).
+    const Candidate* best = chosen_ >= 0 ? &res_.candidates[size_t(chosen_)] : choice();
     HIOS_CHECK(best != nullptr, "hios tune: no candidate matched the sequential run (tolerance %.1e); see the lines above",
                tolerance_);
     db_.choices = session_.backend().algorithm_choices();
@@ -1285,6 +1317,8 @@ class Tuner {
   json fit_json_;
   Calibration calibration_;
   json launch_orders_ = json::object();
+  int chosen_ = -1;                                    // index of the chosen candidate, once known
+  std::map<std::string, int64_t> tensor_memory_;      // candidate label -> fullest rank's arena
   std::string launch_order_ = "topo";
   double measure_s_ = 0, search_s_ = 0, time_s_ = 0;
 };

@@ -10,6 +10,7 @@
 //
 // mpi-cuda-aware: device pointers go to MPI directly, after the host waits for the send
 // stream; only when the MPI library says it can (MPIX_Query_cuda_support() == 1).
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <vector>
@@ -69,7 +70,17 @@ class MpiTransport final : public Transport {
     MPI_Request req;
     comm_.check(MPI_Isend(buf, static_cast<int>(t.bytes), MPI_BYTE, peer, kTag, comm_.data_comm(), &req),
                 what("MPI_Isend", node, peer).c_str());
-    pending_.push_back(req);
+    pending_[peer].push_back(req);
+  }
+
+  void complete_sends(int peer, int count) override {
+    std::vector<MPI_Request>& reqs = pending_[peer];
+    size_t& done = completed_[peer];
+    const size_t upto = std::min(reqs.size(), static_cast<size_t>(std::max(count, 0)));
+    if (upto <= done) return;
+    comm_.check(MPI_Waitall(static_cast<int>(upto - done), reqs.data() + done, MPI_STATUSES_IGNORE),
+                what("MPI_Waitall of the sends", -1, peer).c_str());
+    done = upto;
   }
 
   void recv(int node, int peer, int stream) override {
@@ -89,13 +100,20 @@ class MpiTransport final : public Transport {
   }
 
   void end_pass() override {
-    if (pending_.empty()) return;
-    comm_.check(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-    pending_.clear();
+    for (auto& [peer, reqs] : pending_) {
+      size_t& done = completed_[peer];
+      if (done < reqs.size()) {
+        comm_.check(MPI_Waitall(static_cast<int>(reqs.size() - done), reqs.data() + done, MPI_STATUSES_IGNORE),
+                    "MPI_Waitall");
+      }
+      reqs.clear();
+      done = 0;
+    }
   }
 
  private:
   std::string what(const char* call, int node, int peer) const {
+    if (node < 0) return strprintf("%s with rank %d", call, peer);
     return strprintf("%s of '%s' with rank %d", call, g_->nodes[node].name.c_str(), peer);
   }
 
@@ -105,7 +123,9 @@ class MpiTransport final : public Transport {
   const Graph* g_ = nullptr;
   // (tensor, peer) for sends, (tensor, -1 - peer) for receives: one page-locked buffer each.
   std::map<std::pair<int, int>, HostBuffer> staging_;
-  std::vector<MPI_Request> pending_;
+  // Per destination: this pass's non-blocking sends in order, and how many of them are complete.
+  std::map<int, std::vector<MPI_Request>> pending_;
+  std::map<int, size_t> completed_;
 };
 
 MpiComm& mpi_comm_of(Comm& comm, const char* transport) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "executor/backend.hpp"
+#include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
 #include "graph/error.hpp"
@@ -31,13 +32,24 @@ inline Schedule schedule_with(const std::string& algo, const Graph& g, int gpus)
 // Runs every rank's program in one process, one instruction at a time, round robin; a Recv
 // whose message has not been sent yet blocks that rank (sends never block), exactly like the
 // CPU backend with mpi-host. Returns the rank-0 backend; throws if the job deadlocks.
+//
+// With `rendezvous`, a send is a non-blocking send whose data is read from the sender's buffer
+// only when the receiver takes it (as MPI may do for a large message), and a wait on an event
+// recorded on a send stream after n sends blocks until the receiver has taken those n: a send
+// fence waiting too early deadlocks, and a shared buffer reused before its send completes
+// corrupts what the receiver gets. With `shared`, every program gets its shared memory plan.
 struct LocalJob {
   std::vector<exec::RankProgram> programs;
   std::vector<std::unique_ptr<exec::Backend>> backends;
   std::vector<std::string> trace;  // "r<rank>:<instr index>" in execution order
+  bool rendezvous = false;
 
-  LocalJob(const Graph& g, const Schedule& s, const exec::BackendConfig& cfg = exec::BackendConfig{})
-      : programs(exec::lower_all(g, s)) {
+  LocalJob(const Graph& g, const Schedule& s, const exec::BackendConfig& cfg = exec::BackendConfig{},
+           bool shared = false, bool rendezvous_sends = false)
+      : programs(exec::lower_all(g, s)), rendezvous(rendezvous_sends) {
+    for (exec::RankProgram& p : programs) {
+      if (shared) exec::plan_and_check_shared_buffers(g, p);
+    }
     for (const exec::RankProgram& p : programs) {
       backends.push_back(exec::make_backend("cpu", cfg));
       backends.back()->prepare(g, p);
@@ -48,6 +60,8 @@ struct LocalJob {
     backends[0]->set_input(input);
     const size_t n = programs.size();
     std::map<std::pair<int, int>, std::deque<std::pair<int, std::vector<float>>>> queue;  // (src, dst)
+    std::map<std::pair<int, int>, int> sent, taken;                // (src, dst) -> messages
+    std::vector<std::map<int, std::pair<int, int>>> fence(n);      // per rank: event -> (dst, sends)
     std::vector<size_t> pc(n, 0);
     for (;;) {
       bool progress = false, done = true;
@@ -61,15 +75,26 @@ struct LocalJob {
             if (q.empty()) break;  // blocked
             HIOS_CHECK(q.front().first == in.node, "rank %zu expected tensor #%d from rank %d but got #%d", r, in.node,
                        in.peer, q.front().first);
-            b.copy_from_host(in.node, q.front().second.data(), in.stream);
+            if (rendezvous) {
+              const std::vector<float> data = backends[size_t(in.peer)]->read_tensor(in.node);
+              b.copy_from_host(in.node, data.data(), in.stream);
+            } else {
+              b.copy_from_host(in.node, q.front().second.data(), in.stream);
+            }
             q.pop_front();
+            ++taken[{in.peer, int(r)}];
           } else if (in.kind == exec::InstrKind::Send) {
-            queue[{int(r), in.peer}].push_back({in.node, b.read_tensor(in.node)});
+            queue[{int(r), in.peer}].push_back({in.node, rendezvous ? std::vector<float>() : b.read_tensor(in.node)});
+            ++sent[{int(r), in.peer}];
           } else if (in.kind == exec::InstrKind::Launch) {
             b.launch(in.node, in.stream);
           } else if (in.kind == exec::InstrKind::Record) {
+            const exec::StreamDesc& sd = programs[r].streams[size_t(in.stream)];
+            if (sd.kind == exec::StreamKind::Send) fence[r][in.event] = {sd.peer, sent[{int(r), sd.peer}]};
             b.record(in.event, in.stream);
           } else if (in.kind == exec::InstrKind::Wait) {
+            auto f = fence[r].find(in.event);
+            if (rendezvous && f != fence[r].end() && taken[{int(r), f->second.first}] < f->second.second) break;
             b.wait(in.event, in.stream);
           }
           trace.push_back("r" + std::to_string(r) + ":" + std::to_string(pc[r]));

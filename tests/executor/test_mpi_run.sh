@@ -166,6 +166,15 @@ case "$SCENARIO" in
         run_ok randwire $a $n --verify-nodes
       done
     done
+    # Receive lead 0: receives gated by stage, sends fenced where the receiver has consumed them,
+    # and the shared memory plan reusing both (MPI completes the fenced non-blocking sends first).
+    for n in 2 3; do
+      python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["meta"]["recv_lead"] = 0; json.dump(s, open(sys.argv[2], "w"))' \
+        "$TMP/randwire.hios-lp.$n.json" "$TMP/randwire.lead0.$n.json"
+      run_ok randwire lead0 $n
+      "$HIOS" lower --graph "$TMP/randwire.json" --schedule "$TMP/randwire.lead0.$n.json" --all >"$TMP/lower.out" 2>&1 ||
+        fail "hios lower of the lead-0 schedule"
+    done
     ;;
   rowsplit)
     # Row splits: every split schedule equals the sequential run bit for bit (run_ok
