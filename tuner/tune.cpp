@@ -1140,6 +1140,7 @@ class Tuner {
     Candidate* lead = choice();
     if (!lead) return;
     chosen_ = static_cast<int>(lead - res_.candidates.data());
+    if (reuse_searches_ && adopt_stored_launch_order(*lead)) return;
     const Graph& g = job_.graph(lead->variant);
     double best_ms = lead->passes == o_.passes ? lead->measured_ms : 0;
     for (const char* name : {"topo", "opara", "measured"}) {
@@ -1169,6 +1170,33 @@ class Tuner {
         launch_order_ = name;
       }
     }
+  }
+
+  // A re-tune whose choice is the last tune's keeps the launch orders that tune timed for it
+  // (`searched.launch_order` in the database) rather than timing them again.
+  bool adopt_stored_launch_order(const Candidate& lead) {
+    if (!db_.searched.is_object() || !db_.searched.contains("launch_order")) return false;
+    const json& stored = db_.searched["launch_order"];
+    if (!stored.is_object() || !stored.contains("candidate") || !stored["candidate"].is_string() ||
+        stored["candidate"].get<std::string>() != lead.label || !stored.contains("chosen") ||
+        !stored["chosen"].is_string() || !stored.contains("measured_ms") || !stored["measured_ms"].is_object()) {
+      return false;
+    }
+    const std::string chosen = stored["chosen"].get<std::string>();
+    json measured = json::object();
+    for (const char* name : {"topo", "opara", "measured"}) {
+      if (!stored["measured_ms"].contains(name)) continue;
+      const json& ms = stored["measured_ms"][name];
+      if (!ms.is_number() || !(ms.get<double>() > 0) || !std::isfinite(ms.get<double>())) return false;
+      measured[name] = ms;
+    }
+    if (!measured.contains(chosen)) return false;
+    launch_order_ = chosen;
+    launch_orders_ = measured;
+    launch_orders_["topo"] = lead.measured_ms;  // timed again in this re-tune's finals
+    progress_.line("timing", strprintf("launch order %s, kept: the last tune timed the launch orders of %s", chosen.c_str(),
+                                       lead.label.c_str()));
+    return true;
   }
 
   // The candidate to choose: the fastest verified one, except that among those measured within
@@ -1223,8 +1251,14 @@ class Tuner {
                         {"schedule", schedule_to_json(job_.graph(c.variant), c.schedule)}});
       list.push_back(std::move(entry));
     }
-    db_.searched = json{{"gpus", N_}, {"streams", S_}, {"spatial", spatial_setting()}, {"candidates", list},
-                        {"duplicates", duplicates_}};
+    json orders = json::object();
+    if (chosen_ >= 0) {
+      orders = json{{"candidate", res_.candidates[size_t(chosen_)].label},
+                    {"chosen", launch_order_},
+                    {"measured_ms", launch_orders_}};
+    }
+    db_.searched = json{{"gpus", N_},           {"streams", S_},           {"spatial", spatial_setting()},
+                        {"candidates", list},   {"duplicates", duplicates_}, {"launch_order", orders}};
   }
 
   // ---- phase 13: the fastest verified candidate, its metadata, the database
@@ -1264,6 +1298,9 @@ class Tuner {
                         {"max_rel", c.max_rel},
                         {"verified", c.ok},
                         {"chosen", &c == best}});
+      // Where the choice compared memory (candidates within 1% of the fastest): the fullest rank's arena.
+      auto mem = tensor_memory_.find(c.label);
+      if (mem != tensor_memory_.end()) entry["tensor_mb"] = double(mem->second) / 1e6;
       cands.push_back(std::move(entry));
     }
     res_.seconds = seconds_since(t0_);

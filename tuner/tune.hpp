@@ -68,7 +68,7 @@ struct TuneOptions {
   double finalist_margin = 0.05;
   // A re-tune keeps the last tune's measurement of candidates slower than this many times the
   // fastest of them instead of timing them again.
-  double retime_margin = 1.25;
+  double retime_margin = 1.10;
   double stage_budget_s = 40;   // wall time for measuring stages during the searches
   // Row-split candidates (phase 6): "off", "auto" (2 to N parts) or a part count P; the modes
   // tried ("halo", "recompute", "mixed" or "auto").

@@ -47,10 +47,18 @@ for x in c:
 # Row splits are candidates by default on two GPUs: measured, timed and verified like the rest.
 splits = [x for x in c if "split" in x]
 assert splits and all(" rows " in x["label"] and x["passes"] >= 1 for x in splits), splits
-# The chosen one is the fastest measured, split or not (a split exactly when one measured fastest).
+# The chosen one is the fastest measured, split or not (a split exactly when one measured fastest),
+# unless another within 1% of it needs less tensor memory on its fullest rank.
 best = min((x for x in c if x["verified"]), key=lambda x: x["measured_ms"])
 chosen = [x for x in c if x["chosen"]]
-assert len(chosen) == 1 and chosen[0]["label"] == best["label"] == t["chosen"], (chosen, best)
+assert len(chosen) == 1 and chosen[0]["label"] == t["chosen"], (chosen, t["chosen"])
+if chosen[0]["label"] != best["label"]:
+    assert chosen[0]["measured_ms"] <= 1.01 * best["measured_ms"], (chosen, best)
+    assert chosen[0]["tensor_mb"] < best["tensor_mb"], (chosen, best)
+else:
+    close = [x for x in c if x["verified"] and x["measured_ms"] <= 1.01 * best["measured_ms"]]
+    assert all(x["tensor_mb"] >= best["tensor_mb"] for x in close), close
+best = chosen[0]
 assert ("split" in best) == ("spatial" in s["meta"]), (best, s["meta"].get("spatial"))
 assert abs(s["meta"]["predicted_ms"] - best["predicted_ms"]) < 1e-9
 assert s["meta"]["gpus"] == 2
