@@ -32,7 +32,7 @@ struct RandomCmd {
 };
 
 void add_search_options(CLI::App* cmd, SchedulerOptions& opt) {
-  cmd->add_option("--window", opt.window, "Sliding-window size w of the intra-GPU pass (hios-lp, hios-mr; <= 1: off)")
+  cmd->add_option("--window", opt.window, "Sliding-window size w of the intra-GPU pass (hios-lp, hios-mr; 0 to 16; 0 or 1: off)")
       ->capture_default_str();
   cmd->add_option("--streams", opt.max_streams, "Most concurrent groups (streams) k in one stage")->capture_default_str();
   cmd->add_option("--ios-r", opt.ios_max_group, "IOS pruning r: most nodes in one group")->capture_default_str();

@@ -31,6 +31,43 @@ static std::string one_line(std::string s) {
   return s;
 }
 
+// Control bytes of a user's word, escaped (\xNN), so an error line stays one visible line.
+static std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+// CLI11 reads an empty value as 0 and "-1" into an unsigned option as its largest value. Every
+// numeric option of every command (each element of a list) must be a number, and a
+// non-negative one where the option is unsigned: one check for all of them.
+static void refuse_non_numbers(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    for (CLI::Option* opt : sub->get_options([](CLI::Option*) { return true; })) {
+      const std::string type = opt->get_type_name();
+      const bool is_unsigned = type == "UINT";
+      if (type != "INT" && type != "UINT" && type != "FLOAT") continue;
+      opt->check(CLI::Validator(
+          [is_unsigned](std::string& v) -> std::string {
+            const size_t b = v.find_first_not_of(" \t");
+            if (b == std::string::npos) return "an empty value is not a number";
+            if (is_unsigned && v[b] == '-') return "'" + v + "' is negative";
+            return "";
+          },
+          "", "number"));
+    }
+    refuse_non_numbers(*sub);
+  }
+}
+
 int main(int argc, char** argv) {
   // Line-buffered even into a pipe or file: when mpirun kills a rank, what it printed is out.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -56,15 +93,37 @@ int main(int argc, char** argv) {
 #ifdef HIOS_WITH_TUNER
   hios::cli::add_tuner_commands(app);
 #endif
-  // CLI11 answers an unknown first word with "A subcommand is required", which hides the
-  // typo: name it, and the commands there are.
+  app.set_version_flag("--version", std::string("hios ") + HIOS_VERSION);
+  refuse_non_numbers(app);
+  // CLI11 answers an unknown first word or option with "A subcommand is required", which hides
+  // the typo: name it, and the commands there are.
+  if (argc >= 2 && argv[1][0] == '-') {
+    const std::string first = argv[1];
+    if (first != "-h" && first != "--help" && first != "--version") {
+      std::fprintf(stderr, "hios: unknown option '%s' before the command (see 'hios --help')\n",
+                   printable(first).c_str());
+      return 2;
+    }
+  }
+  // CLI11 drops the empty elements of a comma-separated list ("2,,4" becomes 2 and 4): refuse a
+  // number list with one, which is a typo more often than not.
+  for (int i = 1; i < argc; ++i) {
+    std::string v = argv[i];
+    if (v.rfind("--", 0) == 0 && v.find('=') != std::string::npos) v = v.substr(v.find('=') + 1);
+    const bool number_list = !v.empty() && v.find(',') != std::string::npos &&
+                             v.find_first_not_of("0123456789.eE+-,") == std::string::npos;
+    if (number_list && (v.find(",,") != std::string::npos || v.front() == ',' || v.back() == ',')) {
+      std::fprintf(stderr, "hios: '%s': an empty element in a comma-separated list (see 'hios --help')\n", v.c_str());
+      return 2;
+    }
+  }
   if (argc >= 2 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) known = known || sub->check_name(argv[1]);
     if (!known) {
       std::string names;
       for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + sub->get_name();
-      std::fprintf(stderr, "hios: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+      std::fprintf(stderr, "hios: unknown command '%s' (commands: %s)\n", printable(argv[1]).c_str(), names.c_str());
       return 2;
     }
   }

@@ -57,6 +57,10 @@ expect_error "zero size"           "--height.*not in range"          "$HIOS" gra
 expect_error "unknown subcommand"  "unknown command 'frobnicate'"    "$HIOS" frobnicate
 expect_error "missing option"      "model"                           "$HIOS" graph
 expect_error "validate one"        "cycle through"                   "$HIOS" validate "$G/cycle.json"
+expect_error "unknown top option"  "unknown option '--frob' before the command" "$HIOS" --frob
+expect_ok    "version"             "$HIOS" --version
+grep -qE '^hios [0-9]+\.[0-9]+\.[0-9]+$' "$TMP/out" || { echo "FAIL --version printed: $(cat "$TMP/out")"; fails=$((fails + 1)); }
+expect_error "control bytes"       'unknown command .fr\\x1bob'        "$HIOS" "$(printf 'fr\033ob')"
 
 # validate lists every independent problem, then fails with the count.
 "$HIOS" validate "$G/many_problems.json" >"$TMP/out" 2>"$TMP/err"
@@ -74,6 +78,11 @@ fi
 "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 -o "$TMP/s15.json" >/dev/null
 expect_error "unknown algorithm"   "unknown algorithm 'nope'"        "$HIOS" schedule --graph "$TMP/d15.json" --algo nope --gpus 2 -o "$TMP/x.json"
 expect_error "zero GPUs"           "gpus must be in"                 "$HIOS" schedule --graph "$TMP/d15.json" --algo heft --gpus 0 -o "$TMP/x.json"
+expect_error "empty window"        "--window: an empty value is not a number" "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 --window "" -o "$TMP/x.json"
+expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
+expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
+expect_error "empty list element"  "'2,,4': an empty element"        "$HIOS" simulate-random --gpus 2,,4
+expect_error "trailing comma"      "'2,4,': an empty element"        "$HIOS" simulate-random --gpus=2,4,
 expect_error "schedule for another graph" "schedule was made for graph" "$HIOS" check --graph "$TMP/d16.json" --schedule "$TMP/s15.json"
 expect_error "rank count mismatch" "is for 2 GPU\(s\) but the job has 1 rank" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --backend cpu -o none
 expect_ok "check good"     "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/s15.json"
