@@ -138,7 +138,13 @@ json parse_json_text(const std::string& text, const std::string& source_name) {
   // with two "kernel" keys would run with whichever came second.
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
-  auto check_keys = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+  // Nesting is bounded where input enters: copying, comparing or printing a json value recurses
+  // once per level, and a file nested a million deep would overflow the stack there.
+  auto check_keys = [&](int depth, json::parse_event_t event, json& parsed) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth) {
+      throw Error(strprintf("%s: JSON nested deeper than %d levels", source_name.c_str(), kMaxJsonDepth));
+    }
     switch (event) {
       case json::parse_event_t::object_start: keys.emplace_back(); break;
       case json::parse_event_t::object_end:

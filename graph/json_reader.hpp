@@ -78,6 +78,8 @@ json parse_json_text(const std::string& text, const std::string& source_name);
 // The largest input file hios reads: 1 GiB (the biggest graph a built-in model writes at 2048
 // is well under 1 MiB). A directory, a larger file or an endless stream is refused.
 inline constexpr uint64_t kMaxInputBytes = uint64_t(1) << 30;
+// Deepest nesting of arrays and objects any JSON input may have (hios's own formats need < 10).
+inline constexpr int kMaxJsonDepth = 256;
 json read_json_file(const std::string& file);
 // A whole input file (regular, a pipe or a device), refused past kMaxInputBytes, with errors
 // naming the file; `kind` names what a directory given in its place is not ("JSON file").

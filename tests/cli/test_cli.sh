@@ -82,6 +82,18 @@ expect_error "empty window"        "--window: an empty value is not a number" "$
 expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
 expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
 expect_error "empty list element"  "'2,,4': an empty element"        "$HIOS" simulate-random --gpus 2,,4
+# Nesting a million deep (in free-form metadata, and as a graph file's value) is refused where
+# the file is read, before anything copies it recursively.
+python3 - "$TMP/s15.json" "$TMP/deep.sched.json" "$TMP/deep.graph.json" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+deep = "[" * 1000000 + "]" * 1000000
+at = s.index('"params"')
+open(sys.argv[2], "w").write(s[:at] + '"params": {"deep": ' + deep + "}, " + s[at:].replace('"params"', '"params_"', 1))
+open(sys.argv[3], "w").write('{"name": ' + deep + "}")
+PY
+expect_error "deep schedule"       "deep.sched.json: JSON nested deeper than 256 levels" "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/deep.sched.json"
+expect_error "deep graph"          "deep.graph.json: JSON nested deeper than 256 levels" "$HIOS" info "$TMP/deep.graph.json"
 expect_error "trailing comma"      "'2,4,': an empty element"        "$HIOS" simulate-random --gpus=2,4,
 expect_error "schedule for another graph" "schedule was made for graph" "$HIOS" check --graph "$TMP/d16.json" --schedule "$TMP/s15.json"
 expect_error "rank count mismatch" "is for 2 GPU\(s\) but the job has 1 rank" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --backend cpu -o none
