@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <functional>
 #include <set>
 
 #include "graph/dag.hpp"
@@ -69,35 +68,48 @@ namespace {
 
 // Finds one cycle among nodes that Kahn's algorithm could not order, for the error message.
 std::string describe_cycle(const Graph& g, const std::vector<char>& unsorted) {
-  std::vector<int> state(g.nodes.size(), 0);  // 0 new, 1 on stack, 2 done
-  std::vector<int> stack;
-  std::string found;
-  std::function<bool(int)> dfs = [&](int u) -> bool {
-    state[u] = 1;
-    stack.push_back(u);
-    for (int p : g.predecessors(u)) {
-      if (!unsorted[p]) continue;
-      if (state[p] == 1) {
-        auto it = std::find(stack.begin(), stack.end(), p);
-        std::string s;
-        // The stack walks consumer -> producer; print in data-flow order.
-        std::vector<int> cyc(it, stack.end());
-        std::reverse(cyc.begin(), cyc.end());
-        for (int v : cyc) s += "'" + g.nodes[v].name + "' -> ";
-        s += "'" + g.nodes[cyc.front()].name + "'";
-        found = s;
-        return true;
-      }
-      if (state[p] == 0 && dfs(p)) return true;
-    }
-    stack.pop_back();
-    state[u] = 2;
-    return false;
+  // An iterative depth-first search (a cycle may be 100,000 nodes long: recursion would
+  // overflow the stack); the path walks consumer -> producer.
+  std::vector<int> state(g.nodes.size(), 0);  // 0 new, 1 on the path, 2 done
+  struct Frame {
+    int node;
+    std::vector<int> preds;
+    size_t next = 0;
   };
-  for (int i = 0; i < g.size(); ++i) {
-    if (unsorted[i] && state[i] == 0 && dfs(i)) break;
+  for (int root = 0; root < g.size(); ++root) {
+    if (!unsorted[size_t(root)] || state[size_t(root)] != 0) continue;
+    std::vector<Frame> path;
+    path.push_back({root, g.predecessors(root)});
+    state[size_t(root)] = 1;
+    while (!path.empty()) {
+      Frame& f = path.back();
+      if (f.next == f.preds.size()) {
+        state[size_t(f.node)] = 2;
+        path.pop_back();
+        continue;
+      }
+      const int p = f.preds[f.next++];
+      if (!unsorted[size_t(p)] || state[size_t(p)] == 2) continue;
+      if (state[size_t(p)] == 0) {
+        state[size_t(p)] = 1;
+        path.push_back({p, g.predecessors(p)});
+        continue;
+      }
+      // p is on the path: the cycle is p's frame to the top, printed in data-flow order, at most
+      // kShown names of it.
+      constexpr size_t kShown = 8;
+      size_t at = path.size();
+      while (at > 0 && path[at - 1].node != p) --at;
+      std::vector<int> cyc;
+      for (size_t k = path.size(); k-- > at - 1;) cyc.push_back(path[k].node);
+      std::string out;
+      for (size_t k = 0; k < cyc.size() && k < kShown; ++k) out += "'" + g.nodes[size_t(cyc[k])].name + "' -> ";
+      if (cyc.size() > kShown) out += strprintf("... (%zu nodes in all) -> ", cyc.size());
+      out += "'" + g.nodes[size_t(cyc.front())].name + "'";
+      return out;
+    }
   }
-  return found;
+  return "";
 }
 
 }  // namespace

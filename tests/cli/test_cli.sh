@@ -94,6 +94,16 @@ open(sys.argv[3], "w").write('{"name": ' + deep + "}")
 PY
 expect_error "deep schedule"       "deep.sched.json: JSON nested deeper than 256 levels" "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/deep.sched.json"
 expect_error "deep graph"          "deep.graph.json: JSON nested deeper than 256 levels" "$HIOS" info "$TMP/deep.graph.json"
+python3 - "$TMP/long-cycle.json" <<'PY'
+import json, sys
+n = 100000
+nodes = [{"name": f"c{i}", "op": "identity", "inputs": [[f"c{(i + 1) % n}"]]} for i in range(n)]
+nodes.append({"name": "out", "op": "identity", "inputs": [["c0"]]})
+json.dump({"format": "hios-graph", "version": 1, "name": "ring", "batch": 1, "height": 8, "width": 8, "dtype": "float32",
+           "input": {"name": "input", "op": "input", "channels": 4},
+           "blocks": [{"name": "b1", "exit": "out", "nodes": nodes}]}, open(sys.argv[1], "w"))
+PY
+expect_error "100,000-node cycle"  "cycle through 'c99999' -> .* \.\.\. \(100000 nodes in all\)" "$HIOS" info "$TMP/long-cycle.json"
 expect_error "trailing comma"      "'2,4,': an empty element"        "$HIOS" simulate-random --gpus=2,4,
 expect_error "schedule for another graph" "schedule was made for graph" "$HIOS" check --graph "$TMP/d16.json" --schedule "$TMP/s15.json"
 expect_error "rank count mismatch" "is for 2 GPU\(s\) but the job has 1 rank" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --backend cpu -o none
