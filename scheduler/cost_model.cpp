@@ -27,6 +27,7 @@ std::vector<DevicePreset> device_presets_from_json(const json& j, const std::str
     auto positive = [&](const char* key) {
       double v = o.get_number(key);
       HIOS_CHECK(v > 0 && std::isfinite(v), "%s: must be positive (got %g)", o.child_path(key).c_str(), v);
+      HIOS_CHECK(v <= 1e9, "%s: %g is more than 1e9", o.child_path(key).c_str(), v);
       return v;
     };
     auto fraction = [&](const char* key, double def) {
@@ -38,7 +39,7 @@ std::vector<DevicePreset> device_presets_from_json(const json& j, const std::str
     p.fp32_tflops = o.has("fp32_tflops") ? positive("fp32_tflops") : p.peak_tflops;
     p.mem_bandwidth_gbs = positive("mem_bandwidth_gbs");
     p.launch_overhead_us = o.get_number("launch_overhead_us");
-    p.sm_count = static_cast<int>(positive("sm_count"));
+    p.sm_count = static_cast<int>(o.get_int_in("sm_count", 1, 1 << 20));
     p.link_latency_us = o.get_number("link_latency_us");
     p.link_bandwidth_gbs = positive("link_bandwidth_gbs");
     p.stage_overhead_us = o.get_number("stage_overhead_us");

@@ -1,5 +1,6 @@
 // Node signatures, the profile database and the cost model that reads it.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <unordered_map>
@@ -63,10 +64,21 @@ std::string stage_key_text(const Stage& stage, const std::function<const std::st
 // ---------------------------------------------------------------------------------------------
 // Database I/O
 
+// Every time, rate and latency of a database: non-negative and at most 1e9 (in its unit), so that
+// sums over a whole schedule stay finite and what hios writes from them it can read back.
+// GPUs a link may name: as many as hios tune's --gpus allows.
+constexpr int64_t kMaxProfileGpus = 1024;
+
 static double non_negative(JsonObject& o, const char* key) {
   double v = o.get_number(key);
   HIOS_CHECK(v >= 0 && std::isfinite(v), "%s: must be a non-negative number (got %g)", o.child_path(key).c_str(), v);
+  HIOS_CHECK(v <= 1e9, "%s: %g is more than 1e9", o.child_path(key).c_str(), v);
   return v;
+}
+
+// An optional count (samples, kernels): a non-negative integer that fits an int.
+static int count_of(JsonObject& o, const char* key) {
+  return o.has(key) ? static_cast<int>(o.get_int_in(key, 0, INT32_MAX)) : 0;
 }
 
 ProfileDb profile_db_from_json(const json& j, const std::string& source) {
@@ -105,11 +117,11 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
     ProfileEntry e;
     e.key = o.get_string("key");
     e.ms = non_negative(o, "ms");
-    e.samples = o.get_int("samples", 0);
+    e.samples = count_of(o, "samples");
     e.stddev_ms = o.has("stddev_ms") ? non_negative(o, "stddev_ms") : 0.0;
     e.example = o.get_string("example", "");
     e.kernel_ms = o.has("kernel_ms") ? non_negative(o, "kernel_ms") : -1.0;
-    e.kernels = o.get_int("kernels", 0);
+    e.kernels = count_of(o, "kernels");
     e.achieved_tflops = o.has("achieved_tflops") ? non_negative(o, "achieved_tflops") : -1.0;
     e.achieved_gbs = o.has("achieved_gbs") ? non_negative(o, "achieved_gbs") : -1.0;
     if (o.has("bound")) {
@@ -128,12 +140,12 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
     for (size_t i = 0; i < links.size(); ++i) {
       JsonObject o(links[i], root.child_path("links") + strprintf("[%zu]", i));
       ProfileLink l;
-      l.src = static_cast<int>(o.get_int("src"));
-      l.dst = static_cast<int>(o.get_int("dst"));
+      l.src = static_cast<int>(o.get_int_in("src", 0, kMaxProfileGpus - 1));
+      l.dst = static_cast<int>(o.get_int_in("dst", 0, kMaxProfileGpus - 1));
       l.latency_us = non_negative(o, "latency_us");
-      l.bandwidth_gbs = o.get_number("bandwidth_gbs");
-      HIOS_CHECK(l.bandwidth_gbs > 0 && std::isfinite(l.bandwidth_gbs), "%s: must be positive (got %g)",
-                 o.child_path("bandwidth_gbs").c_str(), l.bandwidth_gbs);
+      l.bandwidth_gbs = non_negative(o, "bandwidth_gbs");
+      HIOS_CHECK(l.bandwidth_gbs > 0, "%s: must be positive (got %g)", o.child_path("bandwidth_gbs").c_str(),
+                 l.bandwidth_gbs);
       HIOS_CHECK(l.src >= 0 && l.dst >= 0 && l.src != l.dst, "%s: a link joins two different GPUs (got %d -> %d)",
                  o.path().c_str(), l.src, l.dst);
       o.finish();
@@ -159,7 +171,7 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
         for (size_t v = 0; v < gr.size(); ++v) json_string(gr[v], kp + strprintf("[%zu][%zu]", q, v));
       }
       st.ms = non_negative(o, "ms");
-      st.samples = o.get_int("samples", 0);
+      st.samples = count_of(o, "samples");
       o.finish();
       auto [it, fresh] = seen_stage.emplace(st.key.dump(), i);
       HIOS_CHECK(fresh, "%s: duplicate stage key (also stages[%zu])", kp.c_str(), it->second);

@@ -87,6 +87,12 @@ TEST_CASE("device presets: the shipped GPUs, compiled in") {
     j["devices"][0].erase("peak_tflop");
     j["devices"][0]["alpha"] = 1.5;
     CHECK(error_of([&] { device_presets_from_json(j); }).find("$.devices[0].alpha: must be in [0, 1]") == 0);
+    j["devices"][0]["alpha"] = 0.5;
+    j["devices"][0]["sm_count"] = 1.5;  // never rounded down to 1
+    CHECK(error_of([&] { device_presets_from_json(j); }).find("$.devices[0].sm_count: expected an integer") == 0);
+    j["devices"][0]["sm_count"] = 132;
+    j["devices"][0]["peak_tflops"] = 1e300;
+    CHECK(error_of([&] { device_presets_from_json(j); }) == "$.devices[0].peak_tflops: 1e+300 is more than 1e9");
   }
 }
 

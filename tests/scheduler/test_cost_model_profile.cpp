@@ -108,6 +108,18 @@ TEST_CASE("profile database: text round trip and strict reading") {
     j["entries"][1]["ms"] = -0.5;
     CHECK(error_of([&] { profile_db_from_json(j); }).find("$.entries[1].ms: must be a non-negative number") == 0);
   }
+  SECTION("numbers out of range, never narrowed") {
+    j["links"] = json::array({json{{"src", 4294967296LL}, {"dst", 1}, {"latency_us", 10}, {"bandwidth_gbs", 300}}});
+    CHECK(error_of([&] { profile_db_from_json(j); }) == "$.links[0].src: 4294967296 is out of range (0 to 1023)");
+    j.erase("links");
+    j["entries"][0]["samples"] = -1;
+    CHECK(error_of([&] { profile_db_from_json(j); }) == "$.entries[0].samples: -1 is out of range (0 to 2147483647)");
+    j["entries"][0]["samples"] = 1.5;
+    CHECK(error_of([&] { profile_db_from_json(j); }).find("$.entries[0].samples: expected an integer") == 0);
+    j["entries"][0]["samples"] = 5;
+    j["entries"][0]["ms"] = 1e308;  // a schedule's predicted sum would overflow to infinity
+    CHECK(error_of([&] { profile_db_from_json(j); }) == "$.entries[0].ms: 1e+308 is more than 1e9");
+  }
   SECTION("a choice that is not an object") {
     j["choices"]["x1x3x15x15 w16x3x3x3 impl auto"] = "graph 2";
     CHECK(error_of([&] { profile_db_from_json(j); }) ==
