@@ -1,4 +1,5 @@
 // Executor subcommands: lower (print a rank's program) and run (the MPI launcher).
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -96,9 +97,22 @@ void run_shapes(const RunCliOptions& o, exec::Comm& comm) {
   }
 }
 
+// A piece of a file name taken from input (a graph's name, a schedule's algorithm): letters,
+// digits and . _ + - kept, anything else (a slash, a newline) becomes '_', at most 64 bytes, so
+// the default result file always stays one plain name inside output/.
+std::string file_name_part(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, 64)) {
+    const bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '+' || c == '-';
+    out += plain ? c : '_';
+  }
+  return out.empty() ? "_" : out;
+}
+
 std::string default_output(const Graph& g, const Schedule& s, const exec::RunOptions& o) {
-  return strprintf("output/run-%s-%lldx%lld-%s-%dgpu-%s.json", g.name.c_str(), (long long)g.height,
-                   (long long)g.width, s.meta.algorithm.c_str(), s.meta.num_gpus, o.backend.c_str());
+  return strprintf("output/run-%s-%lldx%lld-%s-%dgpu-%s.json", file_name_part(g.name).c_str(), (long long)g.height,
+                   (long long)g.width, file_name_part(s.meta.algorithm).c_str(), s.meta.num_gpus,
+                   file_name_part(o.backend).c_str());
 }
 
 }  // namespace

@@ -82,6 +82,18 @@ expect_error "empty window"        "--window: an empty value is not a number" "$
 expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
 expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
 expect_error "empty list element"  "'2,,4': an empty element"        "$HIOS" simulate-random --gpus 2,,4
+# A result file name built from input stays one plain name inside output/.
+mkdir -p "$TMP/names"
+"$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 1 -o "$TMP/names/one.json" >/dev/null
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["meta"]["algorithm"] = "x/../../victim\nz"; json.dump(s, open(sys.argv[2], "w"))' \
+  "$TMP/names/one.json" "$TMP/names/evil.json"
+(cd "$TMP/names" && "$HIOS" run --graph "$TMP/d15.json" --schedule evil.json --warmup 0 --number 1 --repeat 1 >/dev/null 2>&1)
+made=$(cd "$TMP/names" && find . -name '*.json' ! -name evil.json ! -name one.json)
+if [ "$made" != "./output/run-demo-15x15-x_.._.._victim_z-1gpu-cpu.json" ]; then
+  echo "FAIL result file name from a schedule's algorithm: $made"; fails=$((fails + 1))
+else
+  pass=$((pass + 1))
+fi
 # Nesting a million deep (in free-form metadata, and as a graph file's value) is refused where
 # the file is read, before anything copies it recursively.
 python3 - "$TMP/s15.json" "$TMP/deep.sched.json" "$TMP/deep.graph.json" <<'PY'
