@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "graph/error.hpp"
 
@@ -218,8 +219,12 @@ void install_cleanup_handlers() {
     struct sigaction sa {};
     sa.sa_handler = remove_pending_and_reraise;
     sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &g_old_int);
-    ::sigaction(SIGTERM, &sa, &g_old_term);
+    // A signal the parent set to be ignored (nohup, a shell's background job) stays ignored:
+    // catching it would end a write the user meant to survive it.
+    for (auto [sig, old] : {std::pair<int, struct sigaction*>{SIGINT, &g_old_int}, {SIGTERM, &g_old_term}}) {
+      ::sigaction(sig, nullptr, old);
+      if (old->sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
+    }
   });
 }
 
@@ -242,6 +247,7 @@ std::string follow_symlink(const std::string& file) {
     std::free(real);
     return out;
   }
+  HIOS_CHECK(errno != ELOOP, "%s: is a symlink loop; refusing to replace any link in it", file.c_str());
   std::string link(PATH_MAX, '\0');
   const ssize_t n = ::readlink(file.c_str(), link.data(), link.size());
   HIOS_CHECK(n > 0, "%s: cannot read the symlink: %s", file.c_str(), std::strerror(errno));
@@ -253,7 +259,28 @@ std::string follow_symlink(const std::string& file) {
 
 }  // namespace
 
+// The descriptor a name such as /dev/stdout or /dev/fd/3 stands for (-1: none). Writing there
+// means writing into the open descriptor, appending where the shell opened it with >>: never
+// replacing the file behind it.
+static int named_descriptor(const std::string& file) {
+  if (file == "/dev/stdout") return STDOUT_FILENO;
+  if (file == "/dev/stderr") return STDERR_FILENO;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string pre = prefix;
+    if (file.rfind(pre, 0) != 0 || file.size() == pre.size() || file.size() > pre.size() + 6) continue;
+    if (file.find_first_not_of("0123456789", pre.size()) != std::string::npos) continue;
+    return std::stoi(file.substr(pre.size()));
+  }
+  return -1;
+}
+
 void write_file_atomic(const std::string& file, const std::string& text) {
+  const int named = named_descriptor(file);
+  if (named >= 0) {
+    HIOS_CHECK(::fcntl(named, F_GETFD) != -1, "%s: descriptor %d is not open", file.c_str(), named);
+    write_all(named, text, file);
+    return;
+  }
   const std::string target = follow_symlink(file);
   struct stat st {};
   const bool exists = ::stat(target.c_str(), &st) == 0;
@@ -279,21 +306,28 @@ void write_file_atomic(const std::string& file, const std::string& text) {
   }
   std::lock_guard<std::mutex> lock(g_write_mu);
   install_cleanup_handlers();
-  const std::string tmp = target + ".tmp." + std::to_string(::getpid());
-  HIOS_CHECK(tmp.size() < sizeof g_pending, "%s: path too long", file.c_str());
-  std::memcpy(g_pending, tmp.c_str(), tmp.size() + 1);
-  g_has_pending = true;
+  // The temporary file sits beside the target under a short name of its own (the target's name
+  // may already be NAME_MAX long), made with O_EXCL: nobody else's file is ever touched.
+  const size_t cut = target.rfind('/');
+  const std::string folder = cut == std::string::npos ? "" : target.substr(0, cut + 1);
+  static std::atomic<unsigned> serial{0};
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmp = folder + ".hios-tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
+    HIOS_CHECK(tmp.size() < sizeof g_pending, "%s: path too long", file.c_str());
+    std::memcpy(g_pending, tmp.c_str(), tmp.size() + 1);
+    g_has_pending = true;
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? (st.st_mode & 07777) : 0666);
+    if (fd < 0) g_has_pending = false;
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) throw_error("%s: cannot write: %s", file.c_str(), std::strerror(errno));
   auto fail = [&](const char* what, int err) {
     ::unlink(tmp.c_str());
     g_has_pending = false;
     throw_error("%s: %s: %s", file.c_str(), what, std::strerror(err));
   };
-  ::unlink(tmp.c_str());  // a stale one of an earlier process with this pid
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? (st.st_mode & 07777) : 0666);
-  if (fd < 0) {
-    g_has_pending = false;
-    throw_error("%s: cannot write: %s", file.c_str(), std::strerror(errno));
-  }
   // The umask narrowed the mode of a replaced file: give it back what it had.
   if (exists && ::fchmod(fd, st.st_mode & 07777) != 0) {
     const int err = errno;

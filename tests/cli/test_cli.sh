@@ -445,6 +445,19 @@ echo keep >"$TMP/ro.json"
 chmod 0444 "$TMP/ro.json"
 expect_error "read-only target"    "ro.json: is read-only"            "$HIOS" graph --model demo -o "$TMP/ro.json"
 [ "$(cat "$TMP/ro.json")" = keep ] || { echo "FAIL a read-only file was replaced"; fails=$((fails + 1)); }
+# /dev/stdout onto a file the shell opened for appending: appended to, not replaced.
+echo keep >"$TMP/append.log"
+"$HIOS" graph --model demo -o /dev/stdout >>"$TMP/append.log" 2>/dev/null
+[ "$(head -1 "$TMP/append.log")" = keep ] && grep -q hios-graph "$TMP/append.log" ||
+  { echo "FAIL -o /dev/stdout replaced the file stdout appends to"; fails=$((fails + 1)); }
+ln -s "$TMP/loop_b" "$TMP/loop_a"
+ln -s "$TMP/loop_a" "$TMP/loop_b"
+expect_error "symlink loop"        "loop_a: is a symlink loop"        "$HIOS" graph --model demo -o "$TMP/loop_a"
+[ -L "$TMP/loop_a" ] && [ -L "$TMP/loop_b" ] || { echo "FAIL a link of the loop was replaced"; fails=$((fails + 1)); }
+long=$(printf 'a%.0s' $(seq 1 250)).json  # 255 bytes: NAME_MAX, legal
+expect_ok "a 255-byte file name" "$HIOS" graph --model demo -o "$TMP/$long"
+[ -s "$TMP/$long" ] && [ -z "$(find "$TMP" -maxdepth 1 -name '.hios-tmp.*')" ] ||
+  { echo "FAIL the 255-byte name was not written, or a temporary file was left"; fails=$((fails + 1)); }
 echo old >"$TMP/mode.json"
 chmod 0640 "$TMP/mode.json"
 expect_ok "replace keeps the mode" "$HIOS" graph --model demo -o "$TMP/mode.json"
