@@ -298,6 +298,30 @@ void Graph::finalize() {
     nd.cost.bytes_read += value_bytes - assembled;
     nd.cost.flops += sum_flops;
   }
+  check_shared_parameters();
+}
+
+// A node taking another's parameters (params_from) must name a node of the graph with the same
+// op and as many parameters, or, for a row-split part "X@k", the operator X it is a part of
+// (which the split graph no longer holds). Anything else would run with weights nobody meant.
+void Graph::check_shared_parameters() const {
+  for (const Node& nd : nodes) {
+    if (nd.params_from.empty()) continue;
+    // A part X@k of a row split takes X's parameters; X's name is then the gather's or gone.
+    const size_t at = nd.name.rfind('@');
+    if (at != std::string::npos && at == nd.params_from.size() && nd.name.compare(0, at, nd.params_from) == 0) continue;
+    const int owner = find(nd.params_from);
+    HIOS_CHECK(owner >= 0, "node '%s': params_from '%s' names no node of graph '%s'", nd.name.c_str(),
+               nd.params_from.c_str(), name.c_str());
+    const Node& o = nodes[size_t(owner)];
+    HIOS_CHECK(o.op.kind != OpKind::Input, "node '%s': params_from '%s' names the graph input", nd.name.c_str(),
+               nd.params_from.c_str());
+    HIOS_CHECK(owner != find(nd.name), "node '%s': params_from names the node itself", nd.name.c_str());
+    HIOS_CHECK(o.op.kind == nd.op.kind && o.cost.params == nd.cost.params,
+               "node '%s': params_from '%s' names a node with other parameters (%s with %.0f, this %s has %.0f)",
+               nd.name.c_str(), nd.params_from.c_str(), op_def(o.op.kind).name, o.cost.params, op_def(nd.op.kind).name,
+               nd.cost.params);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

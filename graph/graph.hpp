@@ -73,6 +73,8 @@ class Graph {
   std::vector<int> predecessors(int i) const;
   // Consumers of every node (built on demand; O(edges)).
   std::vector<std::vector<int>> successors() const;
+  // params_from names a node with the same op and parameter count, or the operator of a split part.
+  void check_shared_parameters() const;
   OpCost total_cost() const;  // parameters shared by a split's parts (params_from) counted once
   int64_t edge_count() const;  // distinct producer -> consumer pairs
 

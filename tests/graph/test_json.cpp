@@ -79,6 +79,36 @@ TEST_CASE("a declared shape must agree with inference", "[graph][json]") {
   }
 }
 
+TEST_CASE("params_from names a node with the same parameters, or the operator of a split part", "[graph][json]") {
+  json base = graph_to_json(build_model("demo", ModelParams{}));
+  json& nodes = base["blocks"][0]["nodes"];
+  REQUIRE(nodes[0]["name"] == "b1.conv1");
+  REQUIRE(nodes[1]["name"] == "b1.conv2");
+  auto with = [&](const std::string& from) {
+    json j = base;
+    j["blocks"][0]["nodes"][1]["params_from"] = from;
+    return error_of([&] { graph_from_json(j); });
+  };
+  CHECK(with("b1.conv1").empty());  // same op, same weights
+  CHECK(with("nope") == "node 'b1.conv2': params_from 'nope' names no node of graph 'demo'");
+  CHECK(with("input") == "node 'b1.conv2': params_from 'input' names the graph input");
+  CHECK(with("b1.conv2") == "node 'b1.conv2': params_from names the node itself");
+  CHECK(contains(with("b1.out"), "node 'b1.conv2': params_from 'b1.out' names a node with other parameters"));
+  // The parts of a row split take their operator's weights by its name.
+  json j = base;
+  j["blocks"][0]["nodes"][1]["name"] = "b1.gone@1";
+  j["blocks"][0]["nodes"][1]["params_from"] = "b1.gone";
+  for (json& n : j["blocks"][0]["nodes"]) {
+    for (json& term : n["inputs"]) {
+      for (json& v : term) {
+        if (v.is_string() && v == "b1.conv2") v = "b1.gone@1";
+        if (v.is_object() && v["node"] == "b1.conv2") v["node"] = "b1.gone@1";
+      }
+    }
+  }
+  CHECK(error_of([&] { graph_from_json(j); }).empty());
+}
+
 TEST_CASE("validate reports every independent problem", "[graph][json]") {
   std::vector<std::string> p = validate_graph_file(data_file("many_problems.json"));
   REQUIRE(p.size() == 3);
