@@ -254,7 +254,7 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
              go.path().c_str(), m.graph_name.c_str(), m.graph_digest.c_str(), g.name.c_str(), digest.c_str());
   m.algorithm = mo.get_string("algorithm", "");
   if (mo.has("params")) m.params = mo.get_object("params");
-  m.num_gpus = to_int(mo.get_int("gpus"), mo.child_path("gpus"));
+  m.num_gpus = static_cast<int>(mo.get_int_in("gpus", 1, kMaxScheduleGpus));
   m.max_streams = to_int(mo.get_int("max_streams"), mo.child_path("max_streams"));
   m.recv_lead = static_cast<int>(mo.has("recv_lead") ? mo.get_int_in("recv_lead", -1, 1 << 20) : -1);
   m.batch = mo.get_int("batch", g.batch);
@@ -274,7 +274,17 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
     m.search_seconds = oc.get_number("search_s", 0.0);
     oc.finish();
   }
-  if (mo.has("tune")) m.tune = mo.get_object("tune");
+  if (mo.has("tune")) {
+    m.tune = mo.get_object("tune");
+    // The one key of hios tune's report that hios run acts on: the launch order it chose.
+    if (m.tune.contains("launch_order")) {
+      const std::string at = mo.child_path("tune") + ".launch_order";
+      JsonObject lo(m.tune["launch_order"], at);
+      const std::string chosen = lo.get_string("chosen");
+      HIOS_CHECK(chosen == "topo" || chosen == "opara" || chosen == "measured",
+                 "%s.chosen: must be topo, opara or measured, not '%s'", at.c_str(), chosen.c_str());
+    }
+  }
   if (mo.has("spatial")) m.spatial = mo.get_object("spatial");
   mo.finish();
 }

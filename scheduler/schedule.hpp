@@ -36,6 +36,10 @@ struct Transfer {
   bool operator==(const Transfer& o) const { return node == o.node && src == o.src && dst == o.dst; }
 };
 
+// Most GPUs a schedule may use (as hios tune's --gpus): a lowering is per rank, so a schedule
+// for 2^31 GPUs would pass every other check and then never finish.
+constexpr int64_t kMaxScheduleGpus = 1024;
+
 struct ScheduleMeta {
   std::string algorithm;         // "sequential", "greedy", "ios", "hios-lp", "hios-mr", "heft"
   json params = json::object();  // the algorithm's parameters (window, streams, r, s, ...)

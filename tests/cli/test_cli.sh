@@ -82,6 +82,12 @@ expect_error "empty window"        "--window: an empty value is not a number" "$
 expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
 expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
 expect_error "empty list element"  "'2,,4': an empty element"        "$HIOS" simulate-random --gpus 2,,4
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["meta"]["gpus"] = 2147483647; json.dump(s, open(sys.argv[2], "w"))' \
+  "$TMP/s15.json" "$TMP/gpus-huge.json"
+expect_error "schedule for 2^31 GPUs" "meta.gpus: 2147483647 is out of range \(1 to 1024\)" "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/gpus-huge.json" --all
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["meta"]["tune"] = {"launch_order": {"chosen": "bogus"}}; json.dump(s, open(sys.argv[2], "w"))' \
+  "$TMP/s15.json" "$TMP/order-bad.json"
+expect_error "tune's launch order" "meta.tune.launch_order.chosen: must be topo, opara or measured, not 'bogus'" "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/order-bad.json"
 # A result file name built from input stays one plain name inside output/.
 mkdir -p "$TMP/names"
 "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 1 -o "$TMP/names/one.json" >/dev/null
