@@ -44,8 +44,8 @@ size_t checked_bytes(int64_t elems, size_t elem_bytes, const std::string& model)
 std::vector<Request> make_trace(const ArrivalSpec& spec, const std::vector<std::string>& models) {
   std::vector<Request> out;
   if (spec.kind == "file") {
-    std::ifstream in(spec.file);
-    HIOS_CHECK(in.good(), "--trace: cannot open '%s'", spec.file.c_str());
+    // Read whole and bounded like every input file (/dev/zero or an endless pipe ends with an error).
+    std::istringstream in(read_input_file(spec.file, "trace"));
     std::string line;
     int lineno = 0;
     while (std::getline(in, line)) {

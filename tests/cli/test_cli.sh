@@ -289,6 +289,7 @@ expect_error "serve drain"         "--drain: fastest not in"          "$HIOS" se
 expect_error "serve hold negative" "--hold-share: '-0.1'"            "$HIOS" serve --models demo --size 15 --hold-share -0.1
 # Several devices (the cpu backend takes the ids as labels): ids and placements checked before
 # anything is built, then a run whose header and JSON say where each model was.
+expect_error "serve trace unbounded" "/dev/zero: more than the 1073741824-byte limit" "$HIOS" serve --models demo --size 15 --trace /dev/zero -o none
 expect_error "serve devices range" "--devices: device 1024 is outside 0 to 1023" "$HIOS" serve --models demo --size 15 --devices 0,1024
 expect_error "serve devices text"  "--devices: 'x'"                  "$HIOS" serve --models demo --size 15 --devices 0,x
 expect_error "serve devices huge"  "--devices: '4294967296'"         "$HIOS" serve --models demo --size 15 --devices 0,4294967296
