@@ -640,11 +640,13 @@ class Tuner {
   // ---- phase 5: the searches on the measured costs (or, in a re-tune that measured nothing
   // new, their candidates from the database)
   void search_whole_graph() {
-    reuse_searches_ = from_file_ && !res_.nodes_measured && !res_.links_measured && db_.searched.is_object() &&
-                      db_.searched.value("gpus", 0) == N_ && db_.searched.value("streams", 0) == S_ &&
-                      db_.searched.value("spatial", std::string("off")) == spatial_setting() &&
-                      db_.searched.contains("candidates") && db_.searched["candidates"].is_array() &&
-                      !db_.searched["candidates"].empty();
+    // Reused only when the database searched this very setting; a damaged section (a key of
+    // another type) is searched again rather than read.
+    const json& sd = db_.searched;
+    auto is = [&](const char* key, const json& want) { return sd.contains(key) && sd[key] == want; };
+    reuse_searches_ = from_file_ && !res_.nodes_measured && !res_.links_measured && sd.is_object() &&
+                      is("gpus", json(N_)) && is("streams", json(S_)) && is("spatial", json(spatial_setting())) &&
+                      sd.contains("candidates") && sd["candidates"].is_array() && !sd["candidates"].empty();
     if (reuse_searches_) {
       candidates_from_database();
       return;
@@ -708,7 +710,7 @@ class Tuner {
       seen_.emplace(structure_key(job_.graph(cand.variant), cand.schedule, cand.variant), res_.candidates.size());
       res_.candidates.push_back(std::move(cand));
     }
-    if (db_.searched.contains("duplicates")) duplicates_ = db_.searched["duplicates"];
+    if (db_.searched.contains("duplicates") && db_.searched["duplicates"].is_array()) duplicates_ = db_.searched["duplicates"];
     progress_.line("search", strprintf("%zu candidates from the database's searches (nothing new was measured)",
                                        res_.candidates.size()));
   }
