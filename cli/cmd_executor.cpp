@@ -279,7 +279,8 @@ void add_executor_commands(CLI::App& app) {
       ->check(finite_range(0.0, 1e7));
   run->add_option("--stall-timeout", ropt->run.stall_timeout_s,
                   "While passes run, abort the job when a rank finishes no pass for this many seconds (a stopped "
-                  "or hung peer); 0 turns it off (default 300)")
+                  "or hung peer); 0 turns it off (default: 300 s until a pass time is known, then max(10 s, 50x "
+                  "the slowest pass))")
       ->check(finite_range(0.0, 1e7));
   run->add_option("--threads", ropt->run.threads, "OpenMP threads per rank for the cpu backend, 0 to 1024 (default: OpenMP's)")
       ->check(CLI::Range(0, 1024));

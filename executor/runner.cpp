@@ -204,20 +204,24 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     print_main_thread_stack();
     comm.abort(2);
   });
-  StallWatchdog stall(opt.stall_timeout_s, [&](double idle) {
+  std::atomic<const PeerWatch*> peer_watch{nullptr};  // while the ranks' pids are known
+  StallWatchdog stall(opt.stall_timeout_s, [&](double idle, double limit) {
     std::fflush(stdout);
-    std::fprintf(stderr,
-                 "hios: error: %s: no pass finished for %.0f s during %s (--stall-timeout %g): another rank is "
-                 "stopped or hung; aborting the job\n",
-                 comm.where().c_str(), idle, phase.load(), opt.stall_timeout_s);
+    const PeerWatch* watch = peer_watch.load();
+    const std::string stopped = watch ? watch->stopped_peers() : std::string();
+    const std::string rule = opt.stall_timeout_s > 0 ? strprintf("--stall-timeout %g", opt.stall_timeout_s)
+                                                     : strprintf("stall limit %.0f s", limit);
+    std::fprintf(stderr, "hios: error: %s: no pass finished for %.0f s during %s (%s): %s; aborting the job\n",
+                 comm.where().c_str(), idle, phase.load(), rule.c_str(),
+                 stopped.empty() ? "another rank is stopped or hung" : stopped.c_str());
     std::fflush(stderr);
     comm.abort(2);
   });
-  // Every finished pass is progress.
+  // Every finished pass is progress, and its time sets the automatic stall limit.
   struct Heartbeat final : PassObserver {
     StallWatchdog& w;
     explicit Heartbeat(StallWatchdog& w_) : w(w_) {}
-    void pass_end(RankSession&) override { w.beat(); }
+    void pass_end(RankSession&) override { w.pass_done(); }
   };
   const int rank = comm.rank();
   Injection inj = parse_injection(opt.inject_failure);
@@ -241,6 +245,11 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
 
   // From here every rank runs the same steps: a peer that dies is named by the survivors.
   PeerWatch peers(comm, [&] { return phase.load(); });
+  peer_watch = &peers;
+  struct Unpublish {  // destroyed before `peers`: the stall watchdog outlives it
+    std::atomic<const PeerWatch*>& p;
+    ~Unpublish() { p = nullptr; }
+  } unpublish{peer_watch};
   SessionOptions so;
   so.backend = opt.backend;
   so.transport = opt.transport;

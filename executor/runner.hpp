@@ -44,9 +44,10 @@ struct RunOptions {
   std::vector<int> devices;      // device per node-local rank; empty: the local rank
   double timeout_s = 0;          // watchdog over the whole run; 0: none
   // While passes run (warm-up, timed, traced), a rank that finishes no pass for this long
-  // aborts the whole job naming itself and the phase: a stopped or hung peer otherwise leaves
-  // it waiting forever. 0: off.
-  double stall_timeout_s = 300;
+  // aborts the whole job naming itself, the phase and a stopped peer: a stopped or hung peer
+  // otherwise leaves it waiting forever. 0: off; < 0 (default): automatic, 300 s until a pass
+  // time is known, then max(10 s, 50x the slowest pass) (executor/watchdog.hpp).
+  double stall_timeout_s = -1;
   uint64_t seed = init::kDefaultSeed;
   int threads = 0;               // CPU backend OpenMP threads; 0: default
   size_t memory_limit = 0;       // BackendConfig::memory_limit (testing the out-of-memory path)

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -62,10 +64,7 @@ extern "C" void print_own_stack(int) {
   g_stack_printed = true;
 }
 
-struct Peer {
-  int rank;
-  long pid;
-};
+
 
 }  // namespace
 
@@ -103,7 +102,7 @@ PeerWatch::PeerWatch(Comm& comm, std::function<const char*()> phase) {
   if (comm.size() <= 1) return;
   const std::string host = comm.hostname();
   const std::vector<std::string> all = comm.allgather(host + " " + std::to_string(long(::getpid())));
-  std::vector<Peer> peers;
+  std::vector<Peer>& peers = peers_;
   for (int r = 0; r < int(all.size()); ++r) {
     if (r == comm.rank()) continue;
     std::istringstream in(all[size_t(r)]);
@@ -138,6 +137,21 @@ PeerWatch::PeerWatch(Comm& comm, std::function<const char*()> phase) {
     }
     return true;
   });
+}
+
+std::string PeerWatch::stopped_peers() const {
+  std::string out;
+  for (const Peer& p : peers_) {
+    // /proc/<pid>/stat: "pid (comm) S ...", the state after the last ')'.
+    std::ifstream in("/proc/" + std::to_string(p.pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) continue;
+    const char state = stat[close + 2];
+    if (state != 'T' && state != 't') continue;
+    out += (out.empty() ? "" : ", ") + strprintf("rank %d (pid %ld on this host) is stopped", p.rank, p.pid);
+  }
+  return out;
 }
 
 }  // namespace hios::exec

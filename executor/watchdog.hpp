@@ -4,6 +4,7 @@
 // one, and its on_timeout ends the job (MPI_Abort, or _Exit for in-process ranks).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <string>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace hios::exec {
 
@@ -67,19 +69,26 @@ class Watchdog {
   Ticker ticker_;
 };
 
-// Ends the job when a rank makes no progress for `seconds`: a peer that was stopped (SIGSTOP)
+// Ends the job when a rank makes no progress for too long: a peer that was stopped (SIGSTOP)
 // or hangs inside a library leaves the others blocked in a barrier or a receive, and only a
-// clock can notice. Progress is whatever the driver calls beat() for (a phase begun, a pass
-// finished). on_stall gets how long it waited. seconds <= 0: off.
+// clock can notice. Progress is whatever the driver calls beat() or pass_done() for (a phase
+// begun, a pass finished). on_stall gets how long it waited and the limit it applied.
+//   seconds > 0: that fixed limit; 0: off;
+//   seconds < 0 (automatic): kStallBeforePasses until a pass time is known, then
+//     max(kStallFloor, kStallPasses x the slowest pass seen), so a stopped peer of a job whose
+//     passes take milliseconds ends it within seconds, and a slow job is never cut short.
+constexpr double kStallBeforePasses = 300, kStallFloor = 10, kStallPasses = 50;
+
 class StallWatchdog {
  public:
-  StallWatchdog(double seconds, std::function<void(double)> on_stall) {
-    if (!(seconds > 0)) return;
+  StallWatchdog(double seconds, std::function<void(double, double)> on_stall) {
+    if (seconds == 0 || !(seconds == seconds)) return;
     beat();
     ticker_.start(std::chrono::milliseconds(200), [this, seconds, on_stall = std::move(on_stall)] {
       const double idle = now_s() - last_.load();
-      if (armed_.load() && idle > seconds) {
-        on_stall(idle);
+      const double limit = limit_s(seconds);
+      if (armed_.load() && idle > limit) {
+        on_stall(idle, limit);
         return false;
       }
       return true;
@@ -87,6 +96,17 @@ class StallWatchdog {
   }
 
   void beat() { last_ = now_s(); }
+  // A pass ended: progress, and (while armed) a pass time the automatic limit scales with.
+  void pass_done() {
+    const double now = now_s();
+    if (armed_.load()) slowest_ = std::max(slowest_.load(), now - last_.load());
+    last_ = now;
+  }
+  double limit_s(double seconds) const {
+    if (seconds > 0) return seconds;
+    const double slowest = slowest_.load();
+    return slowest > 0 ? std::max(kStallFloor, kStallPasses * slowest) : kStallBeforePasses;
+  }
   // Armed only where every rank is busy with bounded work (passes). While one rank computes
   // a long reference alone, the others wait without progress of their own: not a stall.
   void arm(bool on) {
@@ -100,6 +120,7 @@ class StallWatchdog {
   }
   std::atomic<bool> armed_{false};
   std::atomic<double> last_{0};
+  std::atomic<double> slowest_{0};  // longest armed interval ended by pass_done()
   Ticker ticker_;  // last: stopped before the members its thread reads go
 };
 
@@ -133,8 +154,16 @@ void silence_termination_line();
 class PeerWatch {
  public:
   PeerWatch(Comm& comm, std::function<const char*()> phase);
+  // Peers on this host whose process is stopped (SIGSTOP, a debugger), e.g.
+  // "rank 1 (pid 4242 on this host) is stopped"; "" when none is known to be.
+  std::string stopped_peers() const;
 
  private:
+  struct Peer {
+    int rank;
+    long pid;
+  };
+  std::vector<Peer> peers_;
   Ticker ticker_;
 };
 

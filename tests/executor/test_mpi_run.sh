@@ -261,6 +261,17 @@ PY
       grep -qE "rank 0 on host .*no pass finished for [0-9]+ s during timed runs" "$TMP/stall.err" ||
         { fail "stall: no line naming the stuck rank and phase"; cat "$TMP/stall.err"; }
     fi
+    # The same without --stall-timeout: the automatic limit (max(10 s, 50x the slowest pass),
+    # passes of milliseconds here) ends the job within a minute, naming the stopped rank.
+    signal_rank1 STOP "$TMP/stall2.err"
+    if [ -z "$victim" ]; then
+      fail "automatic stall: rank 1 never started"
+    else
+      [ "$rc" -ne 0 ] || fail "automatic stall: the job exited 0"
+      [ "$took" -le 35 ] || fail "automatic stall: the job took $took s to end"
+      grep -qE "rank 0 on host .*no pass finished for [0-9]+ s during timed runs \(stall limit [0-9]+ s\): rank 1 \(pid $victim on this host\) is stopped" "$TMP/stall2.err" ||
+        { fail "automatic stall: no line naming the stopped rank"; cat "$TMP/stall2.err"; }
+    fi
     # A rank killed (SIGKILL) during the passes: its peer says which rank died, and in which
     # phase, before mpirun's own notice; the job ends at once.
     signal_rank1 KILL "$TMP/dead.err"
