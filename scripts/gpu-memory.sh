@@ -11,10 +11,8 @@ OUT=${OUT:-$PWD/output/gpu-memory}
 B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if [ ! -x "$B/cli/hios" ] || [ -n "${REBUILD:-}" ]; then
-  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON -DHIOS_BUILD_TESTS=OFF &&
-    cmake --build "$B" -j 32; } >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-fi
+source scripts/gpu-build.sh
+[ -x "$B/cli/hios" ] && [ -z "${REBUILD:-}" ] || JOBS=${JOBS:-32} gpu_build hios
 H=$B/cli/hios
 : >"$OUT/memory.txt"
 for spec in "$@"; do
