@@ -121,6 +121,21 @@ signal_rank1() {
   kill "$guard" 2>/dev/null
 }
 
+# signal_ends_job NAME MAX_S PATTERN SIG [run options]: rank 1 gets SIG during the timed passes;
+# the job must fail within MAX_S seconds with a line matching PATTERN (VICTIM: rank 1's pid).
+signal_ends_job() {
+  local name=$1 max=$2 pattern=$3 sig=$4 err="$TMP/signal.err"
+  shift 4
+  signal_rank1 "$sig" "$err" "$@"
+  if [ -z "$victim" ]; then
+    fail "$name: rank 1 never started"
+    return
+  fi
+  [ "$rc" -ne 0 ] || fail "$name: the job exited 0"
+  [ "$took" -le "$max" ] || fail "$name: the job took $took s to end (at most $max s wanted)"
+  grep -qE "${pattern//VICTIM/$victim}" "$err" || { fail "$name: no line matching /$pattern/"; cat "$err"; }
+}
+
 case "$SCENARIO" in
   demo)
     graph demo demo 15
@@ -250,39 +265,16 @@ PY
     run_fails demo hios-lp 3 'is for 2 GPU\(s\) but the job has 3 rank' 20
     run_fails demo hios-lp 2 "out of memory .*tensor 'input'.*337500 bytes" 20 --memory-limit 200000
     run_fails demo hios-lp 2 "mpi-cuda-aware|unknown transport" 20 --transport mpi-cuda-aware
-    # A rank stopped with SIGSTOP, no --timeout: the default stall watchdog (here 3 s) of the
-    # rank left waiting ends the whole job with one line naming it and the phase.
-    signal_rank1 STOP "$TMP/stall.err" --stall-timeout 3
-    if [ -z "$victim" ]; then
-      fail "stall: rank 1 never started"
-    else
-      [ "$rc" -ne 0 ] || fail "stall: the job exited 0"
-      [ "$took" -le 20 ] || fail "stall: the job took $took s to end (stall timeout 3 s)"
-      grep -qE "rank 0 on host .*no pass finished for [0-9]+ s during timed runs" "$TMP/stall.err" ||
-        { fail "stall: no line naming the stuck rank and phase"; cat "$TMP/stall.err"; }
-    fi
+    # A rank stopped with SIGSTOP, no --timeout: the stall watchdog (here 3 s) of the rank left
+    # waiting ends the whole job with one line naming it and the phase.
+    signal_ends_job stall 20 "rank 0 on host .*no pass finished for [0-9]+ s during timed runs" STOP --stall-timeout 3
     # The same without --stall-timeout: the automatic limit (max(10 s, 50x the slowest pass),
     # passes of milliseconds here) ends the job within a minute, naming the stopped rank.
-    signal_rank1 STOP "$TMP/stall2.err"
-    if [ -z "$victim" ]; then
-      fail "automatic stall: rank 1 never started"
-    else
-      [ "$rc" -ne 0 ] || fail "automatic stall: the job exited 0"
-      [ "$took" -le 35 ] || fail "automatic stall: the job took $took s to end"
-      grep -qE "rank 0 on host .*no pass finished for [0-9]+ s during timed runs \(stall limit [0-9]+ s\): rank 1 \(pid $victim on this host\) is stopped" "$TMP/stall2.err" ||
-        { fail "automatic stall: no line naming the stopped rank"; cat "$TMP/stall2.err"; }
-    fi
+    signal_ends_job "automatic stall" 35 \
+      "rank 0 on host .*no pass finished for [0-9]+ s during timed runs \(stall limit [0-9]+ s\): rank 1 \(pid VICTIM on this host\) is stopped" STOP
     # A rank killed (SIGKILL) during the passes: its peer says which rank died, and in which
     # phase, before mpirun's own notice; the job ends at once.
-    signal_rank1 KILL "$TMP/dead.err"
-    if [ -z "$victim" ]; then
-      fail "dead rank: rank 1 never started"
-    else
-      [ "$rc" -ne 0 ] || fail "dead rank: the job exited 0"
-      [ "$took" -le 20 ] || fail "dead rank: the job took $took s to end"
-      grep -qE "rank 0 on host .*: rank 1 \(pid $victim on this host\) died during timed runs" "$TMP/dead.err" ||
-        { fail "dead rank: rank 0 did not name the rank that died"; cat "$TMP/dead.err"; }
-    fi
+    signal_ends_job "dead rank" 20 "rank 0 on host .*: rank 1 \(pid VICTIM on this host\) died during timed runs" KILL
     ;;
   *)
     echo "unknown scenario '$SCENARIO'"
