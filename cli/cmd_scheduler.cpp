@@ -37,9 +37,20 @@ namespace {
 
 struct FitPresetOptions {
   std::vector<std::string> graphs, dbs;
-  std::string base = "h200", name, description, devices, output;
+  std::string base = "h200", name, description, devices, output, report, node_time = "auto";
   double peak_tflops = 0, mem_bandwidth_gbs = 0;
 };
+
+// Which time of `db` a fit uses: --node-time, where "auto" takes the kernel busy times when the
+// database has them (hios profile's CUPTI pass) and the wall times otherwise (hios tune).
+NodeTime node_time_of(const std::string& choice, const ProfileDb& db, const std::string& path) {
+  bool has_kernels = false;
+  for (const ProfileEntry& e : db.entries) has_kernels = has_kernels || e.kernel_ms > 0;
+  if (choice == "wall" || (choice == "auto" && !has_kernels)) return NodeTime::Wall;
+  HIOS_CHECK(has_kernels, "fit-preset: %s has no kernel busy times (measured without CUPTI); pass --node-time wall",
+             path.c_str());
+  return NodeTime::Kernels;
+}
 
 // `hios fit-preset`: the analytic model's numbers for this device, from what hios profile or
 // hios tune measured on it (scheduler/preset_fit.hpp).
@@ -60,6 +71,13 @@ void add_fit_preset_command(CLI::App& app) {
                   "Override the memory bandwidth; for 16-bit storage twice the device's, since byte counts are fp32")
       ->check(finite_range(0.0, 1e7, true));
   cmd->add_option("--output,-o", o->output, "Devices file to write (atomically), for --devices")->required();
+  cmd->add_option("--node-time", o->node_time,
+                  "kernels: fit to each node's CUPTI kernel busy time, what it costs inside a CUDA Graph (the CUDA "
+                  "backend's default); wall: to the event-timed eager node, launches included; auto: kernels where "
+                  "a database measured them (hios profile), wall otherwise (default auto)")
+      ->check(CLI::IsMember({"auto", "kernels", "wall"}));
+  cmd->add_option("--report", o->report,
+                  "Also write every measured node's time beside the base and fitted estimates (TSV), to see where the model misses");
   cmd->footer(
       "Fits conv, depthwise, gemm and memory efficiencies and the launch overhead to every node the\n"
       "databases measured; takes the links and the fitted stage concurrency from them too.\n"
@@ -82,7 +100,7 @@ void add_fit_preset_command(CLI::App& app) {
     for (size_t i = 0; i < o->graphs.size(); ++i) {
       graphs.push_back(load_graph(o->graphs[i]));
       const ProfileDb db = load_profile_db(o->dbs[i]);
-      const std::vector<PresetSample> s = preset_samples(graphs.back(), db);
+      const std::vector<PresetSample> s = preset_samples(graphs.back(), db, node_time_of(o->node_time, db, o->dbs[i]));
       HIOS_CHECK(!s.empty(), "fit-preset: %s measured no node of %s (another graph's database?)", o->dbs[i].c_str(),
                  o->graphs[i].c_str());
       samples.insert(samples.end(), s.begin(), s.end());
@@ -118,6 +136,10 @@ void add_fit_preset_command(CLI::App& app) {
                 p.conv_efficiency, p.depthwise_efficiency, p.gemm_efficiency, p.memory_efficiency, p.launch_overhead_us,
                 p.link_latency_us, p.link_bandwidth_gbs, p.alpha, p.stage_overhead_us);
     std::printf("wrote %s\n", o->output.c_str());
+    if (!o->report.empty()) {
+      write_output(o->report, preset_fit_report(base, p, samples));
+      std::printf("wrote %s\n", o->report.c_str());
+    }
   });
 }
 

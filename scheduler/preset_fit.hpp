@@ -35,8 +35,20 @@ struct PresetFit {
 // base value. Deterministic. Throws hios::Error when no sample is usable.
 PresetFit fit_device_preset(const DevicePreset& base, const std::vector<PresetSample>& samples);
 
+// One line per sample, tab-separated under a header: the graph, its size, the node, its kernel
+// class (conv, depthwise, gemm, memory: the efficiency that prices it), the measured ms and the
+// estimates of `base` and `fitted`. Where a fitted model still misses, and by what.
+std::string preset_fit_report(const DevicePreset& base, const DevicePreset& fitted,
+                              const std::vector<PresetSample>& samples);
+
+// Which time of a profile entry a preset is fitted to. Wall: CUDA events around the node alone,
+// which include its launches and the gaps of an eager stream. Kernels: the CUPTI busy time of
+// its kernels, what a node costs inside a CUDA Graph, where launches cost almost nothing.
+enum class NodeTime { Wall, Kernels };
+
 // The samples of one graph from a profile database: every node whose signature the database
-// measured (node_signature); the others are skipped.
-std::vector<PresetSample> preset_samples(const Graph& g, const ProfileDb& db);
+// measured (node_signature), with the time `which` asks for; the others are skipped (with
+// Kernels, also entries measured without CUPTI).
+std::vector<PresetSample> preset_samples(const Graph& g, const ProfileDb& db, NodeTime which = NodeTime::Wall);
 
 }  // namespace hios

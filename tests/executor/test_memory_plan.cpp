@@ -20,7 +20,7 @@ using namespace hios::exec;
 namespace {
 
 Schedule one_gpu(const std::string& algo, const Graph& g, int streams) {
-  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  auto cost = make_analytic_cost_model(test::test_device_preset());
   SchedulerOptions opt;
   opt.num_gpus = 1;
   opt.max_streams = streams;

@@ -12,7 +12,7 @@ using namespace hios;
 using namespace hios::exec;
 
 TEST_CASE("replay: a one-GPU schedule replays to exactly the simulated latency") {
-  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  auto cost = make_analytic_cost_model(test::test_device_preset());
   for (const std::string model : {"inception_v3", "randwire_small"}) {
     Graph g = build_model(model, {1, 128, 128});
     for (const Schedule& s : {sequential_schedule(g), test::schedule_with("hios-lp", g, 1)}) {
@@ -25,7 +25,7 @@ TEST_CASE("replay: a one-GPU schedule replays to exactly the simulated latency")
 }
 
 TEST_CASE("replay: multi-GPU programs replay close to the simulator and respect dependencies") {
-  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  auto cost = make_analytic_cost_model(test::test_device_preset());
   Graph g = build_model("randwire_small", {1, 128, 128});
   for (const std::string algo : {"hios-lp", "heft", "hios-mr"}) {
     for (int gpus : {2, 3}) {
@@ -50,7 +50,7 @@ TEST_CASE("replay: multi-GPU programs replay close to the simulator and respect 
 }
 
 TEST_CASE("replay: a stream waiting on its own later event deadlocks the replay, which says so") {
-  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  auto cost = make_analytic_cost_model(test::test_device_preset());
   Graph g = build_model("randwire_small", {1, 64, 64});
   Schedule s = test::schedule_with("heft", g, 2);
   std::vector<RankProgram> all = lower_all(g, s);

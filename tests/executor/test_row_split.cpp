@@ -417,7 +417,7 @@ TEST_CASE("row split: the plan and the split graph round-trip through JSON") {
 
 TEST_CASE("row split: the scheduler's --spatial settings") {
   Graph g = straddle_graph(61, 31);
-  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  auto cost = make_analytic_cost_model(test::test_device_preset());
   SchedulerOptions opt;
   opt.num_gpus = 2;
   SpatialSchedule off = schedule_spatial("hios-lp", g, *cost, opt, SpatialOptions{"off", "auto"});
@@ -459,7 +459,7 @@ TEST_CASE("row split: every region a tune may try, and the costs derived for its
 
   // A part costs its operator's time scaled by its rows; nodes outside the region cost what
   // they cost unsplit; assemblies and sums come from the analytic model.
-  const DevicePreset preset = find_device_preset("h200");
+  const DevicePreset preset = test::test_device_preset();
   const auto unsplit = make_analytic_cost_model(preset);
   for (const SpatialPlan& plan : {plans.front(), plans.back()}) {
     const Graph sg = apply_spatial(g, plan);

@@ -76,6 +76,45 @@ TEST_CASE("preset fit: a database's samples follow node signatures, and the entr
   CHECK(back[0].launch_overhead_us == Approx(p.launch_overhead_us));
 }
 
+TEST_CASE("preset fit: kernel busy times are the samples when asked for, and the report shows every sample") {
+  const Graph g = inception(107);
+  ProfileDb db;
+  ProfileEntry with, without;
+  with.key = node_signature(g, 1);
+  with.ms = 0.05;
+  with.kernel_ms = 0.02;
+  without.key = node_signature(g, g.size() - 1);
+  without.ms = 0.04;  // measured without CUPTI: no kernel time
+  db.entries = {with, without};
+  const std::vector<PresetSample> wall = preset_samples(g, db, NodeTime::Wall);
+  const std::vector<PresetSample> kernels = preset_samples(g, db, NodeTime::Kernels);
+  REQUIRE(!kernels.empty());
+  CHECK(wall.size() > kernels.size());
+  for (const PresetSample& x : kernels) CHECK(x.ms == 0.02);
+
+  const DevicePreset base = find_device_preset("h200");
+  DevicePreset fitted = base;
+  fitted.conv_efficiency = 0.5;
+  const std::string report = preset_fit_report(base, fitted, wall);
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < report.size();) {
+    const size_t nl = report.find('\n', at);
+    lines.push_back(report.substr(at, nl - at));
+    at = nl == std::string::npos ? report.size() : nl + 1;
+  }
+  REQUIRE(lines.size() == wall.size() + 1);
+  CHECK(lines[0] == "graph\tsize\tnode\tclass\tmeasured_ms\tbase_ms\tfitted_ms");
+  // The stem convolution is priced by the conv efficiency, so its two estimates differ.
+  const std::string stem = g.nodes[1].name;
+  bool seen = false;
+  for (const std::string& l : lines) {
+    if (l.rfind("inception_v3\t107x107\t" + stem + "\tconv\t", 0) != 0) continue;
+    seen = true;
+    CHECK(l.find("0.050000") != std::string::npos);
+  }
+  CHECK(seen);
+}
+
 TEST_CASE("preset fit: no usable sample is one error naming the preset") {
   const Graph g = inception(107);
   const DevicePreset base = find_device_preset("h200");
