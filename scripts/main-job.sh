@@ -56,7 +56,7 @@ if [ "$BACKEND" = cuda ]; then
   card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   case "$card" in
     *H100*) case "$MATH" in bf16|fp16) preset=(--device h100-bf16) ;; fp32) preset=(--device h100-fp32) ;; *) preset=(--device h100) ;; esac ;;
-    *H200*) case "$MATH" in fp32) preset=(--device h200-fp32) ;; *) preset=(--device h200) ;; esac ;;
+    *H200*) case "$MATH" in bf16|fp16) preset=(--device h200-bf16) ;; fp32) preset=(--device h200-fp32) ;; *) preset=(--device h200) ;; esac ;;
   esac
 fi
 math=()
