@@ -7,11 +7,14 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 using Catch::Approx;
-// Catch2 2's name for the substring matcher, which the tests use.
+// Catch2 2's names for the string matchers the tests use.
 namespace Catch {
 inline Matchers::StringContainsMatcher Contains(const std::string& s,
                                                 CaseSensitive cs = CaseSensitive::Yes) {
   return Matchers::ContainsSubstring(s, cs);
+}
+inline Matchers::StringEqualsMatcher Equals(const std::string& s, CaseSensitive cs = CaseSensitive::Yes) {
+  return Matchers::Equals(s, cs);
 }
 }  // namespace Catch
 #else
