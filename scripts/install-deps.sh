@@ -22,16 +22,17 @@ need nlohmann-json3-dev have_file /usr/include/nlohmann/json.hpp
 need libcli11-dev   have_file /usr/include/CLI/CLI.hpp
 need catch2         have_file /usr/lib/cmake/Catch2/Catch2Config.cmake /usr/lib/x86_64-linux-gnu/cmake/Catch2/Catch2Config.cmake /usr/share/cmake/Catch2/Catch2Config.cmake
 need python3        command -v python3
-need python3-matplotlib have_file /usr/lib/python3/dist-packages/matplotlib/__init__.py
 required=("${missing[@]}")
 
-# `hios import` (ONNX models) and its tests. Optional: a machine that lacks them and cannot
-# install them (no network) builds hios without the importer and says so at `hios import`.
+# Optional: `hios import` (ONNX models) and its tests, and matplotlib for scripts/report.py's
+# plots. A machine that lacks them and cannot install them (no network) builds hios without
+# the importer (it says so at `hios import`) and reports in text only.
 missing=()
-python_has_onnx() { /usr/bin/python3 -c "import onnx" || python3 -c "import onnx, numpy"; }
+python_has() { /usr/bin/python3 -c "import $1" || python3 -c "import $1"; }
+need python3-matplotlib python_has matplotlib
 need libonnx-dev     have_file /usr/include/onnx/onnx-ml.pb.h
 need libprotobuf-dev have_file /usr/include/google/protobuf/message.h
-need python3-onnx    python_has_onnx
+need python3-onnx    python_has onnx
 optional=("${missing[@]}")
 missing=("${required[@]}")
 
@@ -40,14 +41,14 @@ if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then
   exit 0
 fi
 if [ ${#missing[@]} -eq 0 ] && ! command -v apt-get >/dev/null 2>&1; then
-  echo "install-deps: no apt-get here; building without the ONNX importer (missing: ${optional[*]})"
+  echo "install-deps: no apt-get here; going on without ${optional[*]}"
   exit 0
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then  # only optional packages: try, and go on without them
   online() { timeout 5 getent hosts deb.debian.org || timeout 5 getent hosts archive.ubuntu.com; } >/dev/null 2>&1
   if ! online; then
-    echo "install-deps: offline; building without the ONNX importer (missing: ${optional[*]})"
+    echo "install-deps: offline; going on without ${optional[*]}"
     exit 0
   fi
   SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
@@ -57,7 +58,7 @@ if [ ${#missing[@]} -eq 0 ]; then  # only optional packages: try, and go on with
          --no-install-recommends "${optional[@]}"; }; then
     echo "install-deps: done"
   else
-    echo "install-deps: could not install ${optional[*]}; building without the ONNX importer"
+    echo "install-deps: could not install ${optional[*]}; going on without them"
   fi
   exit 0
 fi

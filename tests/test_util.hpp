@@ -1,5 +1,5 @@
-// Small helpers every test suite uses: the message of the hios::Error a call throws, and a
-// substring check that reads well inside CHECK().
+// Small helpers every test suite uses: the message of the hios::Error a call throws, a
+// substring check that reads well inside CHECK(), and the device preset tests schedule with.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "graph/error.hpp"
+#include "scheduler/cost_model.hpp"
 
 namespace hios::test {
 
@@ -20,6 +21,23 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// A fixed H200-like preset for the tests' schedules (the numbers of the first, uncalibrated h200
+// preset): the shipped presets are refitted to measurements, and a refit must not decide
+// whether a test's small graph spreads over its GPUs.
+inline DevicePreset test_device_preset() {
+  DevicePreset p = find_device_preset("h200");
+  p.launch_overhead_us = 4.0;
+  p.link_latency_us = 31.0;
+  p.link_bandwidth_gbs = 381.0;
+  p.stage_overhead_us = 3.0;
+  p.alpha = 0.1;
+  p.conv_efficiency = 0.14;
+  p.depthwise_efficiency = 0.25;
+  p.gemm_efficiency = 0.6;
+  p.memory_efficiency = 0.8;
+  return p;
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

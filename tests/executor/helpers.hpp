@@ -16,28 +16,12 @@
 #include "models/models.hpp"
 #include "scheduler/algorithms.hpp"
 #include "scheduler/cost_model.hpp"
+#include "tests/test_util.hpp"
 
 namespace hios::test {
 
 // The executor tests need traffic between ranks, so the multi-GPU mapping is kept even where
 // the scheduler would predict one GPU to be faster on these small graphs.
-// A fixed H200-like preset for the tests' schedules (the numbers of the first, uncalibrated h200
-// preset): the shipped presets are refitted to measurements, and a refit must not decide
-// whether a test's small graph spreads over its GPUs.
-inline DevicePreset test_device_preset() {
-  DevicePreset p = find_device_preset("h200");
-  p.launch_overhead_us = 4.0;
-  p.link_latency_us = 31.0;
-  p.link_bandwidth_gbs = 381.0;
-  p.stage_overhead_us = 3.0;
-  p.alpha = 0.1;
-  p.conv_efficiency = 0.14;
-  p.depthwise_efficiency = 0.25;
-  p.gemm_efficiency = 0.6;
-  p.memory_efficiency = 0.8;
-  return p;
-}
-
 inline Schedule schedule_with(const std::string& algo, const Graph& g, int gpus) {
   auto cost = make_analytic_cost_model(test_device_preset());
   SchedulerOptions opt;

@@ -12,13 +12,14 @@
 #include "scheduler/cost_model.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/gpu_util.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
 
 namespace {
 
 Schedule make_schedule(const Graph& g, const std::string& algo, int gpus, int streams) {
-  auto cost = make_analytic_cost_model(find_device_preset("h200"));
+  auto cost = make_analytic_cost_model(test::test_device_preset());
   SchedulerOptions opt;
   opt.num_gpus = gpus;
   opt.max_streams = streams;
