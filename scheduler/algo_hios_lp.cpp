@@ -2,11 +2,16 @@
 //
 // Phase 1 places whole paths: take the longest path through the nodes not yet placed (node
 // weights: mean node_ms; edge weights: mean transfer_ms of the producer's output, since the
-// endpoints of a not-yet-placed edge may land on different GPUs), try it on every GPU with the
-// unplaced nodes left on GPU 0, keep the GPU with the lowest evaluated latency (ties: the GPU
-// where the path ends first), and repeat
-// until every node is placed. Each GPU runs its nodes one per stage in latest-start-time
-// order. Phase 2 is the intra-GPU sliding window (window_pass in algo_common.cpp).
+// endpoints of a not-yet-placed edge may land on different GPUs), try it on every GPU, keep the
+// GPU with the lowest evaluated latency (ties: the GPU where the path ends first), mark its
+// nodes placed, and repeat until every node is placed. Each GPU runs its nodes one per stage in
+// latest-start-time order. Phase 2 is the intra-GPU sliding window (window_pass in
+// algo_common.cpp).
+//
+// Not HIOS's reference code in three ways (docs/algorithms.md, "hios-lp"): a candidate is timed
+// on the whole graph with the unplaced nodes on GPU 0 (HIOS times only the placed nodes), a path
+// removes its nodes (HIOS removes its edges, so a node may be placed by several paths), and ties
+// go to the earliest path end (HIOS keeps the last GPU).
 //
 // `hios schedule --algo hios-lp` then runs two steps of ours (both on by default, see
 // SchedulerOptions): the IOS packing of every GPU's share of every block (intra_gpu_pass),
