@@ -12,8 +12,8 @@
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
 #include "executor/replay.hpp"
-#include "executor/runner.hpp"
-#include "executor/shape_runner.hpp"
+#include "run/runner.hpp"
+#include "run/shape_runner.hpp"
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
 #include "models/models.hpp"
@@ -42,7 +42,7 @@ struct RunCliOptions {
 };
 
 // `hios run --shapes`: the graph's model rebuilt at every shape, each scheduled on one GPU with
-// --algo under --cost, all served from one process (executor/shape_runner.hpp).
+// --algo under --cost, all served from one process (run/shape_runner.hpp).
 void run_shapes(const RunCliOptions& o, exec::Comm& comm) {
   HIOS_CHECK(comm.size() == 1, "--shapes serves every shape from one process on one GPU; run it without mpirun -np %d",
              comm.size());

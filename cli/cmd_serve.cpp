@@ -1,5 +1,5 @@
 // `hios serve`: several models served on one device or several from request streams
-// (executor/serve.hpp), every launcher on the same traces, at loads given as fractions of the
+// (serve/serve.hpp), every launcher on the same traces, at loads given as fractions of the
 // fifo launcher's capacity.
 #ifdef HIOS_WITH_EXECUTOR
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
-#include "executor/serve.hpp"
+#include "serve/serve.hpp"
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
 #include "models/models.hpp"

@@ -33,7 +33,7 @@ enum class OpKind { Input, Conv, Pool, Activation, Add, Mul, Identity, Sequentia
 constexpr int kNumOpKinds = 12;
 
 // Relu6 is min(max(x, 0), 6) (MobileNet's). The CUDA kernels take these as integer codes in
-// this order (executor/cuda/kernels.cu, activate).
+// this order (executor/cuda/kernel_util.cuh, activate).
 enum class Activation { None, Relu, Sigmoid, Tanh, Relu6 };
 const char* activation_name(Activation a);
 

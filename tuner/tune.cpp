@@ -14,7 +14,7 @@
 #include <unordered_map>
 
 #include "executor/memory_plan.hpp"
-#include "executor/runner.hpp"
+#include "executor/verify.hpp"
 #include "executor/watchdog.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"

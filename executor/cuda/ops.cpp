@@ -1,6 +1,6 @@
 // The CUDA kernel table: how each IR op runs on a stream, with cuDNN wherever cuDNN has the op
-// and with kernels.cu where it has not (term assembly, ceil_mode pooling, the bands and row
-// copies of row splits).
+// and with hios's own kernels (executor/cuda/*.cu) where it has not (term assembly, ceil_mode
+// pooling, the bands and row copies of row splits).
 #include <algorithm>
 #include <limits>
 #include <functional>
@@ -250,7 +250,7 @@ void plan_conv(PlanCtx& c, const Op& op, const std::string& prefix, const std::v
                  prefix, in.at(0), out);
 }
 
-// A matrix-vector product per batch item (kernels.cu), in full fp32 as PyTorch's nn.Linear by
+// A matrix-vector product per batch item (elementwise.cu), in full fp32 as PyTorch's nn.Linear by
 // default: at batch 1 cuDNN's 1x1 convolution over a 1x1 map, tried first, ran 60 times slower
 // (0.3 ms for Inception's 2048 -> 1000 layer on an H200).
 void plan_linear(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& out) {

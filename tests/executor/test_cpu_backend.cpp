@@ -6,7 +6,7 @@
 #include "executor/cpu/kernels.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
-#include "executor/runner.hpp"
+#include "run/runner.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
 #include "helpers.hpp"

@@ -1,4 +1,4 @@
-// Serving (executor/serve.hpp) on the CPU backend: traces, the launchers' decisions, and whole
+// Serving (serve/serve.hpp) on the CPU backend: traces, the launchers' decisions, and whole
 // runs in which every request is answered once or rejected with a reason, in order per model.
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 
 #include "executor/comm.hpp"
 #include "executor/registry.hpp"
-#include "executor/serve.hpp"
+#include "serve/serve.hpp"
 #include "executor/session.hpp"
 #include "graph/error.hpp"
 #include "models/models.hpp"

@@ -5,7 +5,7 @@
 
 #include "executor/comm.hpp"
 #include "executor/session.hpp"
-#include "executor/shape_runner.hpp"
+#include "run/shape_runner.hpp"
 #include "executor/shape_set.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"

@@ -1,4 +1,4 @@
-// hios serve on the cuda backend (executor/serve.hpp): requests staged in the arrival ring as the
+// hios serve on the cuda backend (serve/serve.hpp): requests staged in the arrival ring as the
 // backend stores them, 16-bit ones encoded on the host when they arrive. The encoding must equal
 // the backend's own upload bit for bit, and batched answers must agree with the same input run
 // alone, which a mis-encoded row (fp32 bytes read as bf16, a wrong layout) would not.
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "executor/comm.hpp"
-#include "executor/serve.hpp"
+#include "serve/serve.hpp"
 #include "executor/shape_set.hpp"
 #include "executor/tensor_layout.hpp"
 #include "executor/weights.hpp"

@@ -5,7 +5,7 @@
 //
 //   hios-kernel-bench [--math bf16|fp16|fp32] [--iters 50]
 //
-// A development tool for the kernels in kernels.cu (the goal: within 1.5x of memory time);
+// A development tool for the kernels in executor/cuda/*.cu (the goal: within 1.5x of memory time);
 // the model-level numbers come from hios-gpu-bench.
 #include <CLI/CLI.hpp>
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-#include "executor/shape_runner.hpp"
+#include "run/shape_runner.hpp"
 
 #include <chrono>
 #include <cmath>

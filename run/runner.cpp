@@ -1,4 +1,4 @@
-#include "executor/runner.hpp"
+#include "run/runner.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +15,7 @@
 #include "executor/backend.hpp"
 #include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
-#include "executor/reference_cache.hpp"
+#include "run/reference_cache.hpp"
 #include "executor/registry.hpp"
 #include "executor/session.hpp"
 #include "executor/trace_pass.hpp"
@@ -29,44 +29,6 @@
 #include "graph/npy.hpp"
 
 namespace hios::exec {
-
-Diff compare(const std::vector<float>& got, const std::vector<float>& ref) {
-  HIOS_CHECK(got.size() == ref.size(), "cannot compare %zu values with a reference of %zu", got.size(), ref.size());
-  Diff d;
-  d.count = static_cast<int64_t>(got.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    double r = ref[i], a = got[i];
-    double e = std::fabs(a - r);
-    // A NaN or infinity where the reference has a number is the worst possible error.
-    if (!std::isfinite(e) && !(std::isnan(a) && std::isnan(r))) e = std::numeric_limits<double>::infinity();
-    if (std::isnan(e)) e = 0;
-    d.max_abs = std::max(d.max_abs, e);
-    if (std::isfinite(r)) d.ref_max = std::max(d.ref_max, std::fabs(r));
-  }
-  if (d.max_abs == 0) {
-    d.max_rel = 0;
-  } else {
-    d.max_rel = d.ref_max > 0 ? d.max_abs / d.ref_max : std::numeric_limits<double>::infinity();
-  }
-  return d;
-}
-
-double tolerance(const std::string& math) {
-  // On max|a - r| / max|r| against a double-accumulating reference. fp32 kernels (including
-  // cuDNN's Winograd and FFT algorithms) stay near 1e-5 through a hundred layers; 1e-3 leaves
-  // room without hiding a wrong tensor, which shows up as an error of order 1. TF32 rounds
-  // conv operands to 10 mantissa bits (unit roundoff ~4.9e-4), which compounds to ~1e-2.
-  // fp16 and bf16 round every stored tensor, not only conv operands: fp16 keeps 10 mantissa
-  // bits (unit roundoff ~4.9e-4, as TF32, but at every layer boundary), bf16 7 (~3.9e-3, eight
-  // times more). The bounds below are about six times the measured worst (docs/executor.md,
-  // "Half precision"); a wrong tensor is an error of order 1. fp16's range ends at 65504, and
-  // nasnet_large's activations pass it at 331: its fp16 output is infinite, and fails.
-  if (math == "fp32") return 1e-3;
-  if (math == "tf32") return 2e-2;
-  if (math == "fp16") return 1e-2;  // measured 5.7e-4 (inception_v3 @331, H200)
-  if (math == "bf16") return 3e-2;  // measured 5.4e-3 (inception_v3 @331), 5.0e-3 (nasnet_large @331)
-  throw_error("unknown math mode '%s' (expected fp32, tf32, fp16 or bf16)", math.c_str());
-}
 
 namespace {
 
@@ -195,6 +157,177 @@ void output_to_npy(const Graph& g, std::vector<float> values, const std::string&
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// ---- verification: the output (with --verify-nodes, every node) against the sequential run
+// on this backend and, off the CPU backend, the CPU reference; results on rank 0.
+std::vector<VerifyResult> verify_against_references(const Graph& g, const RunOptions& opt, const SessionOptions& so,
+                                                    const BackendConfig& cfg, RankSession& session,
+                                                    const std::vector<float>& input, Comm& comm) {
+  const int rank = comm.rank();
+  const bool cpu_is_backend = opt.backend == "cpu";
+  const RankProgram& p = session.program();
+  Backend& backend = session.backend();
+  std::vector<VerifyResult> out;
+  struct Ref {
+    std::string label;
+    SessionOptions opt;
+    double tol;
+    bool cacheable = false;  // the CPU reference: its output depends on the graph and seed alone
+  };
+  std::vector<Ref> refs;
+  SessionOptions same = so;
+  same.device = cfg.device;  // the reference shares this rank's device
+  same.devices.clear();
+  same.transport.clear();
+  same.math = cfg.math;
+  // On the CPU backend the sequential run is the CPU reference itself (cacheable alike).
+  refs.push_back({"sequential " + opt.backend + " run", same, cpu_is_backend ? 0.0 : tolerance(cfg.math), cpu_is_backend});
+  if (!cpu_is_backend) {
+    SessionOptions cpu;
+    cpu.backend = "cpu";
+    cpu.seed = opt.seed;
+    cpu.threads = opt.threads;
+    refs.push_back({"cpu reference", cpu, tolerance(cfg.math), true});
+  }
+  std::unique_ptr<Comm> self = make_self_comm();
+  for (const Ref& ref : refs) {
+    VerifyResult vr;
+    vr.against = ref.label;
+    vr.tolerance = ref.tol;
+    std::unique_ptr<RankSession> rb;
+    // The cache is keyed by graph and seed: an input from a file is neither.
+    const bool cached = ref.cacheable && !opt.reference_cache.empty() && !opt.verify_nodes && opt.input_file.empty();
+    if (rank == 0 && cached) {
+      std::optional<std::vector<float>> want = load_reference(opt.reference_cache, g, opt.seed);
+      if (want) {
+        vr.against += " (cached)";
+      } else {
+        rb = run_reference(g, ref.opt, *self, input);
+        want = rb->backend().read_tensor(g.output());
+        store_reference(opt.reference_cache, g, opt.seed, *want);
+      }
+      vr.diff = compare(backend.read_tensor(g.output()), *want);
+      vr.diff.where = g.nodes[g.output()].name;
+    } else {
+      if (rank == 0 || opt.verify_nodes) rb = run_reference(g, ref.opt, *self, input);
+      if (rank == 0) {
+        vr.diff = compare(backend.read_tensor(g.output()), rb->backend().read_tensor(g.output()));
+        vr.diff.where = g.nodes[g.output()].name;
+      }
+    }
+    if (opt.verify_nodes) {
+      Diff mine = compare_nodes(g, p, backend, rb->backend());
+      json mj = diff_json(mine);
+      mj["max_abs"] = finite(mine.max_abs);
+      mj["max_rel"] = finite(mine.max_rel);
+      std::vector<std::string> all = comm.allgather(mj.dump());
+      Diff nodes;
+      for (const std::string& sj : all) nodes = worst(nodes, diff_from_json(json::parse(sj)));
+      if (rank == 0) {
+        VerifyResult nv;
+        nv.against = ref.label + ", every node";
+        nv.tolerance = ref.tol;
+        nv.diff = nodes;
+        nv.ok = nodes.max_rel <= ref.tol;
+        vr.ok = vr.diff.max_rel <= ref.tol;
+        out.push_back(vr);
+        out.push_back(nv);
+        continue;
+      }
+    }
+    vr.ok = vr.diff.max_rel <= ref.tol;
+    if (rank == 0) out.push_back(vr);
+  }
+  return out;
+}
+
+// ---- report: what each rank ran on and moved, gathered on every rank.
+RankInfo this_rank_info(Comm& comm, Backend& backend, const BackendConfig& cfg, const RankProgram& p, size_t peak_bytes) {
+  RankInfo mine;
+  mine.rank = comm.rank();
+  mine.host = comm.hostname();
+  mine.device = backend.device_name();
+  mine.device_index = cfg.device;
+  mine.launched = static_cast<int>(p.launched.size());
+  for (const Instr& in : p.instrs) {
+    mine.sends += in.kind == InstrKind::Send;
+    mine.recvs += in.kind == InstrKind::Recv;
+  }
+  mine.memory_mb = double(peak_bytes) / 1e6;
+  mine.tensors_mb = double(p.tensor_memory()) / 1e6;
+  return mine;
+}
+
+std::vector<RankInfo> gather_rank_infos(Comm& comm, const RankInfo& mine) {
+  json mj;
+  mj["rank"] = mine.rank;
+  mj["host"] = mine.host;
+  mj["device"] = mine.device;
+  mj["device_index"] = mine.device_index;
+  mj["launched"] = mine.launched;
+  mj["sends"] = mine.sends;
+  mj["recvs"] = mine.recvs;
+  mj["memory_mb"] = mine.memory_mb;
+  mj["tensors_mb"] = mine.tensors_mb;
+  std::vector<RankInfo> out;
+  for (const std::string& sj : comm.allgather(mj.dump())) {
+    json j = json::parse(sj);
+    RankInfo ri;
+    ri.rank = j["rank"].get<int>();
+    ri.host = j["host"].get<std::string>();
+    ri.device = j["device"].get<std::string>();
+    ri.device_index = j["device_index"].get<int>();
+    ri.launched = j["launched"].get<int>();
+    ri.sends = j["sends"].get<int>();
+    ri.recvs = j["recvs"].get<int>();
+    ri.memory_mb = j["memory_mb"].get<double>();
+    ri.tensors_mb = j["tensors_mb"].get<double>();
+    out.push_back(ri);
+  }
+  return out;
+}
+
+// ---- report: mean, median, extremes and standard deviation over the repeats.
+void summarise_repeats(RunReport& rep) {
+  const auto& v = rep.repeats_ms;
+  rep.mean_ms = 0;
+  for (double x : v) rep.mean_ms += x;
+  rep.mean_ms /= double(v.size());
+  rep.median_ms = median(v);
+  rep.min_ms = *std::min_element(v.begin(), v.end());
+  rep.max_ms = *std::max_element(v.begin(), v.end());
+  double ss = 0;
+  for (double x : v) ss += (x - rep.mean_ms) * (x - rep.mean_ms);
+  rep.std_ms = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : 0.0;
+}
+
+// The options every session of this run starts from.
+SessionOptions session_options(const RunOptions& opt) {
+  SessionOptions so;
+  so.backend = opt.backend;
+  so.transport = opt.transport;
+  so.math = opt.math;
+  so.devices = opt.devices;
+  so.seed = opt.seed;
+  so.threads = opt.threads;
+  so.memory_limit = opt.memory_limit;
+  so.comm_priority = opt.comm_priority;
+  so.layout = opt.layout;
+  return so;
+}
+
+// --launch-order, else the one `hios tune` chose for this schedule, else topo.
+std::string chosen_launch_order(const RunOptions& opt, const Schedule& s) {
+  if (!opt.launch_order.empty()) return opt.launch_order;
+  if (s.meta.tune.is_object() && s.meta.tune.contains("launch_order")) {
+    return s.meta.tune["launch_order"].value("chosen", std::string("topo"));
+  }
+  return "topo";
+}
+
+}  // namespace
+
 RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt, Comm& comm) {
   std::atomic<const char*> phase{"setup"};
   Watchdog watchdog(opt.timeout_s, [&] {
@@ -250,30 +383,14 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     std::atomic<const PeerWatch*>& p;
     ~Unpublish() { p = nullptr; }
   } unpublish{peer_watch};
-  SessionOptions so;
-  so.backend = opt.backend;
-  so.transport = opt.transport;
-  so.math = opt.math;
-  so.devices = opt.devices;
-  so.seed = opt.seed;
-  so.threads = opt.threads;
-  so.memory_limit = opt.memory_limit;
-  so.comm_priority = opt.comm_priority;
-  so.layout = opt.layout;
+  const SessionOptions so = session_options(opt);
   RankSession session(g, so, comm);
   const BackendConfig& cfg = session.backend_config();
 
   phase = "launch order";
   SessionOptions measuring = so;
   measuring.device = cfg.device;
-  std::string order_name = opt.launch_order;
-  if (order_name.empty()) {
-    order_name = "topo";
-    if (s.meta.tune.is_object() && s.meta.tune.contains("launch_order")) {
-      order_name = s.meta.tune["launch_order"].value("chosen", std::string("topo"));
-    }
-  }
-  const LaunchOrder order = make_launch_order(order_name, g, measuring, comm);
+  const LaunchOrder order = make_launch_order(chosen_launch_order(opt, s), g, measuring, comm);
   phase = "lowering";
   RankProgram prog = lower(g, s, rank, order);
   const bool shared_memory = opt.memory == "shared" && !opt.verify_nodes;
@@ -349,120 +466,14 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   // ---- verification
   phase = "verification";
   if (inj.at(rank, "verify")) injected("verification");
-  const bool verify = opt.verify || opt.verify_nodes;
-  const bool cpu_is_backend = opt.backend == "cpu";
-  if (verify) {
+  if (opt.verify || opt.verify_nodes) {
     comm.barrier();
-    struct Ref {
-      std::string label;
-      SessionOptions opt;
-      double tol;
-      bool cacheable = false;  // the CPU reference: its output depends on the graph and seed alone
-    };
-    std::vector<Ref> refs;
-    SessionOptions same = so;
-    same.device = cfg.device;  // the reference shares this rank's device
-    same.devices.clear();
-    same.transport.clear();
-    same.math = cfg.math;
-    // On the CPU backend the sequential run is the CPU reference itself (cacheable alike).
-    refs.push_back({"sequential " + opt.backend + " run", same, cpu_is_backend ? 0.0 : tolerance(cfg.math), cpu_is_backend});
-    if (!cpu_is_backend) {
-      SessionOptions cpu;
-      cpu.backend = "cpu";
-      cpu.seed = opt.seed;
-      cpu.threads = opt.threads;
-      refs.push_back({"cpu reference", cpu, tolerance(cfg.math), true});
-    }
-    std::unique_ptr<Comm> self = make_self_comm();
-    for (const Ref& ref : refs) {
-      VerifyResult vr;
-      vr.against = ref.label;
-      vr.tolerance = ref.tol;
-      std::unique_ptr<RankSession> rb;
-      // The cache is keyed by graph and seed: an input from a file is neither.
-      const bool cached = ref.cacheable && !opt.reference_cache.empty() && !opt.verify_nodes && opt.input_file.empty();
-      if (rank == 0 && cached) {
-        std::optional<std::vector<float>> want = load_reference(opt.reference_cache, g, opt.seed);
-        if (want) {
-          vr.against += " (cached)";
-        } else {
-          rb = run_reference(g, ref.opt, *self, input);
-          want = rb->backend().read_tensor(g.output());
-          store_reference(opt.reference_cache, g, opt.seed, *want);
-        }
-        vr.diff = compare(backend.read_tensor(g.output()), *want);
-        vr.diff.where = g.nodes[g.output()].name;
-      } else {
-        if (rank == 0 || opt.verify_nodes) rb = run_reference(g, ref.opt, *self, input);
-        if (rank == 0) {
-          vr.diff = compare(backend.read_tensor(g.output()), rb->backend().read_tensor(g.output()));
-          vr.diff.where = g.nodes[g.output()].name;
-        }
-      }
-      if (opt.verify_nodes) {
-        Diff mine = compare_nodes(g, p, backend, rb->backend());
-        json mj = diff_json(mine);
-        mj["max_abs"] = finite(mine.max_abs);
-        mj["max_rel"] = finite(mine.max_rel);
-        std::vector<std::string> all = comm.allgather(mj.dump());
-        Diff nodes;
-        for (const std::string& sj : all) nodes = worst(nodes, diff_from_json(json::parse(sj)));
-        if (rank == 0) {
-          VerifyResult nv;
-          nv.against = ref.label + ", every node";
-          nv.tolerance = ref.tol;
-          nv.diff = nodes;
-          nv.ok = nodes.max_rel <= ref.tol;
-          vr.ok = vr.diff.max_rel <= ref.tol;
-          rep.verify.push_back(vr);
-          rep.verify.push_back(nv);
-          continue;
-        }
-      }
-      vr.ok = vr.diff.max_rel <= ref.tol;
-      if (rank == 0) rep.verify.push_back(vr);
-    }
+    rep.verify = verify_against_references(g, opt, so, cfg, session, input, comm);
   }
 
   // ---- report
   phase = "report";
-  RankInfo mine;
-  mine.rank = rank;
-  mine.host = comm.hostname();
-  mine.device = backend.device_name();
-  mine.device_index = cfg.device;
-  mine.launched = static_cast<int>(p.launched.size());
-  for (const Instr& in : p.instrs) {
-    mine.sends += in.kind == InstrKind::Send;
-    mine.recvs += in.kind == InstrKind::Recv;
-  }
-  mine.memory_mb = double(peak_bytes) / 1e6;
-  mine.tensors_mb = double(p.tensor_memory()) / 1e6;
-  json mj;
-  mj["rank"] = mine.rank;
-  mj["host"] = mine.host;
-  mj["device"] = mine.device;
-  mj["device_index"] = mine.device_index;
-  mj["launched"] = mine.launched;
-  mj["sends"] = mine.sends;
-  mj["recvs"] = mine.recvs;
-  mj["memory_mb"] = mine.memory_mb;
-  mj["tensors_mb"] = mine.tensors_mb;
-  for (const std::string& sj : comm.allgather(mj.dump())) {
-    json j = json::parse(sj);
-    RankInfo ri;
-    ri.rank = j["rank"].get<int>();
-    ri.host = j["host"].get<std::string>();
-    ri.device = j["device"].get<std::string>();
-    ri.device_index = j["device_index"].get<int>();
-    ri.launched = j["launched"].get<int>();
-    ri.sends = j["sends"].get<int>();
-    ri.recvs = j["recvs"].get<int>();
-    ri.memory_mb = j["memory_mb"].get<double>();
-    ri.tensors_mb = j["tensors_mb"].get<double>();
-    rep.ranks.push_back(ri);
-  }
+  rep.ranks = gather_rank_infos(comm, this_rank_info(comm, backend, cfg, p, peak_bytes));
 
   rep.graph_name = g.name;
   rep.graph_digest = graph_digest(g);
@@ -487,16 +498,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   rep.number = opt.number;
   rep.repeat = opt.repeat;
   rep.predicted_ms = s.meta.predicted_ms;
-  const auto& v = rep.repeats_ms;
-  rep.mean_ms = 0;
-  for (double x : v) rep.mean_ms += x;
-  rep.mean_ms /= double(v.size());
-  rep.median_ms = median(v);
-  rep.min_ms = *std::min_element(v.begin(), v.end());
-  rep.max_ms = *std::max_element(v.begin(), v.end());
-  double ss = 0;
-  for (double x : v) ss += (x - rep.mean_ms) * (x - rep.mean_ms);
-  rep.std_ms = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : 0.0;
+  summarise_repeats(rep);
   rep.runs_ms = run_ms;
   rep.ok = true;
   for (const VerifyResult& vr : rep.verify) rep.ok = rep.ok && vr.ok;

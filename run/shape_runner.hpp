@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/runner.hpp"
+#include "run/runner.hpp"
 #include "executor/shape_set.hpp"
 #include "graph/json_reader.hpp"
 

@@ -13,6 +13,7 @@
 
 #include "executor/comm.hpp"
 #include "executor/init.hpp"
+#include "executor/verify.hpp"
 #include "graph/graph.hpp"
 #include "graph/json_reader.hpp"
 #include "scheduler/schedule.hpp"
@@ -30,7 +31,7 @@ struct RunOptions {
   bool verify = false;
   bool verify_nodes = false;     // also compare every node's output (implies verify)
   // Non-empty: the CPU reference's output is read from this folder when an earlier run of the
-  // same graph and seed left it there, and left there otherwise (executor/reference_cache.hpp).
+  // same graph and seed left it there, and left there otherwise (run/reference_cache.hpp).
   // --verify-nodes needs every node of the reference, so it never reads the cache.
   std::string reference_cache;
   // "shared": tensors whose lives cannot overlap share memory (executor/memory_plan.hpp);
@@ -65,21 +66,6 @@ struct RunOptions {
   // shaped (N, C, H, W), or (N, C) where H and W are 1 (a classifier's logits).
   std::string output_file;
 };
-
-// How far a result is from a reference: max |a - r| and that divided by max |r| (the error
-// relative to the tensor's scale; per-element relative errors explode near zero).
-struct Diff {
-  double max_abs = 0;
-  double max_rel = 0;
-  double ref_max = 0;
-  int64_t count = 0;    // elements compared
-  std::string where;    // worst node (per-node verification)
-};
-Diff compare(const std::vector<float>& got, const std::vector<float>& ref);
-
-// Documented tolerance on Diff::max_rel for a math mode ("fp32", "tf32", "fp16", "bf16") when comparing a GPU
-// result with another result; the CPU backend against itself must match exactly (0).
-double tolerance(const std::string& math);
 
 struct VerifyResult {
   std::string against;   // "sequential (cpu)", "cpu reference", ...

@@ -1,4 +1,4 @@
-#include "executor/reference_cache.hpp"
+#include "run/reference_cache.hpp"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "executor/serve.hpp"
+#include "serve/serve.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "executor/registry.hpp"
-#include "executor/runner.hpp"
+#include "executor/verify.hpp"
 #include "executor/tensor_layout.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
