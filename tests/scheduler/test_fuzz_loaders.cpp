@@ -1,6 +1,8 @@
-// A mutation fuzzer over the three loaders that take files from users: graphs, schedules and
-// profile databases. Each case mutates a valid document's text (a byte changed, a digit run
-// replaced by an extreme number, a span deleted or duplicated, a truncation) and loads it. A
+// A mutation fuzzer over the loaders that take files from users: graphs, schedules (split ones
+// too), profile databases and device presets. Each case mutates a valid document's text (a byte
+// changed, a digit run replaced by an extreme number, a span deleted or duplicated, a
+// truncation, a value nested thousands deep, an escaped control character or a long string
+// where a name was) and loads it. A
 // loader may accept the result or throw hios::Error with a message; anything else (another
 // exception type, a crash, a sanitizer report in the sanitizer build) fails.
 //
@@ -8,6 +10,8 @@
 // records a longer run). The generator is a fixed-seed splitmix64, so a failure reproduces.
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <set>
 #include <string>
 
@@ -36,7 +40,7 @@ std::string mutate(const std::string& text, Rng& r) {
   const int edits = 1 + int(r.below(3));
   for (int e = 0; e < edits && !t.empty(); ++e) {
     const size_t at = r.below(t.size());
-    switch (r.below(6)) {
+    switch (r.below(9)) {
       case 0: t[at] = char(r.below(256)); break;  // any byte
       case 1: {  // a run of digits becomes an extreme value
         size_t b = at;
@@ -49,10 +53,35 @@ std::string mutate(const std::string& text, Rng& r) {
       case 2: t.erase(at, r.below(40)); break;                         // a span deleted
       case 3: t.insert(at, t.substr(at, r.below(80))); break;          // a span duplicated
       case 4: t.resize(at); break;                                     // truncated
+      case 5: {  // a value nested deeper than any reader should recurse
+        const size_t depth = 200 + r.below(20000);
+        t.insert(at, std::string(depth, '[') + std::string(depth, ']'));
+        break;
+      }
+      case 6: {  // an escaped control character (NUL, ESC, newline) inside the next string
+        static const char* kEscapes[] = {"\\u0000", "\\u001b", "\\n", "\\u007f", "\\ud800"};
+        const size_t q = t.find('"', at);
+        if (q != std::string::npos) t.insert(q + 1, kEscapes[r.below(5)]);
+        break;
+      }
+      case 7: {  // the next string replaced by a long one
+        const size_t q = t.find('"', at);
+        const size_t e = q == std::string::npos ? q : t.find('"', q + 1);
+        if (e != std::string::npos) t.replace(q + 1, e - q - 1, std::string(1 + r.below(100000), 'a'));
+        break;
+      }
       default: t.insert(at, kExtremes[r.below(sizeof kExtremes / sizeof *kExtremes)]); break;
     }
   }
   return t;
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 int cases() {
@@ -135,6 +164,10 @@ TEST_CASE("fuzz: the graph, schedule and profile loaders refuse mutated files wi
   });
   fuzz("split graph", graph_to_text(split.graph), 5, [](const json& j) {
     Graph x = graph_from_json(j);
+    (void)x;
+  });
+  fuzz("device presets", file_text(std::string(HIOS_SOURCE_DIR) + "/schedules/devices.json"), 6, [](const json& j) {
+    std::vector<DevicePreset> x = device_presets_from_json(j, "fuzz");
     (void)x;
   });
   fuzz("profile", profile_text, 3, [&](const json& j) {
