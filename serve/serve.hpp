@@ -322,6 +322,7 @@ class Server {
 
  private:
   struct Model;
+  class Run;  // one run over a trace (serve.cpp)
   std::vector<std::string> names_;
   int64_t size_;
   ServeOptions opt_;
