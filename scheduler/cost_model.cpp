@@ -132,8 +132,7 @@ Kernel kernel_for(const DevicePreset& p, const Op& op, const Shape& in, const Sh
   switch (op.kind) {
     case OpKind::Conv: {
       const ConvAttrs& a = op.conv();
-      bool depthwise = a.groups > 1 && in.c == a.groups;
-      if (depthwise) {
+      if (kernel_class(op, in) == KernelClass::Depthwise) {
         k.efficiency = p.depthwise_efficiency;
         k.parallel = threads / (sms * kThreadsPerSm);
       } else {
@@ -177,17 +176,51 @@ void add_kernel(const DevicePreset& p, const Kernel& k, NodeEstimate& e) {
 
 }  // namespace
 
+namespace {
+
+// The assembled input (terms concatenated along channels); add/mul read operands instead, for
+// which the first operand's shape is what the kernel iterates over.
+Shape assembled_input(const Graph& g, const Node& nd) {
+  Shape in = g.value_shape(nd.inputs[0][0]);
+  if (!op_def(nd.op.kind).terms_are_operands) {
+    for (size_t t = 1; t < nd.inputs.size(); ++t) in.c += g.value_shape(nd.inputs[t][0]).c;
+  }
+  return in;
+}
+
+}  // namespace
+
+KernelClass kernel_class(const Op& op, const Shape& in) {
+  if (op.kind == OpKind::Linear) return KernelClass::Gemm;
+  if (op.kind != OpKind::Conv) return KernelClass::Memory;
+  const ConvAttrs& a = op.conv();
+  return a.groups > 1 && in.c == a.groups ? KernelClass::Depthwise : KernelClass::Conv;
+}
+
+KernelClass node_kernel_class(const Graph& g, int node) {
+  const Node& nd = g.nodes.at(size_t(node));
+  if (nd.op.kind == OpKind::Input) return KernelClass::Memory;
+  const Op* op = &nd.op;
+  if (op->kind == OpKind::Sequential && !op->sequential().steps.empty()) op = &op->sequential().steps.front();
+  return kernel_class(*op, assembled_input(g, nd));
+}
+
+const char* kernel_class_name(KernelClass k) {
+  switch (k) {
+    case KernelClass::Conv: return "conv";
+    case KernelClass::Depthwise: return "depthwise";
+    case KernelClass::Gemm: return "gemm";
+    case KernelClass::Memory: return "memory";
+  }
+  return "memory";
+}
+
 NodeEstimate analytic_node_estimate(const DevicePreset& p, const Graph& g, int node) {
   HIOS_CHECK(node >= 0 && node < g.size(), "cost model: node #%d is not in graph '%s'", node, g.name.c_str());
   const Node& nd = g.nodes[node];
   NodeEstimate e;
   if (nd.op.kind == OpKind::Input) return e;  // resident before anything runs
-  // The assembled input (terms concatenated along channels); add/mul read operands instead,
-  // for which the first operand's shape is what the kernel iterates over.
-  Shape in = g.value_shape(nd.inputs[0][0]);
-  if (!op_def(nd.op.kind).terms_are_operands) {
-    for (size_t t = 1; t < nd.inputs.size(); ++t) in.c += g.value_shape(nd.inputs[t][0]).c;
-  }
+  Shape in = assembled_input(g, nd);
   if (nd.op.kind != OpKind::Sequential) {
     add_kernel(p, kernel_for(p, nd.op, in, nd.shape, nd.cost), e);
     return e;

@@ -84,6 +84,15 @@ struct NodeEstimate {
 };
 NodeEstimate analytic_node_estimate(const DevicePreset& p, const Graph& g, int node);
 
+// Which of a preset's efficiencies prices a kernel of `op` reading `in`: tensor-core
+// convolutions, depthwise convolutions (one input channel per group), linear layers (gemm), or
+// everything else, bound by memory.
+enum class KernelClass { Conv, Depthwise, Gemm, Memory };
+KernelClass kernel_class(const Op& op, const Shape& in);
+const char* kernel_class_name(KernelClass k);  // "conv", "depthwise", "gemm", "memory"
+// The class of node `node`'s first kernel (a sequential's first step), on its assembled input.
+KernelClass node_kernel_class(const Graph& g, int node);
+
 // One node's demand on a shared GPU, as the stage model sees it. `ms` may be measured (profile
 // model) while the other terms are analytic shares of it.
 struct StageItem {

@@ -82,27 +82,13 @@ PresetFit fit_device_preset(const DevicePreset& base, const std::vector<PresetSa
   return f;
 }
 
-namespace {
-
-// The efficiency that prices a node's main kernel: its first step's.
-const char* kernel_class(const Graph& g, int v) {
-  const Node& nd = g.nodes[size_t(v)];
-  const Op* op = &nd.op;
-  if (op->kind == OpKind::Sequential && !op->sequential().steps.empty()) op = &op->sequential().steps.front();
-  if (op->kind == OpKind::Linear) return "gemm";
-  if (op->kind != OpKind::Conv) return "memory";
-  const int64_t in_c = g.value_shape(nd.inputs.at(0).at(0)).c;
-  return op->conv().groups > 1 && op->conv().groups == in_c ? "depthwise" : "conv";
-}
-
-}  // namespace
-
 std::string preset_fit_report(const DevicePreset& base, const DevicePreset& fitted,
                               const std::vector<PresetSample>& samples) {
   std::string out = "graph\tsize\tnode\tclass\tmeasured_ms\tbase_ms\tfitted_ms\n";
   for (const PresetSample& x : samples) {
+    const char* cls = kernel_class_name(node_kernel_class(*x.g, x.node));
     out += strprintf("%s\t%lldx%lld\t%s\t%s\t%.6f\t%.6f\t%.6f\n", x.g->name.c_str(), (long long)x.g->height,
-                     (long long)x.g->width, x.g->nodes[size_t(x.node)].name.c_str(), kernel_class(*x.g, x.node), x.ms,
+                     (long long)x.g->width, x.g->nodes[size_t(x.node)].name.c_str(), cls, x.ms,
                      analytic_node_estimate(base, *x.g, x.node).ms, analytic_node_estimate(fitted, *x.g, x.node).ms);
   }
   return out;
