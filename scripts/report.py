@@ -1401,6 +1401,15 @@ def bench_page(data):
     return "\n".join(out) + "\n"
 
 
+def report_failed(e):
+    """Prints the one line a failed report gives (naming the file for an OS error); exit status 2."""
+    if isinstance(e, OSError):
+        print(f"{PROG}: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+    else:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -1424,12 +1433,8 @@ def main(argv=None):
                 raise ReportError(f"{args.output}: is a folder; --benchmarks writes a file")
             text = bench_page(args.data)
             write_bytes(args.output, text.encode())
-        except ReportError as e:
-            print(f"{PROG}: error: {e}", file=sys.stderr)
-            return 2
-        except OSError as e:
-            print(f"{PROG}: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
-            return 2
+        except (ReportError, OSError) as e:
+            return report_failed(e)
         print(f"{PROG}: wrote {args.output} ({text.count(chr(10))} lines)")
         return 0
     if not args.results:
@@ -1469,12 +1474,8 @@ def main(argv=None):
         title = args.title or "Sweep report: " + ", ".join(os.path.basename(p) for p in args.results)
         text = markdown(title, args.results, rows, cells, problems, plots, warnings)
         write_bytes(os.path.join(outdir, "report.md"), text.encode())
-    except ReportError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"{PROG}: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
-        return 2
+    except (ReportError, OSError) as e:
+        return report_failed(e)
     for w in warnings:
         print(f"{PROG}: note: {w}", file=sys.stderr)
     print(f"{PROG}: wrote {os.path.join(outdir, 'report.md')} and {len(plots.written)} plot(s) "
