@@ -28,7 +28,7 @@ namespace {
 
 struct LowerOptions {
   std::string graph, schedule, output, cost, device, launch_order = "topo";
-  std::string memory = "shared";
+  std::string memory = "shared", layout = "nhwc";
   int rank = 0;
   bool all = false;
 };
@@ -185,6 +185,10 @@ void add_executor_commands(CLI::App& app) {
                         "shared (default: tensors whose lives cannot overlap share memory, as hios run does) or "
                         "separate (one buffer per tensor)")
       ->check(CLI::IsMember({"shared", "separate"}));
+  lower_cmd->add_option("--layout", lopt->layout,
+                        "nhwc (default, the cuda backend's: bands of a row split share memory in place) or nchw (the "
+                        "cpu backend's)")
+      ->check(CLI::IsMember({"nhwc", "nchw"}));
   lower_cmd->footer(
       "Instructions: alloc, launch, record/wait (events), send/recv (on one stream per peer and\n"
       "direction), gather. docs/executor.md explains the lowering.\n\n"
@@ -201,15 +205,22 @@ void add_executor_commands(CLI::App& app) {
     HIOS_CHECK(problems.empty(), "internal error: the lowered programs fail their own check: %s",
                problems[0].c_str());
     if (lopt->memory == "shared") {
-      for (exec::RankProgram& p : all) exec::plan_and_check_shared_buffers(g, p);
+      for (exec::RankProgram& p : all) {
+        exec::plan_and_check_shared_buffers(g, p, exec::memory_plan_options(lopt->layout, g));
+      }
     }
+    // The listing, with what the memory plan saved of the row split's copies.
+    auto listing = [&](const exec::RankProgram& p) {
+      const std::string rows = exec::rows_copies_summary(g, p);
+      return exec::program_to_text(g, p) + (rows.empty() ? "" : "# " + rows + "\n");
+    };
     std::string text;
     if (lopt->all) {
-      for (const exec::RankProgram& p : all) text += exec::program_to_text(g, p);
+      for (const exec::RankProgram& p : all) text += listing(p);
     } else {
       HIOS_CHECK(lopt->rank >= 0 && lopt->rank < s.meta.num_gpus, "--rank %d is out of range: the schedule uses %d GPU(s)",
                  lopt->rank, s.meta.num_gpus);
-      text = exec::program_to_text(g, all[static_cast<size_t>(lopt->rank)]);
+      text = listing(all[static_cast<size_t>(lopt->rank)]);
     }
     if (!lopt->cost.empty()) {
       auto cost = make_cost_model(lopt->cost, lopt->device);

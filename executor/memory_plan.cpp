@@ -1,7 +1,9 @@
 #include "executor/memory_plan.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <map>
 
 #include "graph/error.hpp"
 
@@ -22,7 +24,7 @@ struct TensorUse {
   bool pinned = false;  // lives across passes: never shares
 };
 
-std::vector<TensorUse> tensor_uses(const Graph& g, const RankProgram& p) {
+std::vector<TensorUse> tensor_uses(const Graph& g, const RankProgram& p, std::vector<int>* slot_out = nullptr) {
   std::vector<int> slot(g.nodes.size(), -1);
   std::vector<TensorUse> uses;
   for (int i = 0; i < int(p.instrs.size()); ++i) {
@@ -62,8 +64,216 @@ std::vector<TensorUse> tensor_uses(const Graph& g, const RankProgram& p) {
     u.accesses.erase(std::unique(u.accesses.begin(), u.accesses.end()), u.accesses.end());
     u.pinned = u.writer < 0 || u.node == p.output || u.node == g.output();
   }
+  if (slot_out) *slot_out = std::move(slot);
   return uses;
 }
+
+// What the planner places: one tensor, or a row group's tensors as one run of memory. It is
+// written by every member's writer and touched by every member's access.
+struct Unit {
+  std::vector<size_t> members;       // indices into the tensor uses
+  std::vector<int64_t> member_start;  // each member's byte offset from the unit's start
+  int64_t bytes = 0;
+  std::vector<int> writers;  // empty: written before the pass
+  std::vector<int> accesses;
+  bool pinned = false;
+  int first_write() const { return writers.empty() ? -1 : writers.front(); }
+};
+
+Unit single_unit(const std::vector<TensorUse>& uses, size_t k) {
+  Unit u;
+  u.members = {k};
+  u.member_start = {0};
+  u.bytes = uses[k].bytes;
+  if (uses[k].writer >= 0) u.writers = {uses[k].writer};
+  u.accesses = uses[k].accesses;
+  u.pinned = uses[k].pinned;
+  return u;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row groups
+
+// [begin, end) row intervals, sorted and disjoint: the rows of a group some member writes with
+// data of its own (a kernel, a receive, or a copy that is not in place). Two such writers of
+// one row would race.
+using Rows = std::vector<std::pair<int64_t, int64_t>>;
+
+bool rows_overlap(const Rows& a, const Rows& b) {
+  for (const auto& [b0, e0] : a) {
+    for (const auto& [b1, e1] : b) {
+      if (b0 < e1 && b1 < e0) return true;
+    }
+  }
+  return false;
+}
+
+// The rows of a `rows` node's output that it copies from operands that are not in place (the
+// rows each operand is the first holder of, as the kernels take them).
+Rows copied_rows(const RowsAttrs& a, const std::vector<int64_t>& heights, const std::vector<bool>& in_place) {
+  Rows out;
+  for (int64_t r = a.first; r < a.first + a.count;) {
+    size_t k = 0;
+    while (k < heights.size() && !(a.held[k] <= r && r < a.held[k] + heights[k])) ++k;
+    if (k == heights.size()) {  // the kernel refuses it; not the planner's business
+      ++r;
+      continue;
+    }
+    int64_t end = std::min(a.held[k] + heights[k], a.first + a.count);
+    for (size_t j = 0; j < k; ++j) {
+      if (a.held[j] > r) end = std::min(end, a.held[j]);
+    }
+    if (!in_place[k]) {
+      if (!out.empty() && out.back().second == r) {
+        out.back().second = end;
+      } else {
+        out.emplace_back(r, end);
+      }
+    }
+    r = end;
+  }
+  return out;
+}
+
+// The operands of a `rows` node that can share its memory at their rows: whole tensors of its
+// batch, channels and width, resident on this rank and written during the pass. -1 for the rest.
+std::vector<int> band_operands(const Graph& g, const Node& nd, const std::vector<int>& slot,
+                               const std::vector<TensorUse>& uses) {
+  std::vector<int> out;
+  for (const Term& t : nd.inputs) {
+    int k = -1;
+    if (t.size() == 1) {
+      const Value& v = t[0];
+      const Shape& s = g.nodes[size_t(v.node)].shape;
+      const bool whole = v.begin == 0 && (v.end < 0 || v.end == s.c);
+      if (whole && s.n == 1 && s.c == nd.shape.c && s.w == nd.shape.w && slot[size_t(v.node)] >= 0 &&
+          !uses[size_t(slot[size_t(v.node)])].pinned) {
+        k = slot[size_t(v.node)];
+      }
+    }
+    out.push_back(k);
+  }
+  return out;
+}
+
+// Union-find over the tensor uses, every member at its global row; a group's rows written with
+// data of its own are kept at its root.
+class RowGrouper {
+ public:
+  RowGrouper(const Graph& g, const RankProgram& p, const std::vector<TensorUse>& uses, const std::vector<int>& slot)
+      : g_(g), uses_(uses), slot_(slot), parent_(uses.size()), row_(uses.size(), 0), written_(uses.size()) {
+    for (size_t i = 0; i < uses.size(); ++i) {
+      parent_[i] = i;
+      const Node& nd = g.nodes[size_t(uses[i].node)];
+      if (uses[i].writer >= 0) written_[i] = {{0, nd.shape.h}};  // a rows node's own: until it joins
+    }
+    for (const Instr& in : p.instrs) {
+      if (in.kind == InstrKind::Launch && g.nodes[size_t(in.node)].op.kind == OpKind::Rows) join_rows_node(in.node);
+    }
+  }
+
+  std::vector<RowGroup> groups() const {
+    std::map<size_t, RowGroup> by_root;
+    for (size_t i = 0; i < uses_.size(); ++i) {
+      const size_t r = find(i);
+      if (members_of(r) < 2) continue;
+      RowGroup& grp = by_root[r];
+      grp.row_bytes = row_bytes_.at(r);
+      grp.members.emplace_back(uses_[i].node, row_of(i));
+    }
+    std::vector<RowGroup> out;
+    for (auto& [r, grp] : by_root) out.push_back(std::move(grp));
+    return out;
+  }
+
+ private:
+  size_t find(size_t i) const {
+    while (parent_[i] != i) i = parent_[i];
+    return i;
+  }
+  // The global row member i starts at: its row relative to its parent, summed up to the root.
+  int64_t row_of(size_t i) const {
+    int64_t r = 0;
+    while (parent_[i] != i) {
+      r += row_[i];
+      i = parent_[i];
+    }
+    return r + row_[i];
+  }
+  size_t members_of(size_t root) const {
+    size_t n = 0;
+    for (size_t i = 0; i < uses_.size(); ++i) n += find(i) == root;
+    return n;
+  }
+
+  static Rows shifted(const Rows& rows, int64_t by) {
+    Rows out = rows;
+    for (auto& [b, e] : out) {
+      b += by;
+      e += by;
+    }
+    return out;
+  }
+
+  // Rows node v (launched on this rank) takes its operands in place where it can: all of them
+  // or none, so that its own copied rows are known. An operand whose rows lie inside v's and
+  // that holds each of them first sits inside v; v's rows inside its one operand's make v a view
+  // of it. Refused when two writers would share a row or the operands' groups disagree on rows.
+  void join_rows_node(int v) {
+    const Node& nd = g_.nodes[size_t(v)];
+    if (nd.shape.n != 1 || slot_[size_t(v)] < 0) return;
+    const size_t self = size_t(slot_[size_t(v)]);
+    if (uses_[self].pinned || find(self) != self || members_of(self) != 1) return;
+    const RowsAttrs& a = nd.op.rows();
+    const std::vector<int> ops = band_operands(g_, nd, slot_, uses_);
+    std::vector<int64_t> heights;
+    for (const Term& t : nd.inputs) heights.push_back(g_.value_shape(t[0]).h);
+    std::vector<bool> in_place(ops.size(), false);
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (ops[k] < 0 || size_t(ops[k]) == self) continue;
+      const int64_t b = a.held[k], e = a.held[k] + heights[k];
+      const bool inside_v = b >= a.first && e <= a.first + a.count;
+      bool first_holder = true;
+      for (size_t j = 0; j < k; ++j) first_holder = first_holder && (a.held[j] + heights[j] <= b || a.held[j] >= e);
+      const bool view_of_it = ops.size() == 1 && a.first >= b && a.first + a.count <= e;
+      in_place[k] = (inside_v && first_holder) || view_of_it;
+    }
+    // The groups joined, each shifted to v's rows: group root -> shift.
+    std::map<size_t, int64_t> shift;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (!in_place[k]) continue;
+      const size_t t = size_t(ops[k]), r = find(t);
+      const int64_t s = a.held[k] - row_of(t);
+      auto [it, fresh] = shift.emplace(r, s);
+      if (!fresh && it->second != s) return;  // one group placed two ways
+      if (row_bytes_.count(r) && row_bytes_.at(r) != nd.shape.c * nd.shape.w * 4) return;
+    }
+    if (shift.empty()) return;
+    Rows all = copied_rows(a, heights, in_place);
+    for (const auto& [r, s] : shift) {
+      const Rows w = shifted(written_[r], s);
+      if (rows_overlap(all, w)) return;
+      all.insert(all.end(), w.begin(), w.end());
+      std::sort(all.begin(), all.end());
+    }
+    // Join: v becomes the root at its global rows, each joined group's root its child.
+    row_[self] = a.first;
+    for (const auto& [r, s] : shift) {
+      parent_[r] = self;
+      row_[r] += s - a.first;
+    }
+    written_[self] = std::move(all);
+    row_bytes_[self] = nd.shape.c * nd.shape.w * 4;
+  }
+
+  const Graph& g_;
+  const std::vector<TensorUse>& uses_;
+  const std::vector<int>& slot_;
+  std::vector<size_t> parent_;
+  std::vector<int64_t> row_;  // the row member i starts at, relative to its parent (the root: absolute)
+  std::vector<Rows> written_;
+  std::map<size_t, int64_t> row_bytes_;
+};
 
 // Vector clocks: start_[i*S + s] is the highest position on stream s known to have completed
 // before instruction i starts. A Record snapshots its stream's clock; a Wait merges it in.
@@ -106,18 +316,21 @@ class StreamOrder {
   std::vector<int> stream_, pos_, start_;
 };
 
-// Every access to x completes before y is written (so y may take x's memory).
+// Every access to x completes before y is first written, by any of its writers (so y may
+// take x's memory).
 template <class Order>
-bool dead_before_written(const TensorUse& x, const TensorUse& y, const Order& order) {
-  if (y.writer < 0) return false;
-  for (int a : x.accesses) {
-    if (!order.before(a, y.writer)) return false;
+bool dead_before_written(const Unit& x, const Unit& y, const Order& order) {
+  if (y.writers.empty()) return false;
+  for (int w : y.writers) {
+    for (int a : x.accesses) {
+      if (!order.before(a, w)) return false;
+    }
   }
   return true;
 }
 
 template <class Order>
-bool may_share(const TensorUse& x, const TensorUse& y, const Order& order) {
+bool may_share(const Unit& x, const Unit& y, const Order& order) {
   if (x.pinned || y.pinned) return false;
   return dead_before_written(x, y, order) || dead_before_written(y, x, order);
 }
@@ -158,22 +371,66 @@ class ReachOrder {
   std::vector<std::vector<uint64_t>> reach_;
 };
 
+// The units to place: every row group as one (its members at their rows, the group's first row
+// at the unit's start), every other tensor alone.
+std::vector<Unit> make_units(const Graph& g, const std::vector<TensorUse>& uses, const std::vector<int>& slot,
+                             const std::vector<RowGroup>& groups) {
+  std::vector<Unit> units;
+  std::vector<char> grouped(uses.size(), 0);
+  for (const RowGroup& grp : groups) {
+    Unit u;
+    int64_t low = INT64_MAX, high = INT64_MIN;
+    for (const auto& [node, row] : grp.members) {
+      low = std::min(low, row);
+      high = std::max(high, row + g.nodes[size_t(node)].shape.h);
+    }
+    u.bytes = (high - low) * grp.row_bytes;
+    for (const auto& [node, row] : grp.members) {
+      const size_t k = size_t(slot.at(size_t(node)));
+      grouped[k] = 1;
+      u.members.push_back(k);
+      u.member_start.push_back((row - low) * grp.row_bytes);
+      if (uses[k].writer >= 0) u.writers.push_back(uses[k].writer);
+      u.accesses.insert(u.accesses.end(), uses[k].accesses.begin(), uses[k].accesses.end());
+      u.pinned = u.pinned || uses[k].pinned;
+    }
+    std::sort(u.writers.begin(), u.writers.end());
+    std::sort(u.accesses.begin(), u.accesses.end());
+    u.accesses.erase(std::unique(u.accesses.begin(), u.accesses.end()), u.accesses.end());
+    units.push_back(std::move(u));
+  }
+  for (size_t k = 0; k < uses.size(); ++k) {
+    if (!grouped[k]) units.push_back(single_unit(uses, k));
+  }
+  return units;
+}
+
 }  // namespace
 
-void share_buffers(const Graph& g, RankProgram& p) {
-  std::vector<TensorUse> uses = tensor_uses(g, p);
+MemoryPlanOptions memory_plan_options(const std::string& layout, const Graph& g) {
+  MemoryPlanOptions o;
+  o.rows_in_place = layout == "nhwc" && g.batch == 1;
+  return o;
+}
+
+void share_buffers(const Graph& g, RankProgram& p, const MemoryPlanOptions& opt) {
+  std::vector<int> slot;
+  const std::vector<TensorUse> uses = tensor_uses(g, p, &slot);
+  p.row_groups.clear();
+  if (opt.rows_in_place) p.row_groups = RowGrouper(g, p, uses, slot).groups();
+  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups);
   const StreamOrder order(p);
-  // Pinned tensors first, each alone; then the rest in a given order, each at the lowest offset
-  // that no conflicting, already placed tensor covers. Returns the arena size.
+  // Pinned units first, each alone; then the rest in a given order, each at the lowest offset
+  // that no conflicting, already placed unit covers. Returns the arena size.
   auto place = [&](const std::vector<size_t>& sequence, std::vector<int64_t>& offset) {
-    offset.assign(uses.size(), -1);
+    offset.assign(units.size(), -1);
     std::vector<size_t> placed;
     int64_t arena = 0;
     for (size_t k : sequence) {
-      const TensorUse& y = uses[k];
-      std::vector<std::pair<int64_t, int64_t>> busy;  // [begin, end) of conflicting tensors
+      const Unit& y = units[k];
+      std::vector<std::pair<int64_t, int64_t>> busy;  // [begin, end) of conflicting units
       for (size_t j : placed) {
-        if (!may_share(uses[j], y, order)) busy.emplace_back(offset[j], offset[j] + align_up(uses[j].bytes));
+        if (!may_share(units[j], y, order)) busy.emplace_back(offset[j], offset[j] + align_up(units[j].bytes));
       }
       std::sort(busy.begin(), busy.end());
       const int64_t need = align_up(y.bytes);
@@ -192,16 +449,16 @@ void share_buffers(const Graph& g, RankProgram& p) {
   // long-lived large one up (inception_v3 at 2048 pixels: 584.6 MB against 450.6); largest first
   // puts the large tensors low and fits the small ones around them, which is usually better but
   // not always, so both are tried (ties keep write order).
-  std::vector<size_t> by_write(uses.size());
-  for (size_t i = 0; i < uses.size(); ++i) by_write[i] = i;
+  std::vector<size_t> by_write(units.size());
+  for (size_t i = 0; i < units.size(); ++i) by_write[i] = i;
   std::stable_sort(by_write.begin(), by_write.end(), [&](size_t a, size_t b) {
-    if (uses[a].pinned != uses[b].pinned) return uses[a].pinned;
-    return uses[a].writer < uses[b].writer;
+    if (units[a].pinned != units[b].pinned) return units[a].pinned;
+    return units[a].first_write() < units[b].first_write();
   });
   std::vector<size_t> by_size = by_write;
   std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
-    if (uses[a].pinned != uses[b].pinned) return uses[a].pinned;
-    return align_up(uses[a].bytes) > align_up(uses[b].bytes);
+    if (units[a].pinned != units[b].pinned) return units[a].pinned;
+    return align_up(units[a].bytes) > align_up(units[b].bytes);
   });
   std::vector<int64_t> offset, sized;
   int64_t arena = place(by_write, offset);
@@ -210,34 +467,158 @@ void share_buffers(const Graph& g, RankProgram& p) {
     arena = arena_by_size;
     offset = std::move(sized);
   }
-  for (size_t k = 0; k < uses.size(); ++k) p.instrs[size_t(uses[k].alloc)].offset = offset[k];
+  for (size_t k = 0; k < units.size(); ++k) {
+    for (size_t m = 0; m < units[k].members.size(); ++m) {
+      p.instrs[size_t(uses[units[k].members[m]].alloc)].offset = offset[k] + units[k].member_start[m];
+    }
+  }
   p.arena_bytes = arena;
 }
 
+namespace {
+
+// A row group's own problems: members away from their rows, a member's size not its rows, an
+// in-place operand of a member `rows` node not at the row the node reads it from, and a row
+// written with data of its own by two members.
+void check_row_group(const Graph& g, const RankProgram& p, const RowGroup& grp, const std::vector<TensorUse>& uses,
+                     const std::vector<int>& slot, std::vector<std::string>& errs) {
+  std::map<int, int64_t> row_of;
+  int64_t origin = 0;
+  bool first = true;
+  for (const auto& [node, row] : grp.members) {
+    const Node& nd = g.nodes[size_t(node)];
+    if (node < 0 || slot[size_t(node)] < 0) {
+      errs.push_back(strprintf("rank %d: row group member %d is not a tensor of the rank", p.rank, node));
+      return;
+    }
+    const TensorUse& u = uses[size_t(slot[size_t(node)])];
+    const int64_t off = p.instrs[size_t(u.alloc)].offset;
+    if (nd.shape.n != 1 || u.bytes != nd.shape.h * grp.row_bytes) {
+      errs.push_back(strprintf("rank %d: tensor '%s' (%s) in a row group of %lld-byte rows is not a band of them",
+                               p.rank, nd.name.c_str(), nd.shape.str().c_str(), (long long)grp.row_bytes));
+    }
+    const int64_t o = off - row * grp.row_bytes;
+    if (!first && o != origin) {
+      errs.push_back(strprintf("rank %d: tensor '%s' is not at the address of its row %lld in its row group", p.rank,
+                               nd.name.c_str(), (long long)row));
+    }
+    origin = first ? o : origin;
+    first = false;
+    row_of[node] = row;
+  }
+  std::vector<std::pair<Rows, int>> written;  // rows, node
+  for (const auto& [node, row] : grp.members) {
+    const Node& nd = g.nodes[size_t(node)];
+    const TensorUse& u = uses[size_t(slot[size_t(node)])];
+    if (u.writer < 0) continue;
+    Rows rows{{row, row + nd.shape.h}};
+    const Instr& w = p.instrs[size_t(u.writer)];
+    if (w.kind == InstrKind::Launch && nd.op.kind == OpKind::Rows) {
+      const RowsAttrs& a = nd.op.rows();
+      std::vector<int64_t> heights;
+      std::vector<bool> in_place;
+      for (size_t k = 0; k < nd.inputs.size(); ++k) {
+        const Value& v = nd.inputs[k].at(0);
+        heights.push_back(g.value_shape(v).h);
+        auto it = row_of.find(v.node);
+        const bool same = it != row_of.end() && nd.inputs[k].size() == 1;
+        if (same && it->second != a.held[k]) {
+          errs.push_back(strprintf("rank %d: rows node '%s' reads '%s' from row %lld, but the row group holds it at "
+                                   "row %lld",
+                                   p.rank, nd.name.c_str(), g.nodes[size_t(v.node)].name.c_str(),
+                                   (long long)a.held[k], (long long)it->second));
+        }
+        in_place.push_back(same);
+      }
+      if (row != a.first) {
+        errs.push_back(strprintf("rank %d: rows node '%s' computes rows from %lld but sits at row %lld of its group",
+                                 p.rank, nd.name.c_str(), (long long)a.first, (long long)row));
+      }
+      rows = copied_rows(a, heights, in_place);
+    }
+    for (const auto& [other, by] : written) {
+      if (rows_overlap(rows, other)) {
+        errs.push_back(strprintf("rank %d: tensors '%s' and '%s' of one row group both write the same rows", p.rank,
+                                 g.nodes[size_t(by)].name.c_str(), nd.name.c_str()));
+      }
+    }
+    written.emplace_back(rows, node);
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> check_shared_buffers(const Graph& g, const RankProgram& p) {
   std::vector<std::string> errs;
-  const std::vector<TensorUse> uses = tensor_uses(g, p);
+  std::vector<int> slot;
+  const std::vector<TensorUse> uses = tensor_uses(g, p, &slot);
+  for (const RowGroup& grp : p.row_groups) check_row_group(g, p, grp, uses, slot, errs);
+  if (!errs.empty()) return errs;
+  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups);
   const ReachOrder order(p);
-  auto name = [&](const TensorUse& u) { return g.nodes[size_t(u.node)].name; };
-  for (const TensorUse& u : uses) {
-    const int64_t off = p.instrs[size_t(u.alloc)].offset;
-    if (off < 0 || off % kArenaAlignment != 0 || off + u.bytes > p.arena_bytes) {
+  auto name = [&](const Unit& u) { return g.nodes[size_t(uses[u.members[0]].node)].name; };
+  std::vector<int64_t> start(units.size());
+  for (size_t k = 0; k < units.size(); ++k) {
+    const Unit& u = units[k];
+    start[k] = p.instrs[size_t(uses[u.members[0]].alloc)].offset - u.member_start[0];
+    if (start[k] < 0 || start[k] % kArenaAlignment != 0 || start[k] + u.bytes > p.arena_bytes) {
       errs.push_back(strprintf("rank %d: tensor '%s' at offset %lld (%lld B) is not an aligned place inside the "
                                "%lld-byte arena",
-                               p.rank, name(u).c_str(), (long long)off, (long long)u.bytes, (long long)p.arena_bytes));
+                               p.rank, name(u).c_str(), (long long)start[k], (long long)u.bytes,
+                               (long long)p.arena_bytes));
     }
   }
-  for (size_t i = 0; i < uses.size(); ++i) {
-    for (size_t j = i + 1; j < uses.size(); ++j) {
-      const int64_t a0 = p.instrs[size_t(uses[i].alloc)].offset, b0 = p.instrs[size_t(uses[j].alloc)].offset;
-      if (a0 + uses[i].bytes <= b0 || b0 + uses[j].bytes <= a0) continue;
-      if (!may_share(uses[i], uses[j], order)) {
+  for (size_t i = 0; i < units.size(); ++i) {
+    for (size_t j = i + 1; j < units.size(); ++j) {
+      if (start[i] + units[i].bytes <= start[j] || start[j] + units[j].bytes <= start[i]) continue;
+      if (!may_share(units[i], units[j], order)) {
         errs.push_back(strprintf("rank %d: tensors '%s' and '%s' overlap in memory but may be live at the same time",
-                                 p.rank, name(uses[i]).c_str(), name(uses[j]).c_str()));
+                                 p.rank, name(units[i]).c_str(), name(units[j]).c_str()));
       }
     }
   }
   return errs;
+}
+
+RowsCopies rows_copies(const Graph& g, const RankProgram& p) {
+  std::map<int, int64_t> row_of;  // members of every group: their row
+  std::map<int, size_t> group_of;
+  for (size_t i = 0; i < p.row_groups.size(); ++i) {
+    for (const auto& [node, row] : p.row_groups[i].members) {
+      row_of[node] = row;
+      group_of[node] = i;
+    }
+  }
+  RowsCopies c;
+  for (const Instr& in : p.instrs) {
+    if (in.kind != InstrKind::Launch) continue;
+    const Node& nd = g.nodes[size_t(in.node)];
+    if (nd.op.kind != OpKind::Rows) continue;
+    ++c.launched;
+    const RowsAttrs& a = nd.op.rows();
+    std::vector<int64_t> heights;
+    std::vector<bool> in_place;
+    const auto self = group_of.find(in.node);
+    for (size_t k = 0; k < nd.inputs.size(); ++k) {
+      const Value& v = nd.inputs[k].at(0);
+      heights.push_back(g.value_shape(v).h);
+      const auto it = group_of.find(v.node);
+      in_place.push_back(self != group_of.end() && it != group_of.end() && it->second == self->second &&
+                         row_of.at(v.node) == a.held[k]);
+    }
+    int64_t rows = 0;
+    for (const auto& [b, e] : copied_rows(a, heights, in_place)) rows += e - b;
+    if (rows == 0) ++c.in_place;
+    c.bytes_copied += rows * nd.shape.n * nd.shape.c * nd.shape.w * 4;
+  }
+  return c;
+}
+
+std::string rows_copies_summary(const Graph& g, const RankProgram& p) {
+  const RowsCopies c = rows_copies(g, p);
+  if (c.launched == 0) return "";
+  return strprintf("rows copies: %d of %d in place (%.1f MB still copied)", c.in_place, c.launched,
+                   double(c.bytes_copied) / 1e6);
 }
 
 std::string arena_description(const Graph& g, const RankProgram& p) {
@@ -254,8 +635,8 @@ std::string arena_description(const Graph& g, const RankProgram& p) {
                    nd.name.c_str(), nd.shape.str().c_str(), (long long)largest->bytes);
 }
 
-void plan_and_check_shared_buffers(const Graph& g, RankProgram& p) {
-  share_buffers(g, p);
+void plan_and_check_shared_buffers(const Graph& g, RankProgram& p, const MemoryPlanOptions& opt) {
+  share_buffers(g, p, opt);
   const std::vector<std::string> errs = check_shared_buffers(g, p);
   HIOS_CHECK(errs.empty(), "internal error: the shared memory plan fails its check (%zu problems): %s", errs.size(),
              errs[0].c_str());

@@ -26,16 +26,40 @@ namespace hios::exec {
 // Offsets inside one arena are multiples of this (cuDNN and vectorised kernels like 256 B).
 constexpr int64_t kArenaAlignment = 256;
 
+struct MemoryPlanOptions {
+  // A band of rows is one run of bytes (NHWC at batch 1), so a `rows` node of a row split may
+  // hold its operands in place and a cut of one operand's rows may be a view of it: the
+  // planner then puts tensors that are bands of one tensor at the addresses of their rows in
+  // it (RankProgram::row_groups), and the rows' copies become no-ops. Only for a backend whose
+  // storage has that property (memory_plan_options).
+  bool rows_in_place = false;
+};
+// The options for a backend storing activations in `layout` ("nchw" or "nhwc") for graph g.
+MemoryPlanOptions memory_plan_options(const std::string& layout, const Graph& g);
+
 // Assigns every Alloc of p an offset into one arena and sets p.arena_bytes: first fit, with the
 // tensors taken in the order they are written and, separately, largest first; the smaller arena
-// is kept. Deterministic; calling it again changes nothing.
-void share_buffers(const Graph& g, RankProgram& p);
+// is kept. Tensors of one row group (rows_in_place) are placed as one. Deterministic; calling it
+// again changes nothing.
+void share_buffers(const Graph& g, RankProgram& p, const MemoryPlanOptions& opt = {});
 
-// Checks a shared plan: offsets inside the arena and aligned, pinned tensors alone, and every
-// pair of tensors that overlap in memory ordered as above. It derives the ordering by a search
+// Checks a shared plan: offsets inside the arena and aligned, pinned tensors alone, every
+// pair of tensors that overlap in memory ordered as above unless they are bands of one row group
+// at the addresses of their rows, and in a row group every row written by at most one
+// instruction that is not an in-place copy. It derives the ordering by a search
 // over the program's stream and event edges, independently of the planner's vector clocks, so
 // the tests can hold one against the other. One line per violation; empty when sound.
 std::vector<std::string> check_shared_buffers(const Graph& g, const RankProgram& p);
+
+// What a plan's row groups save: of the `rows` nodes the rank launches, how many copy nothing
+// (every row already where they write it) and how many bytes the rest copy (float32 bytes).
+struct RowsCopies {
+  int launched = 0, in_place = 0;
+  int64_t bytes_copied = 0;
+};
+RowsCopies rows_copies(const Graph& g, const RankProgram& p);
+// "rows copies: 91 of 95 in place (2.1 MB still copied)", or "" without rows nodes.
+std::string rows_copies_summary(const Graph& g, const RankProgram& p);
 
 // "the tensor arena shared by N tensors (largest: tensor 'x' (1x64x56x56), 802816 bytes)": what
 // an out-of-memory message names, since the largest tensor is the one a user can shrink.
@@ -43,6 +67,6 @@ std::string arena_description(const Graph& g, const RankProgram& p);
 
 // share_buffers, then check_shared_buffers; a failed check is an internal error (thrown), since
 // running an unsound plan would be a silent race. What hios run and the in-process runner call.
-void plan_and_check_shared_buffers(const Graph& g, RankProgram& p);
+void plan_and_check_shared_buffers(const Graph& g, RankProgram& p, const MemoryPlanOptions& opt = {});
 
 }  // namespace hios::exec

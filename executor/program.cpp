@@ -537,6 +537,7 @@ RankProgram with_element_bytes(RankProgram p, size_t element_bytes) {
     if (in.offset > 0) scale(in.offset, "an arena offset");
   }
   scale(p.arena_bytes, "the arena");
+  for (RowGroup& grp : p.row_groups) scale(grp.row_bytes, "a row group's row");
   return p;
 }
 
@@ -586,6 +587,12 @@ std::string program_to_text(const Graph& g, const RankProgram& p) {
   if (p.arena_bytes > 0) {
     out += strprintf("# shared arena: %.3f MB (%.2fx less than separate buffers)\n", double(p.arena_bytes) / 1e6,
                      double(p.bytes_allocated()) / double(p.arena_bytes));
+  }
+  if (!p.row_groups.empty()) {
+    size_t members = 0;
+    for (const RowGroup& grp : p.row_groups) members += grp.members.size();
+    out += strprintf("# row groups: %zu, holding %zu tensors at the addresses of their rows\n", p.row_groups.size(),
+                     members);
   }
   for (const Instr& in : p.instrs) {
     std::string line = strprintf("%-7s", instr_kind_name(in.kind));

@@ -72,6 +72,15 @@ struct StreamDesc {
   int peer = -1;  // Send: destination rank; Recv: source rank
 };
 
+// Tensors that are bands of rows of one tensor, held in one run of memory at the addresses of
+// their rows (MemoryPlanOptions::rows_in_place): a member's Alloc offset is the group's origin
+// plus first_row * row_bytes. Only with a shared arena, and only for a backend whose bands of
+// rows are contiguous (NHWC at batch 1).
+struct RowGroup {
+  int64_t row_bytes = 0;
+  std::vector<std::pair<int, int64_t>> members;  // {node, the global row its tensor starts at}
+};
+
 struct RankProgram {
   int rank = 0;
   int num_ranks = 1;
@@ -87,6 +96,7 @@ struct RankProgram {
   // tensor at its Alloc's offset, shared between tensors whose lives cannot overlap
   // (executor/memory_plan.hpp).
   int64_t arena_bytes = 0;
+  std::vector<RowGroup> row_groups;  // empty unless the plan put bands in place
   // Launches the backend must be ready for besides the pass's own ({node, stream}, in any
   // order): a measurement program issues stages of its own choosing, with a node on whichever
   // stream its group gets (executor/session.hpp, RankSession::issue).

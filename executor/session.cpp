@@ -112,7 +112,7 @@ void RankSession::load_schedule(const Schedule& s, bool shared_memory, const Lau
              "schedule '%s' is for %d GPU(s) but the job has %d rank(s); start it with mpirun -np %d",
              s.meta.algorithm.c_str(), s.meta.num_gpus, comm_.size(), s.meta.num_gpus);
   RankProgram p = lower(*g_, s, comm_.rank(), order);
-  if (shared_memory) plan_and_check_shared_buffers(*g_, p);
+  if (shared_memory) plan_and_check_shared_buffers(*g_, p, memory_plan_options(backend_->layout(), *g_));
   load(std::move(p));
 }
 

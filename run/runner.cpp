@@ -243,7 +243,8 @@ std::vector<VerifyResult> verify_against_references(const Graph& g, const RunOpt
 }
 
 // ---- report: what each rank ran on and moved, gathered on every rank.
-RankInfo this_rank_info(Comm& comm, Backend& backend, const BackendConfig& cfg, const RankProgram& p, size_t peak_bytes) {
+RankInfo this_rank_info(Comm& comm, Backend& backend, const BackendConfig& cfg, const Graph& g, const RankProgram& p,
+                        size_t peak_bytes) {
   RankInfo mine;
   mine.rank = comm.rank();
   mine.host = comm.hostname();
@@ -256,6 +257,9 @@ RankInfo this_rank_info(Comm& comm, Backend& backend, const BackendConfig& cfg, 
   }
   mine.memory_mb = double(peak_bytes) / 1e6;
   mine.tensors_mb = double(p.tensor_memory()) / 1e6;
+  const RowsCopies rows = rows_copies(g, p);
+  mine.rows_launched = rows.launched;
+  mine.rows_in_place = rows.in_place;
   return mine;
 }
 
@@ -270,6 +274,8 @@ std::vector<RankInfo> gather_rank_infos(Comm& comm, const RankInfo& mine) {
   mj["recvs"] = mine.recvs;
   mj["memory_mb"] = mine.memory_mb;
   mj["tensors_mb"] = mine.tensors_mb;
+  mj["rows_launched"] = mine.rows_launched;
+  mj["rows_in_place"] = mine.rows_in_place;
   std::vector<RankInfo> out;
   for (const std::string& sj : comm.allgather(mj.dump())) {
     json j = json::parse(sj);
@@ -283,6 +289,8 @@ std::vector<RankInfo> gather_rank_infos(Comm& comm, const RankInfo& mine) {
     ri.recvs = j["recvs"].get<int>();
     ri.memory_mb = j["memory_mb"].get<double>();
     ri.tensors_mb = j["tensors_mb"].get<double>();
+    ri.rows_launched = j["rows_launched"].get<int>();
+    ri.rows_in_place = j["rows_in_place"].get<int>();
     out.push_back(ri);
   }
   return out;
@@ -394,7 +402,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   phase = "lowering";
   RankProgram prog = lower(g, s, rank, order);
   const bool shared_memory = opt.memory == "shared" && !opt.verify_nodes;
-  if (shared_memory) plan_and_check_shared_buffers(g, prog);
+  if (shared_memory) plan_and_check_shared_buffers(g, prog, memory_plan_options(session.backend().layout(), g));
 
   phase = "prepare";
   if (inj.at(rank, "prepare")) injected("prepare");
@@ -473,7 +481,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
 
   // ---- report
   phase = "report";
-  rep.ranks = gather_rank_infos(comm, this_rank_info(comm, backend, cfg, p, peak_bytes));
+  rep.ranks = gather_rank_infos(comm, this_rank_info(comm, backend, cfg, g, p, peak_bytes));
 
   rep.graph_name = g.name;
   rep.graph_digest = graph_digest(g);
@@ -528,9 +536,11 @@ std::string report_to_table(const RunReport& r) {
   for (const RankInfo& ri : r.ranks) {
     std::string index = ri.device_index < 0 ? "-" : std::to_string(ri.device_index);
     out += strprintf("#  Rank %2d  Host %-16s  Device %-2s %-30s  nodes %4d  sends %3d  recvs %3d  tensors %9.2f MB"
-                     "  peak %9.2f MB\n",
+                     "  peak %9.2f MB",
                      ri.rank, ri.host.c_str(), index.c_str(), ri.device.c_str(), ri.launched, ri.sends, ri.recvs,
                      ri.tensors_mb, ri.memory_mb);
+    if (ri.rows_launched > 0) out += strprintf("  rows in place %d/%d", ri.rows_in_place, ri.rows_launched);
+    out += "\n";
   }
   out += "#\n";
   out += strprintf("# %8s %6s %12s %12s %12s %8s\n", "repeat", "runs", "time", "min", "max", "check");
@@ -577,7 +587,8 @@ json report_to_json(const RunReport& r) {
     ranks.push_back({{"rank", ri.rank},         {"host", ri.host},   {"device", ri.device},
                      {"device_index", ri.device_index}, {"nodes", ri.launched}, {"sends", ri.sends},
                      {"recvs", ri.recvs},       {"tensor_memory_mb", ri.tensors_mb},
-                     {"peak_memory_mb", ri.memory_mb}});
+                     {"peak_memory_mb", ri.memory_mb},  {"rows_launched", ri.rows_launched},
+                     {"rows_in_place", ri.rows_in_place}});
   }
   j["ranks"] = ranks;
   j["latency_ms"] = {{"mean", r.mean_ms}, {"median", r.median_ms}, {"min", r.min_ms},

@@ -82,6 +82,9 @@ struct RankInfo {
   int sends = 0, recvs = 0;
   double memory_mb = 0;  // peak
   double tensors_mb = 0;  // what the program's tensors occupy (the shared arena, or their sum)
+  // Row splits: the `rows` nodes the rank launches, and how many of them the memory plan made
+  // no-ops by holding their operands in place (exec::rows_copies).
+  int rows_launched = 0, rows_in_place = 0;
 };
 
 struct RunReport {

@@ -285,6 +285,7 @@ class Job {
   }
 
   const Graph& graph(int i) const { return *graphs_.at(size_t(i)); }
+  std::string layout() const { return s_.backend().layout(); }
   int graphs() const { return int(graphs_.size()); }
 
   std::vector<float> output;  // rank 0: the graph output after the last timed candidate
@@ -1233,7 +1234,7 @@ class Tuner {
     int64_t most = 0;
     const Graph& g = job_.graph(c.variant);
     for (exec::RankProgram& p : exec::lower_all(g, c.schedule)) {
-      exec::share_buffers(g, p);
+      exec::share_buffers(g, p, exec::memory_plan_options(job_.layout(), g));
       most = std::max(most, p.tensor_memory());
     }
     return tensor_memory_[key] = most;

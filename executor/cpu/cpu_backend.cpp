@@ -66,6 +66,9 @@ class CpuBackend final : public Backend {
     tensors_.assign(g.nodes.size(), {});
     storage_.clear();
     reserved_ = weight_bytes_ + int64_t(arena_.size() * sizeof(float));
+    // Bands of rows in place (RowGroup) need a layout where a band is one run of memory.
+    HIOS_CHECK(p.row_groups.empty(), "cpu backend: the memory plan holds bands of rows in place, which needs NHWC "
+                                     "storage; the cpu backend stores NCHW");
     float* arena = nullptr;
     if (p.arena_bytes > 0 && reserved_arena_ > 0) {
       // The kept arena (reserve_arena): grown when this program needs more.

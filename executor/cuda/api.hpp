@@ -120,6 +120,8 @@ struct InProcessResult {
   std::vector<int64_t> tensor_bytes;  // per rank: what its tensors occupy (arena or sum of buffers)
   int transfers = 0;                // tensors sent per pass, over all ranks
   int compute_streams = 0;          // most compute streams of any rank
+  // Row splits, over all ranks: `rows` nodes launched, and those the memory plan made no-ops.
+  int rows_launched = 0, rows_in_place = 0;
 };
 InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const InProcessOptions& opts);
 

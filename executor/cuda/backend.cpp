@@ -124,6 +124,10 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
   }
   tensors_.assign(size_t(g.size()), Tensor{});
   launchable_.assign(size_t(g.size()), 0);
+  // Bands of rows in place (RowGroup) need a layout where a band is one run of memory.
+  HIOS_CHECK(p.row_groups.empty() || (layout_ == exec::Layout::Nhwc && g.batch == 1),
+             "cuda backend: the memory plan holds bands of rows in place, which needs NHWC at batch 1; this backend "
+             "stores %s at batch %lld", exec::layout_name(layout_), (long long)g.batch);
   void* arena = nullptr;
   if (p.arena_bytes > 0 && reserved_arena_ > 0) {
     if (size_t(p.arena_bytes) > arena_.bytes()) reserve_arena(size_t(p.arena_bytes));

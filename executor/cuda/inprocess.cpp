@@ -22,8 +22,11 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
   std::vector<exec::RankProgram> progs = exec::lower_all(g, s, o.launch_order);
   const int n = int(progs.size());
   for (exec::RankProgram& p : progs) {
-    if (o.share_memory) exec::plan_and_check_shared_buffers(g, p);
+    if (o.share_memory) exec::plan_and_check_shared_buffers(g, p, exec::memory_plan_options(o.layout, g));
     res.tensor_bytes.push_back(p.tensor_memory());
+    const exec::RowsCopies rows = exec::rows_copies(g, p);
+    res.rows_launched += rows.launched;
+    res.rows_in_place += rows.in_place;
   }
   HIOS_CHECK(device_count() >= n, "the schedule needs %d GPUs, this process sees %d", n, device_count());
   res.peak_bytes.assign(size_t(n), 0);

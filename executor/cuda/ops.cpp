@@ -669,7 +669,10 @@ void plan_rows(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
     for (size_t j = 0; j < k; ++j) {
       if (a.held[j] > g) end = std::min(end, a.held[j]);
     }
-    segs.push_back(row_segment(in[k], g - a.held[k], end - g, y.ptr, y.shape.h, r));
+    const RowSegment seg = row_segment(in[k], g - a.held[k], end - g, y.ptr, y.shape.h, r);
+    // A band the memory plan put at the address of its rows here (RowGroup) is in place already.
+    const bool in_place = y.nhwc() && y.shape.n == 1 && seg.src == y.at(seg.dst_offset);
+    if (!in_place) segs.push_back(seg);
     r = end - a.first;
   }
   for (size_t first = 0; first < segs.size(); first += kMaxRowSegments) {

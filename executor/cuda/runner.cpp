@@ -94,7 +94,9 @@ struct SingleGpuRunner::Impl {
     so.fold_relu = o.fold_relu;
     session = std::make_unique<exec::RankSession>(g, so, *self);
     exec::RankProgram p = exec::lower(g, exec::sequential_schedule(g), 0);
-    if (o.reuse_memory) exec::plan_and_check_shared_buffers(g, p);
+    if (o.reuse_memory) {
+      exec::plan_and_check_shared_buffers(g, p, exec::memory_plan_options(session->backend().layout(), g));
+    }
     for (const exec::Instr& in : p.instrs) launches += in.kind == exec::InstrKind::Launch;
     session->load(std::move(p));
     session->backend().set_input(exec::make_input(g, o.seed));
@@ -149,10 +151,11 @@ size_t SingleGpuRunner::peak_bytes() const { return impl_->peak; }
 
 std::string SingleGpuRunner::summary() const {
   const exec::RankProgram& p = impl_->session->program();
-  return strprintf("%s: %d nodes, activations %s (%s), peak %s, %s%s\n", impl_->g.name.c_str(), impl_->launches,
+  const std::string rows = exec::rows_copies_summary(impl_->g, p);
+  return strprintf("%s: %d nodes, activations %s (%s), peak %s, %s%s%s\n", impl_->g.name.c_str(), impl_->launches,
                    format_bytes(size_t(p.tensor_memory())).c_str(), p.arena_bytes > 0 ? "one shared arena" : "a buffer each",
                    format_bytes(impl_->peak).c_str(), math_mode_name(impl_->opts.math),
-                   impl_->session->captured() ? ", CUDA graph" : ", eager") +
+                   impl_->session->captured() ? ", CUDA graph" : ", eager", rows.empty() ? "" : (", " + rows).c_str()) +
          impl_->session->backend().plan_report();
 }
 
