@@ -777,6 +777,18 @@ SpatialPlan spatial_from_json(const json& j, const std::string& path) {
   return plan;
 }
 
+bool rows_copy_is_view(const Graph& g, int v) {
+  const Node& nd = g.nodes.at(size_t(v));
+  if (nd.op.kind != OpKind::Rows || nd.shape.n != 1) return false;
+  for (const Term& t : nd.inputs) {
+    if (t.size() != 1) return false;
+    const Shape& s = g.nodes[size_t(t[0].node)].shape;
+    const bool whole = t[0].begin == 0 && (t[0].end < 0 || t[0].end == s.c);
+    if (!whole || s.c != nd.shape.c || s.w != nd.shape.w || t[0].node == g.input()) return false;
+  }
+  return true;
+}
+
 std::string split_graph_stats(const Graph& split) {
   int parts = 0, halos = 0, assemblies = 0, gathers = 0, sums = 0;
   double halo_bytes = 0;

@@ -77,6 +77,12 @@ json spatial_to_json(const SpatialPlan& plan);
 SpatialPlan spatial_from_json(const json& j, const std::string& path);
 // One line per region, e.g. "rows of Conv2d_1a_3x3 .. maxpool2 (7 nodes) split 2 ways, halo".
 std::string describe_spatial(const Graph& g, const SpatialPlan& plan);
+// Whether `rows` node v only re-addresses bands of one tensor: at batch 1, every operand a whole
+// tensor of v's channels and width. On storage where a band of rows is one run of memory (NHWC)
+// the memory plan holds such bands in place (executor/memory_plan.hpp), so v copies nothing and
+// the cost models charge it nothing.
+bool rows_copy_is_view(const Graph& g, int v);
+
 // What a split graph moves and copies: parts, halo cuts (and their bytes), input assemblies,
 // gathers and sums of partial pools, e.g. "38 parts, 12 halo cuts (1.200 MB), 14 input
 // assemblies, 1 gathers, 0 sums of partial pools".

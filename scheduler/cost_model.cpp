@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "graph/error.hpp"
+#include "graph/row_split.hpp"
 #include "scheduler/devices_json.hpp"
 
 namespace hios {
@@ -220,6 +221,8 @@ NodeEstimate analytic_node_estimate(const DevicePreset& p, const Graph& g, int n
   const Node& nd = g.nodes[node];
   NodeEstimate e;
   if (nd.op.kind == OpKind::Input) return e;  // resident before anything runs
+  // A band copy the memory plan holds in place issues no kernel (rows_copy_is_view).
+  if (rows_copy_is_view(g, node)) return e;
   Shape in = assembled_input(g, nd);
   if (nd.op.kind != OpKind::Sequential) {
     add_kernel(p, kernel_for(p, nd.op, in, nd.shape, nd.cost), e);
