@@ -280,6 +280,11 @@ void add_executor_commands(CLI::App& app) {
                   "shared (default: tensors whose lives cannot overlap share one arena) or separate (one buffer "
                   "per tensor)")
       ->check(CLI::IsMember({"shared", "separate"}));
+  run->add_option("--rows-in-place", ropt->run.rows_in_place,
+                  "on (default: with --memory shared on NHWC storage at batch 1, a row split's parts, halos and "
+                  "assemblies share memory at their rows, so its rows copies are no-ops) or off (every rows node "
+                  "copies)")
+      ->check(CLI::IsMember({"on", "off"}));
   run->add_option("--launch-order", ropt->run.launch_order,
                   "How each stage's launches interleave across its streams: topo (group after group), opara "
                   "(alternate memory- and compute-intensive ops by name), measured (the same with classes measured "

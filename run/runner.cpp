@@ -402,7 +402,11 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   phase = "lowering";
   RankProgram prog = lower(g, s, rank, order);
   const bool shared_memory = opt.memory == "shared" && !opt.verify_nodes;
-  if (shared_memory) plan_and_check_shared_buffers(g, prog, memory_plan_options(session.backend().layout(), g));
+  if (shared_memory) {
+    MemoryPlanOptions plan = memory_plan_options(session.backend().layout(), g);
+    plan.rows_in_place = plan.rows_in_place && opt.rows_in_place == "on";
+    plan_and_check_shared_buffers(g, prog, plan);
+  }
 
   phase = "prepare";
   if (inj.at(rank, "prepare")) injected("prepare");

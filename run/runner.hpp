@@ -38,6 +38,9 @@ struct RunOptions {
   // "separate": every tensor has its own buffer. --verify-nodes reads every tensor after the
   // pass, so it always runs separate.
   std::string memory = "shared";
+  // "on": a row split's bands share memory at the addresses of their rows where the backend's
+  // storage allows (exec::MemoryPlanOptions); "off": every rows node copies (for comparison).
+  std::string rows_in_place = "on";
   // How each stage's launches interleave across its streams: topo | opara | measured
   // (executor/launch_order.hpp); empty: the one `hios tune` chose for the schedule
   // (meta.tune.launch_order.chosen), else topo.

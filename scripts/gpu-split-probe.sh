@@ -3,15 +3,17 @@
 # inception_v3 at SIZE schedules the one-GPU and two-GPU hios-lp schedules and the forced 2-way
 # splits in every mode (analytic costs), runs each under mpirun (CUDA Graphs), traces the
 # splits' eager passes and sums each trace by kind of node (parts, input assemblies, halo cuts,
-# whole nodes, transfers). Then it tunes the configurations named on the command line with a
-# profile database each, whose node times fit the analytic presets (scripts/fit_preset.py).
+# whole nodes, transfers). The halo and mixed splits run twice: with their bands held in place
+# (the default) and with `--rows-in-place off` (every rows node copies), in the same call.
+# Then it tunes the configurations named on the command line with a profile database each.
 #
-#   OUT=/some/dir bash scripts/gpu-split-probe.sh [SIZE] [MODEL:SIZE:MATH ...]
+#   OUT=/some/dir MATH=tf32 bash scripts/gpu-split-probe.sh [SIZE] [MODEL:SIZE:MATH ...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-split-probe}
 B=${BUILD_DIR:-/tmp/b}
 SIZE=${1:-2048}
+MATH=${MATH:-tf32}
 shift || true
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -34,16 +36,17 @@ done
 run() {  # NAME SCHEDULE NP [extra]
   local name=$1 s=$2 np=$3
   shift 3
-  timeout 150 mpirun -np "$np" "$H" run --graph "$g" --schedule "$s" --backend cuda --warmup 5 --number 10 --repeat 7 \
-    --timeout 140 -o "$W/$name.run.json" "$@" >"$W/$name.log" 2>&1
-  echo "$name rc=$?: $(grep -E '^# latency' "$W/$name.log")  $(grep -E 'peak' "$W/$name.log" | tr -s ' ' | tr '\n' ' ')"
+  timeout 150 mpirun -np "$np" "$H" run --graph "$g" --schedule "$s" --backend cuda --math "$MATH" --warmup 5 --number 10 \
+    --repeat 7 --timeout 140 -o "$W/$name.run.json" "$@" >"$W/$name.log" 2>&1
+  echo "$name rc=$?: $(grep -E '^# latency' "$W/$name.log")  $(grep -E 'peak' "$W/$name.log" | sed -E 's/.*(tensors)/\1/' | tr -s ' ' | tr '\n' ' ')"
 }
 run lp1 "$W/lp1.json" 1
 run lp2 "$W/lp2.json" 2
 for mode in halo recompute mixed; do
   run "split-$mode" "$W/split-$mode.json" 2
-  timeout 150 mpirun -np 2 "$H" run --graph "$g" --schedule "$W/split-$mode.json" --backend cuda --warmup 3 --number 1 \
-    --repeat 1 --trace "$W/split-$mode.trace.json" --timeout 140 -o none >"$W/split-$mode.trace.log" 2>&1
+  [ "$mode" = recompute ] || run "split-$mode-copies" "$W/split-$mode.json" 2 --rows-in-place off
+  timeout 150 mpirun -np 2 "$H" run --graph "$g" --schedule "$W/split-$mode.json" --backend cuda --math "$MATH" --warmup 3 \
+    --number 1 --repeat 1 --trace "$W/split-$mode.trace.json" --timeout 140 -o none >"$W/split-$mode.trace.log" 2>&1
 done
 python3 - "$W" <<'PY' | tee "$OUT/trace-summary.txt"
 import json, re, sys, glob, os
