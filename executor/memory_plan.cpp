@@ -215,55 +215,80 @@ class RowGrouper {
     return out;
   }
 
-  // Rows node v (launched on this rank) takes its operands in place where it can: all of them
-  // or none, so that its own copied rows are known. An operand whose rows lie inside v's and
-  // that holds each of them first sits inside v; v's rows inside its one operand's make v a view
-  // of it. Refused when two writers would share a row or the operands' groups disagree on rows.
+  // Rows node v (launched on this rank) takes in place each operand whose rows overlap its own,
+  // greedily in operand order: an operand is kept when, with it, the groups joined still agree
+  // on where every row is and no row has two writers (v's own copied rows included).
   void join_rows_node(int v) {
     const Node& nd = g_.nodes[size_t(v)];
     if (nd.shape.n != 1 || slot_[size_t(v)] < 0) return;
     const size_t self = size_t(slot_[size_t(v)]);
     if (uses_[self].pinned || find(self) != self || members_of(self) != 1) return;
     const RowsAttrs& a = nd.op.rows();
+    const int64_t row_bytes = nd.shape.c * nd.shape.w * 4;
     const std::vector<int> ops = band_operands(g_, nd, slot_, uses_);
     std::vector<int64_t> heights;
     for (const Term& t : nd.inputs) heights.push_back(g_.value_shape(t[0]).h);
-    std::vector<bool> in_place(ops.size(), false);
+    std::vector<bool> candidate(ops.size(), false);
     for (size_t k = 0; k < ops.size(); ++k) {
-      if (ops[k] < 0 || size_t(ops[k]) == self) continue;
-      const int64_t b = a.held[k], e = a.held[k] + heights[k];
-      const bool inside_v = b >= a.first && e <= a.first + a.count;
-      bool first_holder = true;
-      for (size_t j = 0; j < k; ++j) first_holder = first_holder && (a.held[j] + heights[j] <= b || a.held[j] >= e);
-      const bool view_of_it = ops.size() == 1 && a.first >= b && a.first + a.count <= e;
-      in_place[k] = (inside_v && first_holder) || view_of_it;
+      // An operand with a row in common with v (the others give v nothing).
+      candidate[k] = ops[k] >= 0 && size_t(ops[k]) != self && a.held[k] < a.first + a.count &&
+                     a.held[k] + heights[k] > a.first;
     }
-    // The groups joined, each shifted to v's rows: group root -> shift.
-    std::map<size_t, int64_t> shift;
+    // All of them (their groups may only agree together: the parts of one tensor and the cuts of
+    // them on one rank), else one by one.
+    Join best = try_join(a, ops, heights, candidate, row_bytes);
+    if (!best.ok) {
+      std::vector<bool> in_place(ops.size(), false);
+      for (size_t k = 0; k < ops.size(); ++k) {
+        if (!candidate[k]) continue;
+        in_place[k] = true;
+        Join j = try_join(a, ops, heights, in_place, row_bytes);
+        if (j.ok) {
+          best = std::move(j);
+        } else {
+          in_place[k] = false;
+        }
+      }
+    }
+    if (!best.ok) return;
+    // Join: v becomes the root at its global rows, each joined group's root its child.
+    row_[self] = a.first;
+    for (const auto& [r, s] : best.shift) {
+      parent_[r] = self;
+      row_[r] += s - a.first;
+    }
+    written_[self] = std::move(best.written);
+    row_bytes_[self] = row_bytes;
+  }
+
+  struct Join {
+    bool ok = false;
+    std::map<size_t, int64_t> shift;  // joined group root -> the shift of its rows to v's
+    Rows written;                     // every row written with data of its own, v's copies included
+  };
+
+  // Whether v can hold the operands marked in_place at their rows.
+  Join try_join(const RowsAttrs& a, const std::vector<int>& ops, const std::vector<int64_t>& heights,
+                const std::vector<bool>& in_place, int64_t row_bytes) const {
+    Join j;
     for (size_t k = 0; k < ops.size(); ++k) {
       if (!in_place[k]) continue;
       const size_t t = size_t(ops[k]), r = find(t);
       const int64_t s = a.held[k] - row_of(t);
-      auto [it, fresh] = shift.emplace(r, s);
-      if (!fresh && it->second != s) return;  // one group placed two ways
-      if (row_bytes_.count(r) && row_bytes_.at(r) != nd.shape.c * nd.shape.w * 4) return;
+      auto [it, fresh] = j.shift.emplace(r, s);
+      if (!fresh && it->second != s) return {};  // one group placed two ways
+      if (row_bytes_.count(r) && row_bytes_.at(r) != row_bytes) return {};
     }
-    if (shift.empty()) return;
-    Rows all = copied_rows(a, heights, in_place);
-    for (const auto& [r, s] : shift) {
+    if (j.shift.empty()) return {};
+    j.written = copied_rows(a, heights, in_place);
+    for (const auto& [r, s] : j.shift) {
       const Rows w = shifted(written_[r], s);
-      if (rows_overlap(all, w)) return;
-      all.insert(all.end(), w.begin(), w.end());
-      std::sort(all.begin(), all.end());
+      if (rows_overlap(j.written, w)) return {};
+      j.written.insert(j.written.end(), w.begin(), w.end());
+      std::sort(j.written.begin(), j.written.end());
     }
-    // Join: v becomes the root at its global rows, each joined group's root its child.
-    row_[self] = a.first;
-    for (const auto& [r, s] : shift) {
-      parent_[r] = self;
-      row_[r] += s - a.first;
-    }
-    written_[self] = std::move(all);
-    row_bytes_[self] = nd.shape.c * nd.shape.w * 4;
+    j.ok = true;
+    return j;
   }
 
   const Graph& g_;

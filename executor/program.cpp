@@ -601,6 +601,11 @@ std::string program_to_text(const Graph& g, const RankProgram& p) {
         line += strprintf(" %s %s %lld B", name(in.node).c_str(), g.nodes[in.node].shape.str().c_str(),
                           (long long)in.bytes);
         if (in.offset >= 0) line += strprintf(" @%lld", (long long)in.offset);
+        for (size_t k = 0; k < p.row_groups.size(); ++k) {
+          for (const auto& [node, row] : p.row_groups[k].members) {
+            if (node == in.node) line += strprintf(" (row group %zu, row %lld)", k, (long long)row);
+          }
+        }
         break;
       case InstrKind::Launch:
         line += strprintf(" %s %s", name(in.node).c_str(), stream_label(p, in.stream).c_str());

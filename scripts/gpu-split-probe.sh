@@ -8,6 +8,9 @@
 # Then it tunes the configurations named on the command line with a profile database each.
 #
 #   OUT=/some/dir MATH=tf32 bash scripts/gpu-split-probe.sh [SIZE] [MODEL:SIZE:MATH ...]
+#
+# Environment: MATH (tf32), DEVICE (the analytic preset; hios schedule's default when unset),
+# LEADS (receive leads also run per split, e.g. "0 2"), TRACE (0: no traces).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-split-probe}
@@ -26,10 +29,11 @@ W=$OUT/work
 mkdir -p "$W"
 g=$W/inc$SIZE.json
 "$H" graph --model inception_v3 --height "$SIZE" --width "$SIZE" -o "$g" >/dev/null
-"$H" schedule --graph "$g" --algo hios-lp --gpus 1 -o "$W/lp1.json" >/dev/null
-"$H" schedule --graph "$g" --algo hios-lp --gpus 2 --no-single-gpu-fallback -o "$W/lp2.json" >/dev/null
+DEV=(${DEVICE:+--device "$DEVICE"})
+"$H" schedule --graph "$g" "${DEV[@]}" --algo hios-lp --gpus 1 -o "$W/lp1.json" >/dev/null
+"$H" schedule --graph "$g" "${DEV[@]}" --algo hios-lp --gpus 2 --no-single-gpu-fallback -o "$W/lp2.json" >/dev/null
 for mode in halo recompute mixed; do
-  "$H" schedule --graph "$g" --algo hios-lp --gpus 2 --spatial 2 --spatial-mode "$mode" -o "$W/split-$mode.json" \
+  "$H" schedule --graph "$g" "${DEV[@]}" --algo hios-lp --gpus 2 --spatial 2 --spatial-mode "$mode" -o "$W/split-$mode.json" \
     >"$W/split-$mode.sched" 2>&1
   grep -E "spatial|predicted" "$W/split-$mode.sched" | head -3
 done
@@ -42,9 +46,19 @@ run() {  # NAME SCHEDULE NP [extra]
 }
 run lp1 "$W/lp1.json" 1
 run lp2 "$W/lp2.json" 2
+# A receive lead (meta.recv_lead) gates receives and fences sends, so the memory plan can share
+# received and sent tensors' memory (docs/executor.md); LEADS lists the leads tried per split.
+with_lead() {  # SCHEDULE LEAD OUT
+  python3 -c "import json, sys; s = json.load(open(sys.argv[1])); s['meta']['recv_lead'] = int(sys.argv[2]); json.dump(s, open(sys.argv[3], 'w'))" "$@"
+}
 for mode in halo recompute mixed; do
   run "split-$mode" "$W/split-$mode.json" 2
   [ "$mode" = recompute ] || run "split-$mode-copies" "$W/split-$mode.json" 2 --rows-in-place off
+  for lead in ${LEADS:-}; do
+    with_lead "$W/split-$mode.json" "$lead" "$W/split-$mode-lead$lead.json"
+    run "split-$mode-lead$lead" "$W/split-$mode-lead$lead.json" 2
+  done
+  [ "${TRACE:-1}" = 1 ] || continue
   timeout 150 mpirun -np 2 "$H" run --graph "$g" --schedule "$W/split-$mode.json" --backend cuda --math "$MATH" --warmup 3 \
     --number 1 --repeat 1 --trace "$W/split-$mode.trace.json" --timeout 140 -o none >"$W/split-$mode.trace.log" 2>&1
 done
