@@ -382,6 +382,10 @@ std::vector<std::string> check_spatial(const Graph& g, const SpatialPlan& plan) 
     }
     if (overlap) continue;
     const std::string where = strprintf("spatial region %zu", i);
+    if (r.overlap && r.mode != SplitMode::Halo) {
+      errs.push_back(strprintf("%s: overlap splits parts into edges and a middle, which needs halo mode, not %s",
+                               where.c_str(), split_mode_name(r.mode)));
+    }
     const int exit = g.blocks[size_t(rr.last)].exit;
     std::vector<char> in_region(g.nodes.size(), 0);
     for (int v : rr.nodes) in_region[size_t(v)] = 1;
@@ -456,7 +460,9 @@ class Splitter {
     out_.dtype = g_.dtype;
     out_.weights = g_.weights;  // the parts take their node's parameters (params_from)
     new_index_.assign(g_.nodes.size(), -1);
-    part_index_.assign(g_.nodes.size(), {});
+    pieces_.assign(g_.nodes.size(), {});
+    plan_.assign(g_.nodes.size(), {});
+    successors_ = g_.successors();
     // Blocks in order; a region's blocks become one.
     std::vector<int> node_block(g_.nodes.size(), -1);
     for (size_t b = 0; b < g_.blocks.size(); ++b) {
@@ -483,6 +489,7 @@ class Splitter {
       nb.name += strprintf("/rows%d", rg.spec->parts);
       out_.blocks.push_back(nb);
       current_block_ = block_index;
+      plan_pieces(rg);
       for (int v : rg.nodes) split_node(rg, v);
       if (rg.reduce >= 0) {
         sum_partial_pools(rg);
@@ -587,33 +594,39 @@ class Splitter {
       return Value{n, 0, -1};
     }
     const std::vector<RowRange>& have = rg.spec->rows.at(uname);
-    const std::vector<int>& parts = part_index_[size_t(u)];
-    Value own{parts[size_t(k)], val.begin, val.end};
-    if (have[size_t(k)] == need) return own;
-    if (superset && inside(need, have[size_t(k)])) {
-      if (held_first) *held_first = have[size_t(k)].begin;
-      return own;
-    }
-    if (inside(need, have[size_t(k)])) {
+    const std::vector<Piece>& mine = pieces_[size_t(u)].at(size_t(k));
+    auto value_of = [&](const Piece& p) { return Value{p.node, val.begin, val.end}; };
+    // One piece of this part holds the rows: read it, in place where the reader allows.
+    for (const Piece& p : mine) {
+      if (!inside(need, p.rows)) continue;
+      if (p.rows == need) return value_of(p);
+      if (superset) {
+        if (held_first) *held_first = p.rows.begin;
+        return value_of(p);
+      }
       const int n = rows_node(strprintf("%s@%d%s:%s", uname.c_str(), k, sfx.c_str(), rows_str(need).c_str()), need,
-                              full, {own}, {have[size_t(k)].begin});
+                              full, {value_of(p)}, {p.rows.begin});
       return Value{n, 0, -1};
     }
-    // Halo mode: own rows plus the halos cut from the parts holding the rest, in row order.
+    // This part's pieces and the halos cut from the neighbours' pieces, in row order.
     std::vector<Value> operands;
     std::vector<int64_t> held;
     for (int j = 0; j < rg.spec->parts; ++j) {
-      const RowRange piece{std::max(need.begin, have[size_t(j)].begin), std::min(need.end, have[size_t(j)].end)};
-      if (piece.empty()) continue;
-      if (j == k) {
-        operands.push_back(own);
-        held.push_back(have[size_t(j)].begin);
-        continue;
+      const RowRange want{std::max(need.begin, have[size_t(j)].begin), std::min(need.end, have[size_t(j)].end)};
+      if (want.empty()) continue;
+      for (const Piece& p : pieces_[size_t(u)][size_t(j)]) {
+        const RowRange piece{std::max(want.begin, p.rows.begin), std::min(want.end, p.rows.end)};
+        if (piece.empty()) continue;
+        if (j == k) {
+          operands.push_back(value_of(p));
+          held.push_back(p.rows.begin);
+          continue;
+        }
+        const int h = rows_node(strprintf("%s@%d>%d%s:%s", uname.c_str(), j, k, sfx.c_str(), rows_str(piece).c_str()),
+                                piece, full, {value_of(p)}, {p.rows.begin});
+        operands.push_back(Value{h, 0, -1});
+        held.push_back(piece.begin);
       }
-      const int h = rows_node(strprintf("%s@%d>%d%s:%s", uname.c_str(), j, k, sfx.c_str(), rows_str(piece).c_str()),
-                              piece, full, {Value{parts[size_t(j)], val.begin, val.end}}, {have[size_t(j)].begin});
-      operands.push_back(Value{h, 0, -1});
-      held.push_back(piece.begin);
     }
     HIOS_CHECK(!operands.empty(), "row split: no part of '%s' holds rows %s", uname.c_str(), rows_str(need).c_str());
     if (operands.size() == 1 && held[0] == need.begin && operands[0].begin == 0 && operands[0].end < 0 &&
@@ -643,34 +656,106 @@ class Splitter {
     return first->kind == OpKind::Pool && !is_global_pool(*first);
   }
 
+  // The edges of part k of node v, {top rows, bottom rows}, with overlap (halo mode): an edge
+  // holds the rows whose windows read a neighbour's halo, the rows the neighbour reads as its
+  // halo, and, for a node read row for row, what its readers' edges read of it (so an edge
+  // never waits for a whole part). {0, 0}: the part stays one piece. `edges` holds the
+  // readers' edges (filled in reverse topological order).
+  std::pair<int64_t, int64_t> part_edges(const Region& rg, int v, int k,
+                                         const std::map<int, std::vector<std::pair<int64_t, int64_t>>>& edges) const {
+    const RowRange own = rg.spec->rows.at(g_.nodes[size_t(v)].name)[size_t(k)];
+    if (!rg.spec->overlap || v == rg.reduce || own.empty()) return {0, 0};
+    const Node& nd = g_.nodes[size_t(v)];
+    int64_t top = 0, bottom = 0;
+    // Rows whose windows read past the producer's part (its neighbours' halo).
+    if (reads_band_of_taller_input(nd)) {
+      const int u = nd.inputs[0][0].node;
+      if (region_of_node_[size_t(u)] == region_index(rg)) {
+        const RowRange have = rg.spec->rows.at(g_.nodes[size_t(u)].name)[size_t(k)];
+        const int64_t in_h = input_height(g_, v);
+        auto reads = [&](int64_t r) { return input_rows_op(nd.op, {r, r + 1}, in_h); };
+        while (top < own.size() && reads(own.begin + top).begin < have.begin) ++top;
+        while (bottom < own.size() && reads(own.end - bottom - 1).end > have.end) ++bottom;
+      }
+    }
+    const int64_t h = nd.shape.h;
+    for (int c : successors_[size_t(v)]) {
+      if (region_of_node_[size_t(c)] != region_index(rg) || c == rg.reduce) continue;
+      const Node& cn = g_.nodes[size_t(c)];
+      const std::vector<RowRange>& crows = rg.spec->rows.at(cn.name);
+      // What the neighbours above and below read of this part.
+      if (k > 0) {
+        const RowRange need = input_rows_op(cn.op, crows[size_t(k - 1)], h);
+        if (need.end > own.begin) top = std::max(top, need.end - own.begin);
+      }
+      if (k + 1 < rg.spec->parts) {
+        const RowRange need = input_rows_op(cn.op, crows[size_t(k + 1)], h);
+        if (need.begin < own.end) bottom = std::max(bottom, own.end - need.begin);
+      }
+      // A reader row for row: its edges read the same rows of this part.
+      const auto it = edges.find(c);
+      if (!reads_band_of_taller_input(cn) && it != edges.end()) {
+        top = std::max(top, it->second[size_t(k)].first);
+        bottom = std::max(bottom, it->second[size_t(k)].second);
+      }
+    }
+    if (top + bottom >= own.size()) return {0, 0};
+    return {top, bottom};
+  }
+
+  // Every node's pieces per part (plan_), readers before producers.
+  void plan_pieces(const Region& rg) {
+    std::map<int, std::vector<std::pair<int64_t, int64_t>>> edges;  // node -> per part (top, bottom)
+    std::vector<int> order = rg.nodes;
+    std::sort(order.begin(), order.end(), std::greater<int>());
+    for (int v : order) {
+      const std::vector<RowRange>& rows = rg.spec->rows.at(g_.nodes[size_t(v)].name);
+      plan_[size_t(v)].clear();
+      for (int k = 0; k < rg.spec->parts; ++k) {
+        const auto [top, bottom] = part_edges(rg, v, k, edges);
+        edges[v].emplace_back(top, bottom);
+        const RowRange own = rows[size_t(k)];
+        std::vector<Band> bands;
+        if (top > 0) bands.push_back({{own.begin, own.begin + top}, "/top"});
+        bands.push_back({{own.begin + top, own.end - bottom}, top + bottom > 0 ? "/mid" : ""});
+        if (bottom > 0) bands.push_back({{own.end - bottom, own.end}, "/bottom"});
+        plan_[size_t(v)].push_back(std::move(bands));
+      }
+    }
+  }
+
   void split_node(const Region& rg, int v) {
     const Node& nd = g_.nodes[size_t(v)];
     const std::vector<RowRange>& rows = rg.spec->rows.at(nd.name);
     const int64_t in_h = input_height(g_, v);
+    pieces_[size_t(v)].assign(size_t(rg.spec->parts), {});
     for (int k = 0; k < rg.spec->parts; ++k) {
-      Node part;
-      part.name = strprintf("%s@%d", nd.name.c_str(), k);
-      part.params_from = nd.params_name();
-      if (v == rg.reduce) {
-        const RowRange need = rows[size_t(k)];  // a partial pool reads exactly the input rows it sums
-        part.op = partial_pool_op(nd.op, need, in_h);
-        for (const Term& t : nd.inputs) {  // a pool may read a concat or a sum (an imported model's)
-          Term nt;
-          for (const Value& val : t) nt.push_back(source(rg, val, need, k));
-          part.inputs.push_back(std::move(nt));
+      const std::vector<Band>& bands = plan_[size_t(v)].at(size_t(k));
+      for (size_t p = 0; p < bands.size(); ++p) {
+        Node part;
+        part.name = strprintf("%s@%d%s", nd.name.c_str(), k, bands[p].suffix);
+        part.params_from = nd.params_name();
+        if (v == rg.reduce) {
+          const RowRange need = rows[size_t(k)];  // a partial pool reads exactly the input rows it sums
+          part.op = partial_pool_op(nd.op, need, in_h);
+          for (const Term& t : nd.inputs) {  // a pool may read a concat or a sum (an imported model's)
+            Term nt;
+            for (const Value& val : t) nt.push_back(source(rg, val, need, k));
+            part.inputs.push_back(std::move(nt));
+          }
+        } else {
+          const RowRange need = input_rows_op(nd.op, bands[p].rows, in_h);
+          int64_t held_first = need.begin;
+          const bool superset = reads_band_of_taller_input(nd);
+          for (const Term& t : nd.inputs) {
+            Term nt;
+            for (const Value& val : t) nt.push_back(source(rg, val, need, k, superset, &held_first));
+            part.inputs.push_back(std::move(nt));
+          }
+          part.op = band_op(nd.op, bands[p].rows, in_h, held_first);
         }
-      } else {
-        const RowRange need = input_rows_op(nd.op, rows[size_t(k)], in_h);
-        int64_t held_first = need.begin;
-        const bool superset = reads_band_of_taller_input(nd);
-        for (const Term& t : nd.inputs) {
-          Term nt;
-          for (const Value& val : t) nt.push_back(source(rg, val, need, k, superset, &held_first));
-          part.inputs.push_back(std::move(nt));
-        }
-        part.op = band_op(nd.op, rows[size_t(k)], in_h, held_first);
+        pieces_[size_t(v)][size_t(k)].push_back(Piece{add_node(std::move(part), current_block_), bands[p].rows});
       }
-      part_index_[size_t(v)].push_back(add_node(std::move(part), current_block_));
     }
   }
 
@@ -680,7 +765,7 @@ class Splitter {
     Node sum;
     sum.name = g_.nodes[size_t(rg.reduce)].name;
     sum.op = make_op(OpKind::Add);
-    for (int part : part_index_[size_t(rg.reduce)]) sum.inputs.push_back(Term{Value{part, 0, -1}});
+    for (const auto& part : pieces_[size_t(rg.reduce)]) sum.inputs.push_back(Term{Value{part.at(0).node, 0, -1}});
     new_index_[size_t(rg.reduce)] = add_node(std::move(sum), current_block_);
   }
 
@@ -690,9 +775,12 @@ class Splitter {
     std::vector<Value> operands;
     std::vector<int64_t> held;
     for (int k = 0; k < rg.spec->parts; ++k) {
-      operands.push_back(Value{part_index_[size_t(rg.exit)][size_t(k)], 0, -1});
-      held.push_back(rows[size_t(k)].begin);
+      for (const Piece& p : pieces_[size_t(rg.exit)][size_t(k)]) {
+        operands.push_back(Value{p.node, 0, -1});
+        held.push_back(p.rows.begin);
+      }
     }
+    (void)rows;
     new_index_[size_t(rg.exit)] = rows_node(x.name, {0, x.shape.h}, x.shape.h, operands, held);
   }
 
@@ -701,7 +789,19 @@ class Splitter {
   std::vector<Region> regions_;
   std::vector<int> region_of_block_, region_of_node_;
   std::vector<int> new_index_;
-  std::vector<std::vector<int>> part_index_;
+  // Per node of a region, per part: its pieces in row order (one, the part itself, unless the
+  // region overlaps middles with halos).
+  struct Piece {
+    int node = -1;
+    RowRange rows;
+  };
+  std::vector<std::vector<std::vector<Piece>>> pieces_;
+  struct Band {
+    RowRange rows;
+    const char* suffix = "";  // of the piece's name: "", "/top", "/mid", "/bottom"
+  };
+  std::vector<std::vector<std::vector<Band>>> plan_;  // per node, per part: its pieces' rows
+  std::vector<std::vector<int>> successors_;
   std::map<std::string, int> rows_cache_;
   int current_block_ = -1;
 };
@@ -729,10 +829,12 @@ json spatial_to_json(const SpatialPlan& plan) {
       for (const RowRange& rr : kv.second) parts.push_back(json::array({rr.begin, rr.end}));
       rows[kv.first] = std::move(parts);
     }
-    regions.push_back(json{{"blocks", json::array({r.first_block, r.last_block})},
-                           {"parts", r.parts},
-                           {"mode", split_mode_name(r.mode)},
-                           {"rows", std::move(rows)}});
+    json region{{"blocks", json::array({r.first_block, r.last_block})},
+                {"parts", r.parts},
+                {"mode", split_mode_name(r.mode)},
+                {"rows", std::move(rows)}};
+    if (r.overlap) region["overlap"] = true;
+    regions.push_back(std::move(region));
   }
   return json{{"regions", std::move(regions)}};
 }
@@ -754,6 +856,7 @@ SpatialPlan spatial_from_json(const json& j, const std::string& path) {
                "%s: unknown mode '%s' (expected halo, recompute or mixed)", ro.child_path("mode").c_str(),
                mode.c_str());
     r.mode = mode == "halo" ? SplitMode::Halo : mode == "recompute" ? SplitMode::Recompute : SplitMode::Mixed;
+    r.overlap = ro.get_bool("overlap", false);
     const json& rows = ro.get_object("rows");
     for (const auto& kv : rows.items()) {
       const std::string npath = ro.child_path("rows") + "." + kv.key();
@@ -833,8 +936,8 @@ std::string describe_spatial(const Graph& g, const SpatialPlan& plan) {
       const int reduce = region_layout(g, first, last).reduce;
       if (reduce >= 0) next = ", summing partial pools at " + g.nodes[size_t(reduce)].name + next;
     }
-    out += strprintf("rows of %s split %d ways%s (%s, %zu nodes)\n", span.c_str(), r.parts, next.c_str(),
-                     split_mode_name(r.mode), r.rows.size());
+    out += strprintf("rows of %s split %d ways%s (%s%s, %zu nodes)\n", span.c_str(), r.parts, next.c_str(),
+                     split_mode_name(r.mode), r.overlap ? ", middles overlap the halos" : "", r.rows.size());
   }
   return out;
 }

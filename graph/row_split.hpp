@@ -43,6 +43,11 @@ struct SplitRegion {
   // global average pool that ends the region: the rows of its input each partial pool sums,
   // always a partition. The nodes after that pool have no entry (they are not split).
   std::map<std::string, std::vector<RowRange>> rows;
+  // Halo mode only: every part computes its rows in up to three pieces ("X@k/top", "X@k/mid",
+  // "X@k/bottom"). The edges hold the rows whose windows read a neighbour's halo and the rows
+  // a neighbour reads as its halo; the middle needs and sends no halo, so it runs while the
+  // halos are in flight, and a halo is sent as soon as the edge holding it is computed.
+  bool overlap = false;
 };
 
 struct SpatialPlan {

@@ -37,22 +37,39 @@ std::string region_label(const SplitRegion& r) {
 void check_spatial_options(const SpatialOptions& sp) {
   HIOS_CHECK(sp.spatial == "off" || sp.spatial == "auto" || parse_parts(sp.spatial) > 0,
              "--spatial: '%s' is not off, auto or a number of parts from 2 to 64", sp.spatial.c_str());
-  HIOS_CHECK(sp.mode == "halo" || sp.mode == "recompute" || sp.mode == "mixed" || sp.mode == "auto",
-             "--spatial-mode: '%s' is not halo, recompute, mixed or auto", sp.mode.c_str());
+  HIOS_CHECK(sp.mode == "halo" || sp.mode == "halo-overlap" || sp.mode == "recompute" || sp.mode == "mixed" ||
+                 sp.mode == "auto",
+             "--spatial-mode: '%s' is not halo, halo-overlap, recompute, mixed or auto", sp.mode.c_str());
 }
 
-std::vector<std::pair<SplitMode, int>> split_modes(const std::string& mode) {
-  const std::vector<std::pair<SplitMode, int>> mixed = {
-      {SplitMode::Mixed, 1}, {SplitMode::Mixed, 2}, {SplitMode::Mixed, 4}};
-  if (mode == "halo") return {{SplitMode::Halo, 1}};
-  if (mode == "recompute") return {{SplitMode::Recompute, 1}};
+std::string split_style_name(const SplitStyle& s) {
+  std::string name = split_mode_name(s.mode);
+  if (s.mode == SplitMode::Mixed) name += strprintf("/%d", s.sync_every);
+  if (s.overlap) name += "+overlap";
+  return name;
+}
+
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, const SplitStyle& style) {
+  SplitRegion r = plan_region(g, first, last, parts, style.mode, style.sync_every);
+  r.overlap = style.overlap;
+  return r;
+}
+
+std::vector<SplitStyle> split_modes(const std::string& mode) {
+  const SplitStyle halo{SplitMode::Halo, 1, false}, overlap{SplitMode::Halo, 1, true};
+  const SplitStyle recompute{SplitMode::Recompute, 1, false};
+  const std::vector<SplitStyle> mixed = {
+      {SplitMode::Mixed, 1, false}, {SplitMode::Mixed, 2, false}, {SplitMode::Mixed, 4, false}};
+  if (mode == "halo") return {halo, overlap};
+  if (mode == "halo-overlap") return {overlap};
+  if (mode == "recompute") return {recompute};
   if (mode == "mixed") return mixed;
-  std::vector<std::pair<SplitMode, int>> all = {{SplitMode::Halo, 1}, {SplitMode::Recompute, 1}};
+  std::vector<SplitStyle> all = {halo, overlap, recompute};
   all.insert(all.end(), mixed.begin(), mixed.end());
   return all;
 }
 
-std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<std::pair<SplitMode, int>>& modes) {
+std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<SplitStyle>& modes) {
   std::vector<std::pair<int, int>> regions;
   for (const auto& run : splittable_runs(g, parts)) {
     for (int first = run.first; first <= run.second; ++first) {
@@ -65,10 +82,10 @@ std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vect
                    [](const auto& a, const auto& b) { return a.second - a.first > b.second - b.first; });
   std::vector<SpatialPlan> plans;
   for (const auto& [first, last] : regions) {
-    for (const auto& [m, sync] : modes) {
+    for (const SplitStyle& m : modes) {
       // Mixed mode with a sync interval at least the region's length is recompute: skip it.
-      if (m == SplitMode::Mixed && sync > 1 && sync >= last - first + 1) continue;
-      plans.push_back(SpatialPlan{{plan_region(g, first, last, parts, m, sync)}});
+      if (m.mode == SplitMode::Mixed && m.sync_every > 1 && m.sync_every >= last - first + 1) continue;
+      plans.push_back(SpatialPlan{{plan_region(g, first, last, parts, m)}});
     }
   }
   return plans;
@@ -105,7 +122,8 @@ std::vector<int> suggested_part_gpus(const Graph& sg) {
 namespace {
 
 // The node of g a node of the split graph stands for, and the share of its rows it computes:
-// a part "X@k" is X at (its rows / X's rows); a node outside every region is itself at 1.
+// a part "X@k" (or a piece of it, "X@k/mid") is X at (its rows / X's rows); a node outside
+// every region is itself at 1.
 // Rows nodes and a sum of partial pools (which keep a name of g but not its op) stand for none.
 class SplitCostModel final : public CostModel {
  public:
@@ -118,9 +136,11 @@ class SplitCostModel final : public CostModel {
       const Node& nd = split.nodes[size_t(v)];
       if (nd.op.kind == OpKind::Rows) continue;
       std::string name = nd.name;
+      // A part "X@k", or a piece of one ("X@k/top", "X@k/mid", "X@k/bottom").
       const size_t at = name.rfind('@');
-      const bool part = at != std::string::npos && at + 1 < name.size() &&
-                        name.find_first_not_of("0123456789", at + 1) == std::string::npos;
+      const size_t digits_end = at == std::string::npos ? at : name.find_first_not_of("0123456789", at + 1);
+      const bool part = at != std::string::npos && at + 1 < name.size() && digits_end != at + 1 &&
+                        (digits_end == std::string::npos || name[digits_end] == '/');
       if (part) name = name.substr(0, at);
       auto it = by_name.find(name);
       if (it == by_name.end()) continue;
@@ -204,7 +224,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
 
   // The candidate plans: one region each under auto, every splittable region for a forced P.
   std::vector<SpatialPlan> candidates;
-  const std::vector<std::pair<SplitMode, int>> modes = split_modes(sp.mode);
+  const std::vector<SplitStyle> modes = split_modes(sp.mode);
   if (sp.spatial == "auto") {
     if (opt.num_gpus < 2) best.summary = "no row split: one GPU";
     std::vector<int> part_counts;
@@ -225,8 +245,8 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
         std::vector<int> picked = spread(ends, 6);
         std::reverse(picked.begin(), picked.end());
         for (int e : picked) {
-          for (const auto& [m, sync] : modes) {
-            candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m, sync)}});
+          for (const SplitStyle& m : modes) {
+            candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m)}});
           }
         }
       }
@@ -235,9 +255,9 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     const int parts = parse_parts(sp.spatial);
     const auto runs = splittable_runs(g, parts);
     if (runs.empty()) best.summary = strprintf("no row split: no run of blocks can be split %d ways", parts);
-    for (const auto& [m, sync] : modes) {
+    for (const SplitStyle& m : modes) {
       SpatialPlan plan;
-      for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m, sync));
+      for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m));
       if (!plan.empty()) candidates.push_back(std::move(plan));
     }
   }

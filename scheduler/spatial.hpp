@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,13 +34,28 @@ struct SpatialSchedule {
   std::string summary;  // one line per region, or "no row split" and why
 };
 
-// The (mode, sync_every) pairs a --spatial-mode setting tries: halo, recompute, and mixed with
-// sync points every 1, 2 or 4 blocks ("auto": all five).
-std::vector<std::pair<SplitMode, int>> split_modes(const std::string& mode);
+// How a region is split: its mode, the sync interval (mixed) and whether middles overlap the
+// halos (halo mode, SplitRegion::overlap).
+struct SplitStyle {
+  SplitMode mode = SplitMode::Halo;
+  int sync_every = 1;
+  bool overlap = false;
+  bool operator<(const SplitStyle& o) const {
+    return std::tie(mode, sync_every, overlap) < std::tie(o.mode, o.sync_every, o.overlap);
+  }
+};
+// "halo", "halo+overlap", "recompute", "mixed/2".
+std::string split_style_name(const SplitStyle& s);
+// The region plan of blocks [first, last] in this style (plan_region, then the overlap).
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, const SplitStyle& style);
+
+// The styles a --spatial-mode setting tries: halo (with and without overlap; "halo-overlap":
+// with only), recompute, and mixed with sync points every 1, 2 or 4 blocks ("auto": all six).
+std::vector<SplitStyle> split_modes(const std::string& mode);
 
 // Every one-region plan of g for `parts` parts: each legal region [first, last] inside a
 // splittable run (any first block, any last block), in each of `modes`. Longest regions first.
-std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<std::pair<SplitMode, int>>& modes);
+std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<SplitStyle>& modes);
 
 // Part k of a split on GPU k (mod the split's parts): "X@k" and its input assembly "X@k:a-b"
 // with part k, a halo cut "X@j>k:a-b" with the part it is cut from (so only the halo moves),

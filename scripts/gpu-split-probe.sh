@@ -5,6 +5,7 @@
 # splits' eager passes and sums each trace by kind of node (parts, input assemblies, halo cuts,
 # whole nodes, transfers). The halo and mixed splits run twice: with their bands held in place
 # (the default) and with `--rows-in-place off` (every rows node copies), in the same call.
+# MODES picks the split modes (default: halo, halo-overlap, recompute and mixed).
 # Then it tunes the configurations named on the command line with a profile database each.
 #
 #   OUT=/some/dir MATH=tf32 bash scripts/gpu-split-probe.sh [SIZE] [MODEL:SIZE:MATH ...]
@@ -32,7 +33,8 @@ g=$W/inc$SIZE.json
 DEV=(${DEVICE:+--device "$DEVICE"})
 "$H" schedule --graph "$g" "${DEV[@]}" --algo hios-lp --gpus 1 -o "$W/lp1.json" >/dev/null
 "$H" schedule --graph "$g" "${DEV[@]}" --algo hios-lp --gpus 2 --no-single-gpu-fallback -o "$W/lp2.json" >/dev/null
-for mode in halo recompute mixed; do
+MODES=${MODES:-halo halo-overlap recompute mixed}
+for mode in $MODES; do
   "$H" schedule --graph "$g" "${DEV[@]}" --algo hios-lp --gpus 2 --spatial 2 --spatial-mode "$mode" -o "$W/split-$mode.json" \
     >"$W/split-$mode.sched" 2>&1
   grep -E "spatial|predicted" "$W/split-$mode.sched" | head -3
@@ -51,9 +53,9 @@ run lp2 "$W/lp2.json" 2
 with_lead() {  # SCHEDULE LEAD OUT
   python3 -c "import json, sys; s = json.load(open(sys.argv[1])); s['meta']['recv_lead'] = int(sys.argv[2]); json.dump(s, open(sys.argv[3], 'w'))" "$@"
 }
-for mode in halo recompute mixed; do
+for mode in $MODES; do
   run "split-$mode" "$W/split-$mode.json" 2
-  [ "$mode" = recompute ] || run "split-$mode-copies" "$W/split-$mode.json" 2 --rows-in-place off
+  [ "$mode" = halo ] && run "split-$mode-copies" "$W/split-$mode.json" 2 --rows-in-place off
   for lead in ${LEADS:-}; do
     with_lead "$W/split-$mode.json" "$lead" "$W/split-$mode-lead$lead.json"
     run "split-$mode-lead$lead" "$W/split-$mode-lead$lead.json" 2

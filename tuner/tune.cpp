@@ -448,12 +448,10 @@ struct SplitVariant {
   std::string label;  // "Conv2d_1a_3x3..head 2 ways, mixed/2"
 };
 
-std::string split_label(const SpatialPlan& plan, int sync) {
+std::string split_label(const SpatialPlan& plan, const SplitStyle& style) {
   const SplitRegion& r = plan.regions.front();
   std::string blocks = r.first_block == r.last_block ? r.first_block : r.first_block + ".." + r.last_block;
-  std::string mode = split_mode_name(r.mode);
-  if (r.mode == SplitMode::Mixed) mode += strprintf("/%d", sync);
-  return strprintf("%s %d ways, %s", blocks.c_str(), r.parts, mode.c_str());
+  return strprintf("%s %d ways, %s", blocks.c_str(), r.parts, split_style_name(style).c_str());
 }
 
 // A split candidate on the CPU backend differs from the unsplit run only where partial global
@@ -790,7 +788,8 @@ class Tuner {
     }
     struct Ranked {
       SpatialPlan plan;
-      int parts = 2, sync = 1;
+      int parts = 2;
+      SplitStyle style;
       double ms = 0;
     };
     std::vector<Ranked> ranked;
@@ -802,7 +801,7 @@ class Tuner {
           if (seconds_since(t0) > o_.split_budget_s / 2) continue;  // longest regions were ranked first
           const Graph sg = apply_spatial(g_, plan);
           const auto derived = make_split_cost_model(g_, sg, *cost_, cost_->fitted());
-          ranked.push_back({std::move(plan), parts, mode.second, split_quick_estimate_ms(sg, *derived, parts)});
+          ranked.push_back({std::move(plan), parts, mode, split_quick_estimate_ms(sg, *derived, parts)});
         }
       }
     }
@@ -814,15 +813,14 @@ class Tuner {
     progress_.line("splits", strprintf("%zu of %zu plans ranked under the measured nodes (%.1f s); best estimate "
                                        "%.3f ms (%s)",
                                        ranked.size(), total, seconds_since(t0), ranked.front().ms,
-                                       split_label(ranked.front().plan, ranked.front().sync).c_str()));
+                                       split_label(ranked.front().plan, ranked.front().style).c_str()));
     // The shortlist: the best-ranked plan of every mode first (the quick estimate runs one stream
     // per GPU, which favours some modes over others), then the best-ranked of the rest.
     {
       std::vector<Ranked> shortlist, rest;
-      std::set<std::pair<int, int>> modes_in;
+      std::set<SplitStyle> modes_in;
       for (Ranked& r : ranked) {
-        const std::pair<int, int> mode{int(r.plan.regions.front().mode), r.sync};
-        if (modes_in.insert(mode).second && shortlist.size() < size_t(o_.split_shortlist)) {
+        if (modes_in.insert(r.style).second && shortlist.size() < size_t(o_.split_shortlist)) {
           shortlist.push_back(std::move(r));
         } else {
           rest.push_back(std::move(r));
@@ -847,7 +845,7 @@ class Tuner {
       so.time_budget_s = std::max(1.0, o_.split_budget_s - seconds_since(t0));
       r.ms = run_algorithm("hios-lp", sg, *derived, so).meta.predicted_ms;
       progress_.line("splits", strprintf("shortlist %zu of %zu: %-44s predicted %8.3f ms", k + 1, ranked.size(),
-                                         split_label(r.plan, r.sync).c_str(), r.ms));
+                                         split_label(r.plan, r.style).c_str(), r.ms));
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
     double best_whole = 0;
@@ -859,9 +857,9 @@ class Tuner {
     // The finalists: the best predicted, one per mode while other modes remain (a prediction on
     // derived costs may err for a whole mode; measuring two modes hedges that).
     std::vector<const Ranked*> order;
-    std::set<std::pair<int, int>> modes_taken;
+    std::set<SplitStyle> modes_taken;
     for (const Ranked& r : ranked) {
-      if (modes_taken.insert({int(r.plan.regions.front().mode), r.sync}).second) order.push_back(&r);
+      if (modes_taken.insert(r.style).second) order.push_back(&r);
     }
     for (const Ranked& r : ranked) {
       if (std::find(order.begin(), order.end(), &r) == order.end()) order.push_back(&r);
@@ -880,11 +878,11 @@ class Tuner {
       if (best_whole > 0 && r.ms > kHopeless * best_whole) {
         progress_.line("splits", strprintf("%s: predicted %.3f ms, over %.1fx the best whole-graph schedule; "
                                            "not measured",
-                                           split_label(r.plan, r.sync).c_str(), r.ms, kHopeless));
+                                           split_label(r.plan, r.style).c_str(), r.ms, kHopeless));
         continue;
       }
       ++finalists;
-      add_split_candidate(r.plan, r.parts, split_label(r.plan, r.sync));
+      add_split_candidate(r.plan, r.parts, split_label(r.plan, r.style));
     }
     note_stage_counts();
   }

@@ -18,6 +18,7 @@
 #include "executor/weights.hpp"
 #include "graph/row_split.hpp"
 #include "helpers.hpp"
+#include "scheduler/spatial.hpp"
 #include "models/models.hpp"
 #include "tests/catch.hpp"
 
@@ -161,26 +162,27 @@ MemoryPlanOptions in_place() {
   return o;
 }
 
-Graph inception_split(int parts, SplitMode mode, int sync_every = 1) {
+Graph inception_split(int parts, const SplitStyle& style) {
   const Graph g = build_model("inception_v3", ModelParams{1, 107, 107});
   const auto runs = splittable_runs(g, parts);
   REQUIRE_FALSE(runs.empty());
-  SpatialPlan plan{{plan_region(g, runs[0].first, runs[0].second, parts, mode, sync_every)}};
+  SpatialPlan plan{{plan_region(g, runs[0].first, runs[0].second, parts, style)}};
   return apply_spatial(g, plan);
 }
 
 }  // namespace
 
 TEST_CASE("row groups: split programs hold their bands in place and every read sees its value") {
-  for (auto [mode, sync] : {std::pair{SplitMode::Halo, 1}, std::pair{SplitMode::Mixed, 2},
-                            std::pair{SplitMode::Recompute, 1}}) {
-    const Graph sg = inception_split(2, mode, sync);
+  for (const SplitStyle& style : {SplitStyle{SplitMode::Halo, 1, false}, SplitStyle{SplitMode::Halo, 1, true},
+                                  SplitStyle{SplitMode::Mixed, 2, false}, SplitStyle{SplitMode::Recompute, 1, false}}) {
+    const SplitMode mode = style.mode;
+    const Graph sg = inception_split(2, style);
     const std::map<int, std::vector<float>> values = every_value(sg);
     for (int gpus : {1, 2}) {
       const Schedule s = test::schedule_with("hios-lp", sg, gpus);
       int launched = 0, placed = 0;
       for (RankProgram& p : lower_all(sg, s)) {
-        INFO(split_mode_name(mode) << ", " << gpus << " rank(s), rank " << p.rank);
+        INFO(split_style_name(style) << ", " << gpus << " rank(s), rank " << p.rank);
         share_buffers(sg, p, in_place());
         REQUIRE(check_shared_buffers(sg, p).empty());
         const RowsCopies c = rows_copies(sg, p);
@@ -188,7 +190,7 @@ TEST_CASE("row groups: split programs hold their bands in place and every read s
         placed += c.in_place;
         for (uint32_t seed = 0; seed < 3; ++seed) CHECK(NhwcReplay(sg, p, values).run(seed) == "");
       }
-      INFO(split_mode_name(mode) << ", " << gpus << " rank(s): " << placed << " of " << launched << " in place");
+      INFO(split_style_name(style) << ", " << gpus << " rank(s): " << placed << " of " << launched << " in place");
       // Halo mode assembles every window's input from a part and its neighbours' halos: all of
       // those and the halo cuts are in place. Mixed mode does so at its sync points; in
       // recompute mode the parts read their producers' parts in place already (no rows nodes
@@ -203,7 +205,7 @@ TEST_CASE("row groups: split programs hold their bands in place and every read s
 }
 
 TEST_CASE("row groups: without in-place rows, or at batch 2, nothing is grouped") {
-  const Graph sg = inception_split(2, SplitMode::Halo);
+  const Graph sg = inception_split(2, SplitStyle{});
   RankProgram p = lower(sg, test::schedule_with("hios-lp", sg, 1), 0);
   share_buffers(sg, p);
   CHECK(p.row_groups.empty());
@@ -220,7 +222,7 @@ TEST_CASE("row groups: without in-place rows, or at batch 2, nothing is grouped"
 }
 
 TEST_CASE("row groups: the check catches a band away from its rows, and the replay computes something else") {
-  const Graph sg = inception_split(2, SplitMode::Halo);
+  const Graph sg = inception_split(2, SplitStyle{});
   const std::map<int, std::vector<float>> values = every_value(sg);
   RankProgram p = lower(sg, test::schedule_with("hios-lp", sg, 1), 0);
   share_buffers(sg, p, in_place());

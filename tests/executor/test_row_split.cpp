@@ -156,9 +156,8 @@ TEST_CASE("row split: a region ending in partial global pools equals unsplit wit
     const int64_t pooled = g.nodes[size_t(g.find("after.cat"))].shape.h;
     REQUIRE(pooled % parts != 0);
     const std::vector<float> ref = run_sequential(g);
-    for (auto [mode, sync] : {std::pair{SplitMode::Halo, 1}, std::pair{SplitMode::Recompute, 1},
-                              std::pair{SplitMode::Mixed, 1}, std::pair{SplitMode::Mixed, 2}}) {
-      SpatialPlan plan{{plan_region(g, 0, 5, parts, mode, sync)}};
+    for (const SplitStyle& style : split_modes("auto")) {
+      SpatialPlan plan{{plan_region(g, 0, 5, parts, style)}};
       REQUIRE(check_spatial(g, plan).empty());
       Graph sg = apply_spatial(g, plan);
       // The pool keeps its name as the sum of the parts' partial pools; the linear reads it.
@@ -179,8 +178,7 @@ TEST_CASE("row split: a region ending in partial global pools equals unsplit wit
       for (int gpus : {1, 2, 3}) {
         for (const char* algo : {"hios-lp", "heft", "sequential"}) {
           if (std::string(algo) == "sequential" && gpus > 1) continue;
-          INFO(parts << " parts, " << split_mode_name(mode) << " (sync every " << sync << "), " << gpus
-                     << " ranks, " << algo);
+          INFO(parts << " parts, " << split_style_name(style) << ", " << gpus << " ranks, " << algo);
           Schedule s = test::schedule_with(algo, sg, gpus);
           REQUIRE(check_schedule(sg, s).empty());
           const std::vector<float> out = run_job(sg, s);
@@ -241,14 +239,17 @@ TEST_CASE("row split: split equals unsplit bit for bit, 2 and 3 parts, halo and 
   Graph g = straddle_graph();
   const std::vector<float> ref = run_sequential(g);
   for (int parts : {2, 3}) {
-    for (auto [mode, sync] : {std::pair{SplitMode::Halo, 1}, std::pair{SplitMode::Recompute, 1},
-                              std::pair{SplitMode::Mixed, 1}, std::pair{SplitMode::Mixed, 2}}) {
+    for (const SplitStyle& style : split_modes("auto")) {
       // Only the stem..sep blocks, so the parallel block after the region is scheduled as usual.
-      SpatialPlan plan{{plan_region(g, 0, 3, parts, mode, sync)}};
+      SpatialPlan plan{{plan_region(g, 0, 3, parts, style)}};
       REQUIRE(check_spatial(g, plan).empty());
       Graph sg = apply_spatial(g, plan);
+      // With overlap, parts whose windows read a halo come in pieces: edges and a middle.
+      int middles = 0;
+      for (const Node& nd : sg.nodes) middles += nd.name.find("/mid") != std::string::npos;
+      CHECK((middles > 0) == style.overlap);
       for (int gpus : {1, 2, 3}) {
-        INFO(parts << " parts, " << split_mode_name(mode) << " (sync every " << sync << "), " << gpus << " ranks");
+        INFO(parts << " parts, " << split_style_name(style) << ", " << gpus << " ranks");
         for (const char* algo : {"hios-lp", "heft", "sequential"}) {
           if (std::string(algo) == "sequential" && gpus > 1) continue;
           Schedule s = test::schedule_with(algo, sg, gpus);
@@ -315,10 +316,10 @@ TEST_CASE("row split: nasnet_large splits to its global pool in every mode") {
   REQUIRE(runs.size() == 1);
   CHECK(g.blocks[size_t(runs[0].first)].name == "stem");
   CHECK(g.blocks[size_t(runs[0].second)].name == "head");
-  for (auto [mode, sync] : {std::pair{SplitMode::Halo, 1}, std::pair{SplitMode::Recompute, 1},
-                            std::pair{SplitMode::Mixed, 2}}) {
-    SpatialPlan plan{{plan_region(g, runs[0].first, runs[0].second, 2, mode, sync)}};
-    INFO(split_mode_name(mode));
+  for (const SplitStyle& style : {SplitStyle{SplitMode::Halo, 1, false}, SplitStyle{SplitMode::Halo, 1, true},
+                                  SplitStyle{SplitMode::Recompute, 1, false}, SplitStyle{SplitMode::Mixed, 2, false}}) {
+    SpatialPlan plan{{plan_region(g, runs[0].first, runs[0].second, 2, style)}};
+    INFO(split_style_name(style));
     REQUIRE(check_spatial(g, plan).empty());
     CHECK(plan.regions[0].rows.count("relu") == 1);
     CHECK(plan.regions[0].rows.count("last_linear") == 0);

@@ -8,6 +8,7 @@
 #include "executor/registry.hpp"
 #include "executor/weights.hpp"
 #include "graph/row_split.hpp"
+#include "scheduler/spatial.hpp"
 #include "models/models.hpp"
 #include "scheduler/algorithms.hpp"
 #include "scheduler/cost_model.hpp"
@@ -127,10 +128,11 @@ TEST_CASE("a two-GPU row split over NCCL, its bands in place, matches one GPU", 
   if (std::find(transports.begin(), transports.end(), "nccl") == transports.end()) HIOS_SKIP("built without NCCL");
   const Graph g = build_model("inception_v3", ModelParams{1, 96, 96});
   const cuda::InProcessResult one = cuda::run_schedule_in_process(g, exec::sequential_schedule(g), quick("fp32"));
-  for (auto [mode, sync] : {std::pair{SplitMode::Halo, 1}, std::pair{SplitMode::Mixed, 2}}) {
+  for (const SplitStyle& style : {SplitStyle{SplitMode::Halo, 1, false}, SplitStyle{SplitMode::Halo, 1, true},
+                                  SplitStyle{SplitMode::Mixed, 2, false}}) {
     const auto runs = splittable_runs(g, 2);
     REQUIRE_FALSE(runs.empty());
-    const Graph sg = apply_spatial(g, SpatialPlan{{plan_region(g, runs[0].first, runs[0].second, 2, mode, sync)}});
+    const Graph sg = apply_spatial(g, SpatialPlan{{plan_region(g, runs[0].first, runs[0].second, 2, style)}});
     const Schedule s = make_schedule(sg, "hios-lp", 2, 4);
     // Halos are received into the assembled band (NHWC at batch 1), captured and eager.
     for (bool graph : {true, false}) {
@@ -138,7 +140,7 @@ TEST_CASE("a two-GPU row split over NCCL, its bands in place, matches one GPU", 
       o.cuda_graph = graph;
       const cuda::InProcessResult two = cuda::run_schedule_in_process(sg, s, o);
       const gputest::Error e = gputest::compare(two.output, one.first_output);
-      WARN(split_mode_name(mode) << (graph ? ", captured" : ", eager") << ": " << two.transfers << " transfers, "
+      WARN(split_style_name(style) << (graph ? ", captured" : ", eager") << ": " << two.transfers << " transfers, "
                                  << two.rows_in_place << " of " << two.rows_launched << " rows nodes in place: "
                                  << e.str());
       CHECK(two.transfers > 0);
