@@ -74,9 +74,8 @@ void add_algorithm_commands(CLI::App& app) {
                     "predicted faster), or a number of parts P (split every region that can be split P ways)")
       ->capture_default_str();
   sched->add_option("--spatial-mode", so->spatial.mode,
-                    "How a split part gets its neighbours' boundary rows: halo (sent; tried with and without "
-                    "overlap), halo-overlap (sent, each part's middle rows computed while its halos move), recompute "
-                    "(computed again), mixed (computed again between sync points, sent at them), or auto (all tried)")
+                    "How a split part gets its neighbours' boundary rows: halo (sent), halo-overlap (sent, each part's middle rows computed while its halos move), recompute "
+                    "(computed again), mixed (computed again between sync points, sent at them), or auto (all but halo-overlap tried)")
       ->capture_default_str();
   sched->add_option("--output,-o", so->output, "Schedule JSON to write (default: stdout, summary on stderr)");
   sched->footer(

@@ -42,6 +42,8 @@ void check_spatial_options(const SpatialOptions& sp) {
              "--spatial-mode: '%s' is not halo, halo-overlap, recompute, mixed or auto", sp.mode.c_str());
 }
 
+constexpr int kSplitRecvLead = 2;
+
 std::string split_style_name(const SplitStyle& s) {
   std::string name = split_mode_name(s.mode);
   if (s.mode == SplitMode::Mixed) name += strprintf("/%d", s.sync_every);
@@ -60,11 +62,14 @@ std::vector<SplitStyle> split_modes(const std::string& mode) {
   const SplitStyle recompute{SplitMode::Recompute, 1, false};
   const std::vector<SplitStyle> mixed = {
       {SplitMode::Mixed, 1, false}, {SplitMode::Mixed, 2, false}, {SplitMode::Mixed, 4, false}};
-  if (mode == "halo") return {halo, overlap};
+  // Overlap only when asked for: its edges cost more kernels than the halo latency they hide
+  // (inception_v3 at 2048 on two H100s, docs/row-splits.md), and every style tried costs a tune
+  // a search.
+  if (mode == "halo") return {halo};
   if (mode == "halo-overlap") return {overlap};
   if (mode == "recompute") return {recompute};
   if (mode == "mixed") return mixed;
-  std::vector<SplitStyle> all = {halo, overlap, recompute};
+  std::vector<SplitStyle> all = {halo, recompute};
   all.insert(all.end(), mixed.begin(), mixed.end());
   return all;
 }
@@ -306,6 +311,12 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     for (size_t i = 0; (i = best.summary.find('\n', i)) != std::string::npos;) best.summary.replace(i, 1, "; ");
     json regions = spatial_to_json(best.plan)["regions"];
     best.schedule.meta.spatial = json{{"graph_digest", graph_digest(g)}, {"regions", std::move(regions)}};
+    // A split moves many small tensors (halos, cuts of the region's input, the parts to the
+    // gather). Posted at the start of the pass, their receives would pin the received bands,
+    // and the bands held in place with them, for the whole pass; a lead of two stages gates
+    // them and fences the sends, so the memory plan shares that memory. On two H100s it was
+    // also the fastest of -1, 0 and 2 for inception_v3's splits at 2048 (docs/row-splits.md).
+    if (best.schedule.meta.recv_lead < 0) best.schedule.meta.recv_lead = kSplitRecvLead;
   } else if (sp.spatial == "auto" && opt.num_gpus >= 2) {
     best.summary = candidates.empty() ? "no row split: no run of blocks can be split by rows"
                                       : "no row split: none is predicted faster";

@@ -49,8 +49,8 @@ std::string split_style_name(const SplitStyle& s);
 // The region plan of blocks [first, last] in this style (plan_region, then the overlap).
 SplitRegion plan_region(const Graph& g, int first, int last, int parts, const SplitStyle& style);
 
-// The styles a --spatial-mode setting tries: halo (with and without overlap; "halo-overlap":
-// with only), recompute, and mixed with sync points every 1, 2 or 4 blocks ("auto": all six).
+// The styles a --spatial-mode setting tries: halo, halo with overlap ("halo-overlap", only when
+// named), recompute, and mixed with sync points every 1, 2 or 4 blocks ("auto": all but overlap).
 std::vector<SplitStyle> split_modes(const std::string& mode);
 
 // Every one-region plan of g for `parts` parts: each legal region [first, last] inside a

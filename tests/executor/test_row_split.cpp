@@ -74,6 +74,13 @@ std::vector<float> run_job(const Graph& g, const Schedule& s) {
   return job.backends[0]->read_tensor(g.output());
 }
 
+// Every split style, overlap included (auto leaves it out).
+std::vector<SplitStyle> every_style() {
+  std::vector<SplitStyle> all = split_modes("auto");
+  for (const SplitStyle& s : split_modes("halo-overlap")) all.push_back(s);
+  return all;
+}
+
 std::vector<float> run_sequential(const Graph& g) {
   return run_job(g, test::schedule_with("sequential", g, 1));
 }
@@ -156,7 +163,7 @@ TEST_CASE("row split: a region ending in partial global pools equals unsplit wit
     const int64_t pooled = g.nodes[size_t(g.find("after.cat"))].shape.h;
     REQUIRE(pooled % parts != 0);
     const std::vector<float> ref = run_sequential(g);
-    for (const SplitStyle& style : split_modes("auto")) {
+    for (const SplitStyle& style : every_style()) {
       SpatialPlan plan{{plan_region(g, 0, 5, parts, style)}};
       REQUIRE(check_spatial(g, plan).empty());
       Graph sg = apply_spatial(g, plan);
@@ -239,7 +246,7 @@ TEST_CASE("row split: split equals unsplit bit for bit, 2 and 3 parts, halo and 
   Graph g = straddle_graph();
   const std::vector<float> ref = run_sequential(g);
   for (int parts : {2, 3}) {
-    for (const SplitStyle& style : split_modes("auto")) {
+    for (const SplitStyle& style : every_style()) {
       // Only the stem..sep blocks, so the parallel block after the region is scheduled as usual.
       SpatialPlan plan{{plan_region(g, 0, 3, parts, style)}};
       REQUIRE(check_spatial(g, plan).empty());
