@@ -1083,6 +1083,44 @@ def bench_split_runs(data, t, sec):
                        rows, ["l", "l", "r", "r", "r", "r"]), links
 
 
+def _tune_log_rows(text, rel):
+    """A `hios tune` log's candidate table: (label, measured ms) per row, the chosen one's index,
+    and the seconds its `# stages:` line ends with."""
+    rows, chosen, seconds = [], None, None
+    for line in text.splitlines():
+        m = re.match(r"\s+(\S.*?)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+[+-][\d.]+%\s+\S+\s*(<- chosen)?\s*$", line)
+        if m:
+            if m.group(5):
+                chosen = len(rows)
+            rows.append((m.group(1), float(m.group(3))))
+        s = re.match(r"# stages: .*; ([\d.]+) s$", line)
+        if s:
+            seconds = float(s.group(1))
+    if chosen is None:
+        raise ReportError(f"{rel}: no candidate marked '<- chosen'")
+    return rows, chosen, seconds
+
+
+def bench_tune_logs(data, t, sec):
+    """Tuned against the best one-GPU candidate of the same job, from `hios tune` logs."""
+    rows, links = [], []
+    for c in _need(t, "configs", "tune-logs"):
+        rel = _need(c, "file", "tune-logs")
+        links.append(rel)
+        cands, chosen, seconds = _tune_log_rows(_bench_text(data, rel), rel)
+        one = [x for x in cands if " 1 GPU" in x[0]]
+        if not one:
+            raise ReportError(f"{rel}: no one-GPU candidate")
+        best1 = min(one, key=lambda x: x[1])
+        label, ms = cands[chosen]
+        ratio = ms / best1[1]
+        target = c.get("target")
+        rows.append([c["label"], _short_label(label), f"{ms:.3f}", f"{best1[1]:.3f} ({best1[0].split(' ')[0]})",
+                     f"**{ratio:.2f}**", f"{target:.2f}" if target else "", fmt(seconds, "{:.1f}")])
+    return bench_table(["model, size, math", "tuned", "tuned (ms)", "best one GPU (ms)", "ratio", "target",
+                        "tune (s)"], rows, ["l", "l", "r", "r", "r", "r", "r"]), links
+
+
 def bench_torch_table(data, t, sec):
     rel = _need(t, "file", "torch-table")
     rows = _bench_jsonl(data, rel)
@@ -1317,7 +1355,7 @@ def bench_transcribed(data, t, sec):
 
 BENCH_KINDS = {"torch-table": bench_torch_table, "tune-runs": bench_tune_runs, "memory-runs": bench_memory_runs,
                "make-run": bench_make_run, "tune-cost": bench_tune_cost, "tune-walls": bench_tune_walls,
-               "split-runs": bench_split_runs, "serve": bench_serve, "shapes": bench_shapes,
+               "split-runs": bench_split_runs, "tune-logs": bench_tune_logs, "serve": bench_serve, "shapes": bench_shapes,
                "launch-order": bench_launch_order, "transcribed": bench_transcribed}
 
 
