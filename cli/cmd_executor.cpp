@@ -164,8 +164,10 @@ void run_job(exec::Comm& comm, const std::function<void()>& body) {
   }
 }
 
-void add_executor_commands(CLI::App& app) {
-  // lower
+namespace {
+
+// `hios lower`: one rank's instruction program, as `hios run` would run it.
+void add_lower_command(CLI::App& app) {
   auto lopt = std::make_shared<LowerOptions>();
   CLI::App* lower_cmd = app.add_subcommand("lower", "Print the instruction program one rank runs for a schedule");
   lower_cmd->add_option("--graph,-g", lopt->graph, "Graph JSON")->required();
@@ -233,8 +235,41 @@ void add_executor_commands(CLI::App& app) {
     }
     write_output(lopt->output, text);
   });
+}
 
-  // run
+// `hios run` of one schedule: the report table on rank 0, the JSON, the trace; a failed
+// verification fails the job once every rank has finalised MPI.
+void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
+  std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
+  exec::RunReport rep;
+  run_job(*comm, [&] {
+    Graph g = load_graph(ropt.graph);
+    Schedule s = load_schedule(g, ropt.schedule);
+    const std::string output = ropt.output.empty() ? default_output(g, s, opt) : ropt.output;
+    rep = exec::run_schedule(g, s, opt, *comm);
+    if (comm->rank() != 0) return;
+    std::string table = exec::report_to_table(rep);
+    std::fwrite(table.data(), 1, table.size(), stdout);
+    std::fflush(stdout);
+    if (output != "none") {
+      std::filesystem::path parent = std::filesystem::path(output).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent);
+      write_file_atomic(output, report_to_json(rep).dump(2) + "\n");
+    }
+    if (!opt.trace_file.empty()) write_file_atomic(opt.trace_file, rep.trace);
+  });
+  int rank = comm->rank();
+  comm.reset();  // MPI_Finalize on every rank before rank 0 reports a failed verification
+  if (rank == 0 && !rep.ok) {
+    for (const exec::VerifyResult& v : rep.verify) {
+      HIOS_CHECK(v.ok, "verification failed: output differs from the %s by max_rel %.3e (max_abs %.3e, worst '%s'), tolerance %.1e",
+                 v.against.c_str(), v.diff.max_rel, v.diff.max_abs, v.diff.where.c_str(), v.tolerance);
+    }
+  }
+}
+
+// `hios run`: a schedule, or (--shapes) the model at many shapes, each scheduled here.
+void add_run_command(CLI::App& app) {
   auto ropt = std::make_shared<RunCliOptions>();
   CLI::App* run = app.add_subcommand("run", "Run a schedule: one MPI rank per GPU, timed and optionally verified");
   run->add_option("--graph,-g", ropt->graph, "Graph JSON")->required();
@@ -326,15 +361,13 @@ void add_executor_commands(CLI::App& app) {
     exec::RunOptions opt = ropt->run;
     opt.devices = parse_devices(ropt->devices);
     if (opt.verify_nodes) opt.verify = true;
-    std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
-    exec::RunReport rep;
-    std::string output;
     if (!ropt->shapes.empty()) {
       HIOS_CHECK(ropt->schedule.empty(), "--shapes schedules every shape itself (--algo, --cost); drop --schedule");
       HIOS_CHECK(!opt.verify_nodes && opt.trace_file.empty() && opt.inject_failure.empty(),
                  "--shapes takes --verify, but not --verify-nodes, --trace or --inject-failure");
       HIOS_CHECK(opt.input_file.empty() && opt.output_file.empty(),
                  "--shapes runs seeded inputs of many shapes: --input and --save-output go with --schedule");
+      std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
       run_job(*comm, [&] { run_shapes(*ropt, *comm); });
       return;
     }
@@ -342,32 +375,15 @@ void add_executor_commands(CLI::App& app) {
     for (const char* only : {"--batches", "--algo", "--cost", "--device", "--prepare-on-demand", "--compare-separate"}) {
       HIOS_CHECK(run->count(only) == 0, "%s goes with --shapes", only);
     }
-    run_job(*comm, [&] {
-      Graph g = load_graph(ropt->graph);
-      Schedule s = load_schedule(g, ropt->schedule);
-      output = ropt->output.empty() ? default_output(g, s, opt) : ropt->output;
-      rep = exec::run_schedule(g, s, opt, *comm);
-      if (comm->rank() == 0) {
-        std::string table = exec::report_to_table(rep);
-        std::fwrite(table.data(), 1, table.size(), stdout);
-        std::fflush(stdout);
-        if (output != "none") {
-          std::filesystem::path parent = std::filesystem::path(output).parent_path();
-          if (!parent.empty()) std::filesystem::create_directories(parent);
-          write_file_atomic(output, report_to_json(rep).dump(2) + "\n");
-        }
-        if (!opt.trace_file.empty()) write_file_atomic(opt.trace_file, rep.trace);
-      }
-    });
-    int rank = comm->rank();
-    comm.reset();  // MPI_Finalize on every rank before rank 0 reports a failed verification
-    if (rank == 0 && !rep.ok) {
-      for (const exec::VerifyResult& v : rep.verify) {
-        HIOS_CHECK(v.ok, "verification failed: output differs from the %s by max_rel %.3e (max_abs %.3e, worst '%s'), tolerance %.1e",
-                   v.against.c_str(), v.diff.max_rel, v.diff.max_abs, v.diff.where.c_str(), v.tolerance);
-      }
-    }
+    run_one_schedule(*ropt, opt);
   });
+}
+
+}  // namespace
+
+void add_executor_commands(CLI::App& app) {
+  add_lower_command(app);
+  add_run_command(app);
 }
 
 }  // namespace hios::cli

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -81,11 +82,9 @@ std::vector<std::pair<std::string, int>> parse_placement(const std::string& s) {
   return exec::parse_name_values(s, "--placement", "device", "a device id", 0, 1023);
 }
 
-}  // namespace
-
-void add_serve_commands(CLI::App& app) {
-  auto o = std::make_shared<ServeCli>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve several models from request streams on one device or several (fifo, static and adaptive batching)");
+// The options, by what they set: the models and how they run, the launchers, the arrivals, the
+// devices.
+void add_model_options(CLI::App* cmd, ServeCli* o) {
   cmd->add_option("--models", o->models,
                   "Models served, comma-separated: built-in names or graph files (.json, e.g. from hios import) "
                   "(default inception_v3,nasnet_large,randwire)");
@@ -93,6 +92,12 @@ void add_serve_commands(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");
   cmd->add_option("--math", o->math, "tf32, fp32, fp16 or bf16 (16-bit storage; cuda only). Requests are staged as stored, 16-bit ones converted on arrival (default: tf32 on cuda, fp32 on cpu)");
   cmd->add_option("--layout", o->layout, "nchw or nhwc (default: the backend's)")->check(CLI::IsMember({"nchw", "nhwc"}));
+  cmd->add_option("--batches", o->batches, "Batch sizes prepared per model, comma-separated, 1 included (default 1,2,4,8)");
+  cmd->add_option("--algo", o->algo, "One-GPU schedule of every model and batch (default hios-lp, analytic h200 costs)");
+  cmd->add_option("--threads", o->threads, "cpu backend: OpenMP threads per pass, 0 to 1024")->check(CLI::Range(0, 1024));
+}
+
+void add_launcher_options(CLI::App* cmd, ServeCli* o) {
   cmd->add_option("--policy", o->policy,
                   "fifo, static, adaptive, a comma-separated list of them, or all (default all: every launcher on the "
                   "same traces; fifo runs first)");
@@ -114,6 +119,17 @@ void add_serve_commands(CLI::App& app) {
                   "answering the most requests per second among those whose pass is at most a batch-1 pass plus the "
                   "gap between arrivals) or max (that batch among all)")
       ->check(CLI::IsMember({"bounded", "max"}));
+  cmd->add_option("--static-batch", o->static_batch, "static: the batch it waits for (default 4)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--static-wait-ms", o->static_wait_ms, "static: how long the oldest request waits for a full batch (default 2)")
+      ->check(finite_range(0, 1e6));
+  cmd->add_option("--queue-limit", o->queue_limit, "Waiting requests per queue before new ones are rejected (default 64)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--verify-every", o->verify_every,
+                  "Give every k-th request its own input and compare its answer with that input alone at batch 1 (0: none)")
+      ->check(CLI::Range(0, 1000000));
+}
+
+void add_arrival_options(CLI::App* cmd, ServeCli* o) {
   cmd->add_option("--loads", o->loads,
                   "Offered loads as fractions of the fifo launcher's capacity (the mix's batch-1 times), "
                   "comma-separated (default 0.5,0.8,1.0)");
@@ -125,15 +141,10 @@ void add_serve_commands(CLI::App& app) {
   cmd->add_option("--burst-off", o->burst_off_s, "bursty: seconds off (default 0.5)")->check(finite_range(0, 1e4));
   cmd->add_option("--trace", o->trace, "Arrivals from a file of 'time_s,model' lines instead (one run per launcher)");
   cmd->add_option("--duration", o->duration_s, "Seconds of arrivals per run (default 5)")->check(finite_range(0.01, 1e5));
-  cmd->add_option("--batches", o->batches, "Batch sizes prepared per model, comma-separated, 1 included (default 1,2,4,8)");
-  cmd->add_option("--static-batch", o->static_batch, "static: the batch it waits for (default 4)")->check(CLI::Range(1, 4096));
-  cmd->add_option("--static-wait-ms", o->static_wait_ms, "static: how long the oldest request waits for a full batch (default 2)")
-      ->check(finite_range(0, 1e6));
-  cmd->add_option("--queue-limit", o->queue_limit, "Waiting requests per queue before new ones are rejected (default 64)")
-      ->check(CLI::Range(1, 1000000));
-  cmd->add_option("--verify-every", o->verify_every,
-                  "Give every k-th request its own input and compare its answer with that input alone at batch 1 (0: none)")
-      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--seed", o->seed, "Seed of the arrivals and the inputs (default 1)");
+}
+
+void add_device_options(CLI::App* cmd, ServeCli* o) {
   cmd->add_option("--high-priority", o->high_priority,
                   "Models whose CUDA streams get the highest priority, comma-separated (e.g. the one with the longest "
                   "passes, so that the others do not stretch its tail)");
@@ -148,83 +159,95 @@ void add_serve_commands(CLI::App& app) {
                   "Replicas of a model for static and adaptive, as model=k,... with k from 1 to 8 (default 1 each): k "
                   "workers with their own prepared copy of the model, taking from its one queue. fifo runs each "
                   "request on the model's first replica");
-  cmd->add_option("--algo", o->algo, "One-GPU schedule of every model and batch (default hios-lp, analytic h200 costs)");
-  cmd->add_option("--threads", o->threads, "cpu backend: OpenMP threads per pass, 0 to 1024")->check(CLI::Range(0, 1024));
-  cmd->add_option("--seed", o->seed, "Seed of the arrivals and the inputs (default 1)");
-  cmd->add_option("--output,-o", o->output, "Results JSON (default output/serve-<backend>.json; 'none' for no file)");
-  cmd->footer(
-      "Every launcher runs on the same trace at each load, in one process. Ctrl-C stops the current run:\n"
-      "waiting requests are rejected with a reason, the summary and the JSON are still written.\n\n"
-      "Examples:\n"
-      "  hios serve --backend cuda --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
-      "  hios serve --backend cuda --devices 0,1 --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
-      "  hios serve --backend cuda --replicas nasnet_large=2 --size 331 --loads 0.5,1,1.5  # two nasnet workers\n"
-      "  hios serve --models demo,squeezenet --size 32 --duration 2 --loads 0.5,1   # anywhere (cpu)\n");
-  cmd->callback([o] {
+}
+
+// One `hios serve` invocation as named phases: read the models and the options, prepare the
+// server, print where everything runs, choose the latency budget, run every launcher at every
+// load, then report what each sustains within the budget and write the JSON.
+class ServeRun {
+ public:
+  explicit ServeRun(const ServeCli& o) : o_(o) {}
+
+  void run() {
     g_stop.store(false);
     std::signal(SIGINT, on_sigint);
-    const std::vector<std::string> models = split(o->models, "--models");
-    // A model is a built-in's name or a graph file (`hios graph`, `hios import`), rebuilt at
-    // every batch size from the file's nodes and weights.
-    auto files = std::make_shared<std::map<std::string, Graph>>();
-    for (const std::string& m : models) {
+    read_models();
+    read_options();  // before the models are prepared, which takes a while
+    prepare_server();
+    print_header();
+    choose_budget();
+    run_loads();
+    print_within_budget();
+    write_results();
+  }
+
+ private:
+  // A model is a built-in's name or a graph file (`hios graph`, `hios import`), rebuilt at every
+  // batch size from the file's nodes and weights.
+  void read_models() {
+    models_ = split(o_.models, "--models");
+    for (const std::string& m : models_) {
       if (m.size() > 5 && m.compare(m.size() - 5, 5, ".json") == 0) {
-        (*files)[m] = load_graph(m);
+        (*files_)[m] = load_graph(m);
         continue;
       }
       HIOS_CHECK(find_model(m) != nullptr, "--models: unknown model '%s' (see hios models, or give a graph file)", m.c_str());
     }
-    // Checked before the models are prepared, which takes a while.
-    const std::vector<exec::Policy> policies = parse_policies(o->policy);
-    const bool with_fifo = policies.front() == exec::Policy::Fifo;
+  }
+
+  void read_options() {
+    policies_ = parse_policies(o_.policy);
+    with_fifo_ = policies_.front() == exec::Policy::Fifo;
     // It lengthens the one run whose tail becomes the budget; anything else it would silently
     // not do.
-    HIOS_CHECK(o->budget_duration_s <= 0 || (with_fifo && o->latency_budget_ms <= 0 && o->trace.empty()),
+    HIOS_CHECK(o_.budget_duration_s <= 0 || (with_fifo_ && o_.latency_budget_ms <= 0 && o_.trace.empty()),
                "--budget-duration: the budget comes from fifo's generated run only (not with --latency-budget-ms, "
                "--trace, or a --policy without fifo)");
-    std::vector<double> loads;
-    if (!o->trace.empty() || o->rate > 0) {
-      loads = {0};
+    if (!o_.trace.empty() || o_.rate > 0) {
+      loads_ = {0};
     } else {
-      for (const std::string& l : split(o->loads, "--loads")) loads.push_back(parse_fraction(l));
+      for (const std::string& l : split(o_.loads, "--loads")) loads_.push_back(parse_fraction(l));
     }
-    exec::ServeOptions so;
-    so.set.session.backend = o->backend;
-    so.set.session.math = o->math;
-    so.set.session.layout = o->layout;
-    so.set.session.seed = o->seed;
-    so.set.session.threads = o->threads;
-    so.batches.clear();
-    for (const std::string& b : split(o->batches, "--batches")) {
+    so_.set.session.backend = o_.backend;
+    so_.set.session.math = o_.math;
+    so_.set.session.layout = o_.layout;
+    so_.set.session.seed = o_.seed;
+    so_.set.session.threads = o_.threads;
+    so_.batches.clear();
+    for (const std::string& b : split(o_.batches, "--batches")) {
       char* end = nullptr;
       const long v = std::strtol(b.c_str(), &end, 10);
       HIOS_CHECK(end && *end == '\0' && v >= 1 && v <= 4096, "--batches: '%s' is not a batch size from 1 to 4096", b.c_str());
-      so.batches.push_back(int(v));
+      so_.batches.push_back(int(v));
     }
-    so.static_batch = o->static_batch;
-    // Before the preparation, which takes a while; only static reads it.
-    if (std::find(policies.begin(), policies.end(), exec::Policy::Static) != policies.end()) {
-      exec::check_static_batch(so.batches, so.static_batch);
+    so_.static_batch = o_.static_batch;
+    // Only static reads it.
+    if (std::find(policies_.begin(), policies_.end(), exec::Policy::Static) != policies_.end()) {
+      exec::check_static_batch(so_.batches, so_.static_batch);
     }
-    so.static_wait_s = o->static_wait_ms / 1e3;
-    so.hold_share = o->hold_share;
-    so.bounded_drain = o->drain == "bounded";
-    so.queue_limit = o->queue_limit;
-    so.verify_every = o->verify_every;
-    so.stop = &g_stop;
-    if (!o->high_priority.empty()) so.high_priority = split(o->high_priority, "--high-priority");
+    so_.static_wait_s = o_.static_wait_ms / 1e3;
+    so_.hold_share = o_.hold_share;
+    so_.bounded_drain = o_.drain == "bounded";
+    so_.queue_limit = o_.queue_limit;
+    so_.verify_every = o_.verify_every;
+    so_.stop = &g_stop;
+    if (!o_.high_priority.empty()) so_.high_priority = split(o_.high_priority, "--high-priority");
     // Ids from 0 to 1023, none twice, here; below the visible count on GPU backends, in Server.
-    if (!o->devices.empty()) {
-      so.devices = parse_devices(o->devices);
-      exec::check_devices(so.devices);
+    if (!o_.devices.empty()) {
+      so_.devices = parse_devices(o_.devices);
+      exec::check_devices(so_.devices);
     }
-    if (!o->placement.empty()) so.placement = parse_placement(o->placement);
+    if (!o_.placement.empty()) so_.placement = parse_placement(o_.placement);
     // Counts from 1 to 8 here; the models, in Server, before anything is built.
-    if (!o->replicas.empty()) so.replicas = exec::parse_replicas(o->replicas);
-    const std::string algo = o->algo;
+    if (!o_.replicas.empty()) so_.replicas = exec::parse_replicas(o_.replicas);
+  }
+
+  void prepare_server() {
+    const std::string algo = o_.algo;
     auto cost = std::shared_ptr<CostModel>(make_analytic_cost_model(find_device_preset("h200")));
-    exec::Server server(
-        models, o->size, so,
+    auto files = files_;
+    server_ = std::make_unique<exec::Server>(
+        models_, o_.size, so_,
         [files](const std::string& name, const exec::ShapeKey& k) {
           auto it = files->find(name);
           if (it != files->end()) return graph_at_shape(it->second, k.batch, k.height, k.width);
@@ -235,197 +258,249 @@ void add_serve_commands(CLI::App& app) {
           opt.num_gpus = 1;
           return run_algorithm(algo, g, *cost, opt);
         });
-    const std::vector<double> single = server.single_request_ms();
+    single_ = server_->single_request_ms();
     double sum_s = 0;
-    for (double ms : single) sum_s += ms / 1e3;
-    const double capacity = double(models.size()) / sum_s;  // requests/s of one-at-a-time, even mix
+    for (double ms : single_) sum_s += ms / 1e3;
+    capacity_ = double(models_.size()) / sum_s;  // requests/s of one-at-a-time, even mix
+  }
+
+  // The header: the models' batch-1 times, where each model runs (so that every report says
+  // it), and the adaptive launcher's seeds (a serving pass per prepared batch, each model alone).
+  void print_header() {
+    exec::Server& server = *server_;
     std::printf("# hios serve: %s at %lldx%lld on %s, math %s; batches %s; fifo capacity %.1f requests/s (batch-1 ms:",
-                o->models.c_str(), (long long)o->size, (long long)o->size, server.device().c_str(), server.math().c_str(),
-                o->batches.c_str(), capacity);
-    for (size_t m = 0; m < models.size(); ++m) std::printf(" %s %.3f", models[m].c_str(), single[m]);
+                o_.models.c_str(), (long long)o_.size, (long long)o_.size, server.device().c_str(), server.math().c_str(),
+                o_.batches.c_str(), capacity_);
+    for (size_t m = 0; m < models_.size(); ++m) std::printf(" %s %.3f", models_[m].c_str(), single_[m]);
     std::printf(")");
-    // Where each model runs, on the header line so that every report says it.
     bool any_replicas = false;
     for (const std::vector<int>& devs : server.replica_devices()) any_replicas |= devs.size() > 1;
-    const std::string placement_rule =
-        so.devices.empty()         ? "one device"
-        : !so.placement.empty()    ? "given"
-        : so.devices.size() == 1   ? "one device"
-        : any_replicas             ? "balanced by predicted batch-1 ms over each model's replicas, longest first"
-                                   : "balanced by predicted batch-1 ms, longest first";
+    placement_rule_ = so_.devices.empty()         ? "one device"
+                      : !so_.placement.empty()    ? "given"
+                      : so_.devices.size() == 1   ? "one device"
+                      : any_replicas ? "balanced by predicted batch-1 ms over each model's replicas, longest first"
+                                     : "balanced by predicted batch-1 ms, longest first";
     // A model's replicas, each on a device: model@0,1 for two replicas.
-    json placement_json = json::object(), replicas_json = json::object(), replica_devices_json = json::object();
-    if (!so.devices.empty()) {
-      std::printf("; placement (%s):", placement_rule.c_str());
-      for (size_t m = 0; m < models.size(); ++m) {
-        std::printf(" %s@", models[m].c_str());
+    if (!so_.devices.empty()) {
+      std::printf("; placement (%s):", placement_rule_.c_str());
+      for (size_t m = 0; m < models_.size(); ++m) {
+        std::printf(" %s@", models_[m].c_str());
         const std::vector<int>& devs = server.replica_devices()[m];
         for (size_t k = 0; k < devs.size(); ++k) std::printf("%s%d", k ? "," : "", devs[k]);
       }
     }
     if (any_replicas) {
       std::printf("; replicas (static and adaptive; fifo uses the first):");
-      for (size_t m = 0; m < models.size(); ++m) {
-        std::printf(" %s=%zu", models[m].c_str(), server.replica_devices()[m].size());
+      for (size_t m = 0; m < models_.size(); ++m) {
+        std::printf(" %s=%zu", models_[m].c_str(), server.replica_devices()[m].size());
       }
     }
-    for (size_t m = 0; m < models.size(); ++m) {
-      placement_json[models[m]] = server.placement()[m];
-      replicas_json[models[m]] = int(server.replica_devices()[m].size());
-      replica_devices_json[models[m]] = server.replica_devices()[m];
+    for (size_t m = 0; m < models_.size(); ++m) {
+      placement_json_[models_[m]] = server.placement()[m];
+      replicas_json_[models_[m]] = int(server.replica_devices()[m].size());
+      replica_devices_json_[models_[m]] = server.replica_devices()[m];
     }
     std::printf("\n");
-    // The adaptive launcher's seeds: a serving pass (staged rows to the device, the pass, the
-    // answer back) per prepared batch, each model alone on the device.
-    const std::vector<std::map<int, double>>& pass_ms = server.batch_pass_ms();
     std::printf("# serving pass ms by batch:");
-    json pass_json = json::object();
-    for (size_t m = 0; m < models.size(); ++m) {
-      std::printf(" %s", models[m].c_str());
+    for (size_t m = 0; m < models_.size(); ++m) {
+      std::printf(" %s", models_[m].c_str());
       json per = json::object();
-      for (const auto& [b, ms] : pass_ms[m]) {
+      for (const auto& [b, ms] : server.batch_pass_ms()[m]) {
         std::printf(" %d:%.3f", b, ms);
         per[std::to_string(b)] = ms;
       }
-      pass_json[models[m]] = per;
+      pass_json_[models_[m]] = per;
     }
     std::printf("\n");
-    // The budget: the one given; else the tail fifo keeps at the lowest load of this run, which
-    // is the latency the issue's target holds the other launchers to (fifo runs first at each
-    // load, and the lowest load is moved first so that fifo has run there before any adaptive
-    // run); else, with no fifo run to measure, Server's default.
-    std::string budget_source;
-    const bool budget_from_fifo = o->latency_budget_ms <= 0 && with_fifo;
-    if (o->latency_budget_ms > 0) {
-      server.set_latency_budget_ms(o->latency_budget_ms);
-      budget_source = "--latency-budget-ms";
-    } else if (budget_from_fifo) {
-      const auto lowest = std::min_element(loads.begin(), loads.end());
-      std::rotate(loads.begin(), lowest, lowest + 1);  // the others keep their order
+  }
+
+  // The budget: the one given; else the tail fifo keeps at the lowest load of this run, which
+  // is the latency the other launchers are held to (fifo runs first at each load, and the
+  // lowest load is moved first so that fifo has run there before any adaptive run); else, with
+  // no fifo run to measure, Server's default.
+  void choose_budget() {
+    budget_from_fifo_ = o_.latency_budget_ms <= 0 && with_fifo_;
+    if (o_.latency_budget_ms > 0) {
+      server_->set_latency_budget_ms(o_.latency_budget_ms);
+      budget_source_ = "--latency-budget-ms";
+    } else if (budget_from_fifo_) {
+      const auto lowest = std::min_element(loads_.begin(), loads_.end());
+      std::rotate(loads_.begin(), lowest, lowest + 1);  // the others keep their order
     } else {
-      budget_source = strprintf("default: %gx the slowest batch-1 serving pass", exec::Server::kDefaultBudgetPasses);
+      budget_source_ = strprintf("default: %gx the slowest batch-1 serving pass", exec::Server::kDefaultBudgetPasses);
     }
-    auto print_budget = [&] {
-      std::printf("# latency budget %.3f ms (%s); adaptive hold up to %g of it, drain %s\n", server.latency_budget_ms(),
-                  budget_source.c_str(), o->hold_share, o->drain.c_str());
-    };
-    if (!budget_from_fifo) print_budget();
+    if (!budget_from_fifo_) print_budget();
     std::printf("%-9s %9s  %-14s %8s %8s %8s %10s %9s %9s %9s %6s %6s %7s\n", "# launcher", "offered/s", "model", "offered",
                 "answered", "rejected", "answered/s", "p50_ms", "p95_ms", "p99_ms", "batch", "queue", "busy");
-    json runs = json::array();
-    bool stopped = false;
+  }
+
+  void print_budget() const {
+    std::printf("# latency budget %.3f ms (%s); adaptive hold up to %g of it, drain %s\n", server_->latency_budget_ms(),
+                budget_source_.c_str(), o_.hold_share, o_.drain.c_str());
+  }
+
+  void run_loads() {
+    for (double load : loads_) {
+      exec::ArrivalSpec spec;
+      spec.kind = o_.trace.empty() ? o_.arrivals : "file";
+      spec.file = o_.trace;
+      spec.duration_s = o_.duration_s;
+      spec.on_s = o_.burst_on_s;
+      spec.off_s = o_.burst_off_s;
+      spec.seed = o_.seed;
+      const double total = o_.rate > 0 ? o_.rate : load * capacity_;
+      spec.rates.assign(models_.size(), total / double(models_.size()));
+      const std::vector<exec::Request> trace = exec::make_trace(spec, models_);
+      for (exec::Policy p : policies_) {
+        run_one(load, spec, trace, p);
+        if (stopped_) break;
+      }
+      if (stopped_) break;
+    }
+    if (stopped_) std::printf("# stopped by SIGINT: the run in progress answered what it had taken, rejected what waited\n");
+  }
+
+  // One launcher on one load's trace; the first run, fifo's at the lowest load, may set the
+  // budget, on a trace of its own when --budget-duration makes it longer.
+  void run_one(double load, const exec::ArrivalSpec& spec, const std::vector<exec::Request>& trace, exec::Policy p) {
+    const bool sets_budget = budget_from_fifo_ && budget_source_.empty();
+    std::vector<exec::Request> bar_trace;
+    if (sets_budget && o_.budget_duration_s > 0) {  // never with --trace (checked in read_options)
+      exec::ArrivalSpec bar = spec;
+      bar.duration_s = o_.budget_duration_s;
+      bar_trace = exec::make_trace(bar, models_);
+    }
+    const std::vector<exec::Request>& run_trace = bar_trace.empty() ? trace : bar_trace;
+    const exec::ServeResult r = server_->run(run_trace, p);
+    std::fputs(exec::serve_result_line(r).c_str(), stdout);
+    if (sets_budget) set_budget_from(r, load);
+    std::fflush(stdout);
+    json j = exec::serve_result_to_json(r, models_);
+    j["load"] = load;
+    j["requests"] = int64_t(run_trace.size());
+    if (o_.trace.empty()) j["duration_s"] = bar_trace.empty() ? spec.duration_s : o_.budget_duration_s;
+    runs_.push_back(j);
     // Per launcher: the most answered/s of a run that kept up (nothing rejected, not stopped)
     // within the budget, and fifo's most answered/s at any load (what it sustains).
-    std::map<exec::Policy, json> best;
-    double fifo_most = 0;
-    for (double load : loads) {
-      exec::ArrivalSpec spec;
-      spec.kind = o->trace.empty() ? o->arrivals : "file";
-      spec.file = o->trace;
-      spec.duration_s = o->duration_s;
-      spec.on_s = o->burst_on_s;
-      spec.off_s = o->burst_off_s;
-      spec.seed = o->seed;
-      const double total = o->rate > 0 ? o->rate : load * capacity;
-      spec.rates.assign(models.size(), total / double(models.size()));
-      const std::vector<exec::Request> trace = exec::make_trace(spec, models);
-      for (exec::Policy p : policies) {
-        // The run that sets the budget may be longer than the rest (--budget-duration): its own
-        // trace, at the same rates and seed.
-        const bool sets_budget = budget_from_fifo && budget_source.empty();
-        std::vector<exec::Request> bar_trace;
-        if (sets_budget && o->budget_duration_s > 0) {  // never with --trace (checked above)
-          exec::ArrivalSpec bar = spec;
-          bar.duration_s = o->budget_duration_s;
-          bar_trace = exec::make_trace(bar, models);
-        }
-        const std::vector<exec::Request>& run_trace = bar_trace.empty() ? trace : bar_trace;
-        const exec::ServeResult r = server.run(run_trace, p);
-        std::fputs(exec::serve_result_line(r).c_str(), stdout);
-        if (sets_budget) {
-          // The first run is fifo's at the lowest load. A trace with nothing answered (too
-          // short, or stopped at once) has no tail to keep to: the default then.
-          const exec::ModelStats& a = r.models.back();
-          if (a.answered > 0 && a.p99_ms > 0) {
-            server.set_latency_budget_ms(std::min(a.p99_ms, 60000.0));
-            budget_source = o->trace.empty() && o->rate <= 0 ? strprintf("fifo's p99 at load %g", load)
-                                                             : std::string("fifo's p99 on this trace");
-          } else {
-            budget_source = strprintf("default: %gx the slowest batch-1 serving pass (fifo answered nothing to measure)",
-                                      exec::Server::kDefaultBudgetPasses);
-          }
-          print_budget();
-        }
-        std::fflush(stdout);
-        json j = exec::serve_result_to_json(r, models);
-        j["load"] = load;
-        j["requests"] = int64_t(run_trace.size());
-        if (o->trace.empty()) j["duration_s"] = bar_trace.empty() ? spec.duration_s : o->budget_duration_s;
-        runs.push_back(j);
-        const exec::ModelStats& a = r.models.back();
-        if (p == exec::Policy::Fifo) fifo_most = std::max(fifo_most, a.throughput_rps);
-        if (!r.stopped && a.rejected == 0 && a.answered > 0 && a.p99_ms <= server.latency_budget_ms()) {
-          if (!best.count(p) || a.throughput_rps > best[p]["answered_rps"].get<double>()) {
-            best[p] = {{"answered_rps", a.throughput_rps}, {"load", load}, {"p99_ms", a.p99_ms}};
-          }
-        }
-        if (r.stopped) {
-          stopped = true;
-          break;
-        }
+    const exec::ModelStats& a = r.models.back();
+    if (p == exec::Policy::Fifo) fifo_most_ = std::max(fifo_most_, a.throughput_rps);
+    if (!r.stopped && a.rejected == 0 && a.answered > 0 && a.p99_ms <= server_->latency_budget_ms()) {
+      if (!best_.count(p) || a.throughput_rps > best_[p]["answered_rps"].get<double>()) {
+        best_[p] = {{"answered_rps", a.throughput_rps}, {"load", load}, {"p99_ms", a.p99_ms}};
       }
-      if (stopped) break;
     }
-    if (stopped) std::printf("# stopped by SIGINT: the run in progress answered what it had taken, rejected what waited\n");
-    // The issue's measure: throughput sustained within the budget, against what fifo sustains.
-    json within = json::object();
-    std::printf("# within the budget (p99 <= %.3f ms, nothing rejected):", server.latency_budget_ms());
-    if (best.empty()) std::printf(" no run");
-    for (const auto& [p, row] : best) {
+    stopped_ = r.stopped;
+  }
+
+  // A trace with nothing answered (too short, or stopped at once) has no tail to keep to: the
+  // default then.
+  void set_budget_from(const exec::ServeResult& r, double load) {
+    const exec::ModelStats& a = r.models.back();
+    if (a.answered > 0 && a.p99_ms > 0) {
+      server_->set_latency_budget_ms(std::min(a.p99_ms, 60000.0));
+      budget_source_ = o_.trace.empty() && o_.rate <= 0 ? strprintf("fifo's p99 at load %g", load)
+                                                        : std::string("fifo's p99 on this trace");
+    } else {
+      budget_source_ = strprintf("default: %gx the slowest batch-1 serving pass (fifo answered nothing to measure)",
+                                 exec::Server::kDefaultBudgetPasses);
+    }
+    print_budget();
+  }
+
+  // The measure: throughput sustained within the budget, against what fifo sustains.
+  void print_within_budget() {
+    std::printf("# within the budget (p99 <= %.3f ms, nothing rejected):", server_->latency_budget_ms());
+    if (best_.empty()) std::printf(" no run");
+    for (const auto& [p, row] : best_) {
       std::printf(" %s %.1f/s at load %g", exec::policy_name(p), row["answered_rps"].get<double>(),
                   row["load"].get<double>());
-      if (fifo_most > 0) std::printf(" (%.2fx fifo's most)", row["answered_rps"].get<double>() / fifo_most);
+      if (fifo_most_ > 0) std::printf(" (%.2fx fifo's most)", row["answered_rps"].get<double>() / fifo_most_);
       std::printf(";");
-      within[exec::policy_name(p)] = row;
+      within_[exec::policy_name(p)] = row;
     }
-    if (fifo_most > 0) std::printf(" fifo's most answered/s at any load %.1f", fifo_most);
+    if (fifo_most_ > 0) std::printf(" fifo's most answered/s at any load %.1f", fifo_most_);
     std::printf("\n");
     std::printf("# summary: %zu run(s), every request answered or rejected with a reason (see 'rejections' in the JSON)\n",
-                runs.size());
-    const std::string output = o->output.empty() ? "output/serve-" + o->backend + ".json" : o->output;
-    if (output != "none") {
-      json all = {{"format", "hios-serve"},
-                  {"version", 1},
-                  {"models", models},
-                  {"size", o->size},
-                  {"math", server.math()},
-                  {"batches", so.batches},
-                  {"device", server.device()},
-                  {"devices", so.devices},
-                  {"placement", placement_json},
-                  {"replicas", replicas_json},
-                  {"replica_devices", replica_devices_json},
-                  {"placement_rule", placement_rule},
-                  {"placement_weight_ms", server.placement_weight_ms()},
-                  {"fifo_capacity_rps", capacity},
-                  {"single_request_ms", single},
-                  {"pass_ms", pass_json},
-                  {"latency_budget_ms", server.latency_budget_ms()},
-                  {"latency_budget_source", budget_source},
-                  {"hold_share", o->hold_share},
-                  {"drain", o->drain},
-                  {"budget_duration_s", budget_from_fifo && o->trace.empty()
-                                            ? json(o->budget_duration_s > 0 ? o->budget_duration_s : o->duration_s)
-                                            : json(nullptr)},
-                  {"within_budget", within},
-                  {"fifo_most_answered_rps", fifo_most},
-                  {"runs", runs},
-                  {"stopped", stopped}};
-      std::filesystem::path parent = std::filesystem::path(output).parent_path();
-      if (!parent.empty()) std::filesystem::create_directories(parent);
-      write_file_atomic(output, all.dump(1) + "\n");
-    }
-  });
+                runs_.size());
+  }
+
+  void write_results() {
+    const std::string output = o_.output.empty() ? "output/serve-" + o_.backend + ".json" : o_.output;
+    if (output == "none") return;
+    exec::Server& server = *server_;
+    json all = {{"format", "hios-serve"},
+                {"version", 1},
+                {"models", models_},
+                {"size", o_.size},
+                {"math", server.math()},
+                {"batches", so_.batches},
+                {"device", server.device()},
+                {"devices", so_.devices},
+                {"placement", placement_json_},
+                {"replicas", replicas_json_},
+                {"replica_devices", replica_devices_json_},
+                {"placement_rule", placement_rule_},
+                {"placement_weight_ms", server.placement_weight_ms()},
+                {"fifo_capacity_rps", capacity_},
+                {"single_request_ms", single_},
+                {"pass_ms", pass_json_},
+                {"latency_budget_ms", server.latency_budget_ms()},
+                {"latency_budget_source", budget_source_},
+                {"hold_share", o_.hold_share},
+                {"drain", o_.drain},
+                {"budget_duration_s", budget_from_fifo_ && o_.trace.empty()
+                                          ? json(o_.budget_duration_s > 0 ? o_.budget_duration_s : o_.duration_s)
+                                          : json(nullptr)},
+                {"within_budget", within_},
+                {"fifo_most_answered_rps", fifo_most_},
+                {"runs", runs_},
+                {"stopped", stopped_}};
+    std::filesystem::path parent = std::filesystem::path(output).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    write_file_atomic(output, all.dump(1) + "\n");
+  }
+
+  const ServeCli& o_;
+  std::vector<std::string> models_;
+  std::shared_ptr<std::map<std::string, Graph>> files_ = std::make_shared<std::map<std::string, Graph>>();
+  std::vector<exec::Policy> policies_;
+  bool with_fifo_ = false;
+  std::vector<double> loads_;
+  exec::ServeOptions so_;
+  std::unique_ptr<exec::Server> server_;
+  std::vector<double> single_;
+  double capacity_ = 0;
+  std::string placement_rule_;
+  json placement_json_ = json::object(), replicas_json_ = json::object(), replica_devices_json_ = json::object();
+  json pass_json_ = json::object();
+  bool budget_from_fifo_ = false;
+  std::string budget_source_;
+  json runs_ = json::array();
+  bool stopped_ = false;
+  std::map<exec::Policy, json> best_;
+  double fifo_most_ = 0;
+  json within_ = json::object();
+};
+
+}  // namespace
+
+void add_serve_commands(CLI::App& app) {
+  auto o = std::make_shared<ServeCli>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve several models from request streams on one device or several (fifo, static and adaptive batching)");
+  add_model_options(cmd, o.get());
+  add_launcher_options(cmd, o.get());
+  add_arrival_options(cmd, o.get());
+  add_device_options(cmd, o.get());
+  cmd->add_option("--output,-o", o->output, "Results JSON (default output/serve-<backend>.json; 'none' for no file)");
+  cmd->footer(
+      "Every launcher runs on the same trace at each load, in one process. Ctrl-C stops the current run:\n"
+      "waiting requests are rejected with a reason, the summary and the JSON are still written.\n\n"
+      "Examples:\n"
+      "  hios serve --backend cuda --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
+      "  hios serve --backend cuda --devices 0,1 --models inception_v3,nasnet_large,randwire --size 331 --loads 0.5,0.8,1,1.5,2\n"
+      "  hios serve --backend cuda --replicas nasnet_large=2 --size 331 --loads 0.5,1,1.5  # two nasnet workers\n"
+      "  hios serve --models demo,squeezenet --size 32 --duration 2 --loads 0.5,1   # anywhere (cpu)\n");
+  cmd->callback([o] { ServeRun(*o).run(); });
 }
 
 }  // namespace hios::cli

@@ -173,16 +173,16 @@ class RowGrouper {
   }
 
   std::vector<RowGroup> groups() const {
-    std::map<size_t, RowGroup> by_root;
-    for (size_t i = 0; i < uses_.size(); ++i) {
-      const size_t r = find(i);
-      if (members_of(r) < 2) continue;
-      RowGroup& grp = by_root[r];
-      grp.row_bytes = row_bytes_.at(r);
-      grp.members.emplace_back(uses_[i].node, row_of(i));
-    }
+    std::map<size_t, std::vector<size_t>> by_root;
+    for (size_t i = 0; i < uses_.size(); ++i) by_root[find(i)].push_back(i);
     std::vector<RowGroup> out;
-    for (auto& [r, grp] : by_root) out.push_back(std::move(grp));
+    for (const auto& [root, members] : by_root) {
+      if (members.size() < 2) continue;
+      RowGroup grp;
+      grp.row_bytes = row_bytes_.at(root);
+      for (size_t i : members) grp.members.emplace_back(uses_[i].node, row_of(i));
+      out.push_back(std::move(grp));
+    }
     return out;
   }
 
@@ -199,11 +199,6 @@ class RowGrouper {
       i = parent_[i];
     }
     return r + row_[i];
-  }
-  size_t members_of(size_t root) const {
-    size_t n = 0;
-    for (size_t i = 0; i < uses_.size(); ++i) n += find(i) == root;
-    return n;
   }
 
   static Rows shifted(const Rows& rows, int64_t by) {
@@ -222,7 +217,8 @@ class RowGrouper {
     const Node& nd = g_.nodes[size_t(v)];
     if (nd.shape.n != 1 || slot_[size_t(v)] < 0) return;
     const size_t self = size_t(slot_[size_t(v)]);
-    if (uses_[self].pinned || find(self) != self || members_of(self) != 1) return;
+    // Launched once per pass, so v has joined nothing yet.
+    if (uses_[self].pinned || find(self) != self) return;
     const RowsAttrs& a = nd.op.rows();
     const int64_t row_bytes = nd.shape.c * nd.shape.w * 4;
     const std::vector<int> ops = band_operands(g_, nd, slot_, uses_);

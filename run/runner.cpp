@@ -336,43 +336,17 @@ std::string chosen_launch_order(const RunOptions& opt, const Schedule& s) {
 
 }  // namespace
 
-RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt, Comm& comm) {
-  std::atomic<const char*> phase{"setup"};
-  Watchdog watchdog(opt.timeout_s, [&] {
-    std::fprintf(stderr, "hios: error: %s: timed out after %g s (--timeout) during %s; aborting the job\n",
-                 comm.where().c_str(), opt.timeout_s, phase.load());
-    std::fflush(stderr);
-    print_main_thread_stack();
-    comm.abort(2);
-  });
-  std::atomic<const PeerWatch*> peer_watch{nullptr};  // while the ranks' pids are known
-  StallWatchdog stall(opt.stall_timeout_s, [&](double idle, double limit) {
-    std::fflush(stdout);
-    const PeerWatch* watch = peer_watch.load();
-    const std::string stopped = watch ? watch->stopped_peers() : std::string();
-    const std::string rule = opt.stall_timeout_s > 0 ? strprintf("--stall-timeout %g", opt.stall_timeout_s)
-                                                     : strprintf("stall limit %.0f s", limit);
-    std::fprintf(stderr, "hios: error: %s: no pass finished for %.0f s during %s (%s): %s; aborting the job\n",
-                 comm.where().c_str(), idle, phase.load(), rule.c_str(),
-                 stopped.empty() ? "another rank is stopped or hung" : stopped.c_str());
-    std::fflush(stderr);
-    comm.abort(2);
-  });
-  // Every finished pass is progress, and its time sets the automatic stall limit.
-  struct Heartbeat final : PassObserver {
-    StallWatchdog& w;
-    explicit Heartbeat(StallWatchdog& w_) : w(w_) {}
-    void pass_end(RankSession&) override { w.pass_done(); }
-  };
-  const int rank = comm.rank();
-  Injection inj = parse_injection(opt.inject_failure);
+namespace {
+
+// The options and the job, checked before anything is built. Names first: a misspelt backend or
+// transport is the same mistake whatever the job size. A one-rank job moves nothing, so it needs
+// no transport (and runs in builds without MPI).
+void check_run(const Schedule& s, const RunOptions& opt, const Comm& comm, const Injection& inj) {
   HIOS_CHECK(inj.rank < comm.size(), "failure injection names rank %d, but the job has %d rank(s)", inj.rank,
              comm.size());
   HIOS_CHECK(opt.warmup >= 0 && opt.number >= 1 && opt.repeat >= 1,
              "need --warmup >= 0, --number >= 1 and --repeat >= 1 (got %d, %d, %d)", opt.warmup, opt.number,
              opt.repeat);
-  // Names first: a misspelt backend or transport is the same mistake whatever the job size.
-  // A one-rank job moves nothing, so it needs no transport (and runs in builds without MPI).
   const BackendEntry& be = find_backend(opt.backend);
   if (comm.size() > 1 || !opt.transport.empty()) find_transport(opt.transport.empty() ? be.default_transport : opt.transport);
   HIOS_CHECK(comm.size() == s.meta.num_gpus,
@@ -383,6 +357,120 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   tolerance(opt.math.empty() ? be.default_math : opt.math);  // rejects unknown modes before anything is built
   HIOS_CHECK(opt.memory == "shared" || opt.memory == "separate", "--memory must be shared or separate, not '%s'",
              opt.memory.c_str());
+}
+
+// This rank's program, its memory shared (unless separate buffers were asked for, or every node
+// is verified), a row split's bands in place where the backend's storage allows.
+RankProgram plan_program(const Graph& g, const Schedule& s, const RunOptions& opt, RankSession& session,
+                         const LaunchOrder& order, int rank) {
+  RankProgram prog = lower(g, s, rank, order);
+  if (opt.memory == "shared" && !opt.verify_nodes) {
+    MemoryPlanOptions plan = memory_plan_options(session.backend().layout(), g);
+    plan.rows_in_place = plan.rows_in_place && opt.rows_in_place == "on";
+    plan_and_check_shared_buffers(g, prog, plan);
+  }
+  return prog;
+}
+
+// Whether passes are captured into a CUDA Graph; --cuda-graph on refuses what cannot be.
+bool use_cuda_graph(const RunOptions& opt, RankSession& session) {
+  if (opt.cuda_graph == "on") {
+    Transport* transport = session.transport();
+    HIOS_CHECK(session.backend().can_capture(), "--cuda-graph on: the %s backend cannot capture a pass",
+               session.backend().name().c_str());
+    HIOS_CHECK(!transport || transport->capturable(),
+               "--cuda-graph on: the %s transport cannot be captured (host-side MPI calls); use --transport nccl "
+               "or --cuda-graph off",
+               transport->name().c_str());
+  }
+  return opt.cuda_graph == "on" || (opt.cuda_graph == "auto" && session.can_capture());
+}
+
+// --repeat repeats of --number timed passes each: every pass's time (rank 0) and each repeat's
+// mean into the report.
+std::vector<double> timed_repeats(RankSession& session, const RunOptions& opt, RunReport& rep) {
+  std::vector<double> run_ms;
+  for (int r = 0; r < opt.repeat; ++r) {
+    const std::vector<double> ms = session.timed_passes(opt.number);
+    double total = 0;
+    for (double x : ms) total += x;
+    run_ms.insert(run_ms.end(), ms.begin(), ms.end());
+    rep.repeats_ms.push_back(total / opt.number);
+  }
+  return run_ms;
+}
+
+// What the report says the job was: graph, schedule, backend, transport, settings, versions.
+void describe_job(RunReport& rep, const Graph& g, const Schedule& s, const RunOptions& opt, const Comm& comm,
+                  RankSession& session, const LaunchOrder& order, bool use_graph) {
+  Backend& backend = session.backend();
+  Transport* transport = session.transport();
+  rep.graph_name = g.name;
+  rep.graph_digest = graph_digest(g);
+  rep.algorithm = s.meta.algorithm;
+  rep.batch = g.batch;
+  rep.height = g.height;
+  rep.width = g.width;
+  rep.num_ranks = comm.size();
+  rep.backend = backend.name();
+  rep.transport = transport ? transport->name() : session.transport_name() + " (unused: one rank)";
+  rep.math = backend.math();
+  rep.layout = backend.layout();
+  rep.cuda_graph = use_graph ? "on" : "off";
+  rep.memory = opt.memory == "shared" && !opt.verify_nodes ? "shared" : "separate";
+  rep.launch_order = launch_order_summary(order);
+  rep.versions = backend.versions();
+  if (transport && !transport->versions().empty() && transport->versions() != comm.library()) {
+    rep.versions += "; " + transport->versions();
+  }
+  rep.versions += "; MPI: " + comm.library();
+  rep.warmup = opt.warmup;
+  rep.number = opt.number;
+  rep.repeat = opt.repeat;
+  rep.predicted_ms = s.meta.predicted_ms;
+}
+
+// The watchdogs' ends: one line naming the rank, the phase and the rule, then the whole job down.
+void abort_timed_out(Comm& comm, const RunOptions& opt, const char* phase) {
+  std::fprintf(stderr, "hios: error: %s: timed out after %g s (--timeout) during %s; aborting the job\n",
+               comm.where().c_str(), opt.timeout_s, phase);
+  std::fflush(stderr);
+  print_main_thread_stack();
+  comm.abort(2);
+}
+
+void abort_stalled(Comm& comm, const RunOptions& opt, const char* phase, const PeerWatch* watch, double idle,
+                   double limit) {
+  std::fflush(stdout);
+  const std::string stopped = watch ? watch->stopped_peers() : std::string();
+  const std::string rule = opt.stall_timeout_s > 0 ? strprintf("--stall-timeout %g", opt.stall_timeout_s)
+                                                   : strprintf("stall limit %.0f s", limit);
+  std::fprintf(stderr, "hios: error: %s: no pass finished for %.0f s during %s (%s): %s; aborting the job\n",
+               comm.where().c_str(), idle, phase, rule.c_str(),
+               stopped.empty() ? "another rank is stopped or hung" : stopped.c_str());
+  std::fflush(stderr);
+  comm.abort(2);
+}
+
+// Every finished pass is progress, and its time sets the automatic stall limit.
+struct Heartbeat final : PassObserver {
+  StallWatchdog& w;
+  explicit Heartbeat(StallWatchdog& w_) : w(w_) {}
+  void pass_end(RankSession&) override { w.pass_done(); }
+};
+
+}  // namespace
+
+RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt, Comm& comm) {
+  std::atomic<const char*> phase{"setup"};
+  Watchdog watchdog(opt.timeout_s, [&] { abort_timed_out(comm, opt, phase.load()); });
+  std::atomic<const PeerWatch*> peer_watch{nullptr};  // while the ranks' pids are known
+  StallWatchdog stall(opt.stall_timeout_s, [&](double idle, double limit) {
+    abort_stalled(comm, opt, phase.load(), peer_watch.load(), idle, limit);
+  });
+  const int rank = comm.rank();
+  Injection inj = parse_injection(opt.inject_failure);
+  check_run(s, opt, comm, inj);
 
   // From here every rank runs the same steps: a peer that dies is named by the survivors.
   PeerWatch peers(comm, [&] { return phase.load(); });
@@ -400,30 +488,13 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
   measuring.device = cfg.device;
   const LaunchOrder order = make_launch_order(chosen_launch_order(opt, s), g, measuring, comm);
   phase = "lowering";
-  RankProgram prog = lower(g, s, rank, order);
-  const bool shared_memory = opt.memory == "shared" && !opt.verify_nodes;
-  if (shared_memory) {
-    MemoryPlanOptions plan = memory_plan_options(session.backend().layout(), g);
-    plan.rows_in_place = plan.rows_in_place && opt.rows_in_place == "on";
-    plan_and_check_shared_buffers(g, prog, plan);
-  }
+  RankProgram prog = plan_program(g, s, opt, session, order, rank);
 
   phase = "prepare";
   if (inj.at(rank, "prepare")) injected("prepare");
   session.load(std::move(prog));
-  const RankProgram& p = session.program();
   Backend& backend = session.backend();
-  Transport* transport = session.transport();
-
-  if (opt.cuda_graph == "on") {
-    HIOS_CHECK(backend.can_capture(), "--cuda-graph on: the %s backend cannot capture a pass", backend.name().c_str());
-    HIOS_CHECK(!transport || transport->capturable(),
-               "--cuda-graph on: the %s transport cannot be captured (host-side MPI calls); use --transport nccl "
-               "or --cuda-graph off",
-               transport->name().c_str());
-  }
-  const bool use_graph = opt.cuda_graph == "on" || (opt.cuda_graph == "auto" && session.can_capture());
-
+  const bool use_graph = use_cuda_graph(opt, session);
   std::vector<float> input;
   if (rank == 0 || opt.verify_nodes) {
     input = opt.input_file.empty() ? make_input(g, opt.seed) : input_from_npy(g, opt.input_file);
@@ -446,36 +517,27 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     // Testing the watchdog: this rank never reaches the barrier the others wait at.
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
-  InjectedFailure fail;
-  fail.armed = inj.at(rank, "run");
   RunReport rep;
   std::vector<double> run_ms;  // every timed pass, rank 0
   {
+    InjectedFailure fail;
+    fail.armed = inj.at(rank, "run");
     ScopedObserver failing(session, fail);
-    for (int r = 0; r < opt.repeat; ++r) {
-      const std::vector<double> ms = session.timed_passes(opt.number);
-      double total = 0;
-      for (double x : ms) total += x;
-      run_ms.insert(run_ms.end(), ms.begin(), ms.end());
-      rep.repeats_ms.push_back(total / opt.number);
-    }
+    run_ms = timed_repeats(session, opt, rep);
   }
-
   stall.arm(false);
   // Read before verification: its reference runs allocate on the same device and would count.
   const size_t peak_bytes = backend.peak_memory_bytes();
 
-  // ---- a traced pass (--trace): one more pass, eager, with a marker around every instruction
+  // A traced pass (--trace): one more pass, eager, with a marker around every instruction.
   phase = "trace";
   if (!opt.trace_file.empty()) {
     stall.arm(true);
     rep.trace = trace_one_pass(session);
     stall.arm(false);
   }
-
   if (rank == 0 && !opt.output_file.empty()) output_to_npy(g, backend.read_tensor(g.output()), opt.output_file);
 
-  // ---- verification
   phase = "verification";
   if (inj.at(rank, "verify")) injected("verification");
   if (opt.verify || opt.verify_nodes) {
@@ -483,33 +545,9 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt,
     rep.verify = verify_against_references(g, opt, so, cfg, session, input, comm);
   }
 
-  // ---- report
   phase = "report";
-  rep.ranks = gather_rank_infos(comm, this_rank_info(comm, backend, cfg, g, p, peak_bytes));
-
-  rep.graph_name = g.name;
-  rep.graph_digest = graph_digest(g);
-  rep.algorithm = s.meta.algorithm;
-  rep.batch = g.batch;
-  rep.height = g.height;
-  rep.width = g.width;
-  rep.num_ranks = comm.size();
-  rep.backend = backend.name();
-  rep.transport = transport ? transport->name() : session.transport_name() + " (unused: one rank)";
-  rep.math = backend.math();
-  rep.layout = backend.layout();
-  rep.cuda_graph = use_graph ? "on" : "off";
-  rep.memory = shared_memory ? "shared" : "separate";
-  rep.launch_order = launch_order_summary(order);
-  rep.versions = backend.versions();
-  if (transport && !transport->versions().empty() && transport->versions() != comm.library()) {
-    rep.versions += "; " + transport->versions();
-  }
-  rep.versions += "; MPI: " + comm.library();
-  rep.warmup = opt.warmup;
-  rep.number = opt.number;
-  rep.repeat = opt.repeat;
-  rep.predicted_ms = s.meta.predicted_ms;
+  rep.ranks = gather_rank_infos(comm, this_rank_info(comm, backend, cfg, g, session.program(), peak_bytes));
+  describe_job(rep, g, s, opt, comm, session, order, use_graph);
   summarise_repeats(rep);
   rep.runs_ms = run_ms;
   rep.ok = true;
