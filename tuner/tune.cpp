@@ -58,6 +58,30 @@ Schedule narrow_schedule(const Schedule& s, int gpus) {
   return n;
 }
 
+// A second GPU must pay for itself by more than the noise: a tie once went to a two-GPU split for
+// its smaller arena per rank, and the main job then ran 0.5% behind the one-GPU schedule. Among
+// equals, a receive lead's variant, whose fenced sends share memory, usually needs far less
+// memory at the same speed (docs/executor.md, "Memory").
+const Candidate* choose_candidate(const std::vector<Candidate>& candidates,
+                                  const std::function<int64_t(const Candidate&)>& tensor_memory) {
+  const Candidate* best = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.ok && (!best || c.measured_ms < best->measured_ms)) best = &c;
+  }
+  if (!best) return nullptr;
+  const Candidate* chosen = best;
+  std::pair<int, int64_t> least{best->gpus, tensor_memory(*best)};
+  for (const Candidate& c : candidates) {
+    if (!c.ok || &c == best || c.measured_ms > best->measured_ms * (1 + kTieMargin)) continue;
+    const std::pair<int, int64_t> key{c.gpus, tensor_memory(c)};
+    if (key < least) {
+      least = key;
+      chosen = &c;
+    }
+  }
+  return chosen;
+}
+
 const Candidate* best_one_gpu(const TuneResult& r) {
   const Candidate* best = nullptr;
   for (const Candidate& c : r.candidates) {
@@ -1200,28 +1224,11 @@ class Tuner {
     return true;
   }
 
-  // The candidate to choose: the fastest verified one, except that among those measured within
-  // kMemoryTieMargin of it (timing noise) the one whose fullest rank holds the least tensor
-  // memory wins. A receive lead also fences sends, so its variant of a schedule usually needs
-  // far less memory at the same speed (docs/executor.md, "Memory").
+  // The candidate to write (choose_candidate), its memory from the lowered programs.
   Candidate* choice() {
-    static constexpr double kMemoryTieMargin = 0.01;
-    Candidate* best = nullptr;
-    for (Candidate& c : res_.candidates) {
-      if (c.ok && (!best || c.measured_ms < best->measured_ms)) best = &c;
-    }
-    if (!best) return nullptr;
-    Candidate* chosen = best;
-    int64_t least = tensor_memory(*best);
-    for (Candidate& c : res_.candidates) {
-      if (!c.ok || &c == best || c.measured_ms > best->measured_ms * (1 + kMemoryTieMargin)) continue;
-      const int64_t m = tensor_memory(c);
-      if (m < least) {
-        least = m;
-        chosen = &c;
-      }
-    }
-    return chosen;
+    const Candidate* c =
+        choose_candidate(res_.candidates, [this](const Candidate& x) { return tensor_memory(x); });
+    return c ? &res_.candidates[size_t(c - res_.candidates.data())] : nullptr;
   }
 
   // The shared arena of the candidate's fullest rank, in float32 bytes (cached per candidate).

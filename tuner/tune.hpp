@@ -41,6 +41,7 @@
 // candidates from the database instead of searching (phases 3-7 find nothing to do).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,13 @@ Schedule widen_schedule(const Schedule& s, int gpus);
 // The inverse: a widened schedule whose GPUs from `gpus` on have no stages, as a schedule for
 // `gpus` GPUs (for `mpirun -np gpus`). Throws when a dropped GPU has stages.
 Schedule narrow_schedule(const Schedule& s, int gpus);
+
+// The candidate a tune writes: the fastest verified one, except that among those measured within
+// kTieMargin of it (timing noise) the one on the fewest GPUs wins, and among those the one whose
+// fullest rank needs the least tensor memory (`tensor_memory`). Null when none verified.
+constexpr double kTieMargin = 0.01;
+const Candidate* choose_candidate(const std::vector<Candidate>& candidates,
+                                  const std::function<int64_t(const Candidate&)>& tensor_memory);
 
 // The fastest verified one-GPU candidate (the best one-GPU run the tune measured), or null.
 const Candidate* best_one_gpu(const TuneResult& r);

@@ -1,5 +1,6 @@
 // hios tune's calibration: the curves, the fit, and the cost model that replays a candidate.
 #include <cmath>
+#include <map>
 
 #include "models/models.hpp"
 #include "scheduler/algorithms.hpp"
@@ -7,6 +8,7 @@
 #include "scheduler/simulator.hpp"
 #include "tests/catch.hpp"
 #include "tuner/calibration.hpp"
+#include "tuner/tune.hpp"
 
 using namespace hios;
 using namespace hios::tune;
@@ -57,4 +59,31 @@ TEST_CASE("calibration: the replaying cost model adds a gap per launch of the lo
   const double seq_plain = simulate(g, seq, one).latency_ms;
   one.extra_launch_ms = 0.01;
   CHECK(simulate(g, seq, one).latency_ms == Approx(seq_plain + 0.01 * (g.size() - 1)));
+}
+
+TEST_CASE("tune: within the noise margin, fewer GPUs win, then less memory") {
+  auto cand = [](const std::string& label, int gpus, double ms, bool ok = true) {
+    tune::Candidate c;
+    c.label = label;
+    c.gpus = gpus;
+    c.measured_ms = ms;
+    c.ok = ok;
+    return c;
+  };
+  std::map<std::string, int64_t> memory{{"split", 60}, {"ios", 110}, {"lp1", 100}, {"lp2", 50}, {"bad", 1}};
+  auto mem = [&](const tune::Candidate& c) { return memory.at(c.label); };
+  // The split is fastest by 0.3%: within the margin, one GPU wins, and of the one-GPU candidates
+  // within it the one needing less memory.
+  std::vector<tune::Candidate> tie = {cand("ios", 1, 1.605), cand("split", 2, 1.600), cand("lp1", 1, 1.609),
+                                      cand("bad", 1, 1.0, false)};
+  REQUIRE(tune::choose_candidate(tie, mem) != nullptr);
+  CHECK(tune::choose_candidate(tie, mem)->label == "lp1");
+  // Faster by more than the margin, the two-GPU split wins whatever its memory.
+  std::vector<tune::Candidate> clear = {cand("ios", 1, 1.650), cand("split", 2, 1.600)};
+  CHECK(tune::choose_candidate(clear, mem)->label == "split");
+  // Among two-GPU candidates within the margin, the one needing less memory.
+  std::vector<tune::Candidate> two = {cand("split", 2, 1.600), cand("lp2", 2, 1.610), cand("ios", 1, 1.700)};
+  CHECK(tune::choose_candidate(two, mem)->label == "lp2");
+  // Nothing verified: nothing chosen.
+  CHECK(tune::choose_candidate({cand("bad", 1, 1.0, false)}, mem) == nullptr);
 }
