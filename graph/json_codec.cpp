@@ -103,6 +103,29 @@ struct PendingNode {
   std::string path;
 };
 
+// s with its control characters (NUL, ESC, newlines, ...) as \xNN: what a message may print of
+// a name that is being refused.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      out += strprintf("\\x%02x", c);
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+// Names end up in messages, listings, DOT files and file names: no control characters.
+void check_name(const std::string& name, const std::string& path, const char* what) {
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    HIOS_CHECK(c >= 0x20 && c != 0x7f, "%s: %s '%s' holds a control character (byte 0x%02x at offset %zu)",
+               path.c_str(), what, printable(name).c_str(), c, i);
+  }
+}
+
 Value read_value(const json& v, const std::string& path, const std::unordered_map<std::string, int>& index) {
   std::string name;
   Value out;
@@ -118,7 +141,7 @@ Value read_value(const json& v, const std::string& path, const std::unordered_ma
                (long long)out.begin, (long long)out.end);
   }
   auto it = index.find(name);
-  HIOS_CHECK(it != index.end(), "%s: refers to unknown node '%s'", path.c_str(), name.c_str());
+  HIOS_CHECK(it != index.end(), "%s: refers to unknown node '%s'", path.c_str(), printable(name).c_str());
   out.node = it->second;
   return out;
 }
@@ -130,6 +153,7 @@ Graph graph_from_json(const json& j, const std::string& source) {
   root.expect_header(kFormat, kVersion);
   Graph g;
   g.name = root.get_string("name");
+  check_name(g.name, root.child_path("name"), "graph name");
   g.batch = root.get_int("batch");
   g.height = root.get_int("height");
   g.width = root.get_int("width");
@@ -150,6 +174,7 @@ Graph graph_from_json(const json& j, const std::string& source) {
     JsonObject o(nj, path);
     std::string name = o.get_string("name");
     HIOS_CHECK(!name.empty(), "%s: empty node name", o.child_path("name").c_str());
+    check_name(name, o.child_path("name"), "node name");
     HIOS_CHECK(index.emplace(name, static_cast<int>(pending.size())).second, "%s: duplicate node name '%s'",
                o.child_path("name").c_str(), name.c_str());
     pending.push_back({&nj, path});
@@ -166,6 +191,7 @@ Graph graph_from_json(const json& j, const std::string& source) {
     JsonObject bo(blocks[bi], bpath);
     Block b;
     b.name = bo.get_string("name");
+    check_name(b.name, bo.child_path("name"), "block name");
     exits.push_back(bo.get_string("exit"));
     const json& nodes = bo.get_array("nodes");
     for (size_t ni = 0; ni < nodes.size(); ++ni) {

@@ -1,5 +1,6 @@
 // The graph JSON codec: canonical round trip, strictness, and the digest.
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "graph/error.hpp"
@@ -117,4 +118,24 @@ TEST_CASE("validate reports every independent problem", "[graph][json]") {
   CHECK(contains(all, "unknown op 'convolution'"));
   CHECK(contains(all, "unknown node 'c9'"));
   CHECK(validate_graph_file(data_file("tiny.json")).empty());
+}
+
+TEST_CASE("names with control characters are refused, the message escaping them", "[graph][json]") {
+  const json good = graph_to_json(load_graph(data_file("tiny.json")));
+  auto error_with = [&](const std::function<void(json&)>& edit) {
+    json j = good;
+    edit(j);
+    return error_of([&] { graph_from_json(j); });
+  };
+  const std::string node = error_with([](json& j) { j["blocks"][0]["nodes"][0]["name"] = std::string("c\x1b[31m\0x", 8); });
+  INFO(node);
+  CHECK(contains(node, "$.blocks[0].nodes[0].name: node name 'c\\x1b[31m\\x00x' holds a control character (byte "
+                       "0x1b at offset 1)"));
+  CHECK(node.find('\x1b') == std::string::npos);
+  CHECK(node.find('\0') == std::string::npos);
+  CHECK(contains(error_with([](json& j) { j["blocks"][0]["name"] = "b\nx"; }), "block name 'b\\x0ax'"));
+  CHECK(contains(error_with([](json& j) { j["name"] = "g\x7f"; }), "graph name 'g\\x7f'"));
+  // A reference to a name that is not there prints it escaped too.
+  const std::string ref = error_with([](json& j) { j["blocks"][0]["nodes"][0]["inputs"][0][0] = "in\x1b"; });
+  CHECK(contains(ref, "refers to unknown node 'in\\x1b'"));
 }
