@@ -500,8 +500,17 @@ void report_cycles(const Graph& g, const StageGraph& sg, std::vector<std::string
 
 }  // namespace
 
-std::vector<std::string> check_schedule(const Graph& g, const Schedule& s) {
-  std::vector<std::string> out;
+namespace {
+
+// Where every node of a schedule is placed, and each GPU's stages in their run order.
+struct Placement {
+  std::vector<Place> place;                     // per node (unplaced: !placed())
+  std::vector<std::vector<Place>> stage_of_seq;  // per GPU: seq -> (block, stage)
+  int max_gpu = 0;
+};
+
+// GPU and stream counts, and one block list per graph block.
+void check_meta(const Graph& g, const Schedule& s, std::vector<std::string>& out) {
   const ScheduleMeta& m = s.meta;
   if (m.num_gpus < 1) out.push_back(strprintf("gpu count: meta.gpus is %d; a schedule needs at least one GPU", m.num_gpus));
   if (m.max_streams < 1) {
@@ -511,13 +520,20 @@ std::vector<std::string> check_schedule(const Graph& g, const Schedule& s) {
     out.push_back(strprintf("block count: schedule has %zu blocks but graph '%s' has %zu", s.blocks.size(),
                             g.name.c_str(), g.blocks.size()));
   }
+}
 
-  // Walk every placement once: membership, duplicates, ranges, stream counts.
-  std::vector<Place> place(g.nodes.size());
-  int max_gpu = 0;
+// Walks every placement once: membership, duplicates, ranges, stream counts, and every node
+// placed.
+Placement place_nodes(const Graph& g, const Schedule& s, std::vector<std::string>& out) {
+  const ScheduleMeta& m = s.meta;
+  Placement pl;
+  std::vector<Place>& place = pl.place;
+  place.assign(g.nodes.size(), Place{});
+  int& max_gpu = pl.max_gpu;
   for (size_t b = 0; b < s.blocks.size(); ++b) max_gpu = std::max(max_gpu, static_cast<int>(s.blocks[b].size()));
   std::vector<int> seq_next(max_gpu, 0);
-  std::vector<std::vector<Place>> stage_of_seq(max_gpu);  // per GPU: seq -> (block, stage)
+  std::vector<std::vector<Place>>& stage_of_seq = pl.stage_of_seq;
+  stage_of_seq.assign(size_t(max_gpu), {});
   const int nblocks = static_cast<int>(s.blocks.size());
   for (int b = 0; b < nblocks; ++b) {
     const std::string bname = b < static_cast<int>(g.blocks.size()) ? g.blocks[b].name : strprintf("#%d", b);
@@ -579,7 +595,14 @@ std::vector<std::string> check_schedule(const Graph& g, const Schedule& s) {
     }
   }
 
-  // Order on one GPU, and the cross-GPU wait graph.
+  return pl;
+}
+
+// Order on one GPU (a node after what it reads), and no cycle through the GPUs' stages.
+void check_order(const Graph& g, const Placement& pl, std::vector<std::string>& out) {
+  const std::vector<Place>& place = pl.place;
+  const std::vector<std::vector<Place>>& stage_of_seq = pl.stage_of_seq;
+  const int max_gpu = pl.max_gpu;
   StageGraph sg;
   std::vector<int> base(max_gpu + 1, 0);
   for (int d = 0; d < max_gpu; ++d) base[d + 1] = base[d] + static_cast<int>(stage_of_seq[d].size());
@@ -617,7 +640,13 @@ std::vector<std::string> check_schedule(const Graph& g, const Schedule& s) {
   }
   report_cycles(g, sg, out);
 
-  // Transfers against what the placement needs.
+}
+
+// Transfers against what the placement needs: each one needed, from its producer's GPU, once;
+// none missing; the output brought to GPU 0.
+void check_transfers(const Graph& g, const Schedule& s, const Placement& pl, std::vector<std::string>& out) {
+  const ScheduleMeta& m = s.meta;
+  const std::vector<Place>& place = pl.place;
   std::vector<int> gpu(g.nodes.size(), -1);
   for (int v = 0; v < g.size(); ++v) gpu[v] = v == g.input() ? 0 : place[v].gpu;
   std::set<std::pair<int, int>> need = needed_transfers(g, gpu, false);
@@ -682,6 +711,16 @@ std::vector<std::string> check_schedule(const Graph& g, const Schedule& s) {
                             "to GPU 0",
                             g.nodes[out_node].name.c_str(), gpu[out_node]));
   }
+}
+
+}  // namespace
+
+std::vector<std::string> check_schedule(const Graph& g, const Schedule& s) {
+  std::vector<std::string> out;
+  check_meta(g, s, out);
+  const Placement pl = place_nodes(g, s, out);
+  check_order(g, pl, out);
+  check_transfers(g, s, pl, out);
   return out;
 }
 

@@ -27,29 +27,48 @@ using Event = std::tuple<double, int, int, int>;  // time, kind, a, b
 
 }  // namespace
 
-SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost) {
-  const int n = g.size();
-  int gpus = std::max(1, s.meta.num_gpus);
-  for (const auto& per_gpu : s.blocks) gpus = std::max(gpus, static_cast<int>(per_gpu.size()));
+namespace {
 
+// One event-driven replay of a schedule, as named phases: place the nodes, index the transfers,
+// run the events (a GPU starts its next stage once every input has arrived; a transfer waits
+// for its link), then name a deadlock or read the latency off the output.
+class Simulation {
+ public:
+  Simulation(const Graph& g, const Schedule& s, const CostModel& cost) : g_(g), s_(s), cost_(cost), n_(g.size()) {
+    gpus_ = std::max(1, s.meta.num_gpus);
+    for (const auto& per_gpu : s.blocks) gpus_ = std::max(gpus_, static_cast<int>(per_gpu.size()));
+  }
+
+  SimResult run() {
+    place_nodes();
+    index_transfers();
+    run_events();
+    check_finished();
+    r_.latency_ms = latency();
+    return std::move(r_);
+  }
+
+ private:
   // Placement and each GPU's run of stages, blocks concatenated.
-  std::vector<Where> where(n);
-  where[g.input()] = {0, -1, -1, -1};
-  std::vector<std::vector<StageRef>> run(gpus);
-  for (size_t b = 0; b < s.blocks.size(); ++b) {
-    for (size_t d = 0; d < s.blocks[b].size(); ++d) {
-      for (size_t k = 0; k < s.blocks[b][d].size(); ++k) {
-        const Stage& st = s.blocks[b][d][k];
-        int seq = static_cast<int>(run[d].size());
-        run[d].push_back({static_cast<int>(b), static_cast<int>(k), &st});
-        for (size_t q = 0; q < st.groups.size(); ++q) {
-          const auto& nodes = st.groups[q].nodes;
-          for (size_t i = 0; i < nodes.size(); ++i) {
-            int v = nodes[i];
-            HIOS_CHECK(v > 0 && v < n, "simulate: block %zu GPU %zu stage %zu holds node #%d, not a schedulable node of '%s'",
-                       b, d, k, v, g.name.c_str());
-            HIOS_CHECK(where[v].gpu < 0, "simulate: node '%s' is scheduled twice", g.nodes[v].name.c_str());
-            where[v] = {static_cast<int>(d), seq, static_cast<int>(q), static_cast<int>(i)};
+  void place_nodes() {
+    where_.assign(size_t(n_), Where{});
+    where_[g_.input()] = {0, -1, -1, -1};
+    run_.assign(size_t(gpus_), {});
+    for (size_t b = 0; b < s_.blocks.size(); ++b) {
+      for (size_t d = 0; d < s_.blocks[b].size(); ++d) {
+        for (size_t k = 0; k < s_.blocks[b][d].size(); ++k) {
+          const Stage& st = s_.blocks[b][d][k];
+          int seq = static_cast<int>(run_[d].size());
+          run_[d].push_back({static_cast<int>(b), static_cast<int>(k), &st});
+          for (size_t q = 0; q < st.groups.size(); ++q) {
+            const auto& nodes = st.groups[q].nodes;
+            for (size_t i = 0; i < nodes.size(); ++i) {
+              int v = nodes[i];
+              HIOS_CHECK(v > 0 && v < n_, "simulate: block %zu GPU %zu stage %zu holds node #%d, not a schedulable node of '%s'",
+                         b, d, k, v, g_.name.c_str());
+              HIOS_CHECK(where_[v].gpu < 0, "simulate: node '%s' is scheduled twice", g_.nodes[v].name.c_str());
+              where_[v] = {static_cast<int>(d), seq, static_cast<int>(q), static_cast<int>(i)};
+            }
           }
         }
       }
@@ -57,66 +76,106 @@ SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost) {
   }
 
   // Transfers by (node, dst), and the ones each node starts when it ends.
-  std::vector<std::vector<int>> sends(n);
-  std::map<std::pair<int, int>, int> transfer_of;
-  for (size_t t = 0; t < s.transfers.size(); ++t) {
-    const Transfer& tr = s.transfers[t];
-    HIOS_CHECK(tr.node >= 0 && tr.node < n, "simulate: transfers[%zu] moves node #%d, not in graph '%s'", t, tr.node,
-               g.name.c_str());
-    const std::string& name = g.nodes[tr.node].name;
-    HIOS_CHECK(tr.src >= 0 && tr.src < gpus && tr.dst >= 0 && tr.dst < gpus && tr.src != tr.dst,
-               "simulate: transfers[%zu] of '%s' goes from GPU %d to GPU %d", t, name.c_str(), tr.src, tr.dst);
-    HIOS_CHECK(where[tr.node].gpu == tr.src, "simulate: transfers[%zu] sends '%s' from GPU %d but it runs on GPU %d", t,
-               name.c_str(), tr.src, where[tr.node].gpu);
-    HIOS_CHECK(transfer_of.emplace(std::pair{tr.node, tr.dst}, static_cast<int>(t)).second,
-               "simulate: '%s' is sent to GPU %d twice", name.c_str(), tr.dst);
-    sends[tr.node].push_back(static_cast<int>(t));
+  void index_transfers() {
+    sends_.assign(size_t(n_), {});
+    for (size_t t = 0; t < s_.transfers.size(); ++t) {
+      const Transfer& tr = s_.transfers[t];
+      HIOS_CHECK(tr.node >= 0 && tr.node < n_, "simulate: transfers[%zu] moves node #%d, not in graph '%s'", t, tr.node,
+                 g_.name.c_str());
+      const std::string& name = g_.nodes[tr.node].name;
+      HIOS_CHECK(tr.src >= 0 && tr.src < gpus_ && tr.dst >= 0 && tr.dst < gpus_ && tr.src != tr.dst,
+                 "simulate: transfers[%zu] of '%s' goes from GPU %d to GPU %d", t, name.c_str(), tr.src, tr.dst);
+      HIOS_CHECK(where_[tr.node].gpu == tr.src, "simulate: transfers[%zu] sends '%s' from GPU %d but it runs on GPU %d", t,
+                 name.c_str(), tr.src, where_[tr.node].gpu);
+      HIOS_CHECK(transfer_of_.emplace(std::pair{tr.node, tr.dst}, static_cast<int>(t)).second,
+                 "simulate: '%s' is sent to GPU %d twice", name.c_str(), tr.dst);
+      sends_[tr.node].push_back(static_cast<int>(t));
+    }
   }
 
-  SimResult r;
-  std::vector<double> end_of(n, -1.0);
-  end_of[g.input()] = 0;
-  std::vector<char> arrived(size_t(n) * gpus, 0);
-  std::vector<double> arrival(size_t(n) * gpus, 0);
-  std::map<std::pair<int, int>, double> link_free;
-  std::vector<size_t> next(gpus, 0);
-  std::vector<char> busy(gpus, 0);
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
-  for (int t : sends[g.input()]) events.push({0.0, kReady, g.input(), s.transfers[t].dst});
+  void run_events() {
+    end_of_.assign(size_t(n_), -1.0);
+    end_of_[g_.input()] = 0;
+    arrived_.assign(size_t(n_) * gpus_, 0);
+    arrival_.assign(size_t(n_) * gpus_, 0);
+    next_.assign(size_t(gpus_), 0);
+    busy_.assign(size_t(gpus_), 0);
+    for (int t : sends_[g_.input()]) events_.push({0.0, kReady, g_.input(), s_.transfers[t].dst});
+    for (int d = 0; d < gpus_; ++d) try_start(d, 0.0);
+    while (!events_.empty()) {
+      auto [now, kind, a, b] = events_.top();
+      events_.pop();
+      if (kind == kGpuFree) {
+        busy_[a] = 0;
+        try_start(a, now);
+      } else if (kind == kArrive) {
+        arrived_[size_t(a) * gpus_ + b] = 1;
+        arrival_[size_t(a) * gpus_ + b] = now;
+        try_start(b, now);
+      } else {
+        send(a, b, now);
+      }
+    }
+  }
 
-  auto try_start = [&](int d, double now) {
-    if (busy[d] || next[d] >= run[d].size()) return;
-    const StageRef& ref = run[d][next[d]];
-    const int seq = static_cast<int>(next[d]);
+  // Transfers on one directed link go one at a time, in the order they became ready.
+  void send(int node, int dst, double now) {
+    const Transfer& tr = s_.transfers[transfer_of_.at({node, dst})];
+    double bytes = double(g_.nodes[node].shape.numel()) * dtype_size(g_.dtype);
+    double& free_at = link_free_[{tr.src, tr.dst}];
+    double start = std::max(now, free_at);
+    double end = start + cost_.transfer_ms(bytes, tr.src, tr.dst);
+    free_at = end;
+    r_.transfers.push_back({node, tr.src, tr.dst, bytes, start, end});
+    events_.push({end, kArrive, node, dst});
+  }
+
+  // GPU d's next stage, when d is free and every input of the stage is there (a missing one
+  // wakes d again when it arrives).
+  void try_start(int d, double now) {
+    if (busy_[d] || next_[d] >= run_[d].size()) return;
+    if (!inputs_ready(d)) return;
+    start_stage(d, now);
+  }
+
+  bool inputs_ready(int d) const {
+    const StageRef& ref = run_[d][next_[d]];
+    const int seq = static_cast<int>(next_[d]);
     for (size_t q = 0; q < ref.st->groups.size(); ++q) {
       const auto& nodes = ref.st->groups[q].nodes;
       for (size_t i = 0; i < nodes.size(); ++i) {
         int v = nodes[i];
-        for (int u : g.predecessors(v)) {
-          const Where& wu = where[u];
-          HIOS_CHECK(wu.gpu >= 0, "simulate: '%s' reads '%s', which is not scheduled", g.nodes[v].name.c_str(),
-                     g.nodes[u].name.c_str());
+        for (int u : g_.predecessors(v)) {
+          const Where& wu = where_[u];
+          HIOS_CHECK(wu.gpu >= 0, "simulate: '%s' reads '%s', which is not scheduled", g_.nodes[v].name.c_str(),
+                     g_.nodes[u].name.c_str());
           if (wu.gpu != d) {
-            HIOS_CHECK(transfer_of.count({u, d}), "simulate: '%s' on GPU %d reads '%s' from GPU %d, but no transfer sends it",
-                       g.nodes[v].name.c_str(), d, g.nodes[u].name.c_str(), wu.gpu);
-            if (!arrived[size_t(u) * gpus + d]) return;  // woken again by the arrival
+            HIOS_CHECK(transfer_of_.count({u, d}), "simulate: '%s' on GPU %d reads '%s' from GPU %d, but no transfer sends it",
+                       g_.nodes[v].name.c_str(), d, g_.nodes[u].name.c_str(), wu.gpu);
+            if (!arrived_[size_t(u) * gpus_ + d]) return false;
             continue;
           }
-          if (u == g.input()) continue;
+          if (u == g_.input()) continue;
           bool before = wu.seq < seq || (wu.seq == seq && wu.group == static_cast<int>(q) && wu.index < static_cast<int>(i));
           HIOS_CHECK(before, "simulate: '%s' reads '%s', which does not run before it on GPU %d",
-                     g.nodes[v].name.c_str(), g.nodes[u].name.c_str(), d);
+                     g_.nodes[v].name.c_str(), g_.nodes[u].name.c_str(), d);
         }
       }
     }
-    // Start now: lay the groups out back to back, stretched so the slowest ends with the stage.
-    double stage = cost.stage_ms(g, *ref.st, d);
+    return true;
+  }
+
+  // Lays the stage's groups out back to back from now, stretched so the slowest ends with the
+  // stage, and queues the transfers its nodes start.
+  void start_stage(int d, double now) {
+    const StageRef& ref = run_[d][next_[d]];
+    double stage = cost_.stage_ms(g_, *ref.st, d);
     double longest = 0;
     std::vector<std::vector<double>> times(ref.st->groups.size());
     for (size_t q = 0; q < ref.st->groups.size(); ++q) {
       double sum = 0;
       for (int v : ref.st->groups[q].nodes) {
-        times[q].push_back(cost.node_ms(g, v, d));
+        times[q].push_back(cost_.node_ms(g_, v, d));
         sum += times[q].back();
       }
       longest = std::max(longest, sum);
@@ -127,75 +186,78 @@ SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost) {
       const auto& nodes = ref.st->groups[q].nodes;
       for (size_t i = 0; i < nodes.size(); ++i) {
         double e = t + times[q][i] * stretch;
-        r.nodes.push_back({nodes[i], d, static_cast<int>(q), ref.block, ref.stage, t, e});
-        end_of[nodes[i]] = e;
-        for (int tr : sends[nodes[i]]) events.push({e, kReady, nodes[i], s.transfers[tr].dst});
+        r_.nodes.push_back({nodes[i], d, static_cast<int>(q), ref.block, ref.stage, t, e});
+        end_of_[nodes[i]] = e;
+        for (int tr : sends_[nodes[i]]) events_.push({e, kReady, nodes[i], s_.transfers[tr].dst});
         t = e;
       }
     }
-    r.stages.push_back({d, ref.block, ref.stage, now, now + stage});
-    busy[d] = 1;
-    ++next[d];
-    events.push({now + stage, kGpuFree, d, 0});
-  };
-
-  for (int d = 0; d < gpus; ++d) try_start(d, 0.0);
-  while (!events.empty()) {
-    auto [now, kind, a, b] = events.top();
-    events.pop();
-    if (kind == kGpuFree) {
-      busy[a] = 0;
-      try_start(a, now);
-    } else if (kind == kArrive) {
-      arrived[size_t(a) * gpus + b] = 1;
-      arrival[size_t(a) * gpus + b] = now;
-      try_start(b, now);
-    } else {
-      // Transfers on one directed link go one at a time, in the order they became ready.
-      const Transfer& tr = s.transfers[transfer_of.at({a, b})];
-      double bytes = double(g.nodes[a].shape.numel()) * dtype_size(g.dtype);
-      double& free_at = link_free[{tr.src, tr.dst}];
-      double start = std::max(now, free_at);
-      double end = start + cost.transfer_ms(bytes, tr.src, tr.dst);
-      free_at = end;
-      r.transfers.push_back({a, tr.src, tr.dst, bytes, start, end});
-      events.push({end, kArrive, a, b});
-    }
+    r_.stages.push_back({d, ref.block, ref.stage, now, now + stage});
+    busy_[d] = 1;
+    ++next_[d];
+    events_.push({now + stage, kGpuFree, d, 0});
   }
 
-  for (int d = 0; d < gpus; ++d) {
-    if (next[d] >= run[d].size()) continue;
-    const StageRef& ref = run[d][next[d]];
-    std::string waiting;
-    for (const Group& gr : ref.st->groups) {
-      for (int v : gr.nodes) {
-        for (int u : g.predecessors(v)) {
-          if (where[u].gpu != d && !arrived[size_t(u) * gpus + d]) {
-            waiting += (waiting.empty() ? "'" : ", '") + g.nodes[u].name + "'";
+  // A GPU with stages left when no event remains waits for something never sent: name it.
+  void check_finished() const {
+    for (int d = 0; d < gpus_; ++d) {
+      if (next_[d] >= run_[d].size()) continue;
+      const StageRef& ref = run_[d][next_[d]];
+      std::string waiting;
+      for (const Group& gr : ref.st->groups) {
+        for (int v : gr.nodes) {
+          for (int u : g_.predecessors(v)) {
+            if (where_[u].gpu != d && !arrived_[size_t(u) * gpus_ + d]) {
+              waiting += (waiting.empty() ? "'" : ", '") + g_.nodes[u].name + "'";
+            }
           }
         }
       }
+      throw_error("simulate: deadlock: GPU %d stage %d of block '%s' waits forever for %s (run 'hios check')", d,
+                  ref.stage, ref.block < static_cast<int>(g_.blocks.size()) ? g_.blocks[ref.block].name.c_str() : "?",
+                  waiting.c_str());
     }
-    throw_error("simulate: deadlock: GPU %d stage %d of block '%s' waits forever for %s (run 'hios check')", d,
-                ref.stage, ref.block < static_cast<int>(g.blocks.size()) ? g.blocks[ref.block].name.c_str() : "?",
-                waiting.c_str());
   }
 
-  const int out = g.output();
-  if (where[out].gpu < 0) {
-    // A partial schedule (a scheduler weighing a prefix): report its makespan.
-    for (const SimNode& sn : r.nodes) r.latency_ms = std::max(r.latency_ms, sn.end_ms);
-    for (const SimTransfer& st : r.transfers) r.latency_ms = std::max(r.latency_ms, st.end_ms);
-    for (const SimStage& ss : r.stages) r.latency_ms = std::max(r.latency_ms, ss.end_ms);
-  } else if (where[out].gpu == 0) {
-    r.latency_ms = end_of[out];
-  } else {
-    HIOS_CHECK(arrived[size_t(out) * gpus + 0], "simulate: the graph output '%s' ends on GPU %d and no transfer brings it to GPU 0",
-               g.nodes[out].name.c_str(), where[out].gpu);
-    r.latency_ms = arrival[size_t(out) * gpus + 0];
+  // When the output is ready on GPU 0; a partial schedule (a scheduler weighing a prefix)
+  // reports its makespan.
+  double latency() const {
+    const int out = g_.output();
+    double ms = 0;
+    if (where_[out].gpu < 0) {
+      for (const SimNode& sn : r_.nodes) ms = std::max(ms, sn.end_ms);
+      for (const SimTransfer& st : r_.transfers) ms = std::max(ms, st.end_ms);
+      for (const SimStage& ss : r_.stages) ms = std::max(ms, ss.end_ms);
+      return ms;
+    }
+    if (where_[out].gpu == 0) return end_of_[out];
+    HIOS_CHECK(arrived_[size_t(out) * gpus_ + 0], "simulate: the graph output '%s' ends on GPU %d and no transfer brings it to GPU 0",
+               g_.nodes[out].name.c_str(), where_[out].gpu);
+    return arrival_[size_t(out) * gpus_ + 0];
   }
-  return r;
-}
+
+  const Graph& g_;
+  const Schedule& s_;
+  const CostModel& cost_;
+  const int n_;
+  int gpus_ = 1;
+  std::vector<Where> where_;
+  std::vector<std::vector<StageRef>> run_;
+  std::vector<std::vector<int>> sends_;
+  std::map<std::pair<int, int>, int> transfer_of_;
+  SimResult r_;
+  std::vector<double> end_of_;
+  std::vector<char> arrived_;
+  std::vector<double> arrival_;
+  std::map<std::pair<int, int>, double> link_free_;
+  std::vector<size_t> next_;
+  std::vector<char> busy_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+};
+
+}  // namespace
+
+SimResult simulate(const Graph& g, const Schedule& s, const CostModel& cost) { return Simulation(g, s, cost).run(); }
 
 std::string schedule_to_pretty(const Graph& g, const Schedule& s, const SimResult& r, const std::string& cost_label) {
   std::vector<StageTime> stages;
