@@ -134,7 +134,19 @@ static void check_size(const Shape& s, const std::string& node, const char* what
              node.c_str(), what, s.str().c_str());
 }
 
+// Rebuilds the name index, orders the nodes topologically, checks the blocks and infers every
+// shape: the phases below, in order.
 void Graph::finalize() {
+  check_dimensions();
+  index_names();
+  check_placeholder_and_terms();
+  const std::vector<int> new_index = sort_topologically();
+  rebuild_blocks(new_index);
+  for (Node& nd : nodes) infer_node(nd);
+  check_shared_parameters();
+}
+
+void Graph::check_dimensions() const {
   HIOS_CHECK(!nodes.empty(), "graph '%s': has no nodes", name.c_str());
   HIOS_CHECK(batch > 0 && height > 0 && width > 0,
              "graph '%s': batch, height and width must be positive (got %lld, %lld, %lld)", name.c_str(),
@@ -143,16 +155,19 @@ void Graph::finalize() {
              "graph '%s': batch, height and width must be at most %lld (got %lld, %lld, %lld)", name.c_str(),
              (long long)kMaxDimension, (long long)batch, (long long)height, (long long)width);
   HIOS_CHECK(!blocks.empty(), "graph '%s': has no blocks", name.c_str());
+}
 
-  // Names.
+void Graph::index_names() {
   index_.clear();
   for (int i = 0; i < size(); ++i) {
     const std::string& nm = nodes[i].name;
     HIOS_CHECK(!nm.empty(), "graph '%s': node #%d has an empty name", name.c_str(), i);
     HIOS_CHECK(index_.emplace(nm, i).second, "duplicate node name '%s'", nm.c_str());
   }
+}
 
-  // Exactly one input placeholder, outside every block; every other node inside one.
+// Exactly one input placeholder, outside every block; every other node inside one.
+void Graph::check_placeholder_and_terms() const {
   int inputs = 0;
   for (const Node& n : nodes) {
     if (n.op.kind == OpKind::Input) {
@@ -173,8 +188,11 @@ void Graph::finalize() {
     }
   }
   HIOS_CHECK(inputs == 1, "graph '%s': needs exactly one input placeholder, found %d", name.c_str(), inputs);
+}
 
-  // Topological order, stable with respect to the current order.
+// Topological order, stable with respect to the current order; the permutation applied to the
+// nodes and their references.
+std::vector<int> Graph::sort_topologically() {
   const int n = size();
   Dag dag(n);
   for (int i = 0; i < n; ++i) {
@@ -187,7 +205,6 @@ void Graph::finalize() {
     throw_error("graph '%s': cycle through %s", name.c_str(), describe_cycle(*this, unsorted).c_str());
   }
 
-  // Apply the permutation.
   std::vector<int> new_index(n);
   for (int i = 0; i < n; ++i) new_index[order[i]] = i;
   std::vector<Node> sorted;
@@ -202,8 +219,13 @@ void Graph::finalize() {
   for (int i = 0; i < n; ++i) index_[nodes[i].name] = i;
   HIOS_CHECK(nodes[0].op.kind == OpKind::Input, "graph '%s': node '%s' has no inputs but is not the input",
              name.c_str(), nodes[0].name.c_str());
+  return new_index;
+}
 
-  // Blocks: membership comes from Node::block; rebuild the lists in topological order.
+// Blocks: membership comes from Node::block; the lists rebuilt in topological order, each exit
+// remapped, no read from a later block, every node leading to its block's exit.
+void Graph::rebuild_blocks(const std::vector<int>& new_index) {
+  const int n = size();
   std::vector<int> old_exit;
   for (Block& b : blocks) old_exit.push_back(b.exit);
   for (Block& b : blocks) b.nodes.clear();
@@ -240,65 +262,64 @@ void Graph::finalize() {
                  nodes[i].name.c_str(), b.name.c_str(), nodes[b.exit].name.c_str());
     }
   }
+}
 
-  // Shape inference and counting, in topological order.
-  for (Node& nd : nodes) {
-    InferContext ctx{nd.name, batch, height, width};
-    std::vector<Shape> terms;
-    double value_bytes = 0, sum_flops = 0;
-    for (size_t ti = 0; ti < nd.inputs.size(); ++ti) {
-      const Term& t = nd.inputs[ti];
-      Shape ts;
-      for (size_t vi = 0; vi < t.size(); ++vi) {
-        const Value& v = t[vi];
-        const Node& src = nodes[v.node];
-        int64_t end = value_end(v);
-        HIOS_CHECK(v.begin >= 0 && v.begin < end && end <= src.shape.c,
-                   "node '%s': input slice [%lld, %lld) of '%s' is outside its %lld channels", nd.name.c_str(),
-                   (long long)v.begin, (long long)end, src.name.c_str(), (long long)src.shape.c);
-        Shape vs = value_shape(v);
-        value_bytes += double(vs.numel()) * dtype_size(dtype);
-        if (vi == 0) {
-          ts = vs;
-          continue;
-        }
-        const Node& first = nodes[t[0].node];
-        HIOS_CHECK(vs.c == ts.c, "node '%s': channel mismatch inside a sum: '%s' gives %lld channels but '%s' gives %lld",
-                   nd.name.c_str(), first.name.c_str(), (long long)ts.c, src.name.c_str(), (long long)vs.c);
-        HIOS_CHECK(vs == ts, "node '%s': shape mismatch inside a sum: '%s' is %s but '%s' is %s", nd.name.c_str(),
-                   first.name.c_str(), ts.str().c_str(), src.name.c_str(), vs.str().c_str());
+// Shape inference and counting for one node whose producers are inferred already.
+void Graph::infer_node(Node& nd) {
+  InferContext ctx{nd.name, batch, height, width};
+  std::vector<Shape> terms;
+  double value_bytes = 0, sum_flops = 0;
+  for (size_t ti = 0; ti < nd.inputs.size(); ++ti) {
+    const Term& t = nd.inputs[ti];
+    Shape ts;
+    for (size_t vi = 0; vi < t.size(); ++vi) {
+      const Value& v = t[vi];
+      const Node& src = nodes[v.node];
+      int64_t end = value_end(v);
+      HIOS_CHECK(v.begin >= 0 && v.begin < end && end <= src.shape.c,
+                 "node '%s': input slice [%lld, %lld) of '%s' is outside its %lld channels", nd.name.c_str(),
+                 (long long)v.begin, (long long)end, src.name.c_str(), (long long)src.shape.c);
+      Shape vs = value_shape(v);
+      value_bytes += double(vs.numel()) * dtype_size(dtype);
+      if (vi == 0) {
+        ts = vs;
+        continue;
       }
-      if (!t.empty()) sum_flops += double(t.size() - 1) * double(ts.numel());
-      terms.push_back(ts);
+      const Node& first = nodes[t[0].node];
+      HIOS_CHECK(vs.c == ts.c, "node '%s': channel mismatch inside a sum: '%s' gives %lld channels but '%s' gives %lld",
+                 nd.name.c_str(), first.name.c_str(), (long long)ts.c, src.name.c_str(), (long long)vs.c);
+      HIOS_CHECK(vs == ts, "node '%s': shape mismatch inside a sum: '%s' is %s but '%s' is %s", nd.name.c_str(),
+                 first.name.c_str(), ts.str().c_str(), src.name.c_str(), vs.str().c_str());
     }
-    std::vector<Shape> in;
-    const OpDef& def = op_def(nd.op.kind);
-    if (def.terms_are_operands || terms.empty()) {
-      in = terms;
-    } else {
-      Shape cat = terms[0];
-      for (size_t ti = 1; ti < terms.size(); ++ti) {
-        const Shape& s = terms[ti];
-        HIOS_CHECK(s.n == cat.n && s.h == cat.h && s.w == cat.w,
-                   "node '%s': spatial mismatch in a concat: term 0 ('%s') is %s but term %zu ('%s') is %s",
-                   nd.name.c_str(), nodes[nd.inputs[0][0].node].name.c_str(), terms[0].str().c_str(), ti,
-                   nodes[nd.inputs[ti][0].node].name.c_str(), s.str().c_str());
-        cat.c += s.c;
-      }
-      in = {cat};
-    }
-    for (const Shape& s : in) check_size(s, nd.name, "input");
-    nd.shape = infer_op(nd.op, in, ctx);
-    check_size(nd.shape, nd.name, "output");
-    nd.cost = count_op(nd.op, in, nd.shape, dtype);
-    // Assembling the input reads every value once; summing within a term costs one FLOP per
-    // extra addend element.
-    double assembled = 0;
-    for (const Shape& s : in) assembled += double(s.numel()) * dtype_size(dtype);
-    nd.cost.bytes_read += value_bytes - assembled;
-    nd.cost.flops += sum_flops;
+    if (!t.empty()) sum_flops += double(t.size() - 1) * double(ts.numel());
+    terms.push_back(ts);
   }
-  check_shared_parameters();
+  std::vector<Shape> in;
+  const OpDef& def = op_def(nd.op.kind);
+  if (def.terms_are_operands || terms.empty()) {
+    in = terms;
+  } else {
+    Shape cat = terms[0];
+    for (size_t ti = 1; ti < terms.size(); ++ti) {
+      const Shape& s = terms[ti];
+      HIOS_CHECK(s.n == cat.n && s.h == cat.h && s.w == cat.w,
+                 "node '%s': spatial mismatch in a concat: term 0 ('%s') is %s but term %zu ('%s') is %s",
+                 nd.name.c_str(), nodes[nd.inputs[0][0].node].name.c_str(), terms[0].str().c_str(), ti,
+                 nodes[nd.inputs[ti][0].node].name.c_str(), s.str().c_str());
+      cat.c += s.c;
+    }
+    in = {cat};
+  }
+  for (const Shape& s : in) check_size(s, nd.name, "input");
+  nd.shape = infer_op(nd.op, in, ctx);
+  check_size(nd.shape, nd.name, "output");
+  nd.cost = count_op(nd.op, in, nd.shape, dtype);
+  // Assembling the input reads every value once; summing within a term costs one FLOP per
+  // extra addend element.
+  double assembled = 0;
+  for (const Shape& s : in) assembled += double(s.numel()) * dtype_size(dtype);
+  nd.cost.bytes_read += value_bytes - assembled;
+  nd.cost.flops += sum_flops;
 }
 
 // A node taking another's parameters (params_from) must name a node of the graph with the same

@@ -86,6 +86,14 @@ class Graph {
   void finalize();
 
  private:
+  // finalize's phases, in order.
+  void check_dimensions() const;
+  void index_names();
+  void check_placeholder_and_terms() const;
+  std::vector<int> sort_topologically();  // returns old index -> new index
+  void rebuild_blocks(const std::vector<int>& new_index);
+  void infer_node(Node& nd);
+
   std::unordered_map<std::string, int> index_;
   friend class GraphBuilder;
 };
