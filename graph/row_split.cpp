@@ -771,7 +771,6 @@ class Splitter {
 
   void gather_exit(const Region& rg) {
     const Node& x = g_.nodes[size_t(rg.exit)];
-    const std::vector<RowRange>& rows = rg.spec->rows.at(x.name);
     std::vector<Value> operands;
     std::vector<int64_t> held;
     for (int k = 0; k < rg.spec->parts; ++k) {
@@ -780,7 +779,6 @@ class Splitter {
         held.push_back(p.rows.begin);
       }
     }
-    (void)rows;
     new_index_[size_t(rg.exit)] = rows_node(x.name, {0, x.shape.h}, x.shape.h, operands, held);
   }
 
