@@ -3,8 +3,10 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,37 @@ inline Schedule schedule_with(const std::string& algo, const Graph& g, int gpus)
   opt.num_gpus = gpus;
   opt.single_gpu_fallback = false;
   return run_algorithm(algo, g, *cost, opt);
+}
+
+// Walks one rank program's instructions in one of the orders a GPU could run its streams in:
+// at every step a random stream whose next instruction may start (a Wait only once its event
+// is recorded), handed to `step`; a false from `step` stops the walk. Returns whether every
+// stream ran to its end.
+inline bool interleave(const exec::RankProgram& p, uint32_t seed, const std::function<bool(const exec::Instr&)>& step) {
+  std::vector<std::vector<const exec::Instr*>> queue(p.streams.size());
+  for (const exec::Instr& in : p.instrs) {
+    if (in.kind != exec::InstrKind::Alloc) queue[size_t(in.stream)].push_back(&in);
+  }
+  std::vector<size_t> head(queue.size(), 0);
+  std::vector<char> recorded(size_t(p.num_events), 0);
+  std::mt19937 rng(seed);
+  for (;;) {
+    std::vector<size_t> ready;
+    for (size_t s = 0; s < queue.size(); ++s) {
+      if (head[s] == queue[s].size()) continue;
+      const exec::Instr& in = *queue[s][head[s]];
+      if (in.kind != exec::InstrKind::Wait || recorded[size_t(in.event)]) ready.push_back(s);
+    }
+    if (ready.empty()) break;
+    const size_t s = ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng)];
+    const exec::Instr& in = *queue[s][head[s]++];
+    if (in.kind == exec::InstrKind::Record) recorded[size_t(in.event)] = 1;
+    if (!step(in)) return false;
+  }
+  for (size_t s = 0; s < queue.size(); ++s) {
+    if (head[s] != queue[s].size()) return false;
+  }
+  return true;
 }
 
 // Runs every rank's program in one process, one instruction at a time, round robin; a Recv

@@ -2,7 +2,6 @@
 // memory, keeps the input and output to themselves, and gives the same output as separate
 // buffers under any interleaving of the streams that the program's events allow.
 #include <algorithm>
-#include <random>
 #include <string>
 
 #include "executor/backend.hpp"
@@ -35,34 +34,16 @@ std::vector<float> run_interleaved(const Graph& g, const RankProgram& p, uint32_
   std::unique_ptr<Backend> b = make_backend("cpu", BackendConfig{});
   b->prepare(g, p);
   b->set_input(make_input(g));
-  std::vector<std::vector<const Instr*>> queue(p.streams.size());
-  for (const Instr& in : p.instrs) {
-    if (in.kind != InstrKind::Alloc) queue[size_t(in.stream)].push_back(&in);
-  }
-  std::vector<size_t> head(queue.size(), 0);
-  std::vector<char> recorded(size_t(p.num_events), 0);
-  std::mt19937 rng(seed);
-  for (;;) {
-    std::vector<size_t> ready;
-    for (size_t s = 0; s < queue.size(); ++s) {
-      if (head[s] == queue[s].size()) continue;
-      const Instr& in = *queue[s][head[s]];
-      if (in.kind != InstrKind::Wait || recorded[size_t(in.event)]) ready.push_back(s);
-    }
-    if (ready.empty()) break;
-    const size_t s = ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng)];
-    const Instr& in = *queue[s][head[s]++];
+  const bool finished = test::interleave(p, seed, [&](const Instr& in) {
     switch (in.kind) {
       case InstrKind::Launch: b->launch(in.node, in.stream); break;
-      case InstrKind::Record:
-        b->record(in.event, in.stream);
-        recorded[size_t(in.event)] = 1;
-        break;
+      case InstrKind::Record: b->record(in.event, in.stream); break;
       case InstrKind::Wait: b->wait(in.event, in.stream); break;
       default: break;
     }
-  }
-  for (size_t s = 0; s < queue.size(); ++s) REQUIRE(head[s] == queue[s].size());
+    return true;
+  });
+  REQUIRE(finished);
   return b->read_tensor(g.output());
 }
 

@@ -7,7 +7,6 @@
 // in place, as the CUDA kernel does.
 #include <cmath>
 #include <map>
-#include <random>
 #include <string>
 
 #include "executor/backend.hpp"
@@ -61,38 +60,19 @@ class NhwcReplay {
   }
 
   std::string run(uint32_t seed) {
-    std::vector<std::vector<const Instr*>> queue(p_.streams.size());
-    for (const Instr& in : p_.instrs) {
-      if (in.kind != InstrKind::Alloc) queue[size_t(in.stream)].push_back(&in);
-    }
-    std::vector<size_t> head(queue.size(), 0);
-    std::vector<char> recorded(size_t(p_.num_events), 0);
-    std::mt19937 rng(seed);
-    for (;;) {
-      std::vector<size_t> ready;
-      for (size_t s = 0; s < queue.size(); ++s) {
-        if (head[s] == queue[s].size()) continue;
-        const Instr& in = *queue[s][head[s]];
-        if (in.kind != InstrKind::Wait || recorded[size_t(in.event)]) ready.push_back(s);
-      }
-      if (ready.empty()) break;
-      const size_t s = ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng)];
-      const Instr& in = *queue[s][head[s]++];
-      std::string bad;
+    std::string bad;
+    const bool finished = test::interleave(p_, seed, [&](const Instr& in) {
       switch (in.kind) {
-        case InstrKind::Record: recorded[size_t(in.event)] = 1; break;
         case InstrKind::Recv: put(in.node); break;
         case InstrKind::Send:
         case InstrKind::Gather: bad = check(in.node, "sent or gathered"); break;
         case InstrKind::Launch: bad = launch(in.node); break;
         default: break;
       }
-      if (!bad.empty()) return bad;
-    }
-    for (size_t s = 0; s < queue.size(); ++s) {
-      if (head[s] != queue[s].size()) return "the replay stalled";
-    }
-    return "";
+      return bad.empty();
+    });
+    if (!bad.empty()) return bad;
+    return finished ? "" : "the replay stalled";
   }
 
  private:
