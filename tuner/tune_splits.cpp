@@ -1,0 +1,191 @@
+// hios tune's row splits, phase 7 (tune_internal.hpp): every one-region split ranked under
+// costs derived from the measured nodes, a shortlist searched, and the finalists built on every
+// rank, measured and searched again as candidates. Apart from the whole graph's searches
+// (tune_search.cpp) because it has budgets, graphs and a pruning of its own.
+#include <algorithm>
+#include <set>
+
+#include "graph/error.hpp"
+#include "graph/json_codec.hpp"
+#include "graph/row_split.hpp"
+#include "tuner/tune_internal.hpp"
+
+namespace hios::tune::detail {
+
+namespace {
+
+std::string split_label(const SpatialPlan& plan, const SplitStyle& style) {
+  const SplitRegion& r = plan.regions.front();
+  std::string blocks = r.first_block == r.last_block ? r.first_block : r.first_block + ".." + r.last_block;
+  return strprintf("%s %d ways, %s", blocks.c_str(), r.parts, split_style_name(style).c_str());
+}
+
+}  // namespace
+
+// ---- phase 7: row splits, pruned by the measured costs
+// Every one-region plan of 2 to N parts (any region, every mode) is ranked by a quick estimate
+// under costs derived from the measured nodes (scheduler/spatial.hpp); the best
+// `split_shortlist` are searched with hios-lp under those costs; the best `split_finalists`
+// of those, unless predicted far slower than the whole graph's best, get their own graph on
+// every rank, their parts measured, a search on measured costs, and become candidates.
+void Tuner::search_row_splits() {
+  if (N_ < 2 || o_.spatial == "off" || reuse_searches_) return;
+  const auto t0 = Clock::now();
+  std::vector<int> part_counts;
+  if (o_.spatial == "auto") {
+    for (int p = 2; p <= N_; ++p) part_counts.push_back(p);
+  } else {
+    part_counts.push_back(std::stoi(o_.spatial));
+  }
+  struct Ranked {
+    SpatialPlan plan;
+    int parts = 2;
+    SplitStyle style;
+    double ms = 0;
+  };
+  std::vector<Ranked> ranked;
+  size_t total = 0;
+  for (int parts : part_counts) {
+    for (const auto& mode : split_modes(o_.spatial_mode)) {
+      for (SpatialPlan& plan : region_plans(g_, parts, {mode})) {
+        ++total;
+        if (seconds_since(t0) > o_.split_budget_s / 2) continue;  // longest regions were ranked first
+        const Graph sg = apply_spatial(g_, plan);
+        const auto derived = make_split_cost_model(g_, sg, *cost_, cost_->fitted());
+        ranked.push_back({std::move(plan), parts, mode, split_quick_estimate_ms(sg, *derived, parts)});
+      }
+    }
+  }
+  if (ranked.empty()) {
+    progress_.line("splits", total == 0 ? "no run of blocks can be split by rows" : "no plan ranked within the budget");
+    return;
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
+  progress_.line("splits", strprintf("%zu of %zu plans ranked under the measured nodes (%.1f s); best estimate "
+                                     "%.3f ms (%s)",
+                                     ranked.size(), total, seconds_since(t0), ranked.front().ms,
+                                     split_label(ranked.front().plan, ranked.front().style).c_str()));
+  // The shortlist: the best-ranked plan of every mode first (the quick estimate runs one stream
+  // per GPU, which favours some modes over others), then the best-ranked of the rest.
+  {
+    std::vector<Ranked> shortlist, rest;
+    std::set<SplitStyle> modes_in;
+    for (Ranked& r : ranked) {
+      if (modes_in.insert(r.style).second && shortlist.size() < size_t(o_.split_shortlist)) {
+        shortlist.push_back(std::move(r));
+      } else {
+        rest.push_back(std::move(r));
+      }
+    }
+    for (Ranked& r : rest) {
+      if (shortlist.size() == size_t(o_.split_shortlist)) break;
+      shortlist.push_back(std::move(r));
+    }
+    ranked = std::move(shortlist);
+  }
+  // The shortlist, searched under the derived costs.
+  for (size_t k = 0; k < ranked.size(); ++k) {
+    Ranked& r = ranked[k];
+    if (seconds_since(t0) > o_.split_budget_s) {
+      ranked.resize(k);
+      break;
+    }
+    const Graph sg = apply_spatial(g_, r.plan);
+    const auto derived = make_split_cost_model(g_, sg, *cost_, cost_->fitted());
+    SchedulerOptions so = split_search_options(sg, r.parts);
+    so.time_budget_s = std::max(1.0, o_.split_budget_s - seconds_since(t0));
+    r.ms = run_algorithm("hios-lp", sg, *derived, so).meta.predicted_ms;
+    progress_.line("splits", strprintf("shortlist %zu of %zu: %-44s predicted %8.3f ms", k + 1, ranked.size(),
+                                       split_label(r.plan, r.style).c_str(), r.ms));
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
+  double best_whole = 0;
+  for (const Candidate& c : res_.candidates) {
+    if (c.cost == "measured" && (best_whole == 0 || c.predicted_ms < best_whole)) best_whole = c.predicted_ms;
+  }
+  // Splits predicted this much slower than the whole graph's best cannot win: not measured.
+  constexpr double kHopeless = 1.5;
+  // The finalists: the best predicted, one per mode while other modes remain (a prediction on
+  // derived costs may err for a whole mode; measuring two modes hedges that).
+  std::vector<const Ranked*> order;
+  std::set<SplitStyle> modes_taken;
+  for (const Ranked& r : ranked) {
+    if (modes_taken.insert(r.style).second) order.push_back(&r);
+  }
+  for (const Ranked& r : ranked) {
+    if (std::find(order.begin(), order.end(), &r) == order.end()) order.push_back(&r);
+  }
+  int finalists = 0;
+  for (const Ranked* rp : order) {
+    const Ranked& r = *rp;
+    if (finalists == o_.split_finalists) break;
+    // A finalist costs a measuring program, its nodes and a search (on nasnet_large at 2048, a
+    // minute): past twice the budget only the first is measured.
+    if (finalists > 0 && seconds_since(t0) > 2 * o_.split_budget_s) {
+      progress_.line("splits", strprintf("%.0f s spent on splits (twice --split-budget): no more finalists",
+                                         seconds_since(t0)));
+      break;
+    }
+    if (best_whole > 0 && r.ms > kHopeless * best_whole) {
+      progress_.line("splits", strprintf("%s: predicted %.3f ms, over %.1fx the best whole-graph schedule; "
+                                         "not measured",
+                                         split_label(r.plan, r.style).c_str(), r.ms, kHopeless));
+      continue;
+    }
+    ++finalists;
+    add_split_candidate(r.plan, r.parts, split_label(r.plan, r.style));
+  }
+  note_stage_counts();
+}
+
+// hios-lp on a split graph: on `parts` GPUs, with the suggested part-per-GPU mapping as one
+// more candidate mapping (a longest-path mapping does not find it by itself).
+SchedulerOptions Tuner::split_search_options(const Graph& sg, int parts) const {
+  SchedulerOptions so;
+  so.num_gpus = parts;
+  so.max_streams = S_;
+  so.window = 4;
+  so.single_gpu_fallback = false;  // the one-GPU candidates are the whole graph's
+  so.gpu_hint = suggested_part_gpus(sg);
+  return so;
+}
+
+// A split finalist: every rank builds its graph; its parts are measured, then hios-lp
+// searches it on measured costs (its stages measured in a budget of their own).
+void Tuner::add_split_candidate(const SpatialPlan& plan, int parts, const std::string& label) {
+  const int vi = job_.lead({{"op", "split"}, {"plan", spatial_to_json(plan)}}).get<int>();
+  splits_.push_back(SplitVariant{plan, label});
+  const Graph& sg = job_.graph(vi);
+  cost_->keep_graph(sg);  // the job holds it until the tune ends
+  const auto t0 = Clock::now();
+  if (!has_every_node(sg, db_)) {
+    load_measuring_program(vi);
+    measure_nodes_of(vi);
+    res_.nodes_measured = true;
+  }
+  cost_->refresh_nodes();
+  // Its stages are predicted by the concurrency model fitted to the whole graph's measured
+  // stages, not measured: a split graph's one big block asks IOS for thousands of distinct
+  // stages (on inception_v3 at 2048, 40 s of measuring for a 3% better prediction).
+  cost_->detach();
+  SchedulerOptions so = split_search_options(sg, parts);
+  so.time_budget_s = std::max(1.0, o_.split_budget_s);  // a split graph's one big block can take IOS long
+  Schedule s = run_algorithm("hios-lp", sg, *cost_, so);
+  s.meta.spatial = json{{"graph_digest", graph_digest(g_)}, {"regions", spatial_to_json(plan)["regions"]}};
+  Candidate cand;
+  cand.label = label_of(Config{"hios-lp", "measured", parts, S_, 4}, label);
+  cand.variant = vi;
+  cand.split = label;
+  cand.algorithm = "hios-lp";
+  cand.cost = "measured";
+  cand.gpus = parts;
+  cand.streams = S_;
+  cand.window = 4;
+  cand.predicted_ms = idle_prediction(sg, s);
+  cand.schedule = widen_schedule(s, N_);
+  progress_.line("splits", strprintf("%s: predicted %.3f ms on measured parts (%.1f s)", cand.label.c_str(),
+                                     cand.predicted_ms, seconds_since(t0)));
+  add_candidate(std::move(cand));
+}
+
+}  // namespace hios::tune::detail

@@ -1,0 +1,287 @@
+// hios tune's timing, phases 8 to 12 (tune_internal.hpp): every candidate run on all ranks and
+// checked against the reference, the receive leads, the calibration of the predictions and the
+// second round of searches it allows, the finalists, and the launch order of the fastest.
+// Apart from the searches because everything here runs on the devices, through the job.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "executor/memory_plan.hpp"
+#include "executor/verify.hpp"
+#include "graph/error.hpp"
+#include "scheduler/simulator.hpp"
+#include "tuner/calibration.hpp"
+#include "tuner/tune_internal.hpp"
+
+namespace hios::tune::detail {
+
+// ---- phase 8: every candidate on the real devices, quickly
+// Two rounds: a quick one over every candidate, then the full count of passes for those that
+// can still win. A quick round alone would let noise pick; a full round for all costs most
+// of a re-tune.
+void Tuner::time_quick_round() {
+  cost_->detach();  // candidates replace the measuring program
+  db_.pass_overhead_ms = job_.lead({{"op", "overhead"}, {"passes", o_.passes}}).get<double>();
+  for (Candidate& c : res_.candidates) c.predicted_ms += db_.pass_overhead_ms;
+  // A re-tune does not time again what the last tune measured far from the fastest: it keeps
+  // that measurement (passes 0 in the report).
+  double stored_best = 0;
+  for (const Candidate& c : res_.candidates) {
+    if (c.ok && c.stored_ms > 0 && (stored_best == 0 || c.stored_ms < stored_best)) stored_best = c.stored_ms;
+  }
+  for (size_t k = 0; k < res_.candidates.size(); ++k) {
+    Candidate& c = res_.candidates[k];
+    if (stored_best > 0 && c.stored_ms > o_.retime_margin * stored_best) {
+      c.measured_ms = c.stored_ms;
+      c.max_rel = c.stored_max_rel;
+      c.passes = 0;
+      progress_.line("timing", strprintf("kept %zu of %zu: %-58s measured %8.3f ms by the last tune (over %.2fx the "
+                                         "fastest)",
+                                         k + 1, res_.candidates.size(), c.label.c_str(), c.measured_ms,
+                                         o_.retime_margin));
+      continue;
+    }
+    time_one(c, quick_passes(), "quick", k + 1, res_.candidates.size());
+  }
+}
+
+// Times one candidate on every rank and checks its output against the reference.
+void Tuner::time_one(Candidate& c, int passes, const char* round, size_t k, size_t n) {
+  // The quick round warms up once after the capture (the graph is uploaded already); the
+  // finalists as `hios run` does.
+  const int warmup = passes < o_.passes ? std::min(o_.warmup, 1) : o_.warmup;
+  const Graph& g = job_.graph(c.variant);
+  c.measured_ms = job_.lead({{"op", "time"},
+                             {"graph", c.variant},
+                             {"schedule", schedule_to_json(g, c.schedule)},
+                             {"capture", true},
+                             {"warmup", warmup},
+                             {"passes", passes}})
+                      .get<double>();
+  c.passes = passes;
+  const exec::Diff d = exec::compare(job_.output, reference_);
+  c.max_rel = d.max_rel;
+  c.ok = d.max_rel <= tolerance_of(c);
+  progress_.line("timing", strprintf("%s %zu of %zu: %-58s predicted %8.3f ms, measured %8.3f ms (%d passes), "
+                                     "max_rel %.1e%s",
+                                     round, k, n, c.label.c_str(), c.predicted_ms, c.measured_ms, passes, c.max_rel,
+                                     c.ok ? "" : "  FAILED verification"));
+}
+
+// ---- phase 9: receives posted later
+// NCCL's receive kernel waits on the consumer's GPU, holding SMs, from the moment it is
+// posted. How much later pays depends on the stages, so it is measured on the fastest
+// multi-GPU candidate (docs/executor.md, "When receives are posted").
+void Tuner::time_receive_leads() {
+  const Candidate* base = nullptr;
+  for (const Candidate& c : res_.candidates) {
+    if (c.ok && c.gpus > 1 && c.schedule.meta.recv_lead < 0 && (!base || c.measured_ms < base->measured_ms)) base = &c;
+  }
+  if (!base) return;
+  const Candidate from = *base;
+  for (int lead : {0, 2}) {
+    Candidate v = from;
+    v.schedule.meta.recv_lead = lead;
+    v.label = from.label + strprintf(", receives %d stage%s ahead", lead, lead == 1 ? "" : "s");
+    res_.candidates.push_back(std::move(v));
+    time_one(res_.candidates.back(), quick_passes(), "quick", res_.candidates.size(), res_.candidates.size());
+  }
+}
+
+// ---- phase 10: calibration, and the multi-GPU searches again with it
+// A gap after every launch, fitted to the one-GPU candidates, and a cost per transfer, fitted
+// to the multi-GPU ones with that gap. Every candidate's prediction uses the costs fitted to
+// the *other* schedules (leave its structure out), so no prediction is fitted to its own
+// measurement; one-GPU candidates calibrate the multi-GPU ones and never the reverse.
+void Tuner::calibrate_and_search_again() {
+  for (Candidate& c : res_.candidates) c.predicted_uncalibrated_ms = c.predicted_ms;
+  calibration_ = calibrate(false);
+  progress_.line("calibrate", strprintf("inside a pass: +%.2f us after every launch (%zu one-GPU schedules), +%.1f us "
+                                        "on every transfer (%zu multi-GPU schedules)",
+                                        1e3 * calibration_.launch_ms, calibration_.one_gpu,
+                                        1e3 * calibration_.transfer_ms, calibration_.multi_gpu));
+  if (N_ > 1 && !reuse_searches_ && calibration_.transfer_ms > 0) {
+    if (timer_) load_measuring_program(0);  // new stages are measured
+    cost_->transfer_extra_ms = calibration_.transfer_ms;
+    const size_t before = res_.candidates.size();
+    search({{"hios-lp", "calibrated", N_, S_, 4},
+            {"hios-lp", "calibrated", N_, std::min(S_, 2), 2},
+            {"hios-mr", "calibrated", N_, S_, 4},
+            {"heft", "calibrated", N_, S_, 4}},
+           "round 2, ");
+    cost_->transfer_extra_ms = 0;
+    cost_->detach();
+    for (size_t k = before; k < res_.candidates.size(); ++k) {
+      Candidate& c = res_.candidates[k];
+      c.predicted_ms += db_.pass_overhead_ms;
+      c.predicted_uncalibrated_ms = c.predicted_ms;
+      time_one(c, quick_passes(), "quick", k + 1, res_.candidates.size());
+    }
+  }
+  calibration_ = calibrate(true);
+  note_stage_counts();  // round 2 may have measured more
+}
+
+Calibration Tuner::calibrate(bool predict) {
+  static const std::vector<double> kLaunchGrid = {0, 0.002};  // one GPU: exactly linear in the gap
+  static const std::vector<double> kTransferGrid = {0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4};
+  CalibratedCost cal(*cost_);
+  const size_t n = res_.candidates.size();
+  std::vector<std::string> keys(n);
+  std::vector<Curve> curves(n);
+  auto curve = [&](const Candidate& c, const std::vector<double>& grid, double& knob) {
+    Curve cv;
+    for (double x : grid) {
+      knob = x;
+      cv.x.push_back(x);
+      cv.y.push_back(simulate(job_.graph(c.variant), c.schedule, cal).latency_ms);
+    }
+    knob = 0;
+    return cv;
+  };
+  auto fits = [&](const Candidate& c) { return c.ok && c.schedule.meta.recv_lead < 0; };
+  for (size_t i = 0; i < n; ++i) {
+    const Candidate& c = res_.candidates[i];
+    keys[i] = structure_key(job_.graph(c.variant), c.schedule, c.variant);
+    if (c.gpus == 1) curves[i] = curve(c, kLaunchGrid, cal.extra_launch_ms);
+  }
+  auto points = [&](bool multi, const std::string& except) {
+    std::vector<std::pair<const Curve*, double>> pts;
+    for (size_t j = 0; j < n; ++j) {
+      const Candidate& c = res_.candidates[j];
+      if (fits(c) && (c.gpus > 1) == multi && keys[j] != except) pts.push_back({&curves[j], c.measured_ms});
+    }
+    return pts;
+  };
+  Calibration all;
+  all.launch_ms = fit_extra(points(false, ""), db_.pass_overhead_ms);
+  all.one_gpu = points(false, "").size();
+  cal.extra_launch_ms = all.launch_ms;
+  for (size_t i = 0; i < n; ++i) {
+    if (res_.candidates[i].gpus > 1) curves[i] = curve(res_.candidates[i], kTransferGrid, cal.extra_transfer_ms);
+  }
+  all.transfer_ms = fit_extra(points(true, ""), db_.pass_overhead_ms);
+  all.multi_gpu = points(true, "").size();
+  if (!predict) return all;
+  for (size_t i = 0; i < n; ++i) {
+    Candidate& c = res_.candidates[i];
+    const bool multi = c.gpus > 1;
+    const auto others = points(multi, keys[i]);
+    if (others.empty()) continue;  // nothing else to calibrate on: the uncalibrated prediction stays
+    if (multi) {
+      cal.extra_launch_ms = all.launch_ms;
+      cal.extra_transfer_ms = fit_extra(others, db_.pass_overhead_ms);
+    } else {
+      cal.extra_launch_ms = fit_extra(others, db_.pass_overhead_ms);
+      cal.extra_transfer_ms = 0;
+    }
+    c.launch_extra_ms = cal.extra_launch_ms;
+    c.transfer_extra_ms = cal.extra_transfer_ms;
+    c.predicted_ms = simulate(job_.graph(c.variant), c.schedule, cal).latency_ms + db_.pass_overhead_ms;
+  }
+  return all;
+}
+
+// ---- phase 11: the candidates that can still win, timed as `hios run` times them
+void Tuner::time_finalists() {
+  if (quick_passes() >= o_.passes) return;
+  double fastest = 0;
+  for (const Candidate& c : res_.candidates) {
+    if (c.ok && (fastest == 0 || c.measured_ms < fastest)) fastest = c.measured_ms;
+  }
+  std::vector<Candidate*> finalists;
+  for (Candidate& c : res_.candidates) {
+    if (c.ok && c.measured_ms <= fastest * (1 + o_.finalist_margin)) finalists.push_back(&c);
+  }
+  for (size_t k = 0; k < finalists.size(); ++k) time_one(*finalists[k], o_.passes, "final", k + 1, finalists.size());
+}
+
+// ---- phase 12: the launch order (executor/launch_order.hpp) of the fastest verified
+// candidate, each order timed over the full passes; `hios run` uses the fastest unless told
+// otherwise
+void Tuner::choose_launch_order() {
+  Candidate* lead = choice();
+  if (!lead) return;
+  chosen_ = static_cast<int>(lead - res_.candidates.data());
+  if (reuse_searches_ && adopt_stored_launch_order(*lead)) return;
+  const Graph& g = job_.graph(lead->variant);
+  double best_ms = lead->passes == o_.passes ? lead->measured_ms : 0;
+  for (const char* name : {"topo", "opara", "measured"}) {
+    if (std::string(name) == "topo" && best_ms > 0) {
+      launch_orders_[name] = best_ms;
+      continue;
+    }
+    const double ms = job_.lead({{"op", "time"},
+                                 {"graph", lead->variant},
+                                 {"schedule", schedule_to_json(g, lead->schedule)},
+                                 {"launch_order", name},
+                                 {"capture", true},
+                                 {"warmup", o_.warmup},
+                                 {"passes", o_.passes}})
+                          .get<double>();
+    const exec::Diff d = exec::compare(job_.output, reference_);
+    const bool ok = d.max_rel <= tolerance_of(*lead);
+    progress_.line("timing", strprintf("launch order %-8s %-58s measured %8.3f ms, max_rel %.1e%s", name,
+                                       lead->label.c_str(), ms, d.max_rel, ok ? "" : "  FAILED"));
+    if (!ok) continue;
+    launch_orders_[name] = ms;
+    if (std::string(name) == "topo") {
+      lead->measured_ms = ms;
+      best_ms = ms;
+    } else if (ms < best_ms) {
+      best_ms = ms;
+      launch_order_ = name;
+    }
+  }
+}
+
+// A re-tune whose choice is the last tune's keeps the launch orders that tune timed for it
+// (`searched.launch_order` in the database) rather than timing them again.
+bool Tuner::adopt_stored_launch_order(const Candidate& lead) {
+  if (!db_.searched.is_object() || !db_.searched.contains("launch_order")) return false;
+  const json& stored = db_.searched["launch_order"];
+  if (!stored.is_object() || !stored.contains("candidate") || !stored["candidate"].is_string() ||
+      stored["candidate"].get<std::string>() != lead.label || !stored.contains("chosen") ||
+      !stored["chosen"].is_string() || !stored.contains("measured_ms") || !stored["measured_ms"].is_object()) {
+    return false;
+  }
+  const std::string chosen = stored["chosen"].get<std::string>();
+  json measured = json::object();
+  for (const char* name : {"topo", "opara", "measured"}) {
+    if (!stored["measured_ms"].contains(name)) continue;
+    const json& ms = stored["measured_ms"][name];
+    if (!ms.is_number() || !(ms.get<double>() > 0) || !std::isfinite(ms.get<double>())) return false;
+    measured[name] = ms;
+  }
+  if (!measured.contains(chosen)) return false;
+  launch_order_ = chosen;
+  launch_orders_ = measured;
+  launch_orders_["topo"] = lead.measured_ms;  // timed again in this re-tune's finals
+  progress_.line("timing", strprintf("launch order %s, kept: the last tune timed the launch orders of %s", chosen.c_str(),
+                                     lead.label.c_str()));
+  return true;
+}
+
+// The candidate to write (choose_candidate), its memory from the lowered programs.
+Candidate* Tuner::choice() {
+  const Candidate* c =
+      choose_candidate(res_.candidates, [this](const Candidate& x) { return tensor_memory(x); });
+  return c ? &res_.candidates[size_t(c - res_.candidates.data())] : nullptr;
+}
+
+// The shared arena of the candidate's fullest rank, in float32 bytes (cached per candidate).
+int64_t Tuner::tensor_memory(const Candidate& c) {
+  const std::string key = c.label;
+  auto it = tensor_memory_.find(key);
+  if (it != tensor_memory_.end()) return it->second;
+  int64_t most = 0;
+  const Graph& g = job_.graph(c.variant);
+  for (exec::RankProgram& p : exec::lower_all(g, c.schedule)) {
+    exec::share_buffers(g, p, exec::memory_plan_options(job_.layout(), g));
+    most = std::max(most, p.tensor_memory());
+  }
+  return tensor_memory_[key] = most;
+}
+
+}  // namespace hios::tune::detail
