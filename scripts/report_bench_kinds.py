@@ -125,6 +125,13 @@ def _run_json(data, d, c, kind):
     return r["latency_ms"]["median"], max(x["peak_memory_mb"] for x in r["ranks"])
 
 
+def _pair(tuned, one_gpu, spec):
+    """'tuned / one GPU' for the two runs' numbers, '-' for a run that did not finish."""
+    if tuned is None and one_gpu is None:
+        return ""
+    return " / ".join("-" if v is None else spec.format(v) for v in (tuned, one_gpu))
+
+
 def bench_tune_runs(data, t, sec):
     """scripts/gpu-tune.sh's summary: tuned against the best one-GPU candidate of the same job."""
     d = _need(t, "dir", "tune-runs")
@@ -155,8 +162,7 @@ def bench_tune_runs(data, t, sec):
         rows.append([c["label"], f"{b1['measured_ms']:.3f}", f"{ch['measured_ms']:.3f}", f"**{ratio:.2f}**",
                      fmt(target, "{:.2f}"), _short_label(tm["chosen"]), f"{100 * err:+.1f}%", f"{total:.1f}",
                      fmt(rw and rw[1], "{:.1f}"),
-                     f"{fmt(lt)} / {fmt(l1)}" if lt is not None else "",
-                     f"{mt:.0f} / {m1:.0f}" if mt is not None and m1 is not None else ""])
+                     _pair(lt, l1, "{:.3f}"), _pair(mt, m1, "{:.0f}")])
         if target is not None:
             speed.append((c["label"], ratio <= target, f"{ratio:.2f} against {target:.2f}"))
         worse.append((c["label"], ratio <= targets.get("never_worse", 1.01), f"{ratio:.2f}"))
