@@ -8,7 +8,7 @@ models, which this model does not simulate). Latency is queueing plus the pass, 
 counts it.
 
 With --budget-ms the worker decides as hios serve's adaptive launcher does instead
-(executor/serve.cpp, BatchController::adaptive_take, without the hold): the largest batch whose pass
+(serve/batching.cpp, BatchController::adaptive_take, without the hold): the largest batch whose pass
 still answers the oldest request within the budget; past it, a drain. --drain picks the drain
 rule: 'max' (the batch answering the most requests per ms) or 'bounded' (the same among batches
 whose pass is at most a batch-1 pass plus the mean gap between arrivals, hios serve's rule).

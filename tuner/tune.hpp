@@ -6,7 +6,7 @@
 // commands in the same order (there is one code path per step, run by every rank). HIOS
 // spawns a new mpirun per measurement; here nothing is reloaded between measurements.
 //
-// The job runs as named phases (class Tuner in tune.cpp, one method each, in this order;
+// The job runs as named phases (class Tuner in tune_internal.hpp, one method each, in this order;
 // progress on stderr: phase, item k of n, elapsed seconds):
 //  1. open the database: the device, driver, runtime, cuDNN and NCCL versions, backend, math
 //     and the graph's digest; a --profile-db from elsewhere is refused naming what differs,
@@ -92,7 +92,7 @@ struct Candidate {
   double predicted_ms = 0;  // simulate() under the measured costs, plus the pass overhead
   // predicted_ms is calibrated: it adds launch_extra_ms after every launch and
   // transfer_extra_ms to every transfer, both fitted to the *other* candidates' measurements
-  // (tune.cpp, "calibration"). predicted_uncalibrated_ms is the prediction from the isolated
+  // (tune_timing.cpp, phase 10). predicted_uncalibrated_ms is the prediction from the isolated
   // measurements alone (stages on one GPU, links between idle GPUs).
   double predicted_uncalibrated_ms = 0;
   double launch_extra_ms = 0, transfer_extra_ms = 0;
