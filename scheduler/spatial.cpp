@@ -126,6 +126,90 @@ std::vector<int> suggested_part_gpus(const Graph& sg) {
 
 namespace {
 
+// The role of a node of a split graph in an overlapping part, and the part ("X@k") it belongs to.
+enum class PieceRole { None, Middle, Edge, HaloCut };
+
+PieceRole piece_role(const std::string& name, std::string& part) {
+  const size_t at = name.rfind('@');
+  if (at == std::string::npos) return PieceRole::None;
+  size_t i = at + 1;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == at + 1 || i == name.size()) return PieceRole::None;
+  part = name.substr(0, i);
+  const std::string rest = name.substr(i);
+  if (rest == "/mid") return PieceRole::Middle;
+  if (rest == "/top" || rest == "/bottom") return PieceRole::Edge;
+  if (rest[0] == '>' && rest.find(':') != std::string::npos) return PieceRole::HaloCut;
+  return PieceRole::None;
+}
+
+// Where each node sits in one GPU's stages of one block: its stage index, -1 elsewhere.
+std::vector<int> stage_positions(const Graph& g, const std::vector<Stage>& stages) {
+  std::vector<int> pos(size_t(g.size()), -1);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    for (const Group& gr : stages[i].groups) {
+      for (int v : gr.nodes) pos[size_t(v)] = int(i);
+    }
+  }
+  return pos;
+}
+
+}  // namespace
+
+int hoist_halo_edges(const Graph& split, Schedule& s) {
+  std::vector<bool> sends_halo(size_t(split.size()), false);  // an edge piece or a halo cut
+  bool any = false;
+  for (int v = 0; v < split.size(); ++v) {
+    std::string part;
+    const PieceRole r = piece_role(split.nodes[size_t(v)].name, part);
+    sends_halo[size_t(v)] = r == PieceRole::Edge || r == PieceRole::HaloCut;
+    any = any || r == PieceRole::Middle;
+  }
+  if (!any) return 0;  // no overlapping part: nothing to hoist
+  // The block of every node, to tell producers of an earlier block (done before it starts).
+  std::vector<int> block_of(size_t(split.size()), -1);
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    for (const auto& stages : s.blocks[b]) {
+      for (const Stage& st : stages) {
+        for (const Group& gr : st.groups) {
+          for (int v : gr.nodes) block_of[size_t(v)] = int(b);
+        }
+      }
+    }
+  }
+  int moved = 0;
+  for (size_t b = 0; b < s.blocks.size(); ++b) {
+    for (std::vector<Stage>& stages : s.blocks[b]) {
+      for (size_t j = 1; j < stages.size(); ++j) {
+        bool hoist = false, legal = true;
+        int earliest = 0;  // just after the last stage holding a producer
+        const std::vector<int> pos = stage_positions(split, stages);
+        for (const Group& gr : stages[j].groups) {
+          for (int v : gr.nodes) {
+            hoist = hoist || sends_halo[size_t(v)];
+            for (const Term& t : split.nodes[size_t(v)].inputs) {
+              for (const Value& in : t) {
+                if (in.node == split.input() || block_of[size_t(in.node)] != int(b)) continue;
+                const int p = pos[size_t(in.node)];
+                legal = legal && p >= 0;  // a producer on another GPU of this block: left in place
+                earliest = std::max(earliest, p + 1);
+              }
+            }
+          }
+        }
+        if (!hoist || !legal || earliest >= int(j)) continue;
+        Stage st = std::move(stages[j]);
+        stages.erase(stages.begin() + std::ptrdiff_t(j));
+        stages.insert(stages.begin() + earliest, std::move(st));
+        ++moved;
+      }
+    }
+  }
+  return moved;
+}
+
+namespace {
+
 // The node of g a node of the split graph stands for, and the share of its rows it computes:
 // a part "X@k" (or a piece of it, "X@k/mid") is X at (its rows / X's rows); a node outside
 // every region is itself at 1.
@@ -286,6 +370,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     Graph sg = apply_spatial(g, plan);
     o.gpu_hint = suggested_part_gpus(sg);
     Schedule s = run_algorithm(algo, sg, cost, o);
+    if (hoist_halo_edges(sg, s) > 0) s.meta.predicted_ms = simulate(sg, s, cost).latency_ms;
     json row = json{{"regions", json::array()}, {"predicted_ms", s.meta.predicted_ms}};
     for (const SplitRegion& r : plan.regions) {
       row["regions"].push_back(

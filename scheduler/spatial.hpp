@@ -63,6 +63,17 @@ std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vect
 // it; -1 for the nodes of no part. The suggested mapping (SchedulerOptions::gpu_hint).
 std::vector<int> suggested_part_gpus(const Graph& split);
 
+// A split whose parts overlap their halos (SplitRegion::overlap) pays only if each part's edge
+// pieces ("X@k/top", "X@k/bottom") and the halo cuts taken from them ("X@k>j:a-b") run as soon
+// as their inputs are there, ahead of the middles ("X@k/mid"): then the halo is on its way
+// while the middles compute. A search orders stages by its cost model, which sees no gain in
+// that, and on a GPU a stage waits for the one before it. So on every GPU this moves each stage
+// holding an edge or a halo cut to just after the last stage holding one of its producers,
+// when every producer of the stage in the same block runs on this GPU (so no dependency or
+// cross-GPU order is broken: check_schedule still passes). Returns the number of stages moved;
+// a split without overlap is left as it is.
+int hoist_halo_edges(const Graph& split, Schedule& s);
+
 // Costs of a split graph derived from costs of the graph it was split from, so that plans can
 // be ranked before any of their parts is measured: a part of X costs X's time scaled by the
 // rows it computes (a partial pool, by the rows it sums), a node outside the regions costs what

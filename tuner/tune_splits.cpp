@@ -8,6 +8,7 @@
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
 #include "graph/row_split.hpp"
+#include "scheduler/simulator.hpp"
 #include "tuner/tune_internal.hpp"
 
 namespace hios::tune::detail {
@@ -171,6 +172,7 @@ void Tuner::add_split_candidate(const SpatialPlan& plan, int parts, const std::s
   SchedulerOptions so = split_search_options(sg, parts);
   so.time_budget_s = std::max(1.0, o_.split_budget_s);  // a split graph's one big block can take IOS long
   Schedule s = run_algorithm("hios-lp", sg, *cost_, so);
+  if (hoist_halo_edges(sg, s) > 0) s.meta.predicted_ms = simulate(sg, s, *cost_).latency_ms;
   s.meta.spatial = json{{"graph_digest", graph_digest(g_)}, {"regions", spatial_to_json(plan)["regions"]}};
   Candidate cand;
   cand.label = label_of(Config{"hios-lp", "measured", parts, S_, 4}, label);
