@@ -31,7 +31,7 @@ RELU_FOLD=${RELU_FOLD:-on}
 # max-autotune minutes per shape, so the default keeps the two strongest reduce-overhead ones.
 PT_VARIANTS=${PT_VARIANTS:-eager,cuda-graph,compile-ro-cl,compile-ro-cl-bf16}
 HERE=$(cd "$(dirname "$0")" && pwd)
-BENCH="$BUILD/executor/cuda/hios-gpu-bench"
+BENCH="$BUILD/bench/hios-gpu-bench"
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 
 mkdir -p "$OUTDIR"

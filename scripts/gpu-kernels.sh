@@ -35,14 +35,14 @@ if [ "$TESTS" = 1 ]; then
   grep -E "Failed|\*\*\*|FAILED|REQUIRE|CHECK\(|with expansion|worse layout" "$OUT/ctest-gpu.log" | head -30
 fi
 for m in ${KERNEL_MATH:-}; do
-  timeout 120 "$B/executor/cuda/hios-kernel-bench" --math "$m" >"$OUT/kernels-$m.txt" 2>&1
+  timeout 120 "$B/bench/hios-kernel-bench" --math "$m" >"$OUT/kernels-$m.txt" 2>&1
   echo "hios-kernel-bench $m rc=$? ($(( $(date +%s) - t0 )) s)"
   cat "$OUT/kernels-$m.txt"
 done
 for spec in "${configs[@]}"; do
   IFS=: read -r model size <<<"$spec"
   # shellcheck disable=SC2086
-  timeout 240 "$B/executor/cuda/hios-gpu-bench" --model "$model" --size "$size" --algo hios-lp --gpus 1 \
+  timeout 240 "$B/bench/hios-gpu-bench" --model "$model" --size "$size" --algo hios-lp --gpus 1 \
     --warmup 5 --iters 20 $HIOS_ARGS >"$OUT/hios-$model-$size.log" 2>&1
   echo "hios $model $size rc=$? ($(( $(date +%s) - t0 )) s)"
   grep -E "^$model |^# profile|error" "$OUT/hios-$model-$size.log" | head -12

@@ -22,7 +22,7 @@ for b in ${BATCHES:-1 8}; do
     for model in ${MODELS:-inception_v3 nasnet_large randwire}; do
       left=$(( deadline - $(date +%s) ))
       if [ "$left" -lt 30 ]; then echo "skipped $model $size batch $b: deadline"; continue; fi
-      timeout "$left" "$B/executor/cuda/hios-gpu-bench" --model "$model" --size "$size" --batch "$b" \
+      timeout "$left" "$B/bench/hios-gpu-bench" --model "$model" --size "$size" --batch "$b" \
         --math "${MATH:-tf32}" --layout nhwc --cuda-graph "${GRAPH:-on}" --algo hios-lp --gpus 1 \
         --launch-order topo,opara,measured --warmup 5 --iters 20 --json "$OUT/bench.jsonl" \
         >"$OUT/hios-$model-$size-$b.txt" 2>&1

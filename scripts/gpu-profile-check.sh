@@ -29,7 +29,7 @@ JSON="$OUT/bench.jsonl"
 { cmake -B "$B" -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON && cmake --build "$B" -j"$JOBS"; } >"$OUT/build.log" 2>&1 ||
   { echo "build failed"; tail -20 "$OUT/build.log"; exit 1; }
 H="$B/cli/hios"
-BENCH="$B/executor/cuda/hios-gpu-bench"
+BENCH="$B/bench/hios-gpu-bench"
 "$B/tests/test_gpu" "[profiler]" >"$OUT/test-profiler.log" 2>&1
 tests_rc=$?
 

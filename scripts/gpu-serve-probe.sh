@@ -22,7 +22,7 @@ for b in "${batches[@]}"; do
   for conn in default "${CONNECTIONS:-32}"; do
     env_conn=()
     [ "$conn" != default ] && env_conn=(CUDA_DEVICE_MAX_CONNECTIONS="$conn")
-    env ${env_conn[@]+"${env_conn[@]}"} timeout 120 "$B/executor/cuda/hios-gpu-bench" --model "${MODEL:-nasnet_large}" \
+    env ${env_conn[@]+"${env_conn[@]}"} timeout 120 "$B/bench/hios-gpu-bench" --model "${MODEL:-nasnet_large}" \
       --size "${SIZE:-331}" --batch "$b" --math "${MATH:-tf32,bf16}" --layout nhwc --cuda-graph on --algo hios-lp \
       --gpus 1 --warmup 5 --iters 30 --json "$OUT/passes-conn-$conn.jsonl" 2>/dev/null |
       sed "s/^/conn=$conn batch=$b  /" | grep -v "^conn=[^ ]* batch=[0-9]*  #"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "executor/cuda/kernels.hpp"
-#include "executor/cuda/tools/copy_bandwidth.hpp"
+#include "bench/copy_bandwidth.hpp"
 
 using namespace hios::cuda;
 

@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "executor/cuda/api.hpp"
-#include "executor/cuda/tools/copy_bandwidth.hpp"
+#include "bench/copy_bandwidth.hpp"
 #ifdef HIOS_BENCH_WITH_CUPTI
 #include "profiler/cuda/cupti_tracer.hpp"
 #endif
