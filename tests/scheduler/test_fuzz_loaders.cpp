@@ -2,7 +2,9 @@
 // too), profile databases and device presets. Each case mutates a valid document's text (a byte
 // changed, a digit run replaced by an extreme number, a span deleted or duplicated, a
 // truncation, a value nested thousands deep, an escaped control character or a long string
-// where a name was) and loads it. A
+// where a name was, one name of the document put where another was (a reference redirected:
+// cycles through the whole graph, unknown or self references), a path-like name, a number in
+// another shape: fractional, signed zero, out of int range) and loads it. A
 // loader may accept the result or throw hios::Error with a message; anything else (another
 // exception type, a crash, a sanitizer report in the sanitizer build) fails.
 //
@@ -14,6 +16,8 @@
 #include <sstream>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
@@ -33,14 +37,33 @@ namespace {
 using Rng = test::SplitMix;
 
 const char* kExtremes[] = {"0", "-1", "4294967299", "9223372036854775807", "18446744073709551615", "-9223372036854775808",
-                           "1e400", "-1e400", "1e-400", "2.5", "null", "\"x\"", "[]", "{}", "true", "4611686018427387904"};
+                           "1e400", "-1e400", "1e-400", "2.5", "null", "\"x\"", "[]", "{}", "true", "4611686018427387904",
+                           "1.5", "-0", "1.0", "1e20", "2147483648", "-2147483649", "0.0001", "-0.5"};
+// Names a user could write that look like paths, or like names hios makes (a split part, a halo cut).
+const char* kPathNames[] = {"../../victim", "/dev/stdout", "a/b", "x\\y", "", ".", "..", "~", "n@0", "n@1/mid",
+                            "n@0>1:0-2", "n:0-3", " ", "-o"};
+
+// The [begin, end) of every string's content in a JSON text (quotes excluded), escapes skipped.
+std::vector<std::pair<size_t, size_t>> string_spans(const std::string& t) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != '"') continue;
+    const size_t b = i + 1;
+    size_t e = b;
+    while (e < t.size() && t[e] != '"') e += t[e] == '\\' ? 2 : 1;
+    if (e >= t.size()) break;
+    out.emplace_back(b, e);
+    i = e;
+  }
+  return out;
+}
 
 std::string mutate(const std::string& text, Rng& r) {
   std::string t = text;
   const int edits = 1 + int(r.below(3));
   for (int e = 0; e < edits && !t.empty(); ++e) {
     const size_t at = r.below(t.size());
-    switch (r.below(9)) {
+    switch (r.below(12)) {
       case 0: t[at] = char(r.below(256)); break;  // any byte
       case 1: {  // a run of digits becomes an extreme value
         size_t b = at;
@@ -68,6 +91,22 @@ std::string mutate(const std::string& text, Rng& r) {
         const size_t q = t.find('"', at);
         const size_t e = q == std::string::npos ? q : t.find('"', q + 1);
         if (e != std::string::npos) t.replace(q + 1, e - q - 1, std::string(1 + r.below(100000), 'a'));
+        break;
+      }
+      case 8: {  // one string of the document put where another was: a reference redirected
+        const auto spans = string_spans(t);
+        if (spans.size() < 2) break;
+        const auto& from = spans[r.below(spans.size())];
+        const auto& to = spans[r.below(spans.size())];
+        const std::string name = t.substr(from.first, from.second - from.first);
+        t.replace(to.first, to.second - to.first, name);
+        break;
+      }
+      case 9: {  // a string replaced by a path-like or generated-looking name
+        const auto spans = string_spans(t);
+        if (spans.empty()) break;
+        const auto& to = spans[r.below(spans.size())];
+        t.replace(to.first, to.second - to.first, kPathNames[r.below(sizeof kPathNames / sizeof *kPathNames)]);
         break;
       }
       default: t.insert(at, kExtremes[r.below(sizeof kExtremes / sizeof *kExtremes)]); break;
