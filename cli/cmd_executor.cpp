@@ -145,6 +145,7 @@ void one_line(std::string& s) {
   for (char& c : s) {
     if (c == '\n' || c == '\r') c = ' ';
   }
+  s = printable(s);
 }
 
 void run_job(exec::Comm& comm, const std::function<void()>& body) {

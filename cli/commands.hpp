@@ -58,6 +58,8 @@ namespace hios::cli {
 std::vector<int> parse_devices(const std::string& s);
 // Under MPI every message names rank and host (a message that already does is kept as is).
 std::string with_where(const exec::Comm& comm, const std::string& msg);
+// s made one visible line: line breaks become spaces and every other control byte \xNN, whether
+// it came from a file or from an option value that a message (CLI11's or hios's) repeats.
 void one_line(std::string& s);
 // Runs an MPI job's body: any error becomes one line naming rank and host, and in a job of
 // several ranks the whole job is aborted (peers blocked in a receive would wait forever).

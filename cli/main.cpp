@@ -24,26 +24,10 @@ void write_output(const std::string& file, const std::string& text) {
 }  // namespace hios::cli
 
 // One line, never a stack trace: users run hios inside shell sweeps and mpirun jobs.
-static std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
+static std::string one_line(const char* what) {
+  std::string s = what;
+  hios::cli::one_line(s);
   return s;
-}
-
-// Control bytes of a user's word, escaped (\xNN), so an error line stays one visible line.
-static std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
 }
 
 // CLI11 reads an empty value as 0 and "-1" into an unsigned option as its largest value. Every
@@ -101,7 +85,7 @@ int main(int argc, char** argv) {
     const std::string first = argv[1];
     if (first != "-h" && first != "--help" && first != "--version") {
       std::fprintf(stderr, "hios: unknown option '%s' before the command (see 'hios --help')\n",
-                   printable(first).c_str());
+                   hios::printable(first).c_str());
       return 2;
     }
   }
@@ -123,7 +107,7 @@ int main(int argc, char** argv) {
     if (!known) {
       std::string names;
       for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + sub->get_name();
-      std::fprintf(stderr, "hios: unknown command '%s' (commands: %s)\n", printable(argv[1]).c_str(), names.c_str());
+      std::fprintf(stderr, "hios: unknown command '%s' (commands: %s)\n", hios::printable(argv[1]).c_str(), names.c_str());
       return 2;
     }
   }

@@ -32,4 +32,16 @@ void throw_error(const char* fmt, ...) {
   throw Error(s);
 }
 
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      out += strprintf("\\x%02x", c);
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace hios

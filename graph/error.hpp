@@ -18,6 +18,9 @@ class Error : public std::runtime_error {
 
 // printf-style formatting into a std::string (g++ 12 has no <format>).
 std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// s with its control characters (NUL, ESC, newlines, DEL) as \xNN: what a message may print of
+// a user's word, so an error stays one visible line and never drives the terminal.
+std::string printable(const std::string& s);
 
 [[noreturn]] void throw_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

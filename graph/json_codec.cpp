@@ -103,20 +103,6 @@ struct PendingNode {
   std::string path;
 };
 
-// s with its control characters (NUL, ESC, newlines, ...) as \xNN: what a message may print of
-// a name that is being refused.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      out += strprintf("\\x%02x", c);
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
-
 // Names end up in messages, listings, DOT files and file names: no control characters.
 void check_name(const std::string& name, const std::string& path, const char* what) {
   for (size_t i = 0; i < name.size(); ++i) {

@@ -61,6 +61,11 @@ expect_error "unknown top option"  "unknown option '--frob' before the command" 
 expect_ok    "version"             "$HIOS" --version
 grep -qE '^hios [0-9]+\.[0-9]+\.[0-9]+$' "$TMP/out" || { echo "FAIL --version printed: $(cat "$TMP/out")"; fails=$((fails + 1)); }
 expect_error "control bytes"       'unknown command .fr\\x1bob'        "$HIOS" "$(printf 'fr\033ob')"
+# An option value is repeated escaped, by CLI11's messages and by hios's own.
+expect_error "control bytes in an option value" 'Value \\x1b\[31mred not in range' \
+  "$HIOS" graph --model demo --height 15 --width 15 --batch "$(printf '\033[31mred')" -o "$TMP/esc.json"
+expect_error "control bytes in a file name" '^hios: error: \\x1b\[31mred: cannot open' \
+  "$HIOS" info "$(printf '\033[31mred')"
 
 # validate lists every independent problem, then fails with the count.
 "$HIOS" validate "$G/many_problems.json" >"$TMP/out" 2>"$TMP/err"
