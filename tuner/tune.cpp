@@ -316,12 +316,8 @@ void Tuner::take_reference() {
   std::unique_ptr<exec::Comm> self = exec::make_self_comm();
   reference_ =
       exec::run_reference(g_, ro, *self, exec::make_input(g_, o_.session.seed))->backend().read_tensor(g_.output());
-  if (N_ > 1) {
-    // The reference run chose an algorithm for every node on this device; the other ranks,
-    // on devices of the same kind, rebuild those choices instead of timing them again.
-    const json mine = session_.backend().algorithm_choices();
-    if (!mine.empty()) job_.lead({{"op", "adopt"}, {"choices", mine}});
-  }
+  // The reference run chose an algorithm for every node on this device.
+  share_algorithm_choices();
   const bool cpu = session_.backend().name() == "cpu";
   tolerance_ = cpu ? 0.0 : exec::tolerance(session_.backend().math());
   split_tolerance_ = cpu ? kSplitSumTolerance : tolerance_;
@@ -353,6 +349,15 @@ void Tuner::measure_nodes() {
     measure_nodes_of(0);
     res_.nodes_measured = true;
   }
+}
+
+// The other ranks, on devices of the same kind, rebuild rank 0's algorithm choices instead of
+// timing them again when they load a candidate (about 5 s per split candidate on inception_v3
+// at 2048, whose band shapes only rank 0's measuring program had met).
+void Tuner::share_algorithm_choices() {
+  if (N_ < 2) return;
+  const json mine = session_.backend().algorithm_choices();
+  if (!mine.empty()) job_.lead({{"op", "adopt"}, {"choices", mine}});
 }
 
 // Loads graph `variant`'s measuring program on every rank; stages of that graph are measured

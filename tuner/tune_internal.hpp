@@ -196,6 +196,7 @@ class Tuner {
   void take_reference();
   void measure_links();
   void measure_nodes();
+  void share_algorithm_choices();
   void load_measuring_program(int variant);
   void measure_nodes_of(int variant);
   void make_cost_models();

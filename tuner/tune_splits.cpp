@@ -163,6 +163,7 @@ void Tuner::add_split_candidate(const SpatialPlan& plan, int parts, const std::s
     load_measuring_program(vi);
     measure_nodes_of(vi);
     res_.nodes_measured = true;
+    share_algorithm_choices();  // the bands' shapes are new to the other ranks
   }
   cost_->refresh_nodes();
   // Its stages are predicted by the concurrency model fitted to the whole graph's measured
