@@ -17,7 +17,7 @@
 
 #include <cuda_runtime.h>
 
-#include "executor/cuda/api.hpp"
+#include "inprocess/inprocess.hpp"
 #include "bench/copy_bandwidth.hpp"
 #ifdef HIOS_BENCH_WITH_CUPTI
 #include "profiler/cuda/cupti_tracer.hpp"

@@ -1,7 +1,7 @@
 // RankSession: one rank's executor, made once and driven by everyone who runs programs.
 //
-// `hios run` (executor/runner.cpp), the in-process bench (executor/cuda/inprocess.cpp), the
-// sequential single-GPU runner, the profiler and the tuner all issue passes through this one
+// `hios run` (run/runner.cpp), the in-process drivers of the bench tools and GPU tests
+// (inprocess/), the server, the profiler and the tuner all issue passes through this one
 // class. It owns the backend and the transport of a rank and keeps what is expensive to make
 // across programs: weights, algorithm choices, NCCL communicators. Loading another schedule
 // only lowers it, lays out its tensors and plans its launches, so a tuner can time dozens of

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "executor/cuda/api.hpp"  // format_bytes
+
 namespace hios::cuda {
 
 // Bytes this process holds through DeviceBuffer on each device, now and at its peak. The
@@ -86,7 +88,6 @@ class StreamResources {
   uint64_t moves_ = 0;
 };
 
-std::string format_bytes(size_t bytes);
 
 // Device time of `work` (enqueued on `stream`): the fastest of three runs after a warm-up, in
 // milliseconds. For choosing between implementations while planning, never inside a pass.

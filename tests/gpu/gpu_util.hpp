@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/cuda/api.hpp"
+#include "inprocess/inprocess.hpp"
 #include "graph/graph.hpp"
 
 // Skips the test (tests/catch.hpp's HIOS_SKIP) on a machine without a visible GPU.

@@ -1,6 +1,6 @@
 // The profiler on real GPUs: every node's signature measured, CUPTI busy times no larger than
 // the wall times, node times that add up to an eager pass, links that fit a line, and stages.
-#include "executor/cuda/api.hpp"
+#include "inprocess/inprocess.hpp"
 #include "models/models.hpp"
 #include "profiler/gpu_profiler.hpp"
 #include "profiler/profile_builder.hpp"

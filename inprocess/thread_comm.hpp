@@ -1,5 +1,5 @@
 // exec::Comm for ranks that are threads of one process (in-process multi-GPU runs). Internal to
-// executor/cuda; CUDA-free.
+// inprocess/; CUDA-free.
 #pragma once
 
 #include <barrier>

@@ -5,15 +5,15 @@
 #include <cstdio>
 #include <thread>
 
-#include "executor/cuda/api.hpp"
-#include "executor/cuda/check.hpp"
-#include "executor/cuda/thread_comm.hpp"
 #include "executor/memory_plan.hpp"
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
 #include "executor/session.hpp"
 #include "executor/watchdog.hpp"
 #include "executor/weights.hpp"
+#include "graph/error.hpp"
+#include "inprocess/inprocess.hpp"
+#include "inprocess/thread_comm.hpp"
 
 namespace hios::cuda {
 
