@@ -238,15 +238,40 @@ void add_lower_command(CLI::App& app) {
   });
 }
 
+// Whether rank 0 can write every non-empty path of `paths` (the results it writes after the
+// run; the first is the result JSON, whose missing folders the run makes), decided before the job runs so that a bad path costs no run. Every rank learns the
+// answer; rank 0 keeps the reason in `why`, and the ranks then end together through
+// MPI_Finalize instead of an abort that would kill the others mid-way.
+bool result_paths_writable(exec::Comm& comm, const std::vector<std::string>& paths, std::string& why) {
+  int failed = 0;
+  if (comm.rank() == 0) {
+    try {
+      for (size_t i = 0; i < paths.size(); ++i) {
+        if (!paths[i].empty()) check_writable(paths[i], i == 0);  // the first, the JSON, gets its folders made
+      }
+    } catch (const Error& e) {
+      why = e.what();
+      failed = 1;
+    }
+  }
+  if (comm.size() > 1) comm.broadcast(&failed, sizeof failed, 0);
+  if (failed && why.empty()) why = "rank 0 cannot write the results";  // never printed: only rank 0 prints
+  return failed == 0;
+}
+
 // `hios run` of one schedule: the report table on rank 0, the JSON, the trace; a failed
 // verification fails the job once every rank has finalised MPI.
 void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
   std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
   exec::RunReport rep;
+  std::string unwritable;  // rank 0's reason, when a result path cannot be written
   run_job(*comm, [&] {
     Graph g = load_graph(ropt.graph);
     Schedule s = load_schedule(g, ropt.schedule);
     const std::string output = ropt.output.empty() ? default_output(g, s, opt) : ropt.output;
+    if (!result_paths_writable(*comm, {output == "none" ? "" : output, opt.trace_file, opt.output_file}, unwritable)) {
+      return;
+    }
     rep = exec::run_schedule(g, s, opt, *comm);
     if (comm->rank() != 0) return;
     std::string table = exec::report_to_table(rep);
@@ -261,6 +286,10 @@ void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
   });
   int rank = comm->rank();
   comm.reset();  // MPI_Finalize on every rank before rank 0 reports a failed verification
+  if (!unwritable.empty()) {
+    if (rank == 0) throw Error(unwritable);
+    throw SilentExit{2};
+  }
   if (rank == 0 && !rep.ok) {
     for (const exec::VerifyResult& v : rep.verify) {
       HIOS_CHECK(v.ok, "verification failed: output differs from the %s by max_rel %.3e (max_abs %.3e, worst '%s'), tolerance %.1e",

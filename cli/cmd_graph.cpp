@@ -26,6 +26,17 @@ struct GraphOptions {
   std::string weights;  // --save-weights
 };
 
+// A schedule given to info or dot: its graph (the split graph of a row split) is what they show,
+// and the schedule itself must be one `hios check` passes, split or not.
+void load_checked_schedule(Graph& g, const std::string& file) {
+  const Schedule s = load_schedule(g, file);
+  try {
+    require_valid_schedule(g, s);
+  } catch (const Error& e) {
+    throw Error(file + ": " + e.what());
+  }
+}
+
 struct FileOptions {
   std::string file;
   std::string output;
@@ -89,7 +100,7 @@ void add_graph_commands(CLI::App& app) {
   info->footer("Example:\n  hios info inception.json --json\n");
   info->callback([iopt] {
     Graph g = load_graph(iopt->file);
-    if (!iopt->schedule.empty()) (void)load_schedule(g, iopt->schedule);  // g becomes the split graph
+    if (!iopt->schedule.empty()) load_checked_schedule(g, iopt->schedule);  // g becomes the split graph
     GraphSummary s = summarize(g);
     if (iopt->as_json) {
       std::printf("%s\n", summary_to_json(g, s).dump(2).c_str());
@@ -109,7 +120,7 @@ void add_graph_commands(CLI::App& app) {
               "  hios dot inception.json --schedule split.json -o split.dot\n");
   dot->callback([dopt] {
     Graph g = load_graph(dopt->file);
-    if (!dopt->schedule.empty()) (void)load_schedule(g, dopt->schedule);
+    if (!dopt->schedule.empty()) load_checked_schedule(g, dopt->schedule);
     write_output(dopt->output, graph_to_dot(g));
   });
 

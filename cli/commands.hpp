@@ -15,10 +15,15 @@ void add_algorithm_commands(CLI::App& app);  // schedule, simulate-random (cli/c
 void add_executor_commands(CLI::App& app);   // lower, run
 void add_serve_commands(CLI::App& app);      // serve (cli/cmd_serve.cpp)
 void add_profiler_commands(CLI::App& app);   // profile
-
-// Writes text to a file atomically, or to stdout when file is empty or "-".
 void add_tuner_commands(CLI::App& app);      // tune (cli/cmd_tuner.cpp)
 
+// Thrown by the ranks of an MPI job whose rank 0 already printed the error they share: main()
+// exits with `code` and prints nothing more, so the user reads the error once.
+struct SilentExit {
+  int code = 2;
+};
+
+// Writes text to a file atomically, or to stdout when file is empty or "-".
 void write_output(const std::string& file, const std::string& text);
 
 // A CLI11 check for a floating-point option: finite and within [lo, hi] ((lo, hi] with

@@ -1,5 +1,12 @@
 // hios: inter-operator scheduling for DAG-shaped DNNs across GPUs and streams.
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
@@ -30,26 +37,110 @@ static std::string one_line(const char* what) {
   return s;
 }
 
-// CLI11 reads an empty value as 0 and "-1" into an unsigned option as its largest value. Every
-// numeric option of every command (each element of a list) must be a number, and a
-// non-negative one where the option is unsigned: one check for all of them.
-static void refuse_non_numbers(CLI::App& app) {
+// At most `most` characters of a value a message repeats: a 10,000-digit number is named by its
+// start and its length, so the line stays one a terminal shows whole.
+static std::string shown(const std::string& v, size_t most = 40) {
+  if (v.size() <= most) return "'" + v + "'";
+  return "'" + v.substr(0, most) + "...' (" + std::to_string(v.size()) + " characters)";
+}
+
+// Why `v` is not a number of this option's type ("" when it is): decimal digits only (CLI11
+// would read 0x10 as 16 and 0b11 as 3), within 64 bits (CLI11 saturates past them), and a
+// finite float.
+static std::string number_problem(const std::string& v, const std::string& type) {
+  if (v.find_first_not_of(" \t") == std::string::npos) return "an empty value is not a number";
+  if (type == "UINT" && v[0] == '-') return shown(v) + " is negative";
+  size_t i = (v[0] == '+' || v[0] == '-') ? 1 : 0;
+  const size_t digits_from = i;
+  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+  const bool integral = i > digits_from && i == v.size();
+  if (type != "FLOAT") {
+    if (!integral) return shown(v) + " is not a decimal integer";
+    const char* first = v.data() + (v[0] == '+' ? 1 : 0);
+    std::from_chars_result r{};
+    if (type == "UINT") {
+      uint64_t x = 0;
+      r = std::from_chars(first, v.data() + v.size(), x);
+    } else {
+      int64_t x = 0;
+      r = std::from_chars(first, v.data() + v.size(), x);
+    }
+    if (r.ec == std::errc::result_out_of_range) return shown(v) + " is out of range";
+    return "";
+  }
+  // A float: digits, at most one point, an optional exponent; no hex floats, inf or nan.
+  size_t j = digits_from, mantissa = 0;
+  while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j, ++mantissa;
+  if (j < v.size() && v[j] == '.') {
+    ++j;
+    while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j, ++mantissa;
+  }
+  bool ok = mantissa > 0;
+  if (ok && j < v.size() && (v[j] == 'e' || v[j] == 'E')) {
+    ++j;
+    if (j < v.size() && (v[j] == '+' || v[j] == '-')) ++j;
+    const size_t exp_from = j;
+    while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j;
+    ok = j > exp_from;
+  }
+  if (!ok || j != v.size()) return shown(v) + " is not a decimal number";
+  errno = 0;
+  const double x = std::strtod(v.c_str(), nullptr);
+  if (!std::isfinite(x) || (errno == ERANGE && x != 0)) return shown(v) + " is out of range";
+  return "";
+}
+
+// One check for every option of every command, whatever CLI11 would let through: each number
+// (each element of a list) is a decimal number of the option's type and range, and no value is
+// empty (CLI11 reads '' as 0, or as an option not given).
+static void check_every_value(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     for (CLI::Option* opt : sub->get_options([](CLI::Option*) { return true; })) {
-      const std::string type = opt->get_type_name();
-      const bool is_unsigned = type == "UINT";
-      if (type != "INT" && type != "UINT" && type != "FLOAT") continue;
+      if (opt->get_type_size() == 0) continue;  // a flag
+      // "FLOAT:finite, 0 to 10": CLI11 appends the descriptions of the checks added so far.
+      const std::string full = opt->get_type_name();
+      const std::string type = full.substr(0, full.find_first_of(":= "));
+      const bool number = type == "INT" || type == "UINT" || type == "FLOAT";
       opt->check(CLI::Validator(
-          [is_unsigned](std::string& v) -> std::string {
-            const size_t b = v.find_first_not_of(" \t");
-            if (b == std::string::npos) return "an empty value is not a number";
-            if (is_unsigned && v[b] == '-') return "'" + v + "' is negative";
-            return "";
+          [number, type](std::string& v) -> std::string {
+            if (number) return number_problem(v, type);
+            return v.empty() ? std::string("an empty value (leave the option out for its default)") : std::string();
           },
-          "", "number"));
+          "", "value"));
     }
-    refuse_non_numbers(*sub);
+    check_every_value(*sub);
   }
+}
+
+// Under mpirun every rank reads the same command line: an error in it is the same on every
+// rank, and only rank 0 prints it.
+static bool quiet_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* r = std::getenv(name);
+    if (r != nullptr && *r != '\0') return std::string(r) != "0";
+  }
+  return false;
+}
+
+// A message that repeats a value of the command line, its long words cut (see shown()).
+static std::string parse_error_line(const char* what) {
+  std::string s = one_line(what), out, word;
+  auto flush = [&] {
+    // The count is of the value itself, without the quotes a message put around it.
+    const size_t quotes = size_t(std::count(word.begin(), word.end(), '\''));
+    out += word.size() > 120 ? word.substr(0, 60) + "... (" + std::to_string(word.size() - quotes) + " characters)" : word;
+    word.clear();
+  };
+  for (char c : s) {
+    if (c == ' ') {
+      flush();
+      out += c;
+    } else {
+      word += c;
+    }
+  }
+  flush();
+  return out;
 }
 
 int main(int argc, char** argv) {
@@ -78,14 +169,17 @@ int main(int argc, char** argv) {
   hios::cli::add_tuner_commands(app);
 #endif
   app.set_version_flag("--version", std::string("hios ") + HIOS_VERSION);
-  refuse_non_numbers(app);
+  check_every_value(app);
+  const bool quiet = quiet_rank();
   // CLI11 answers an unknown first word or option with "A subcommand is required", which hides
   // the typo: name it, and the commands there are.
   if (argc >= 2 && argv[1][0] == '-') {
     const std::string first = argv[1];
     if (first != "-h" && first != "--help" && first != "--version") {
-      std::fprintf(stderr, "hios: unknown option '%s' before the command (see 'hios --help')\n",
-                   hios::printable(first).c_str());
+      if (!quiet) {
+        std::fprintf(stderr, "hios: unknown option '%s' before the command (see 'hios --help')\n",
+                     hios::printable(first).c_str());
+      }
       return 2;
     }
   }
@@ -97,7 +191,10 @@ int main(int argc, char** argv) {
     const bool number_list = !v.empty() && v.find(',') != std::string::npos &&
                              v.find_first_not_of("0123456789.eE+-,") == std::string::npos;
     if (number_list && (v.find(",,") != std::string::npos || v.front() == ',' || v.back() == ',')) {
-      std::fprintf(stderr, "hios: '%s': an empty element in a comma-separated list (see 'hios --help')\n", v.c_str());
+      if (!quiet) {
+        std::fprintf(stderr, "hios: %s: an empty element in a comma-separated list (see 'hios --help')\n",
+                     parse_error_line(("'" + v + "'").c_str()).c_str());
+      }
       return 2;
     }
   }
@@ -107,7 +204,10 @@ int main(int argc, char** argv) {
     if (!known) {
       std::string names;
       for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + sub->get_name();
-      std::fprintf(stderr, "hios: unknown command '%s' (commands: %s)\n", hios::printable(argv[1]).c_str(), names.c_str());
+      if (!quiet) {
+        std::fprintf(stderr, "hios: unknown command '%s' (commands: %s)\n", hios::printable(argv[1]).c_str(),
+                     names.c_str());
+      }
       return 2;
     }
   }
@@ -115,8 +215,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "hios: %s (see 'hios --help')\n", one_line(e.what()).c_str());
+    if (!quiet) std::fprintf(stderr, "hios: %s (see 'hios --help')\n", parse_error_line(e.what()).c_str());
     return 2;
+  } catch (const hios::cli::SilentExit& e) {
+    return e.code;
   } catch (const hios::Error& e) {
     std::fprintf(stderr, "hios: error: %s\n", one_line(e.what()).c_str());
     return 2;

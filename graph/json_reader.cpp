@@ -274,6 +274,41 @@ static int named_descriptor(const std::string& file) {
   return -1;
 }
 
+void check_writable(const std::string& file, bool makes_folders) {
+  const int named = named_descriptor(file);
+  if (named >= 0) {
+    HIOS_CHECK(::fcntl(named, F_GETFD) != -1, "%s: descriptor %d is not open", file.c_str(), named);
+    return;
+  }
+  const std::string target = follow_symlink(file);  // refuses a symlink loop
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0) {
+    HIOS_CHECK(!S_ISDIR(st.st_mode), "%s: is a directory", file.c_str());
+    if (!S_ISREG(st.st_mode)) {
+      HIOS_CHECK(::access(target.c_str(), W_OK) == 0, "%s: cannot open for writing: %s", file.c_str(), std::strerror(errno));
+      return;
+    }
+    HIOS_CHECK((st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0, "%s: is read-only (mode %04o); refusing to replace it",
+               file.c_str(), unsigned(st.st_mode & 07777));
+  } else {
+    HIOS_CHECK(errno == ENOENT, "%s: cannot write: %s", file.c_str(), std::strerror(errno));
+  }
+  // The temporary file is made in the target's folder, which must exist and take new files.
+  const size_t slash = target.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : target.substr(0, slash));
+  struct stat dst {};
+  std::string folder = dir;
+  // A writer that makes the missing folders first needs the nearest existing one to take them.
+  while (makes_folders && ::stat(folder.c_str(), &dst) != 0 && errno == ENOENT && folder != "." && folder != "/") {
+    const size_t up = folder.rfind('/');
+    folder = up == std::string::npos ? "." : (up == 0 ? "/" : folder.substr(0, up));
+  }
+  HIOS_CHECK(::stat(folder.c_str(), &dst) == 0, "%s: cannot write: folder %s: %s", file.c_str(), folder.c_str(),
+             std::strerror(errno));
+  HIOS_CHECK(S_ISDIR(dst.st_mode), "%s: cannot write: %s is not a folder", file.c_str(), folder.c_str());
+  HIOS_CHECK(::access(folder.c_str(), W_OK | X_OK) == 0, "%s: cannot write: %s", file.c_str(), std::strerror(errno));
+}
+
 void write_file_atomic(const std::string& file, const std::string& text) {
   const int named = named_descriptor(file);
   if (named >= 0) {

@@ -95,4 +95,11 @@ std::string read_input_file(const std::string& file, const char* kind);
 //  * a target nobody may write (mode without any w bit) is refused, also for root.
 void write_file_atomic(const std::string& file, const std::string& text);
 
+// Throws the error write_file_atomic would give for `file` if it cannot be written at all (a
+// folder, a symlink loop, a read-only file, a missing or read-only folder, a name too long),
+// writing nothing: for checks before a long job whose results go there. With makes_folders,
+// missing folders on the way are fine when the nearest existing one takes new entries (the
+// writer makes them first).
+void check_writable(const std::string& file, bool makes_folders = false);
+
 }  // namespace hios

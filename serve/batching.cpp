@@ -44,6 +44,8 @@ std::vector<Request> make_trace(const ArrivalSpec& spec, const std::vector<std::
       HIOS_CHECK(it != models.end(), "%s:%d: model '%s' is not served", spec.file.c_str(), lineno, name.c_str());
       out.push_back(Request{0, int(it - models.begin()), at});
     }
+    // An empty trace would serve nothing and report rates of 0/0.
+    HIOS_CHECK(!out.empty(), "%s: no requests (expected 'time_s,model' lines)", spec.file.c_str());
   } else {
     HIOS_CHECK(spec.kind == "poisson" || spec.kind == "bursty", "--arrivals must be poisson, bursty or a trace file, not '%s'",
                spec.kind.c_str());

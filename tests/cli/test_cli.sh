@@ -87,6 +87,24 @@ expect_error "empty window"        "--window: an empty value is not a number" "$
 expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
 expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
 expect_error "empty list element"  "'2,,4': an empty element"        "$HIOS" simulate-random --gpus 2,,4
+# Numbers are decimal and within their type; no value is empty.
+expect_error "hexadecimal number"  "--gpus: '0x10' is not a decimal integer" "$HIOS" schedule --graph "$TMP/d15.json" --gpus 0x10 -o "$TMP/x.json"
+expect_error "binary number"       "--batch: .*0b11" "$HIOS" graph --model demo --batch 0b11
+expect_error "seed past 2^64"      "--seed: '99999999999999999999' is out of range" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed 99999999999999999999 -o none
+expect_error "count past 2^63"     "--ios-max-states: '99999999999999999999' is out of range" "$HIOS" schedule --graph "$TMP/d15.json" --ios-max-states 99999999999999999999 -o "$TMP/x.json"
+expect_error "float past double"   "--timeout: '1e400'" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --timeout 1e400 -o none
+expect_error "hexadecimal float"   "--timeout: '0x1p4' is not a decimal number" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --timeout 0x1p4 -o none
+expect_error "infinite float"      "--time-budget: 'inf'" "$HIOS" schedule --graph "$TMP/d15.json" --time-budget inf -o "$TMP/x.json"
+expect_error "empty --device"      "--device: an empty value"        "$HIOS" schedule --graph "$TMP/d15.json" --device "" -o "$TMP/x.json"
+expect_error "empty --cost"        "--cost: an empty value"          "$HIOS" show "$TMP/s15.json" --graph "$TMP/d15.json" --cost ""
+expect_error "empty --math"        "--math: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --math "" -o none
+expect_error "empty info --schedule" "--schedule: an empty value"    "$HIOS" info "$TMP/d15.json" --schedule ""
+expect_error "long value cut"      "1{60}\.\.\..* \(5000 characters\)" "$HIOS" graph --model demo --batch "$(printf '1%.0s' $(seq 1 5000))"
+# info and dot check the schedule they are given, split or not.
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); g = s["blocks"][0]["gpus"][0][0][0]; g.append(g[0]); json.dump(s, open(sys.argv[2], "w"))' \
+  "$TMP/s15.json" "$TMP/twice.json"
+expect_error "info, a node twice"  "twice.json: .*(twice|more than once|duplicate)" "$HIOS" info "$TMP/d15.json" --schedule "$TMP/twice.json"
+expect_error "dot, a node twice"   "twice.json: .*(twice|more than once|duplicate)" "$HIOS" dot "$TMP/d15.json" --schedule "$TMP/twice.json"
 python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["meta"]["gpus"] = 2147483647; json.dump(s, open(sys.argv[2], "w"))' \
   "$TMP/s15.json" "$TMP/gpus-huge.json"
 expect_error "schedule for 2^31 GPUs" "meta.gpus: 2147483647 is out of range \(1 to 1024\)" "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/gpus-huge.json" --all
@@ -295,6 +313,8 @@ expect_error "serve hold negative" "--hold-share: '-0.1'"            "$HIOS" ser
 # Several devices (the cpu backend takes the ids as labels): ids and placements checked before
 # anything is built, then a run whose header and JSON say where each model was.
 expect_error "serve trace unbounded" "/dev/zero: more than the 1073741824-byte limit" "$HIOS" serve --models demo --size 15 --trace /dev/zero -o none
+: >"$TMP/empty-trace.txt"
+expect_error "serve trace empty" "empty-trace.txt: no requests" "$HIOS" serve --models demo --size 15 --trace "$TMP/empty-trace.txt" -o none
 expect_error "serve devices range" "--devices: device 1024 is outside 0 to 1023" "$HIOS" serve --models demo --size 15 --devices 0,1024
 expect_error "serve devices text"  "--devices: 'x'"                  "$HIOS" serve --models demo --size 15 --devices 0,x
 expect_error "serve devices huge"  "--devices: '4294967296'"         "$HIOS" serve --models demo --size 15 --devices 0,4294967296

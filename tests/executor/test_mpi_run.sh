@@ -314,6 +314,33 @@ PY
     # A rank killed (SIGKILL) during the passes: its peer says which rank died, and in which
     # phase, before mpirun's own notice; the job ends at once.
     signal_ends_job "dead rank" 20 "rank 0 on host .*: rank 1 \(pid VICTIM on this host\) died during timed runs" KILL
+    # Errors every rank shares are printed once, by rank 0, and the ranks end together: a
+    # result path rank 0 cannot write (checked before the run) and a bad option value.
+    one_error() {  # one_error NAME PATTERN [run options, -o included]
+      local name=$1 pattern=$2
+      shift 2
+      timeout 120 "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" \
+        "${FAST[@]}" "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+      local rc=$? lines
+      lines=$(grep -c '^hios' "$TMP/stderr")
+      if [ $rc -eq 0 ] || [ "$lines" -ne 1 ] || ! grep '^hios' "$TMP/stderr" | grep -qE -e "$pattern" ||
+         grep -q "SIGTERM" "$TMP/stderr"; then
+        fail "$name: rc $rc, $lines hios lines, wanted one matching /$pattern/:"
+        sed 's/^/    /' "$TMP/stderr" | head -10
+      else
+        echo "ok: $name: $(grep '^hios' "$TMP/stderr")"
+      fi
+    }
+    mkdir -p "$TMP/a-folder"
+    ln -sf loop-b "$TMP/loop-a"
+    ln -sf loop-a "$TMP/loop-b"
+    one_error "--trace onto a folder" "a-folder: is a directory" -o none --trace "$TMP/a-folder"
+    one_error "--trace into a symlink loop" "loop-a: is a symlink loop" -o none --trace "$TMP/loop-a"
+    one_error "--trace into a missing folder" "cannot write: folder .*/nope: No such file" -o none --trace "$TMP/nope/t.json"
+    one_error "-o onto a folder" "a-folder: is a directory" -o "$TMP/a-folder"
+    one_error "--save-output onto a folder" "a-folder: is a directory" -o none --save-output "$TMP/a-folder"
+    one_error "a 10,000-digit --timeout" "--timeout: '1111.*\(10000 characters\) is not a number" -o none --timeout "$(printf '1%.0s' $(seq 1 10000))"
+    one_error "a hexadecimal --seed" "--seed: '0x10' is not a decimal integer" -o none --seed 0x10
     ;;
   *)
     echo "unknown scenario '$SCENARIO'"
