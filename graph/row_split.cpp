@@ -904,14 +904,15 @@ std::string split_graph_stats(const Graph& split) {
       }
       sums += partial;
     }
+    const SplitName sn = parse_split_name(nd.name);
     if (nd.op.kind != OpKind::Rows) {
-      parts += nd.name.find('@') != std::string::npos;
+      parts += sn.kind == SplitName::Kind::Part || sn.kind == SplitName::Kind::Piece;
       continue;
     }
-    if (nd.name.find('>') != std::string::npos) {
+    if (sn.kind == SplitName::Kind::HaloCut) {
       ++halos;
       halo_bytes += double(nd.shape.numel()) * double(dtype_size(split.dtype));
-    } else if (nd.name.find('@') != std::string::npos || nd.name.find(':') != std::string::npos) {
+    } else if (sn.kind == SplitName::Kind::Assembly || nd.name.find(':') != std::string::npos) {  // or a cut "X:a-b"
       ++assemblies;
     } else {
       ++gathers;
@@ -920,6 +921,34 @@ std::string split_graph_stats(const Graph& split) {
   return strprintf("%d parts, %d halo cuts (%.3f MB), %d input assemblies, %d gathers, %d sums of partial pools",
                    parts, halos, halo_bytes / 1e6, assemblies, gathers, sums);
 }
+
+SplitName parse_split_name(const std::string& name) {
+  SplitName out;
+  const size_t at = name.rfind('@');
+  if (at == std::string::npos) return out;
+  size_t i = at + 1;
+  int k = 0;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && k < 1000000) k = k * 10 + (name[i++] - '0');
+  if (i == at + 1) return out;
+  const std::string rest = name.substr(i);
+  if (rest.empty()) {
+    out.kind = SplitName::Kind::Part;
+  } else if (rest == "/top" || rest == "/mid" || rest == "/bottom") {
+    out.kind = SplitName::Kind::Piece;
+    out.piece = rest;
+  } else if (rest[0] == '>' && rest.find(':') != std::string::npos) {
+    out.kind = SplitName::Kind::HaloCut;
+  } else if ((rest[0] == ':' || rest[0] == '[') && rest.find(':') != std::string::npos) {
+    out.kind = SplitName::Kind::Assembly;
+  } else {
+    return out;
+  }
+  out.base = name.substr(0, at);
+  out.part = k;
+  return out;
+}
+
+std::string SplitName::part_name() const { return base + "@" + std::to_string(part); }
 
 std::string describe_spatial(const Graph& g, const SpatialPlan& plan) {
   std::string out;

@@ -93,4 +93,19 @@ bool rows_copy_is_view(const Graph& g, int v);
 // assemblies, 1 gathers, 0 sums of partial pools".
 std::string split_graph_stats(const Graph& split);
 
+// What a node of a split graph is, read from the name apply_spatial gave it: the one reader of
+// those names. "X@k" is part k of node X; "X@k/top", "X@k/mid", "X@k/bottom" the pieces of an
+// overlapping part; "X@k:a-b" (or "X@k[cA-B]:a-b", a channel slice) the input assembly of part
+// k; "X@j>k:a-b" a halo cut from part j for part k. Anything else is Other.
+struct SplitName {
+  enum class Kind { Other, Part, Piece, Assembly, HaloCut };
+  Kind kind = Kind::Other;
+  std::string base;   // X
+  int part = -1;      // k; for a halo cut, j (the part it is cut from)
+  std::string piece;  // a piece's "/top", "/mid" or "/bottom"
+  bool of_part() const { return kind != Kind::Other; }
+  std::string part_name() const;  // "X@k"
+};
+SplitName parse_split_name(const std::string& name);
+
 }  // namespace hios

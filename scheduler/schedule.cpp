@@ -307,6 +307,10 @@ Schedule schedule_from_json(const Graph& g, const json& j, const std::string& so
     HIOS_CHECK(name == g.blocks[b].name, "%s: is '%s' but block %zu of graph '%s' is '%s'",
                bo.child_path("name").c_str(), name.c_str(), b, g.name.c_str(), g.blocks[b].name.c_str());
     const json& gpus = bo.get_array("gpus");
+    // hios writes every GPU of every block, idle ones as []: a count that disagrees with
+    // meta.gpus is a damaged or hand-edited file, not a schedule for a larger job.
+    HIOS_CHECK(gpus.size() == size_t(s.meta.num_gpus), "%s: lists %zu GPU(s) but meta.gpus is %d",
+               bo.child_path("gpus").c_str(), gpus.size(), s.meta.num_gpus);
     std::vector<std::vector<Stage>> per_gpu;
     for (size_t d = 0; d < gpus.size(); ++d) {
       std::string dpath = bo.child_path("gpus") + strprintf("[%zu]", d);

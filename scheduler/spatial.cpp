@@ -102,14 +102,8 @@ std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vect
 std::vector<int> suggested_part_gpus(const Graph& sg) {
   std::vector<int> hint(size_t(sg.size()), -1);
   for (int v = 0; v < sg.size(); ++v) {
-    const std::string& n = sg.nodes[size_t(v)].name;
-    const size_t at = n.rfind('@');
-    if (at == std::string::npos) continue;
-    size_t i = at + 1;
-    int k = 0;
-    while (i < n.size() && n[i] >= '0' && n[i] <= '9') k = k * 10 + (n[i++] - '0');
-    if (i == at + 1) continue;
-    hint[size_t(v)] = k;
+    const SplitName sn = parse_split_name(sg.nodes[size_t(v)].name);
+    if (sn.of_part()) hint[size_t(v)] = sn.part;
   }
   const auto succ = sg.successors();
   for (int v = sg.size() - 1; v >= 0; --v) {
@@ -130,16 +124,15 @@ namespace {
 enum class PieceRole { None, Middle, Edge, HaloCut };
 
 PieceRole piece_role(const std::string& name, std::string& part) {
-  const size_t at = name.rfind('@');
-  if (at == std::string::npos) return PieceRole::None;
-  size_t i = at + 1;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
-  if (i == at + 1 || i == name.size()) return PieceRole::None;
-  part = name.substr(0, i);
-  const std::string rest = name.substr(i);
-  if (rest == "/mid") return PieceRole::Middle;
-  if (rest == "/top" || rest == "/bottom") return PieceRole::Edge;
-  if (rest[0] == '>' && rest.find(':') != std::string::npos) return PieceRole::HaloCut;
+  const SplitName sn = parse_split_name(name);
+  if (sn.kind == SplitName::Kind::Piece) {
+    part = sn.part_name();
+    return sn.piece == "/mid" ? PieceRole::Middle : PieceRole::Edge;
+  }
+  if (sn.kind == SplitName::Kind::HaloCut) {
+    part = sn.part_name();
+    return PieceRole::HaloCut;
+  }
   return PieceRole::None;
 }
 
@@ -224,13 +217,10 @@ class SplitCostModel final : public CostModel {
     for (int v = 0; v < split.size(); ++v) {
       const Node& nd = split.nodes[size_t(v)];
       if (nd.op.kind == OpKind::Rows) continue;
-      std::string name = nd.name;
-      // A part "X@k", or a piece of one ("X@k/top", "X@k/mid", "X@k/bottom").
-      const size_t at = name.rfind('@');
-      const size_t digits_end = at == std::string::npos ? at : name.find_first_not_of("0123456789", at + 1);
-      const bool part = at != std::string::npos && at + 1 < name.size() && digits_end != at + 1 &&
-                        (digits_end == std::string::npos || name[digits_end] == '/');
-      if (part) name = name.substr(0, at);
+      // A part "X@k", or a piece of one ("X@k/top", "X@k/mid", "X@k/bottom"), stands for X.
+      const SplitName sn = parse_split_name(nd.name);
+      const bool part = sn.kind == SplitName::Kind::Part || sn.kind == SplitName::Kind::Piece;
+      const std::string name = part ? sn.base : nd.name;
       auto it = by_name.find(name);
       if (it == by_name.end()) continue;
       const Node& whole = g.nodes[size_t(it->second)];

@@ -108,6 +108,9 @@ expect_error "dot, a node twice"   "twice.json: .*(twice|more than once|duplicat
 python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["meta"]["gpus"] = 2147483647; json.dump(s, open(sys.argv[2], "w"))' \
   "$TMP/s15.json" "$TMP/gpus-huge.json"
 expect_error "schedule for 2^31 GPUs" "meta.gpus: 2147483647 is out of range \(1 to 1024\)" "$HIOS" lower --graph "$TMP/d15.json" --schedule "$TMP/gpus-huge.json" --all
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["meta"]["gpus"] = 1024; json.dump(s, open(sys.argv[2], "w"))' \
+  "$TMP/s15.json" "$TMP/gpus-more.json"
+expect_error "meta.gpus against the blocks" "blocks\[0\]\.gpus: lists 2 GPU\(s\) but meta.gpus is 1024" "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/gpus-more.json"
 python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["meta"]["tune"] = {"launch_order": {"chosen": "bogus"}}; json.dump(s, open(sys.argv[2], "w"))' \
   "$TMP/s15.json" "$TMP/order-bad.json"
 expect_error "tune's launch order" "meta.tune.launch_order.chosen: must be topo, opara or measured, not 'bogus'" "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/order-bad.json"

@@ -423,6 +423,40 @@ TEST_CASE("row split: the plan and the split graph round-trip through JSON") {
       "mode": "sideways", "rows": {}}]})"), "$"); }), "unknown mode 'sideways'"));
 }
 
+TEST_CASE("row split: the names of a split graph's nodes read back as what they are") {
+  using K = SplitName::Kind;
+  const SplitName part = parse_split_name("a@b.conv@12");
+  CHECK((part.kind == K::Part && part.base == "a@b.conv" && part.part == 12 && part.part_name() == "a@b.conv@12"));
+  const SplitName mid = parse_split_name("c@1/mid");
+  CHECK((mid.kind == K::Piece && mid.base == "c" && mid.part == 1 && mid.piece == "/mid"));
+  const SplitName cut = parse_split_name("c@0>1[c0-64]:12-14");
+  CHECK((cut.kind == K::HaloCut && cut.base == "c" && cut.part == 0));
+  const SplitName in = parse_split_name("c@2[c0-8]:3-9");
+  CHECK((in.kind == K::Assembly && in.part == 2));
+  for (const char* other : {"c", "c@", "c@x", "c@1/side", "c@1>2", "c:3-9"}) {
+    INFO(other);
+    CHECK(parse_split_name(other).kind == K::Other);
+  }
+  // Every node apply_spatial makes in a region is read as part of the node it stands for.
+  Graph g = straddle_graph();
+  for (SplitMode mode : {SplitMode::Halo, SplitMode::Recompute}) {
+    Graph sg = apply_spatial(g, plan_all(g, 3, mode));
+    int parts = 0, cuts = 0;
+    for (const Node& nd : sg.nodes) {
+      const SplitName sn = parse_split_name(nd.name);
+      if (!sn.of_part()) continue;
+      INFO(nd.name);
+      CHECK(g.find(sn.base) >= 0);
+      CHECK((sn.part >= 0 && sn.part < 3));
+      parts += sn.kind == K::Part || sn.kind == K::Piece;
+      cuts += sn.kind == K::HaloCut;
+      CHECK((nd.op.kind == OpKind::Rows) == (sn.kind == K::HaloCut || sn.kind == K::Assembly));
+    }
+    CHECK(parts > 0);
+    CHECK((mode == SplitMode::Halo) == (cuts > 0));
+  }
+}
+
 TEST_CASE("row split: the scheduler's --spatial settings") {
   Graph g = straddle_graph(61, 31);
   auto cost = make_analytic_cost_model(test::test_device_preset());
