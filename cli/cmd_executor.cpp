@@ -1,4 +1,5 @@
 // Executor subcommands: lower (print a rank's program) and run (the MPI launcher).
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -146,6 +147,28 @@ void one_line(std::string& s) {
     if (c == '\n' || c == '\r') c = ' ';
   }
   s = printable(s);
+  // A word of more than 200 characters (a 10,000-digit value a message repeats) is named by its
+  // start and its length, so the line stays one a terminal shows whole and the ranks' lines
+  // reach mpirun's output unmixed.
+  std::string out, word;
+  auto flush = [&] {
+    if (word.size() > 200) {
+      const size_t quotes = size_t(std::count(word.begin(), word.end(), '\''));  // counted: the value
+      word = word.substr(0, 60) + "... (" + std::to_string(word.size() - quotes) + " characters)";
+    }
+    out += word;
+    word.clear();
+  };
+  for (char c : s) {
+    if (c == ' ') {
+      flush();
+      out += c;
+    } else {
+      word += c;
+    }
+  }
+  flush();
+  s = std::move(out);
 }
 
 void run_job(exec::Comm& comm, const std::function<void()>& body) {
@@ -239,10 +262,11 @@ void add_lower_command(CLI::App& app) {
 }
 
 // Whether rank 0 can write every non-empty path of `paths` (the results it writes after the
-// run; the first is the result JSON, whose missing folders the run makes), decided before the job runs so that a bad path costs no run. Every rank learns the
-// answer; rank 0 keeps the reason in `why`, and the ranks then end together through
-// MPI_Finalize instead of an abort that would kill the others mid-way.
-bool result_paths_writable(exec::Comm& comm, const std::vector<std::string>& paths, std::string& why) {
+// run; the first is the result JSON, whose missing folders the run makes), decided before the
+// job runs so that a bad path costs no run. Rank 0 prints why; every rank learns the answer,
+// and the ranks then end together through MPI_Finalize instead of an abort that would kill the
+// others mid-way.
+bool result_paths_writable(exec::Comm& comm, const std::vector<std::string>& paths) {
   int failed = 0;
   if (comm.rank() == 0) {
     try {
@@ -250,12 +274,16 @@ bool result_paths_writable(exec::Comm& comm, const std::vector<std::string>& pat
         if (!paths[i].empty()) check_writable(paths[i], i == 0);  // the first, the JSON, gets its folders made
       }
     } catch (const Error& e) {
-      why = e.what();
+      // Printed before the others learn of it: once a rank exits non-zero, mpirun may kill
+      // rank 0 before it would have printed.
+      std::string why = e.what();
+      one_line(why);
+      std::fprintf(stderr, "hios: error: %s\n", why.c_str());
+      std::fflush(stderr);
       failed = 1;
     }
   }
   if (comm.size() > 1) comm.broadcast(&failed, sizeof failed, 0);
-  if (failed && why.empty()) why = "rank 0 cannot write the results";  // never printed: only rank 0 prints
   return failed == 0;
 }
 
@@ -264,14 +292,13 @@ bool result_paths_writable(exec::Comm& comm, const std::vector<std::string>& pat
 void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
   std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
   exec::RunReport rep;
-  std::string unwritable;  // rank 0's reason, when a result path cannot be written
+  bool writable = true;  // every result path, as rank 0 found it before the run
   run_job(*comm, [&] {
     Graph g = load_graph(ropt.graph);
     Schedule s = load_schedule(g, ropt.schedule);
     const std::string output = ropt.output.empty() ? default_output(g, s, opt) : ropt.output;
-    if (!result_paths_writable(*comm, {output == "none" ? "" : output, opt.trace_file, opt.output_file}, unwritable)) {
-      return;
-    }
+    writable = result_paths_writable(*comm, {output == "none" ? "" : output, opt.trace_file, opt.output_file});
+    if (!writable) return;
     rep = exec::run_schedule(g, s, opt, *comm);
     if (comm->rank() != 0) return;
     std::string table = exec::report_to_table(rep);
@@ -286,10 +313,7 @@ void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
   });
   int rank = comm->rank();
   comm.reset();  // MPI_Finalize on every rank before rank 0 reports a failed verification
-  if (!unwritable.empty()) {
-    if (rank == 0) throw Error(unwritable);
-    throw SilentExit{2};
-  }
+  if (!writable) throw SilentExit{2};  // rank 0 said why
   if (rank == 0 && !rep.ok) {
     for (const exec::VerifyResult& v : rep.verify) {
       HIOS_CHECK(v.ok, "verification failed: output differs from the %s by max_rel %.3e (max_abs %.3e, worst '%s'), tolerance %.1e",

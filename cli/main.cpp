@@ -1,5 +1,4 @@
 // hios: inter-operator scheduling for DAG-shaped DNNs across GPUs and streams.
-#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -122,27 +121,6 @@ static bool quiet_rank() {
   return false;
 }
 
-// A message that repeats a value of the command line, its long words cut (see shown()).
-static std::string parse_error_line(const char* what) {
-  std::string s = one_line(what), out, word;
-  auto flush = [&] {
-    // The count is of the value itself, without the quotes a message put around it.
-    const size_t quotes = size_t(std::count(word.begin(), word.end(), '\''));
-    out += word.size() > 120 ? word.substr(0, 60) + "... (" + std::to_string(word.size() - quotes) + " characters)" : word;
-    word.clear();
-  };
-  for (char c : s) {
-    if (c == ' ') {
-      flush();
-      out += c;
-    } else {
-      word += c;
-    }
-  }
-  flush();
-  return out;
-}
-
 int main(int argc, char** argv) {
   // Line-buffered even into a pipe or file: when mpirun kills a rank, what it printed is out.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -193,7 +171,7 @@ int main(int argc, char** argv) {
     if (number_list && (v.find(",,") != std::string::npos || v.front() == ',' || v.back() == ',')) {
       if (!quiet) {
         std::fprintf(stderr, "hios: %s: an empty element in a comma-separated list (see 'hios --help')\n",
-                     parse_error_line(("'" + v + "'").c_str()).c_str());
+                     one_line(("'" + v + "'").c_str()).c_str());
       }
       return 2;
     }
@@ -215,7 +193,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    if (!quiet) std::fprintf(stderr, "hios: %s (see 'hios --help')\n", parse_error_line(e.what()).c_str());
+    if (!quiet) std::fprintf(stderr, "hios: %s (see 'hios --help')\n", one_line(e.what()).c_str());
     return 2;
   } catch (const hios::cli::SilentExit& e) {
     return e.code;
