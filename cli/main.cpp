@@ -36,12 +36,8 @@ static std::string one_line(const char* what) {
   return s;
 }
 
-// At most `most` characters of a value a message repeats: a 10,000-digit number is named by its
-// start and its length, so the line stays one a terminal shows whole.
-static std::string shown(const std::string& v, size_t most = 40) {
-  if (v.size() <= most) return "'" + v + "'";
-  return "'" + v.substr(0, most) + "...' (" + std::to_string(v.size()) + " characters)";
-}
+// A value as a message repeats it; one_line cuts a very long one when the message is printed.
+static std::string shown(const std::string& v) { return "'" + v + "'"; }
 
 // Why `v` is not a number of this option's type ("" when it is): decimal digits only (CLI11
 // would read 0x10 as 16 and 0b11 as 3), within 64 bits (CLI11 saturates past them), and a
