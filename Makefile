@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test test-sanitize run bench clean
+.PHONY: all deps configure build test test-under-load test-sanitize run bench clean
 
 all: build
 
@@ -22,11 +22,17 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-# The main job needs only the hios binary: the tests are built by `make test`.
+# The command-line and serving tests with two busy loops beside them (CI runs it too);
+# LOAD_TESTS=. runs every test that way.
+LOAD_TESTS ?= ^cli:|^executor:serving:
+test-under-load: build
+	@bash scripts/test-under-load.sh $(BUILD_DIR) '$(LOAD_TESTS)'
+
 # The CPU tests again under ASan and UBSan, in their own build folder (CI runs it too).
 test-sanitize: deps
 	@bash scripts/test-sanitizers.sh $(BUILD_DIR)-asan
 
+# The main job needs only the hios binary: the tests are built by `make test`.
 run: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target hios
 	@bash scripts/main-job.sh $(BUILD_DIR)

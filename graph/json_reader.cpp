@@ -274,34 +274,59 @@ static int named_descriptor(const std::string& file) {
   return -1;
 }
 
+namespace {
+
+// The folder a path's file sits in ("." for a bare name).
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// Where a write to `file` lands: an open descriptor it names, or the file behind its symlinks
+// and what is there now. A folder, a symlink loop and a read-only regular file are refused
+// here, by the check before a run and by the write itself alike.
+struct WriteTarget {
+  int descriptor = -1;  // /dev/stdout, /dev/fd/N, ...: written into, never replaced
+  std::string path;     // otherwise: the file behind the symlinks
+  bool exists = false;
+  struct stat st {};
+};
+
+WriteTarget resolve_write_target(const std::string& file) {
+  WriteTarget t;
+  t.descriptor = named_descriptor(file);
+  if (t.descriptor >= 0) {
+    HIOS_CHECK(::fcntl(t.descriptor, F_GETFD) != -1, "%s: descriptor %d is not open", file.c_str(), t.descriptor);
+    return t;
+  }
+  t.path = follow_symlink(file);  // refuses a symlink loop
+  t.exists = ::stat(t.path.c_str(), &t.st) == 0;
+  if (!t.exists) {
+    HIOS_CHECK(errno == ENOENT, "%s: cannot write: %s", file.c_str(), std::strerror(errno));
+    return t;
+  }
+  HIOS_CHECK(!S_ISDIR(t.st.st_mode), "%s: is a directory", file.c_str());
+  // Root may write anything; a file nobody may write was made read-only on purpose.
+  HIOS_CHECK(!S_ISREG(t.st.st_mode) || (t.st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0,
+             "%s: is read-only (mode %04o); refusing to replace it", file.c_str(), unsigned(t.st.st_mode & 07777));
+  return t;
+}
+
+}  // namespace
+
 void check_writable(const std::string& file, bool makes_folders) {
-  const int named = named_descriptor(file);
-  if (named >= 0) {
-    HIOS_CHECK(::fcntl(named, F_GETFD) != -1, "%s: descriptor %d is not open", file.c_str(), named);
+  const WriteTarget t = resolve_write_target(file);
+  if (t.descriptor >= 0) return;
+  if (t.exists && !S_ISREG(t.st.st_mode)) {
+    HIOS_CHECK(::access(t.path.c_str(), W_OK) == 0, "%s: cannot open for writing: %s", file.c_str(), std::strerror(errno));
     return;
   }
-  const std::string target = follow_symlink(file);  // refuses a symlink loop
-  struct stat st {};
-  if (::stat(target.c_str(), &st) == 0) {
-    HIOS_CHECK(!S_ISDIR(st.st_mode), "%s: is a directory", file.c_str());
-    if (!S_ISREG(st.st_mode)) {
-      HIOS_CHECK(::access(target.c_str(), W_OK) == 0, "%s: cannot open for writing: %s", file.c_str(), std::strerror(errno));
-      return;
-    }
-    HIOS_CHECK((st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0, "%s: is read-only (mode %04o); refusing to replace it",
-               file.c_str(), unsigned(st.st_mode & 07777));
-  } else {
-    HIOS_CHECK(errno == ENOENT, "%s: cannot write: %s", file.c_str(), std::strerror(errno));
-  }
   // The temporary file is made in the target's folder, which must exist and take new files.
-  const size_t slash = target.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : target.substr(0, slash));
   struct stat dst {};
-  std::string folder = dir;
+  std::string folder = folder_of(t.path);
   // A writer that makes the missing folders first needs the nearest existing one to take them.
   while (makes_folders && ::stat(folder.c_str(), &dst) != 0 && errno == ENOENT && folder != "." && folder != "/") {
-    const size_t up = folder.rfind('/');
-    folder = up == std::string::npos ? "." : (up == 0 ? "/" : folder.substr(0, up));
+    folder = folder_of(folder);
   }
   HIOS_CHECK(::stat(folder.c_str(), &dst) == 0, "%s: cannot write: folder %s: %s", file.c_str(), folder.c_str(),
              std::strerror(errno));
@@ -310,34 +335,27 @@ void check_writable(const std::string& file, bool makes_folders) {
 }
 
 void write_file_atomic(const std::string& file, const std::string& text) {
-  const int named = named_descriptor(file);
-  if (named >= 0) {
-    HIOS_CHECK(::fcntl(named, F_GETFD) != -1, "%s: descriptor %d is not open", file.c_str(), named);
-    write_all(named, text, file);
+  const WriteTarget t = resolve_write_target(file);
+  if (t.descriptor >= 0) {
+    write_all(t.descriptor, text, file);
     return;
   }
-  const std::string target = follow_symlink(file);
-  struct stat st {};
-  const bool exists = ::stat(target.c_str(), &st) == 0;
-  if (exists) {
-    HIOS_CHECK(!S_ISDIR(st.st_mode), "%s: is a directory", file.c_str());
-    if (!S_ISREG(st.st_mode)) {
-      // A device, FIFO or socket is written into, never replaced: `-o /dev/null` must leave
-      // /dev/null a device, also for root.
-      const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
-      HIOS_CHECK(fd >= 0, "%s: cannot open for writing: %s", file.c_str(), std::strerror(errno));
-      try {
-        write_all(fd, text, file);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
+  const std::string& target = t.path;
+  const bool exists = t.exists;
+  const struct stat& st = t.st;
+  if (exists && !S_ISREG(st.st_mode)) {
+    // A device, FIFO or socket is written into, never replaced: `-o /dev/null` must leave
+    // /dev/null a device, also for root.
+    const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+    HIOS_CHECK(fd >= 0, "%s: cannot open for writing: %s", file.c_str(), std::strerror(errno));
+    try {
+      write_all(fd, text, file);
+    } catch (...) {
       ::close(fd);
-      return;
+      throw;
     }
-    // Root may write anything; a file nobody may write was made read-only on purpose.
-    HIOS_CHECK((st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) != 0, "%s: is read-only (mode %04o); refusing to replace it",
-               file.c_str(), unsigned(st.st_mode & 07777));
+    ::close(fd);
+    return;
   }
   std::lock_guard<std::mutex> lock(g_write_mu);
   install_cleanup_handlers();
@@ -386,9 +404,7 @@ void write_file_atomic(const std::string& file, const std::string& text) {
   if (::rename(tmp.c_str(), target.c_str()) != 0) fail("cannot rename the temporary file into place", errno);
   g_has_pending = false;
   // The rename is durable once the folder is.
-  const size_t slash = target.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : target.substr(0, slash));
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dfd = ::open(folder_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     (void)::fsync(dfd);
     ::close(dfd);
