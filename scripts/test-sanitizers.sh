@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU test suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails
 # the test that triggered it). CUDA and MPI are off: the sanitizers check hios's own host code,
-# and CI has no GPU. About 15 minutes to build on 2 cores, 2 to run.
+# and CI has no GPU. About 17 minutes to build on 2 cores, 10 to 14 to run.
 #   bash scripts/test-sanitizers.sh [BUILD_DIR]    (default build-asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
