@@ -373,6 +373,7 @@ class ServeRun {
     const std::vector<exec::Request>& run_trace = bar_trace.empty() ? trace : bar_trace;
     const exec::ServeResult r = server_->run(run_trace, p);
     std::fputs(exec::serve_result_line(r).c_str(), stdout);
+    std::fputs(exec::serve_device_lines(r).c_str(), stdout);
     if (sets_budget) set_budget_from(r, load);
     std::fflush(stdout);
     json j = exec::serve_result_to_json(r, models_);

@@ -30,6 +30,21 @@ json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& 
   json dev_busy = json::object();
   for (const auto& [d, f] : r.device_busy) dev_busy[std::to_string(d)] = f;
   j["device_busy_fraction"] = dev_busy;
+  // Where each device's workers spent the run, and the dispatcher's share (serve.hpp,
+  // ServeResult::DeviceTime): what limits a device that is not busy.
+  json devs = json::object();
+  for (const auto& [d, t] : r.device_time) {
+    devs[std::to_string(d)] = {{"workers", t.workers},
+                               {"passes", t.passes},
+                               {"requests", t.requests},
+                               {"busy_fraction", r.device_busy.count(d) ? r.device_busy.at(d) : 0.0},
+                               {"pass_fraction", t.pass_fraction},
+                               {"worker_ms", {{"wait", t.wait_ms}, {"stage", t.stage_ms}, {"pass", t.pass_ms}, {"book", t.book_ms}}},
+                               {"host_ms_per_request", t.host_ms_per_request}};
+  }
+  j["devices"] = devs;
+  j["dispatch_ms_per_request"] = r.dispatch_ms_per_request;
+  j["dispatch_late_p99_ms"] = r.dispatch_late_p99_ms;
   j["stopped"] = r.stopped;
   j["not_sent"] = r.not_sent;
   j["worst_verify_max_rel"] = r.worst_verify_rel;
@@ -111,6 +126,23 @@ std::string serve_result_line(const ServeResult& r) {
                    (long long)m.rejected, m.throughput_rps, m.p50_ms, m.p95_ms, m.p99_ms, m.mean_batch, m.max_queue,
                    100 * r.busy_fraction);
   }
+  return s;
+}
+
+std::string serve_device_lines(const ServeResult& r) {
+  std::string s;
+  for (const auto& [d, t] : r.device_time) {
+    // Each worker's loop time, by phase: with k workers the phases share k x the wall time.
+    const double total = t.wait_ms + t.stage_ms + t.pass_ms + t.book_ms;
+    auto share = [&](double ms) { return total > 0 ? 100 * ms / total : 0.0; };
+    s += strprintf("#   device %s: busy %.1f%% (passes alone %.1f%%); %d worker(s): wait %.0f%%, stage %.0f%%, pass %.0f%%, "
+                   "bookkeeping %.0f%%; host %.3f ms per request\n",
+                   d < 0 ? "default" : std::to_string(d).c_str(), 100 * (r.device_busy.count(d) ? r.device_busy.at(d) : 0.0),
+                   100 * t.pass_fraction, t.workers, share(t.wait_ms), share(t.stage_ms), share(t.pass_ms), share(t.book_ms),
+                   t.host_ms_per_request);
+  }
+  s += strprintf("#   dispatcher: %.3f ms per request, sent up to %.3f ms late (p99)\n", r.dispatch_ms_per_request,
+                 r.dispatch_late_p99_ms);
   return s;
 }
 

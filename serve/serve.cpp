@@ -100,6 +100,7 @@ class Server::Run {
           std::this_thread::sleep_until(std::min(due, Clock::now() + std::chrono::milliseconds(20)));
         }
         if (stopping()) break;
+        const double sent_from = now_s();
         const size_t mi = size_t(trace[next].model);
         Model& m = *s_.models_[mi];
         RingState& r = rings_[mi];
@@ -147,8 +148,10 @@ class Server::Run {
           }
           last_arrival_s_[mi] = t;
           sample(q);
+          dispatch_late_ms_.push_back(1e3 * std::max(0.0, t - trace[next].arrival_s));
         }
         cv_.notify_all();
+        dispatch_host_s_ += now_s() - sent_from;
       }
     } catch (...) {
       // An internal error in the dispatcher: the workers must still be stopped and joined.
@@ -198,6 +201,28 @@ class Server::Run {
     }
   }
 
+  // Each device's workers (fifo: its one worker, on every device it ran a model on), the share
+  // of the wall its pass phases cover, the dispatcher's time and lateness, and host time per
+  // request.
+  template <typename Covered>
+  void summarise_device_time(const Covered& covered_s) {
+    ServeResult& res = res_;
+    for (const std::vector<int>& devs : res.replica_devices) {
+      for (int d : devs) {
+        ServeResult::DeviceTime& t = res.device_time[d];
+        t.workers = policy_ == Policy::Fifo ? 1 : t.workers + 1;
+      }
+    }
+    const size_t sent = dispatch_late_ms_.size();
+    res.dispatch_ms_per_request = sent ? 1e3 * dispatch_host_s_ / double(sent) : 0;
+    res.dispatch_late_p99_ms = percentile(dispatch_late_ms_, 0.99);
+    for (auto& [d, t] : res.device_time) {
+      auto iv = pass_iv_.find(d);
+      t.pass_fraction = iv != pass_iv_.end() && res.wall_s > 0 ? covered_s(iv->second) / res.wall_s : 0;
+      t.host_ms_per_request = t.requests ? (t.stage_ms + t.book_ms) / double(t.requests) + res.dispatch_ms_per_request : 0;
+    }
+  }
+
   ServeResult summarise() {
     ServeResult& res = res_;
     const std::vector<Request>& trace = trace_;
@@ -226,6 +251,7 @@ class Server::Run {
       res.device_busy[d] = res.wall_s > 0 ? covered_s(iv) / res.wall_s : 0;
     }
     res.busy_fraction = res.wall_s > 0 ? covered_s(any) / res.wall_s : 0;
+    summarise_device_time(covered_s);
     res.placement = s_.placement_;
     double span = 0;
     for (const Request& r : trace) span = std::max(span, r.arrival_s);
@@ -318,7 +344,21 @@ class Server::Run {
     const Policy policy = policy_;
     bool bound = false;
     int bound_device = -1;  // the device this thread last made current (see Replica::bind)
+    std::map<int, ServeResult::DeviceTime> spent;  // this worker's time by device, merged at the end
+    auto merge_spent = [&] {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (const auto& [d, t] : spent) {
+        ServeResult::DeviceTime& all = res.device_time[d];
+        all.passes += t.passes;
+        all.requests += t.requests;
+        all.wait_ms += t.wait_ms;
+        all.stage_ms += t.stage_ms;
+        all.pass_ms += t.pass_ms;
+        all.book_ms += t.book_ms;
+      }
+    };
     for (;;) {
+      const double wait_from = now_s();
       std::vector<int64_t> batch;
       size_t mi = 0;
       int64_t first = 0;
@@ -332,6 +372,8 @@ class Server::Run {
             for (int64_t id : queues_[q]) res.requests[size_t(id)].rejected = "server stopped while it waited";
             queues_[q].clear();
             sample(q);
+            lk.unlock();
+            merge_spent();
             return;
           }
           const int waiting = int(queues_[q].size());
@@ -379,7 +421,11 @@ class Server::Run {
             sample(q);
             break;
           }
-          if (dispatch_done_ && waiting == 0) return;
+          if (dispatch_done_ && waiting == 0) {
+            lk.unlock();
+            merge_spent();
+            return;
+          }
           if (policy == Policy::Static && waiting > 0) {
             cv_.wait_for(lk, std::chrono::duration<double>(std::max(s_.opt_.static_wait_s - oldest, 1e-5)));
           } else if (policy == Policy::Adaptive && waiting > 0) {
@@ -408,22 +454,40 @@ class Server::Run {
         while (!r.windows.empty() && r.windows.front().second) r.windows.pop_front();
         r.head = r.windows.empty() ? r.taken : r.windows.front().first;
       }
+      const double staged = now_s();
       const std::vector<float> out = rp.answer(key);
       const double done = now_s();
       ctl.observe(b, done - start);
-      std::lock_guard<std::mutex> lk(mu_);
-      busy_[rp.device].emplace_back(start, done);
-      for (size_t i = 0; i < batch.size(); ++i) {
-        RequestOutcome& o = res.requests[size_t(batch[i])];
-        o.start_s = start;
-        o.done_s = done;
-        o.batch = b;
-        o.replica = int(rep);
-        o.drained = drained;
-        if (own_.count(batch[i])) {
-          verify_.emplace_back(batch[i], std::vector<float>(out.begin() + int64_t(i) * m.out_item,
-                                                           out.begin() + int64_t(i + 1) * m.out_item));
-        }
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        busy_[rp.device].emplace_back(start, done);
+        pass_iv_[rp.device].emplace_back(staged, done);
+        record_answers(batch, out, m, start, done, b, rep, drained);
+      }
+      ServeResult::DeviceTime& t = spent[rp.device];
+      ++t.passes;
+      t.requests += int64_t(batch.size());
+      t.wait_ms += 1e3 * (start - wait_from);
+      t.stage_ms += 1e3 * (staged - start);
+      t.pass_ms += 1e3 * (done - staged);
+      t.book_ms += 1e3 * (now_s() - done);
+    }
+  }
+
+  // A finished pass's requests: their times, batch and replica, and the verified ones' answers
+  // (under mu_).
+  void record_answers(const std::vector<int64_t>& batch, const std::vector<float>& out, const Model& m, double start,
+                      double done, int b, size_t rep, bool drained) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      RequestOutcome& o = res_.requests[size_t(batch[i])];
+      o.start_s = start;
+      o.done_s = done;
+      o.batch = b;
+      o.replica = int(rep);
+      o.drained = drained;
+      if (own_.count(batch[i])) {
+        verify_.emplace_back(batch[i], std::vector<float>(out.begin() + int64_t(i) * m.out_item,
+                                                         out.begin() + int64_t(i + 1) * m.out_item));
       }
     }
   }
@@ -471,6 +535,9 @@ class Server::Run {
   std::condition_variable cv_;
   bool dispatch_done_ = false;
   std::map<int, std::vector<std::pair<double, double>>> busy_;  // pass intervals by device, under mu_
+  std::map<int, std::vector<std::pair<double, double>>> pass_iv_;  // the same without the staging
+  double dispatch_host_s_ = 0;            // the dispatcher's own time per request, summed (its thread only)
+  std::vector<double> dispatch_late_ms_;  // per queued request: sent this late after its arrival (under mu_)
   std::vector<std::pair<int64_t, std::vector<float>>> verify_;   // request, its output (under mu_)
   std::string worker_error_;
   Clock::time_point t0_ = Clock::now();

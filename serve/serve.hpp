@@ -269,6 +269,29 @@ struct ServeResult {
   // the share with at least one busy, so 100% does not mean every device was.
   double busy_fraction = 0;
   std::map<int, double> device_busy;  // the same per device (-1: the session's default device)
+  // Where each device's workers spent the run, by their own clocks: what limits a device that
+  // is not busy (workers waiting for requests, or host work between its passes). Several
+  // workers on one device each count their own time, so the phases add up to workers x wall.
+  struct DeviceTime {
+    int workers = 0;
+    int64_t passes = 0, requests = 0;  // passes run on the device, and the requests they answered
+    // Totals in ms, per phase of a worker's loop: waiting for requests to take (an empty queue,
+    // a batching hold, the queue lock); staging (the batch's rows copied to the device, the host
+    // waiting for the copy); the pass (launches, the device's work, the output read back); and
+    // the bookkeeping after it (answers recorded under the queue lock).
+    double wait_ms = 0, stage_ms = 0, pass_ms = 0, book_ms = 0;
+    // The share of the wall time with at least one pass phase running on the device: busy_fraction
+    // without the staging.
+    double pass_fraction = 0;
+    // Host time per answered request: its worker's staging and bookkeeping, shared over the
+    // batch, and the dispatcher's staging of it into the arrival ring.
+    double host_ms_per_request = 0;
+  };
+  std::map<int, DeviceTime> device_time;
+  // The dispatcher (one thread for every device): its host time per request sent (the copy into
+  // the arrival ring, the queue lock), and how late it sent requests after their arrival time
+  // (p99): a dispatcher that falls behind shows here before anywhere else.
+  double dispatch_ms_per_request = 0, dispatch_late_p99_ms = 0;
   std::vector<int> placement;         // the device of each model's first replica (-1: the session's default)
   // The device of each replica of each model that this run used (fifo: the first replica only).
   std::vector<std::vector<int>> replica_devices;
@@ -347,5 +370,8 @@ constexpr size_t kQueuePointsInJson = 4000;
 // count before thinning.
 json serve_result_to_json(const ServeResult& r, const std::vector<std::string>& models);
 std::string serve_result_line(const ServeResult& r);  // one row per model and "all"
+// Comment lines ("#   device 0: ...") after a run's rows: each device's busy share and its
+// workers' time by phase, then the dispatcher's time and lateness.
+std::string serve_device_lines(const ServeResult& r);
 
 }  // namespace hios::exec

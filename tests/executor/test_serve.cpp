@@ -541,10 +541,37 @@ TEST_CASE("serving: on two devices each model is placed, its runs say where, and
       CHECK(f >= 0);
       CHECK(f <= r.busy_fraction + 1e-9);  // one device's busy time is within "some device busy"
     }
+    // Each device's workers account for the passes run there and the requests they answered;
+    // the pass phases alone cover no more of the wall than the passes with their staging.
+    REQUIRE(r.device_time.size() == 2);
+    int64_t requests = 0;
+    for (const auto& [d, t] : r.device_time) {
+      CHECK(r.device_busy.count(d) == 1);
+      CHECK(t.workers == 1);  // one model per device, one replica each (fifo: its one worker)
+      CHECK(t.passes >= 1);
+      CHECK(t.requests >= t.passes);
+      CHECK(t.pass_fraction <= r.device_busy.at(d) + 1e-9);
+      for (double ms : {t.wait_ms, t.stage_ms, t.pass_ms, t.book_ms}) CHECK(ms >= 0);
+      CHECK(t.pass_ms > 0);
+      CHECK(t.host_ms_per_request >= r.dispatch_ms_per_request);
+      // One worker's phases fit in the wall time.
+      CHECK(t.wait_ms + t.stage_ms + t.pass_ms + t.book_ms <= 1e3 * r.wall_s + 1e-6);
+      requests += t.requests;
+    }
+    CHECK(requests == r.models.back().answered);
+    CHECK(r.dispatch_ms_per_request > 0);
+    CHECK(r.dispatch_late_p99_ms >= 0);
     const json j = exec::serve_result_to_json(r, server->models());
     CHECK(j["placement"]["demo"].get<int>() == server->placement()[0]);
     CHECK(j["placement"]["squeezenet"].get<int>() == server->placement()[1]);
     CHECK(j["device_busy_fraction"].size() == 2);
+    REQUIRE(j["devices"].size() == 2);
+    for (const auto& [d, t] : r.device_time) {
+      const json& jd = j["devices"][std::to_string(d)];
+      CHECK(jd["requests"].get<int64_t>() == t.requests);
+      CHECK(jd["worker_ms"]["pass"].get<double>() == t.pass_ms);
+    }
+    CHECK(exec::serve_device_lines(r).find("#   device ") == 0);
   }
 
   // Explicit: both on device 1, where the given placement puts them; nothing weighed.
@@ -723,6 +750,10 @@ TEST_CASE("serving: replicas on two devices, placed by hand or balanced, and wha
     }
     REQUIRE(r.device_busy.size() == 2);  // every device a replica is on, fifo's idle one too
     for (int d : ran_on) CHECK(r.device_busy.at(d) > 0);  // every replica's passes count on its device
+    // A worker per replica on its device: demo's second replica and squeezenet share device 1
+    // (fifo: its one worker on each device it ran on).
+    CHECK(r.device_time.at(0).workers == 1);
+    CHECK(r.device_time.at(1).workers == (p == Policy::Fifo ? 1 : 2));
     const json j = exec::serve_result_to_json(r, server->models());
     CHECK(j["replicas"]["demo"].get<int>() == (p == Policy::Fifo ? 1 : 2));
     CHECK(j["replicas"]["squeezenet"].get<int>() == 1);
