@@ -158,7 +158,8 @@ void add_device_options(CLI::App* cmd, ServeCli* o) {
   cmd->add_option("--replicas", o->replicas,
                   "Replicas of a model for static and adaptive, as model=k,... with k from 1 to 8 (default 1 each): k "
                   "workers with their own prepared copy of the model, taking from its one queue. fifo runs each "
-                  "request on the model's first replica");
+                  "request on the model's first replica. 'auto': one worker more than models per device, the extra "
+                  "ones to the models with the most measured batch-1 time per worker, placed where the least work is");
 }
 
 // One `hios serve` invocation as named phases: read the models and the options, prepare the
@@ -239,7 +240,11 @@ class ServeRun {
     }
     if (!o_.placement.empty()) so_.placement = parse_placement(o_.placement);
     // Counts from 1 to 8 here; the models, in Server, before anything is built.
-    if (!o_.replicas.empty()) so_.replicas = exec::parse_replicas(o_.replicas);
+    if (o_.replicas == "auto") {
+      so_.auto_replicas = true;
+    } else if (!o_.replicas.empty()) {
+      so_.replicas = exec::parse_replicas(o_.replicas);
+    }
   }
 
   void prepare_server() {
@@ -278,6 +283,7 @@ class ServeRun {
     placement_rule_ = so_.devices.empty()         ? "one device"
                       : !so_.placement.empty()    ? "given"
                       : so_.devices.size() == 1   ? "one device"
+                      : so_.auto_replicas ? "first replicas balanced by predicted batch-1 ms, the others by measured"
                       : any_replicas ? "balanced by predicted batch-1 ms over each model's replicas, longest first"
                                      : "balanced by predicted batch-1 ms, longest first";
     // A model's replicas, each on a device: model@0,1 for two replicas.
@@ -290,7 +296,8 @@ class ServeRun {
       }
     }
     if (any_replicas) {
-      std::printf("; replicas (static and adaptive; fifo uses the first):");
+      std::printf("; replicas (%sstatic and adaptive; fifo uses the first):",
+                  so_.auto_replicas ? "auto, by measured batch-1 ms; " : "");
       for (size_t m = 0; m < models_.size(); ++m) {
         std::printf(" %s=%zu", models_[m].c_str(), server.replica_devices()[m].size());
       }
@@ -439,6 +446,8 @@ class ServeRun {
                 {"devices", so_.devices},
                 {"placement", placement_json_},
                 {"replicas", replicas_json_},
+                {"replicas_rule", so_.auto_replicas ? "auto" : o_.replicas.empty() ? "one each" : "given"},
+                {"replica_weight_ms", server.replica_weight_ms()},
                 {"replica_devices", replica_devices_json_},
                 {"placement_rule", placement_rule_},
                 {"placement_weight_ms", server.placement_weight_ms()},

@@ -53,6 +53,51 @@ std::vector<std::vector<int>> balance_replicas(const std::vector<double>& weight
   return out;
 }
 
+std::vector<int> auto_replica_counts(const std::vector<double>& request_ms, int devices) {
+  HIOS_CHECK(devices >= 1, "internal error: replicas for %d devices", devices);
+  std::vector<int> k(request_ms.size(), 1);
+  for (int extra = 0; extra < devices; ++extra) {
+    size_t best = k.size();
+    for (size_t m = 0; m < k.size(); ++m) {
+      if (k[m] >= kMaxReplicas) continue;
+      if (best == k.size() || request_ms[m] / k[m] > request_ms[best] / k[best]) best = m;
+    }
+    if (best == k.size()) break;  // every model at the most
+    ++k[best];
+  }
+  return k;
+}
+
+std::vector<std::vector<int>> place_extra_replicas(const std::vector<double>& request_ms, const std::vector<int>& counts,
+                                                   const std::vector<int>& first_device, const std::vector<int>& devices) {
+  HIOS_CHECK(!devices.empty(), "internal error: no devices to place replicas on");
+  HIOS_CHECK(counts.size() == request_ms.size() && first_device.size() == request_ms.size(),
+             "internal error: %zu replica counts and %zu first devices for %zu models", counts.size(), first_device.size(),
+             request_ms.size());
+  std::vector<double> load(devices.size(), 0);
+  auto slot = [&](int dev) {
+    const auto it = std::find(devices.begin(), devices.end(), dev);
+    HIOS_CHECK(it != devices.end(), "internal error: a first replica on device %d, which is not served", dev);
+    return size_t(it - devices.begin());
+  };
+  std::vector<std::vector<int>> out(request_ms.size());
+  std::vector<std::pair<double, size_t>> extra;  // (share, model) of every replica after the first
+  for (size_t m = 0; m < request_ms.size(); ++m) {
+    HIOS_CHECK(counts[m] >= 1, "internal error: %d replicas of model %zu", counts[m], m);
+    const double share = request_ms[m] / counts[m];
+    load[slot(first_device[m])] += share;
+    out[m].push_back(first_device[m]);
+    for (int k = 1; k < counts[m]; ++k) extra.emplace_back(share, m);
+  }
+  std::stable_sort(extra.begin(), extra.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [share, m] : extra) {
+    const size_t best = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    load[best] += share;
+    out[m].push_back(devices[best]);
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, int>> parse_name_values(const std::string& s, const char* option, const char* value_name,
                                                            const char* value_is, int lo, int hi) {
   std::vector<std::pair<std::string, int>> out;

@@ -173,6 +173,21 @@ std::vector<std::vector<int>> balance_replicas(const std::vector<double>& weight
                                                const std::vector<int>& devices);
 // The most replicas a model may have.
 constexpr int kMaxReplicas = 8;
+// --replicas auto: how many replicas each model gets from its measured batch-1 pass (ms per
+// request, each model served at the same rate). Every model has one; the server has one worker
+// more than models per device, and each extra one goes to the model with the most measured time
+// per worker (ties: the earlier model), up to kMaxReplicas each. A second worker on a device lets
+// its passes overlap another worker's host work (staging, bookkeeping) and the heaviest model's
+// backlog drain on two replicas at once: on one device with inception_v3, nasnet_large and
+// randwire this gives nasnet_large=2, the configuration that met the one-GPU serving target
+// (docs/benchmarks.md, serving). Pure and deterministic.
+std::vector<int> auto_replica_counts(const std::vector<double>& request_ms, int devices);
+// Where the replicas beyond each model's first go, given where the first ones are: longest
+// first (each a share request_ms[m] / counts[m] of its model's work), each to the device with
+// the least work so far, counting the first replicas' shares (ties: the earlier in `devices`).
+// The device of each replica of each model, the first ones as given.
+std::vector<std::vector<int>> place_extra_replicas(const std::vector<double>& request_ms, const std::vector<int>& counts,
+                                                   const std::vector<int>& first_device, const std::vector<int>& devices);
 // "a=1,b=2" as (name, value) in the order given, each value an integer from lo to hi: the form
 // of --placement (model=device) and --replicas (model=count). One-line errors start with
 // `option` and name the item: an empty item, no "name=", or a value that is not
@@ -209,6 +224,9 @@ struct ServeOptions {
   // (model, k): k replicas of the model, 1 to kMaxReplicas, for static and adaptive (fifo runs
   // every request on a model's first replica). A model not named has 1.
   std::vector<std::pair<std::string, int>> replicas;
+  // Instead of `replicas`: each model's first replica is prepared and its batch-1 pass measured,
+  // then auto_replica_counts() and place_extra_replicas() add the others (not with `placement`).
+  bool auto_replicas = false;
   std::vector<int> batches{1, 2, 4, 8};
   int static_batch = 4;
   double static_wait_s = 0.002;
@@ -328,6 +346,8 @@ class Server {
   // its own model, or of the others sharing the device, and still be answered in time.
   double default_latency_budget_ms();
   static constexpr double kDefaultBudgetPasses = 4;
+  // Batch-1 passes timed per model for --replicas auto (their median).
+  static constexpr int kAutoReplicaPasses = 10;
   // The adaptive launcher's budget from now on: > 0 and <= 60000 ms.
   void set_latency_budget_ms(double ms);
   double latency_budget_ms();  // the one in effect
@@ -342,6 +362,9 @@ class Server {
   const std::vector<double>& placement_weight_ms() const { return weight_ms_; }
   // The device of each replica of each model (its size: the model's replicas).
   const std::vector<std::vector<int>>& replica_devices() const { return replica_devices_; }
+  // With ServeOptions::auto_replicas: each model's measured batch-1 ms that chose its replicas
+  // (empty otherwise).
+  const std::vector<double>& replica_weight_ms() const { return replica_weight_ms_; }
 
  private:
   struct Model;
@@ -354,7 +377,12 @@ class Server {
   std::vector<int> placement_;
   std::vector<std::vector<int>> replica_devices_;
   std::vector<double> weight_ms_;
+  std::vector<double> replica_weight_ms_;
   int max_batch_ = 1;
+  // The constructor's phases after placement (server_setup.cpp).
+  void add_replica(size_t model, int device, const ModelMaker& make_model, const ScheduleMaker& schedule);
+  void add_auto_replicas(const ModelMaker& make_model, const std::vector<ScheduleMaker>& schedules);
+  void make_ring(size_t model);
 };
 
 // The queue record as the JSON keeps it: every sample where a queue has at most

@@ -45,6 +45,9 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
     HIOS_CHECK(std::count(models.begin(), models.end(), name) == 1, "model '%s' is listed twice", name.c_str());
   }
   // Replicas, devices and placement, checked before anything is built (preparing takes a while).
+  HIOS_CHECK(!opt.auto_replicas || opt.replicas.empty(), "--replicas: 'auto' or model=count, not both");
+  HIOS_CHECK(!opt.auto_replicas || opt.placement.empty(),
+             "--replicas auto places the replicas it adds; with --placement, give --replicas as model=count");
   const std::vector<int> reps = replica_counts(models, opt.replicas);
   const BackendEntry& entry = find_backend(opt.set.session.backend);
   check_devices(opt.devices, entry.device_count && !opt.devices.empty() ? entry.device_count() : -1);
@@ -69,59 +72,82 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
     }
   }
   for (const std::vector<int>& devs : replica_devices_) placement_.push_back(devs.front());
+  std::vector<ScheduleMaker> schedules;
   for (size_t i = 0; i < models.size(); ++i) {
-    const std::string& name = models[i];
     auto m = std::make_unique<Model>();
-    m->name = name;
+    m->name = models[i];
     // The replicas' shape sets schedule the same graphs: each schedule is made once per model
     // (the batch-1 one perhaps already, for placement) and handed to every replica.
     auto kept = std::make_shared<std::map<std::string, Schedule>>();
     if (first[i]) kept->emplace(first_digest[i], *first[i]);
-    const ScheduleMaker schedule = [make_schedule, kept](const Graph& g) {
+    schedules.push_back([make_schedule, kept](const Graph& g) {
       const std::string digest = graph_digest(g);
       auto it = kept->find(digest);
       if (it == kept->end()) it = kept->emplace(digest, make_schedule(g)).first;
       return it->second;
-    };
-    std::vector<ShapeKey> keys;
-    for (int b : opt.batches) {
-      m->key[b] = ShapeKey{b, size, size};
-      keys.push_back(m->key[b]);
-    }
-    for (int dev : replica_devices_[i]) {
-      auto rep = std::make_unique<Model::Replica>();
-      rep->device = dev;
-      rep->self = make_self_comm();
-      ShapeSetOptions set = opt.set;
-      if (dev >= 0) set.session.device = dev;
-      if (std::count(opt.high_priority.begin(), opt.high_priority.end(), name)) set.session.compute_priority = "high";
-      rep->set = std::make_unique<ShapeSet>([make_model, name](const ShapeKey& k) { return make_model(name, k); },
-                                            schedule, set, *rep->self);
-      rep->set->prepare(keys);
-      m->reps.push_back(std::move(rep));
-    }
-    Backend& be = m->first().set->session().backend();
-    const Graph& g1 = m->first().set->graph(m->key.at(1));
-    m->item_elems = g1.nodes[size_t(g1.input())].shape.numel();
-    m->item_bytes = checked_bytes(m->item_elems, be.element_bytes(), name);
-    m->out_item = g1.nodes[size_t(g1.output())].shape.numel();
-    m->base = m->encode(make_input(g1, opt.set.session.seed));
-    // What waits (queue_limit), a window taken but not yet staged per replica, each with its
-    // padding (one largest batch each), and the zeroed rows kept ahead of the next arrival for
-    // padding (one more): see run(). fifo has one window at most; the ring is sized for the
-    // launchers with a worker per replica.
-    m->ring_slots = int64_t(opt.queue_limit) + int64_t(reps[i] + 1) * int64_t(max_batch_);
-    m->ring_mirror = max_batch_ - 1;
-    const double ring_bytes = double(m->ring_slots + m->ring_mirror) * double(m->item_bytes);
-    // A queue limit of a million at 331x331 would ask for over a terabyte, which an
-    // overcommitting host grants and then kills the process for on first touch.
-    HIOS_CHECK(ring_bytes <= 64.0 * (1ull << 30),
-               "hios serve stages every waiting request of '%s' in host memory: %lld slots of %.2f MB is %.1f GB; "
-               "lower --queue-limit",
-               name.c_str(), (long long)(m->ring_slots + m->ring_mirror), double(m->item_bytes) / 1e6, ring_bytes / 1e9);
-    m->ring = be.alloc_host(size_t(ring_bytes));
+    });
+    for (int b : opt.batches) m->key[b] = ShapeKey{b, size, size};
     models_.push_back(std::move(m));
+    for (int dev : replica_devices_[i]) add_replica(i, dev, make_model, schedules[i]);
+    Model& mm = *models_.back();
+    Backend& be = mm.first().set->session().backend();
+    const Graph& g1 = mm.first().set->graph(mm.key.at(1));
+    mm.item_elems = g1.nodes[size_t(g1.input())].shape.numel();
+    mm.item_bytes = checked_bytes(mm.item_elems, be.element_bytes(), mm.name);
+    mm.out_item = g1.nodes[size_t(g1.output())].shape.numel();
+    mm.base = mm.encode(make_input(g1, opt.set.session.seed));
   }
+  if (opt.auto_replicas) add_auto_replicas(make_model, schedules);
+  for (size_t i = 0; i < models_.size(); ++i) make_ring(i);
+}
+
+// One more prepared copy of a model on `device` (-1: the session's default), at every batch.
+void Server::add_replica(size_t model, int device, const ModelMaker& make_model, const ScheduleMaker& schedule) {
+  Model& m = *models_[model];
+  std::vector<ShapeKey> keys;
+  for (const auto& [b, k] : m.key) keys.push_back(k);
+  auto rep = std::make_unique<Model::Replica>();
+  rep->device = device;
+  rep->self = make_self_comm();
+  ShapeSetOptions set = opt_.set;
+  if (device >= 0) set.session.device = device;
+  if (std::count(opt_.high_priority.begin(), opt_.high_priority.end(), m.name)) set.session.compute_priority = "high";
+  const std::string name = m.name;
+  rep->set = std::make_unique<ShapeSet>([make_model, name](const ShapeKey& k) { return make_model(name, k); }, schedule,
+                                        set, *rep->self);
+  rep->set->prepare(keys);
+  m.reps.push_back(std::move(rep));
+}
+
+// --replicas auto: every model's first replica is prepared; its batch-1 pass, measured there
+// with every other model idle, decides how many more it gets and where they go.
+void Server::add_auto_replicas(const ModelMaker& make_model, const std::vector<ScheduleMaker>& schedules) {
+  replica_weight_ms_ = single_request_ms(kAutoReplicaPasses);
+  const std::vector<int> devices = opt_.devices.empty() ? std::vector<int>{placement_.front()} : opt_.devices;
+  const std::vector<int> counts = auto_replica_counts(replica_weight_ms_, int(devices.size()));
+  const std::vector<std::vector<int>> placed = place_extra_replicas(replica_weight_ms_, counts, placement_, devices);
+  for (size_t i = 0; i < models_.size(); ++i) {
+    for (size_t k = 1; k < placed[i].size(); ++k) add_replica(i, placed[i][k], make_model, schedules[i]);
+  }
+  replica_devices_ = placed;
+}
+
+// What waits (queue_limit), a window taken but not yet staged per replica, each with its
+// padding (one largest batch each), and the zeroed rows kept ahead of the next arrival for
+// padding (one more): see run(). fifo has one window at most; the ring is sized for the
+// launchers with a worker per replica.
+void Server::make_ring(size_t model) {
+  Model& m = *models_[model];
+  m.ring_slots = int64_t(opt_.queue_limit) + int64_t(m.reps.size() + 1) * int64_t(max_batch_);
+  m.ring_mirror = max_batch_ - 1;
+  const double ring_bytes = double(m.ring_slots + m.ring_mirror) * double(m.item_bytes);
+  // A queue limit of a million at 331x331 would ask for over a terabyte, which an
+  // overcommitting host grants and then kills the process for on first touch.
+  HIOS_CHECK(ring_bytes <= 64.0 * (1ull << 30),
+             "hios serve stages every waiting request of '%s' in host memory: %lld slots of %.2f MB is %.1f GB; "
+             "lower --queue-limit",
+             m.name.c_str(), (long long)(m.ring_slots + m.ring_mirror), double(m.item_bytes) / 1e6, ring_bytes / 1e9);
+  m.ring = m.first().set->session().backend().alloc_host(size_t(ring_bytes));
 }
 
 Server::~Server() = default;

@@ -340,6 +340,9 @@ expect_ok "serve two devices given" "$HIOS" serve --models demo,squeezenet --siz
 cp "$TMP/out" "$TMP/sd2.out"
 expect_ok "serve replicas given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas squeezenet=2 --placement demo=0,squeezenet=0,squeezenet=1 --duration 0.3 --loads 0.5 --policy fifo,static -o "$TMP/sd3.json"
 cp "$TMP/out" "$TMP/sd3.out"
+expect_error "serve replicas auto placement" "--replicas auto places the replicas it adds" "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --replicas auto --placement demo=0,squeezenet=1
+expect_ok "serve replicas auto" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas auto --duration 0.3 --loads 0.5 --policy fifo,adaptive -o "$TMP/sd4.json"
+cp "$TMP/out" "$TMP/sd4.out"
 if python3 - "$TMP" <<'PY'
 import json, re, sys
 t = sys.argv[1]
@@ -372,6 +375,23 @@ for r in d["runs"]:
     assert sorted(r["device_busy_fraction"]) == ["0", "1"], r["device_busy_fraction"]
     a = r["models"][-1]
     assert a["offered"] == r["requests"] == a["answered"] + a["rejected"], r
+# --replicas auto: one worker more than models per device, from the measured batch-1 passes; each
+# run says where its workers' time went, per device, in the JSON and in comment lines.
+d = json.load(open(f"{t}/sd4.json")); out = open(f"{t}/sd4.out").read()
+assert d["replicas_rule"] == "auto" and len(d["replica_weight_ms"]) == 2, d
+assert sum(d["replicas"].values()) == 4, d["replicas"]
+assert "replicas (auto, by measured batch-1 ms;" in out.splitlines()[0], out
+runs = {r["policy"]: r for r in d["runs"]}
+assert sum(v["workers"] for v in runs["adaptive"]["devices"].values()) == 4, runs["adaptive"]["devices"]
+for r in d["runs"]:
+    devs = r["devices"]
+    assert sum(v["requests"] for v in devs.values()) == r["models"][-1]["answered"], devs
+    for v in devs.values():
+        assert v["pass_fraction"] <= v["busy_fraction"] + 1e-9 and v["host_ms_per_request"] >= 0, v
+        assert set(v["worker_ms"]) == {"wait", "stage", "pass", "book"}, v
+    assert r["dispatch_ms_per_request"] > 0, r
+assert len(re.findall(r"^#   device [01]: busy ", out, re.M)) == 2 * len(d["runs"]), out
+assert len(re.findall(r"^#   dispatcher: ", out, re.M)) == len(d["runs"]), out
 PY
 then
   pass=$((pass + 1))

@@ -713,6 +713,59 @@ TEST_CASE("serving: an explicit placement names a model once per replica", "[exe
   CHECK_THROWS_WITH(small_server(o), Catch::Contains("model 'demo' is placed 1 time(s) but has 2 replicas"));
 }
 
+TEST_CASE("serving: --replicas auto gives the extra workers to the most measured time per worker", "[executor][serve]") {
+  using Placed = std::vector<std::vector<int>>;
+  // inception_v3, nasnet_large, randwire at 331 on one H200 (batch-1 ms 0.6, 2.5, 1.4): one
+  // extra worker on one device goes to nasnet_large; on two devices randwire's 1.4 beats
+  // nasnet_large's 2.5 / 2 for the second.
+  CHECK(exec::auto_replica_counts({0.6, 2.5, 1.4}, 1) == std::vector<int>{1, 2, 1});
+  CHECK(exec::auto_replica_counts({0.6, 2.5, 1.4}, 2) == std::vector<int>{1, 2, 2});
+  CHECK(exec::auto_replica_counts({1, 1}, 3) == std::vector<int>{3, 2});  // ties: the earlier model
+  CHECK(exec::auto_replica_counts({5}, 20) == std::vector<int>{exec::kMaxReplicas});  // at most 8
+  CHECK(exec::auto_replica_counts({}, 2).empty());
+  CHECK_THROWS(exec::auto_replica_counts({1}, 0));
+  // The extra replicas go where the least work is, the first ones' shares counted: nasnet_large's
+  // second (1.25) to device 1 (randwire 0.7 there against 1.25 + 0.6), then randwire's (0.7)
+  // to device 0 (1.85 against 1.95).
+  CHECK(exec::place_extra_replicas({0.6, 2.5, 1.4}, {1, 2, 2}, {0, 0, 1}, {0, 1}) == Placed{{0}, {0, 1}, {1, 0}});
+  // First replicas stay where they are, even all on one device.
+  CHECK(exec::place_extra_replicas({1, 1}, {2, 2}, {4, 4}, {4, 5}) == Placed{{4, 5}, {4, 5}});
+  CHECK(exec::place_extra_replicas({3}, {3}, {-1}, {-1}) == Placed{{-1, -1, -1}});
+  CHECK_THROWS_WITH(exec::place_extra_replicas({1}, {2}, {3}, {0, 1}), Catch::Contains("device 3"));
+
+  // Through the server on two (CPU) devices: the counts and places follow the measured passes,
+  // and every launcher answers every request with the added workers.
+  exec::ServeOptions o = cpu_serve();
+  o.devices = {0, 1};
+  o.auto_replicas = true;
+  auto server = small_server(o);
+  const std::vector<double>& ms = server->replica_weight_ms();
+  REQUIRE(ms.size() == 2);
+  const std::vector<int> counts = exec::auto_replica_counts(ms, 2);
+  CHECK(server->replica_devices() == exec::place_extra_replicas(ms, counts, server->placement(), {0, 1}));
+  CHECK(server->replica_devices()[0].size() + server->replica_devices()[1].size() == 4);
+  std::vector<std::pair<double, std::string>> at;
+  for (int i = 0; i < 12; ++i) at.emplace_back(0.005 * i, i % 3 == 2 ? "squeezenet" : "demo");
+  const auto trace = file_trace(*server, at);
+  for (Policy p : {Policy::Static, Policy::Adaptive}) {
+    INFO(exec::policy_name(p));
+    const exec::ServeResult r = server->run(trace, p);
+    check_accounting(r, trace);
+    CHECK(r.models.back().rejected == 0);
+    CHECK(r.replica_devices == server->replica_devices());
+    int workers = 0;
+    for (const auto& [d, t] : r.device_time) workers += t.workers;
+    CHECK(workers == 4);
+  }
+
+  // Not with a count per model, nor with a placement by hand: one-line errors, nothing built.
+  o.replicas = {{"demo", 2}};
+  CHECK_THROWS_WITH(small_server(o), Catch::Contains("'auto' or model=count, not both"));
+  o.replicas.clear();
+  o.placement = {{"demo", 0}, {"squeezenet", 1}};
+  CHECK_THROWS_WITH(small_server(o), Catch::Contains("--replicas auto places the replicas it adds"));
+}
+
 TEST_CASE("serving: replicas on two devices, placed by hand or balanced, and what their runs report",
           "[executor][serve]") {
   using Placed = std::vector<std::vector<int>>;
