@@ -21,7 +21,8 @@ the highest maximum. Needs matplotlib (Debian: python3-matplotlib). Outputs are 
 atomically (a temporary file, then a rename); a symlink is followed and kept, and a FIFO or a
 device is written into, never replaced.
 
-A hios serve JSON (`hios serve -o`) gives its latency-throughput and queue plots and a table.
+A hios serve JSON (`hios serve -o`) gives its latency-throughput and queue plots and a table; several
+(the same mix on one device and on more) give one plot of p99 against answered/s per device count.
 
 --benchmarks writes docs/benchmarks.md, today's tables one per question, from docs/data/:
 docs/data/tables/<section>.json names each table's card, date, commit, command and data (the
@@ -41,7 +42,7 @@ from report_benchmarks import bench_page
 from report_plots import (Plots, plot_batch, plot_latency_vs_size, plot_optimisation, plot_predicted,
                           plot_pytorch, plot_speedup)
 from report_rows import ReportError, combine, load_rows, varies, write_bytes
-from report_serve import load_serve, serve_report
+from report_serve import load_serve, serve_report, serve_scaling_report
 from report_tables import markdown
 
 PROG = "report.py"
@@ -77,7 +78,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="docs/experiments.md describes every table and plot.")
-    ap.add_argument("results", nargs="*", help="results of scripts/sweep.py (JSON lines), or one hios serve JSON")
+    ap.add_argument("results", nargs="*", help="results of scripts/sweep.py (JSON lines), or hios serve JSONs (several: one plot "
+                         "of p99 against answered/s per device count)")
     ap.add_argument("-o", "--output", required=True, metavar="DIR",
                     help="folder for report.md and the plots (with --benchmarks: the page's file)")
     ap.add_argument("--formats", default="png,svg", help="comma-separated image formats (default png,svg)")
@@ -107,15 +109,21 @@ def main(argv=None):
         bad = [f for f in formats if f not in ("png", "svg", "pdf")]
         if bad or not formats:
             raise ReportError(f"--formats: expected png, svg or pdf, got {args.formats!r}")
-        serve = load_serve(args.results[0]) if len(args.results) == 1 else None
-        if serve is not None:
+        serves = [load_serve(p) for p in args.results]
+        if any(s is not None for s in serves):
+            if any(s is None for s in serves):
+                raise ReportError("give hios serve JSONs or sweep results, not both: "
+                                  + ", ".join(p for p, s in zip(args.results, serves) if s is None))
             outdir = args.output
             if os.path.exists(outdir) and not os.path.isdir(outdir):
                 raise ReportError(f"{outdir}: exists and is not a folder")
             plt = import_matplotlib()
             os.makedirs(outdir, exist_ok=True)
             plots = Plots(plt, outdir, formats)
-            serve_report(serve, args.results[0], outdir, plots, args.title)
+            if len(serves) == 1:
+                serve_report(serves[0], args.results[0], outdir, plots, args.title)
+            else:
+                serve_scaling_report(serves, args.results, outdir, plots, args.title)
             print(f"{PROG}: wrote {os.path.join(outdir, 'report.md')} and {len(plots.written)} plot(s) "
                   f"({', '.join(n for n, _ in plots.written)}) as {', '.join(formats)}")
             return 0

@@ -100,3 +100,69 @@ def serve_report(d, path, outdir, plots, title):
     for name, caption in plots.written:
         text += [f"![{caption}]({name}.png)", "", caption, ""]
     write_bytes(os.path.join(outdir, "report.md"), "\n".join(text).encode())
+
+
+def serve_label(d):
+    """'2 GPUs' or '1 CPU device': how many devices a hios serve JSON's models were spread over."""
+    n = max(1, len(d.get("devices") or []))
+    kind = "CPU device" if str(d.get("device", "")).lower().startswith(("cpu", "0: cpu")) else "GPU"
+    return f"{n} {kind}{'s' if n > 1 else ''}"
+
+
+def serve_scaling_report(ds, paths, outdir, plots, title):
+    """Several hios serve JSONs of one model mix, on one device and on several: the p99 of every
+    request against answered/s, a curve per file and launcher with each file's budget, and a table
+    of what each launcher answered within its budget against fifo's most in the same file, with
+    each device's busy share and host time per request at that load."""
+    labels = [serve_label(d) for d in ds]
+    if len(set(labels)) < len(labels):  # two files on as many devices: tell them apart by name
+        labels = [f"{lab} ({os.path.basename(p)})" for lab, p in zip(labels, paths)]
+    fig, axes, _ = plots.grid(1, width=12, height=5.5)  # wide enough for a legend of four columns
+    ax = axes.flat[0]
+    all_p99 = []
+    for d, lab in zip(ds, labels):
+        runs = d["runs"]
+        for pol in dict.fromkeys(r["policy"] for r in runs):
+            pts = [(m["throughput_rps"], m["p99_ms"])
+                   for r in sorted((r for r in runs if r["policy"] == pol), key=lambda r: r.get("load", 0))
+                   for m in r["models"] if m["model"] == "all" and m["answered"] > 0]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=f"{lab}: {pol}", **plots.style(f"{lab}: {pol}"))
+                all_p99 += [p[1] for p in pts]
+        budget = d.get("latency_budget_ms") or 0
+        if budget > 0:
+            ax.axhline(budget, linestyle="--", linewidth=1, label=f"{lab}: budget (fifo's p99 at its lowest load)",
+                       color=plots.style(f"{lab}: fifo")["color"])
+    auto_log(ax, all_p99)
+    label_axes(ax, "all models", "answered requests/s", "p99 latency (ms)")
+    plots.finish(fig, axes, "serve-scaling",
+                 "p99 latency of every request against answered requests per second, one point per offered load, "
+                 "per device count and launcher")
+    rows, dev_rows = [], []
+    for d, lab, path in zip(ds, labels, paths):
+        fifo_most = d.get("fifo_most_answered_rps") or 0
+        for pol, best in (d.get("within_budget") or {}).items():
+            rps = best.get("answered_rps", 0)
+            rows.append([lab, pol, fmt(rps, "{:.1f}"), fmt(best.get("load"), "{:g}"), fmt(best.get("p99_ms")),
+                         fmt(rps / fifo_most if fifo_most else None, "{:.2f}x"), os.path.basename(path)])
+            run = next((r for r in d["runs"] if r["policy"] == pol and r.get("load") == best.get("load")), None)
+            for dev, t in sorted(((run or {}).get("devices") or {}).items()):
+                w = t.get("worker_ms") or {}
+                total = sum(w.values()) or 0
+                share = (lambda k: fmt(100 * w.get(k, 0) / total, "{:.0f}")) if total else (lambda k: "")
+                dev_rows.append([lab, pol, fmt(best.get("load"), "{:g}"), dev, str(t.get("workers", "")),
+                                 fmt(100 * t.get("busy_fraction", 0), "{:.1f}"), fmt(100 * t.get("pass_fraction", 0), "{:.1f}"),
+                                 share("wait"), share("stage"), share("pass"), share("book"),
+                                 fmt(t.get("host_ms_per_request"))])
+    text = [f"# {title or 'Serving on one device and several'}", "",
+            "Each launcher's most answered requests/s within its file's budget (fifo's p99 at its lowest load, "
+            "nothing rejected), against fifo's most answered/s at any load in the same file.", "",
+            *table(["devices", "launcher", "answered/s", "load", "p99 ms", "x fifo's most", "file"], rows), "",
+            "Where each device's workers spent that run (shares of their summed time; several workers on a "
+            "device each count their own), the share of the wall time with a pass running there (with and "
+            "without the staging), and the host time per request.", "",
+            *table(["devices", "launcher", "load", "device", "workers", "busy %", "passes %", "wait %", "stage %",
+                    "pass %", "book %", "host ms/request"], dev_rows), ""]
+    for name, caption in plots.written:
+        text += [f"![{caption}]({name}.png)", "", caption, ""]
+    write_bytes(os.path.join(outdir, "report.md"), "\n".join(text).encode())

@@ -251,6 +251,22 @@ if python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import mat
   rc=$?
   { [ $rc -eq 2 ] && grep -q "badrow.jsonl:2: config.batch: -3 is not in range 1 to 65536" "$TMP/err"; } ||
     { fail "bad row: rc=$rc"; cat "$TMP/err"; }
+  # hios serve on one device and on two: one plot of p99 against answered/s for both, and a
+  # table of what each launcher answered within its budget and where each device's time went.
+  "$HIOS" serve --backend cpu --models demo,squeezenet --size 24 --devices 0 --duration 0.3 --loads 0.5,1 \
+    --policy fifo,adaptive -o "$TMP/serve1.json" >/dev/null 2>&1 || fail "hios serve on one device exited $?"
+  "$HIOS" serve --backend cpu --models demo,squeezenet --size 24 --devices 0,1 --replicas auto --duration 0.3 \
+    --loads 0.5,1 --policy fifo,adaptive -o "$TMP/serve2.json" >/dev/null 2>&1 || fail "hios serve on two devices exited $?"
+  python3 "$SRC/scripts/report.py" "$TMP/serve1.json" "$TMP/serve2.json" -o "$TMP/rs" --formats png >"$TMP/report.log" 2>&1 ||
+    { fail "report.py on two serve JSONs exited $?"; sed 's/^/    /' "$TMP/report.log"; }
+  head -c 8 "$TMP/rs/serve-scaling.png" 2>/dev/null | grep -q PNG || fail "serve-scaling.png missing or not a PNG"
+  grep -q '^| 1 CPU device | fifo | [0-9.]* |' "$TMP/rs/report.md" || fail "the scaling report has no one-device fifo row"
+  grep -q '^| 2 CPU devices | fifo | [0-9.]* | 1 | 1 |' "$TMP/rs/report.md" ||
+    fail "the scaling report has no time of device 1 on two devices"
+  python3 "$SRC/scripts/report.py" "$TMP/serve1.json" "$R" -o "$TMP/r3" >/dev/null 2>"$TMP/err"
+  rc=$?
+  { [ $rc -eq 2 ] && grep -q "give hios serve JSONs or sweep results, not both" "$TMP/err"; } ||
+    { fail "serve and sweep files mixed: rc=$rc"; cat "$TMP/err"; }
 else
   echo "report part skipped: matplotlib is missing (scripts/install-deps.sh installs python3-matplotlib)"
 fi
