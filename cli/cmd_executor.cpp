@@ -365,6 +365,10 @@ void add_run_command(CLI::App& app) {
   run->add_option("--reference-cache", ropt->run.reference_cache,
                   "Folder keeping the CPU reference's output per graph and seed: --verify reads it there when an "
                   "earlier run left it, and leaves it there otherwise (not with --verify-nodes)");
+  run->add_flag("--reference-first-image", ropt->run.reference_first_image,
+                "At batch > 1, run the CPU reference on the batch's first image alone and compare the output's first "
+                "image with it (the sequential run still checks the whole batch): 1/batch of the reference's cost, "
+                "cached as the batch-1 graph's");
   run->add_option("--memory", ropt->run.memory,
                   "shared (default: tensors whose lives cannot overlap share one arena) or separate (one buffer "
                   "per tensor)")
@@ -415,6 +419,8 @@ void add_run_command(CLI::App& app) {
     exec::RunOptions opt = ropt->run;
     opt.devices = parse_devices(ropt->devices);
     if (opt.verify_nodes) opt.verify = true;
+    HIOS_CHECK(!opt.reference_first_image || (opt.verify && !opt.verify_nodes),
+               "--reference-first-image needs --verify and not --verify-nodes (which compares every node of the whole batch)");
     if (!ropt->shapes.empty()) {
       HIOS_CHECK(ropt->schedule.empty(), "--shapes schedules every shape itself (--algo, --cost); drop --schedule");
       HIOS_CHECK(!opt.verify_nodes && opt.trace_file.empty() && opt.inject_failure.empty(),

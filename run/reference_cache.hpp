@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/session.hpp"
 #include "graph/graph.hpp"
 
 namespace hios::exec {
@@ -25,5 +26,15 @@ std::string reference_cache_file(const std::string& dir, const Graph& g, uint64_
 std::optional<std::vector<float>> load_reference(const std::string& dir, const Graph& g, uint64_t seed);
 // Writes it atomically (creating DIR if needed).
 void store_reference(const std::string& dir, const Graph& g, uint64_t seed, const std::vector<float>& output);
+
+// The output of the first image of g's batch under the reference session `ref` (the CPU
+// backend), computed on that image alone: the batch-1 graph of g (graph_at_shape) on the first
+// image of `input`. Images are independent and weights depend on node names and the seed, not
+// the batch, so it is the first image of g's whole-batch output at 1/batch of the cost. With a
+// cache folder, it is read from and left in DIR as the batch-1 graph's reference: a sweep's
+// batch-1 rows and every batch of the same model and size share one file. `cached` says
+// whether it came from DIR.
+std::vector<float> first_image_reference(const Graph& g, const SessionOptions& ref, const std::vector<float>& input,
+                                         const std::string& cache_dir, uint64_t seed, bool* cached = nullptr);
 
 }  // namespace hios::exec

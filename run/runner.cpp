@@ -198,7 +198,18 @@ std::vector<VerifyResult> verify_against_references(const Graph& g, const RunOpt
     std::unique_ptr<RankSession> rb;
     // The cache is keyed by graph and seed: an input from a file is neither.
     const bool cached = ref.cacheable && !opt.reference_cache.empty() && !opt.verify_nodes && opt.input_file.empty();
-    if (rank == 0 && cached) {
+    const int64_t batch = g.nodes[size_t(g.input())].shape.n;
+    if (rank == 0 && opt.reference_first_image && !cpu_is_backend && ref.cacheable && batch > 1) {
+      // The CPU reference of the first image alone; the sequential run checks the whole batch.
+      bool hit = false;
+      const std::vector<float> want =
+          first_image_reference(g, ref.opt, input, cached ? opt.reference_cache : std::string(), opt.seed, &hit);
+      std::vector<float> got = backend.read_tensor(g.output());
+      got.resize(want.size());
+      vr.against += hit ? ", first image (cached)" : ", first image";
+      vr.diff = compare(got, want);
+      vr.diff.where = g.nodes[g.output()].name;
+    } else if (rank == 0 && cached) {
       std::optional<std::vector<float>> want = load_reference(opt.reference_cache, g, opt.seed);
       if (want) {
         vr.against += " (cached)";

@@ -34,6 +34,12 @@ struct RunOptions {
   // same graph and seed left it there, and left there otherwise (run/reference_cache.hpp).
   // --verify-nodes needs every node of the reference, so it never reads the cache.
   std::string reference_cache;
+  // At batch > 1: the CPU reference runs the batch's first image alone (the batch-1 graph, whose
+  // weights are the same: they are keyed by node name and seed) and the output's first image is
+  // compared with it; the whole batch is still compared with the sequential run. 1/batch of
+  // the reference's cost, cached as the batch-1 graph's (first_image_reference). Not with
+  // --verify-nodes.
+  bool reference_first_image = false;
   // "shared": tensors whose lives cannot overlap share memory (executor/memory_plan.hpp);
   // "separate": every tensor has its own buffer. --verify-nodes reads every tensor after the
   // pass, so it always runs separate.

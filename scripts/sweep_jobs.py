@@ -142,6 +142,8 @@ def plan(spec, hios, c, p, bench_pytorch):
             argv += [f"--{k}", str(r[k])]
     if r.get("verify", True):
         argv += ["--verify", "--reference-cache", p.references]
+        if r.get("reference") == "first-image":
+            argv += ["--reference-first-image"]
     argv += ["-o", p.run]
     steps.append(Step("run", mpi_argv(spec, c["gpus"], argv)))
     return steps

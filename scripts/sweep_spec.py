@@ -130,6 +130,7 @@ SECTIONS = {
         "repeat": lambda v, w: check_int(v, w, 1, 100000),
         "threads": lambda v, w: check_int(v, w, 0, 1024),
         "verify": check_bool,
+        "reference": lambda v, w: check_str(v, w, ["all", "first-image"]),
         "layout": lambda v, w: check_str(v, w, ["default", "nchw", "nhwc"]),
     },
     "tune": {

@@ -94,6 +94,8 @@ expect_error "seed past 2^64"      "--seed: '99999999999999999999' is out of ran
 expect_error "count past 2^63"     "--ios-max-states: '99999999999999999999' is out of range" "$HIOS" schedule --graph "$TMP/d15.json" --ios-max-states 99999999999999999999 -o "$TMP/x.json"
 expect_error "float past double"   "--timeout: '1e400'" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --timeout 1e400 -o none
 expect_error "hexadecimal float"   "--timeout: '0x1p4' is not a decimal number" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --timeout 0x1p4 -o none
+expect_error "first image unverified" "--reference-first-image needs --verify and not --verify-nodes" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --reference-first-image -o none
+expect_error "first image, every node" "--reference-first-image needs --verify and not --verify-nodes" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --verify-nodes --reference-first-image -o none
 expect_error "infinite float"      "--time-budget: 'inf'" "$HIOS" schedule --graph "$TMP/d15.json" --time-budget inf -o "$TMP/x.json"
 expect_error "empty --device"      "--device: an empty value"        "$HIOS" schedule --graph "$TMP/d15.json" --device "" -o "$TMP/x.json"
 expect_error "empty --cost"        "--cost: an empty value"          "$HIOS" show "$TMP/s15.json" --graph "$TMP/d15.json" --cost ""
