@@ -59,7 +59,6 @@ class Server::Run {
     for (size_t mi = 0; mi < s_.models_.size(); ++mi) {
       Model& m = *s_.models_[mi];
       std::memset(m.ring.get(), 0, size_t(m.ring_slots + m.ring_mirror) * m.item_bytes);
-      rings_[mi].zero.assign(size_t(m.ring_slots), 1);
     }
     slot_of_.assign(trace.size(), -1);
     arrival_gap_s_.assign(s_.models_.size(), 0);
@@ -115,8 +114,8 @@ class Server::Run {
           }
           // At most queue_limit - 1 wait (or the queue would be full), and at most one window per
           // replica is taken and not yet staged, each up to the largest batch with its padding:
-          // with ring_slots = queue_limit + (replicas + 1) x the largest batch, the slot and the
-          // zeroed rows after it are free.
+          // with ring_slots = queue_limit + (replicas + 1) x the largest batch, the slot and a
+          // largest batch of rows after it (a padded batch's padding) are free.
           HIOS_CHECK(r.next + s_.max_batch_ <= r.head + m.ring_slots, "internal error: the arrival ring of '%s' is full",
                      m.name.c_str());
           pos = r.next++;
@@ -126,15 +125,6 @@ class Server::Run {
         // none of them reads these slots until the request is queued.
         auto mine = own_.find(int64_t(next));
         m.put(pos, mine != own_.end() ? mine->second.data() : m.base.data());
-        r.zero[size_t(pos % m.ring_slots)] = 0;
-        // Padding never exceeds the largest batch less 2 rows (one request runs at batch 1), so
-        // zeroed rows up to a largest batch after the newest request cover any padded batch.
-        for (int64_t p = pos + 1; p < pos + s_.max_batch_; ++p) {
-          if (!r.zero[size_t(p % m.ring_slots)]) {
-            m.put(p, nullptr);
-            r.zero[size_t(p % m.ring_slots)] = 1;
-          }
-        }
         {
           std::lock_guard<std::mutex> lk(mu_);
           slot_of_[next] = pos;
@@ -293,20 +283,22 @@ class Server::Run {
   // (counted from the run's start; the slot is position % ring_slots), and a model's requests
   // are taken in arrival order, so a batch is the window of positions [s, s + batch): its
   // requests, then its padding rows. A padded batch takes everything waiting (BatchController
-  // never pads otherwise), so the rows after it are free: they are kept zero ahead of `next` by
-  // the dispatcher, and the worker reserves them by moving `next` past them.
+  // never pads otherwise), so the rows after it are free, and the worker reserves them by moving
+  // `next` past them. Padding rows hold whatever the ring holds there (zeros from the run's
+  // start, or an earlier request's image): every operator works on each image alone, so they
+  // change no other row, and their answers are dropped. Not zeroing them halves the
+  // dispatcher's copying, the one host thread every device's requests go through.
   //
   // Several replicas of a model take from its one queue, so several windows may be taken and
   // not yet staged at once. They are consecutive, in arrival order (each starts where the last
   // taken one ended, `taken`), and a replica may finish staging a later window before another
   // stages an earlier one. A slot returns to the ring only when every window up to it has been
   // staged: `head` is the start of the oldest unstaged window, or `taken` when none is
-  // outstanding. `zero` (which slots hold zeros) is the dispatcher's alone; the rest is under mu_.
+  // outstanding. All of it is under mu_.
   struct RingState {
     int64_t head = 0, taken = 0, next = 0;
     bool staging = false;  // the dispatcher is writing at or after `next`
     std::deque<std::pair<int64_t, bool>> windows;  // taken, oldest first: (start, staged)
-    std::vector<char> zero;
   };
 
   // Verified requests get inputs of their own. Made before the clock starts: a random image

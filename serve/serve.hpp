@@ -49,7 +49,8 @@
 // placement names a model once per replica.
 //
 // A batch is padded up to the smallest prepared batch that holds it (padding rows compute on
-// zeros and are dropped; the adaptive launcher pads only where that costs no throughput).
+// whatever the ring holds there, zeros or an earlier image, and are dropped; the adaptive
+// launcher pads only where that costs no throughput).
 // Nothing is lost: a request is answered, or rejected with a reason (its model's queue was full,
 // or the server was stopped while it waited), and the report's counts add up to the trace.
 //
@@ -58,7 +59,8 @@
 // batch of one model's consecutive requests is already one contiguous block and its worker only
 // copies that block to the device. The ring holds queue_limit + (replicas + 1) x the largest
 // batch slots: what waits, one window taken but not yet staged per replica (each with its
-// padding), and the zeroed rows ahead of the next arrival. Replicas take consecutive windows;
+// padding), and room for a padded batch's padding after the newest arrival. Replicas take
+// consecutive windows;
 // a slot returns to the ring only once every window before it has been staged.
 #pragma once
 

@@ -67,13 +67,11 @@ struct Server::Model {
 
   Replica& first() { return *reps.front(); }
   unsigned char* slot(int64_t physical) { return static_cast<unsigned char*>(ring.get()) + size_t(physical) * item_bytes; }
-  // Slot `pos` (a position in arrival order) of the ring, and its mirror, from `src` or zeros.
+  // Slot `pos` (a position in arrival order) of the ring, and its mirror, from `src`.
   void put(int64_t pos, const unsigned char* src) {
     const int64_t i = pos % ring_slots;
-    for (unsigned char* dst : {slot(i), i < ring_mirror ? slot(ring_slots + i) : nullptr}) {
-      if (dst && src) std::memcpy(dst, src, item_bytes);
-      if (dst && !src) std::memset(dst, 0, item_bytes);
-    }
+    std::memcpy(slot(i), src, item_bytes);
+    if (i < ring_mirror) std::memcpy(slot(ring_slots + i), src, item_bytes);
   }
   const unsigned char* window(int64_t pos) { return slot(pos % ring_slots); }
   // One image's NCHW fp32 values as the ring stores them: the backend's layout and element type

@@ -133,8 +133,8 @@ void Server::add_auto_replicas(const ModelMaker& make_model, const std::vector<S
 }
 
 // What waits (queue_limit), a window taken but not yet staged per replica, each with its
-// padding (one largest batch each), and the zeroed rows kept ahead of the next arrival for
-// padding (one more): see run(). fifo has one window at most; the ring is sized for the
+// padding (one largest batch each), and room for a padded batch's padding after the next
+// arrival (one more): see run(). fifo has one window at most; the ring is sized for the
 // launchers with a worker per replica.
 void Server::make_ring(size_t model) {
   Model& m = *models_[model];
