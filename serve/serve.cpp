@@ -24,6 +24,18 @@ namespace hios::exec {
 
 namespace {
 
+// Seconds covered by the union of [start, end) intervals.
+double covered_s(std::vector<std::pair<double, double>> iv) {
+  std::sort(iv.begin(), iv.end());
+  double covered = 0, until = 0;
+  for (const auto& [a, b] : iv) {
+    if (b <= until) continue;
+    covered += b - std::max(a, until);
+    until = b;
+  }
+  return covered;
+}
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -194,8 +206,7 @@ class Server::Run {
   // Each device's workers (fifo: its one worker, on every device it ran a model on), the share
   // of the wall its pass phases cover, the dispatcher's time and lateness, and host time per
   // request.
-  template <typename Covered>
-  void summarise_device_time(const Covered& covered_s) {
+  void summarise_device_time() {
     ServeResult& res = res_;
     for (const std::vector<int>& devs : res.replica_devices) {
       for (int d : devs) {
@@ -218,18 +229,8 @@ class Server::Run {
     const std::vector<Request>& trace = trace_;
     std::map<int, std::vector<std::pair<double, double>>>& busy = busy_;
     // Statistics, per model and over all.
-    // The busy share is the union of pass intervals: over every device (some device busy), and
-    // per device.
-    auto covered_s = [](std::vector<std::pair<double, double>> iv) {
-      std::sort(iv.begin(), iv.end());
-      double covered = 0, until = 0;
-      for (const auto& [a, b] : iv) {
-        if (b <= until) continue;
-        covered += b - std::max(a, until);
-        until = b;
-      }
-      return covered;
-    };
+    // The busy share is the union of pass intervals (covered_s): over every device (some device
+    // busy), and per device.
     std::vector<std::pair<double, double>> any;
     // Every device a replica is placed on is listed (fifo leaves some idle), and every replica's
     // passes count on its device.
@@ -241,7 +242,7 @@ class Server::Run {
       res.device_busy[d] = res.wall_s > 0 ? covered_s(iv) / res.wall_s : 0;
     }
     res.busy_fraction = res.wall_s > 0 ? covered_s(any) / res.wall_s : 0;
-    summarise_device_time(covered_s);
+    summarise_device_time();
     res.placement = s_.placement_;
     double span = 0;
     for (const Request& r : trace) span = std::max(span, r.arrival_s);
