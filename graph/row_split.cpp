@@ -190,51 +190,169 @@ std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts) {
   return runs;
 }
 
-SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode, int sync_every) {
+namespace {
+
+// The rows each part of every split node of blocks [first, last] computes, by node index. In
+// halo mode every node is partitioned. Otherwise a node computes, per part, the hull of what
+// that part's consumers read, walking backwards; a sync point (`sync`, by node index: the
+// region's last node, the reduction, and in mixed mode the chosen block exits) is partitioned
+// instead, so its consumers get their halos from neighbours and the overlap stops growing there.
+std::vector<std::vector<RowRange>> plan_rows(const Graph& g, const Layout& layout, int exit, int parts, SplitMode mode,
+                                             const std::vector<char>& sync) {
+  std::vector<std::vector<RowRange>> rows(g.nodes.size());
+  std::vector<char> in_region(g.nodes.size(), 0);
+  for (int v : layout.split) in_region[size_t(v)] = 1;
+  if (mode == SplitMode::Halo) {
+    for (int v : layout.split) rows[size_t(v)] = split_rows(plan_height(g, v), parts);
+    return rows;
+  }
+  const auto succ = g.successors();
+  for (auto it = layout.split.rbegin(); it != layout.split.rend(); ++it) {
+    const int v = *it;
+    if (v == exit || v == layout.reduce || sync[size_t(v)]) {
+      rows[size_t(v)] = split_rows(plan_height(g, v), parts);
+      continue;
+    }
+    rows[size_t(v)].assign(size_t(parts), RowRange{});
+    for (int c : succ[size_t(v)]) {
+      if (!in_region[size_t(c)]) continue;
+      for (int k = 0; k < parts; ++k) {
+        rows[size_t(v)][size_t(k)] = hull(rows[size_t(v)][size_t(k)], needed_rows(g, c, rows[size_t(c)][size_t(k)]));
+      }
+    }
+  }
+  return rows;
+}
+
+// The sync flags, by node index, of a mixed split synchronising at the exits of `sync_blocks`.
+std::vector<char> sync_at(const Graph& g, const std::vector<int>& sync_blocks) {
+  std::vector<char> sync(g.nodes.size(), 0);
+  for (int b : sync_blocks) sync[size_t(g.blocks[size_t(b)].exit)] = 1;
+  return sync;
+}
+
+void check_plan_legal(const Graph& g, int first, int last, int parts) {
   std::string why;
   HIOS_CHECK(region_legal(g, first, last, parts, &why), "blocks '%s'..'%s' cannot be split by rows: %s",
              g.blocks.at(size_t(first)).name.c_str(), g.blocks.at(size_t(last)).name.c_str(), why.c_str());
+}
+
+SplitRegion region_of(const Graph& g, int first, int last, int parts, SplitMode mode, const Layout& layout,
+                      const std::vector<std::vector<RowRange>>& rows) {
   SplitRegion r;
   r.first_block = g.blocks[size_t(first)].name;
   r.last_block = g.blocks[size_t(last)].name;
   r.parts = parts;
   r.mode = mode;
+  for (int v : layout.split) r.rows[g.nodes[size_t(v)].name] = rows[size_t(v)];
+  return r;
+}
+
+}  // namespace
+
+std::vector<int> sync_blocks_every(int first, int last, int sync_every) {
+  HIOS_CHECK(sync_every >= 1, "plan_region: sync_every %d", sync_every);
+  std::vector<int> blocks;
+  for (int b = last; b >= first; b -= sync_every) blocks.push_back(b);
+  std::reverse(blocks.begin(), blocks.end());
+  return blocks;
+}
+
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode, int sync_every) {
+  if (mode == SplitMode::Mixed) return plan_region_synced(g, first, last, parts, sync_blocks_every(first, last, sync_every));
+  check_plan_legal(g, first, last, parts);
   // The tail after a reduction stays whole: it has no rows.
   const Layout layout = region_layout(g, first, last);
-  const std::vector<int>& nodes = layout.split;
   const int exit = g.blocks[size_t(last)].exit;
-  std::vector<std::vector<RowRange>> rows(g.nodes.size());
+  const auto rows = plan_rows(g, layout, exit, parts, mode, std::vector<char>(g.nodes.size(), 0));
+  return region_of(g, first, last, parts, mode, layout, rows);
+}
+
+SplitRegion plan_region_synced(const Graph& g, int first, int last, int parts, const std::vector<int>& sync_blocks) {
+  check_plan_legal(g, first, last, parts);
+  for (int b : sync_blocks) {
+    HIOS_CHECK(b >= first && b <= last, "plan_region: sync block %d outside blocks %d..%d", b, first, last);
+  }
+  const Layout layout = region_layout(g, first, last);
+  const int exit = g.blocks[size_t(last)].exit;
+  const auto rows = plan_rows(g, layout, exit, parts, SplitMode::Mixed, sync_at(g, sync_blocks));
+  return region_of(g, first, last, parts, SplitMode::Mixed, layout, rows);
+}
+
+// The busiest part's time under a mixed plan's rows: its share of every split node's time (the
+// rows it computes over the node's rows, overlap included) plus, for every tensor its nodes
+// read from a sync point or from before the region, one message per neighbouring part carrying
+// the rows it reads beyond its own (before the region: everything but part 0's, whose GPU is
+// taken to hold the input).
+double mixed_split_estimate_ms(const Graph& g, int first, int last, int parts, const std::vector<int>& sync_blocks,
+                               const SyncCosts& costs) {
+  const Layout layout = region_layout(g, first, last);
+  const int exit = g.blocks[size_t(last)].exit;
+  const std::vector<char> sync = sync_at(g, sync_blocks);
+  const auto rows = plan_rows(g, layout, exit, parts, SplitMode::Mixed, sync);
   std::vector<char> in_region(g.nodes.size(), 0);
-  for (int v : nodes) in_region[size_t(v)] = 1;
-  if (mode == SplitMode::Halo) {
-    for (int v : nodes) rows[size_t(v)] = split_rows(plan_height(g, v), parts);
-  } else {
-    // Backwards: a node computes, per part, the hull of what that part's consumers read. A sync
-    // point (mixed mode) is partitioned instead: its consumers get their halos from neighbours,
-    // so the overlap stops growing there.
-    std::vector<char> sync(g.nodes.size(), 0);
-    if (mode == SplitMode::Mixed) {
-      HIOS_CHECK(sync_every >= 1, "plan_region: sync_every %d", sync_every);
-      for (int b = last; b >= first; b -= sync_every) sync[size_t(g.blocks[size_t(b)].exit)] = 1;
-    }
-    const auto succ = g.successors();
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-      const int v = *it;
-      if (v == exit || v == layout.reduce || sync[size_t(v)]) {
-        rows[size_t(v)] = split_rows(plan_height(g, v), parts);
-        continue;
-      }
-      rows[size_t(v)].assign(size_t(parts), RowRange{});
-      for (int c : succ[size_t(v)]) {
-        if (!in_region[size_t(c)]) continue;
-        for (int k = 0; k < parts; ++k) {
-          rows[size_t(v)][size_t(k)] = hull(rows[size_t(v)][size_t(k)], needed_rows(g, c, rows[size_t(c)][size_t(k)]));
-        }
-      }
+  for (int v : layout.split) in_region[size_t(v)] = 1;
+  const auto succ = g.successors();
+  const size_t elem = dtype_size(g.dtype);
+  std::vector<double> part_ms(size_t(parts), 0.0);
+  for (int v : layout.split) {
+    const double t = costs.node_ms(v);
+    const double h = double(plan_height(g, v));
+    for (int k = 0; k < parts; ++k) part_ms[size_t(k)] += t * double(rows[size_t(v)][size_t(k)].size()) / h;
+  }
+  // The tensors that arrive partitioned: sync points inside the region and producers before it.
+  std::set<int> sources;
+  for (int v : layout.split) {
+    if (sync[size_t(v)] && v != exit) sources.insert(v);
+    for (int p : g.predecessors(v)) {
+      if (!in_region[size_t(p)]) sources.insert(p);
     }
   }
-  for (int v : nodes) r.rows[g.nodes[size_t(v)].name] = rows[size_t(v)];
-  return r;
+  for (int s : sources) {
+    const Shape& sh = g.nodes[size_t(s)].shape;
+    const double row_bytes = double(sh.n * sh.c * sh.w) * double(elem);
+    const bool before = !in_region[size_t(s)];
+    const std::vector<RowRange> own = before ? std::vector<RowRange>(size_t(parts)) : rows[size_t(s)];
+    for (int k = 0; k < parts; ++k) {
+      RowRange need;
+      for (int c : succ[size_t(s)]) {
+        if (in_region[size_t(c)]) need = hull(need, needed_rows(g, c, rows[size_t(c)][size_t(k)]));
+      }
+      if (need.empty()) continue;
+      if (before) {
+        if (k > 0) part_ms[size_t(k)] += costs.transfer_ms(double(need.size()) * row_bytes);
+        continue;
+      }
+      const RowRange mine = own[size_t(k)];
+      if (need.begin < mine.begin) part_ms[size_t(k)] += costs.transfer_ms(double(mine.begin - need.begin) * row_bytes);
+      if (need.end > mine.end) part_ms[size_t(k)] += costs.transfer_ms(double(need.end - mine.end) * row_bytes);
+    }
+  }
+  return *std::max_element(part_ms.begin(), part_ms.end());
+}
+
+std::vector<int> sync_blocks_by_cost(const Graph& g, int first, int last, int parts, const SyncCosts& costs) {
+  check_plan_legal(g, first, last, parts);
+  // Greedy from a sync point at every block exit: drop the one whose removal lowers the
+  // estimate most, while one does. The last block always syncs (its exit is gathered).
+  std::vector<int> chosen = sync_blocks_every(first, last, 1);
+  double best = mixed_split_estimate_ms(g, first, last, parts, chosen, costs);
+  for (;;) {
+    int drop = -1;
+    double drop_ms = best;
+    for (size_t i = 0; i + 1 < chosen.size(); ++i) {
+      std::vector<int> trial = chosen;
+      trial.erase(trial.begin() + std::ptrdiff_t(i));
+      const double ms = mixed_split_estimate_ms(g, first, last, parts, trial, costs);
+      if (ms < drop_ms - 1e-12) {
+        drop_ms = ms;
+        drop = int(i);
+      }
+    }
+    if (drop < 0) return chosen;
+    chosen.erase(chosen.begin() + drop);
+    best = drop_ms;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

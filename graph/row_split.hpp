@@ -19,6 +19,7 @@
 // it to the graph the user passes, so the schedule's node names are those of the split graph.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,6 +70,30 @@ std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts);
 // Mixed: the exits of blocks last, last - sync_every, last - 2 * sync_every, ... are the sync
 // points (sync_every >= 1; ignored by the other modes).
 SplitRegion plan_region(const Graph& g, int first, int last, int parts, SplitMode mode, int sync_every = 1);
+// The blocks whose exits sync every `sync_every` blocks, counted back from `last`, in order.
+std::vector<int> sync_blocks_every(int first, int last, int sync_every);
+// Mixed mode with the sync points at the exits of `sync_blocks` (block indices in [first,
+// last]; the region's last node is partitioned whatever they are).
+SplitRegion plan_region_synced(const Graph& g, int first, int last, int parts, const std::vector<int>& sync_blocks);
+
+// What the choice of sync points weighs, in ms: a node of g alone on a GPU, and one message of
+// `bytes` between neighbouring parts (a link's latency plus bytes over its bandwidth).
+struct SyncCosts {
+  std::function<double(int node)> node_ms;
+  std::function<double(double bytes)> transfer_ms;
+};
+// The busiest part's time in a mixed split of blocks [first, last] syncing at the exits of
+// `sync_blocks`: its share of every split node's time (the rows it computes, overlap included,
+// over the node's rows), plus one message per neighbour for each tensor it reads partitioned
+// (a sync point, or the region's input, held by part 0) carrying the rows beyond its own.
+double mixed_split_estimate_ms(const Graph& g, int first, int last, int parts, const std::vector<int>& sync_blocks,
+                               const SyncCosts& costs);
+// The sync points where the halos are cheapest: from a sync point at every block exit, drop
+// the one whose removal lowers mixed_split_estimate_ms most, while one does. A sync point goes
+// where recomputing the overlap through the layers before it costs less than its halo messages
+// (a link latency each, plus the rows' bytes); one whose removal would widen the overlap of
+// many costly layers stays. Sorted, `last` always included.
+std::vector<int> sync_blocks_by_cost(const Graph& g, int first, int last, int parts, const SyncCosts& costs);
 
 // Every violation of `plan` against g, one line each naming the node and the rows: unknown or
 // overlapping regions, illegal regions, missing or foreign nodes, rows outside a node, rows

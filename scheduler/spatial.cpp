@@ -46,13 +46,46 @@ constexpr int kSplitRecvLead = 2;
 
 std::string split_style_name(const SplitStyle& s) {
   std::string name = split_mode_name(s.mode);
-  if (s.mode == SplitMode::Mixed) name += strprintf("/%d", s.sync_every);
+  if (s.mode == SplitMode::Mixed) name += s.sync_by_cost ? std::string("/cost") : strprintf("/%d", s.sync_every);
   if (s.overlap) name += "+overlap";
   return name;
 }
 
-SplitRegion plan_region(const Graph& g, int first, int last, int parts, const SplitStyle& style) {
-  SplitRegion r = plan_region(g, first, last, parts, style.mode, style.sync_every);
+std::vector<int> sync_blocks_by_cost(const Graph& g, int first, int last, int parts, const CostModel& cost) {
+  SyncCosts costs;
+  costs.node_ms = [&](int v) { return cost.node_ms(g, v, 0); };
+  costs.transfer_ms = [&](double bytes) { return cost.transfer_ms(bytes, 0, 1); };
+  return sync_blocks_by_cost(g, first, last, parts, costs);
+}
+
+namespace {
+
+// The blocks a style syncs at in a mixed split of [first, last].
+std::vector<int> style_sync_blocks(const Graph& g, int first, int last, int parts, const SplitStyle& style,
+                                   const CostModel* cost) {
+  if (!style.sync_by_cost) return sync_blocks_every(first, last, style.sync_every);
+  HIOS_CHECK(cost != nullptr, "split style %s needs a cost model", split_style_name(style).c_str());
+  return sync_blocks_by_cost(g, first, last, parts, *cost);
+}
+
+// Every node's rows of a region plan, as one string to compare plans by.
+std::string rows_key(const SplitRegion& r) {
+  std::string key;
+  for (const auto& [name, ranges] : r.rows) {
+    key += name;
+    for (const RowRange& rr : ranges) key += strprintf(" %lld-%lld", (long long)rr.begin, (long long)rr.end);
+    key += ';';
+  }
+  return key;
+}
+
+}  // namespace
+
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, const SplitStyle& style,
+                        const CostModel* cost) {
+  SplitRegion r = style.mode == SplitMode::Mixed
+                      ? plan_region_synced(g, first, last, parts, style_sync_blocks(g, first, last, parts, style, cost))
+                      : plan_region(g, first, last, parts, style.mode);
   r.overlap = style.overlap;
   return r;
 }
@@ -60,8 +93,10 @@ SplitRegion plan_region(const Graph& g, int first, int last, int parts, const Sp
 std::vector<SplitStyle> split_modes(const std::string& mode) {
   const SplitStyle halo{SplitMode::Halo, 1, false}, overlap{SplitMode::Halo, 1, true};
   const SplitStyle recompute{SplitMode::Recompute, 1, false};
-  const std::vector<SplitStyle> mixed = {
-      {SplitMode::Mixed, 1, false}, {SplitMode::Mixed, 2, false}, {SplitMode::Mixed, 4, false}};
+  const std::vector<SplitStyle> mixed = {{SplitMode::Mixed, 1, false},
+                                         {SplitMode::Mixed, 2, false},
+                                         {SplitMode::Mixed, 4, false},
+                                         {SplitMode::Mixed, 1, false, true}};
   // Overlap only when asked for: its edges cost more kernels than the halo latency they hide
   // (inception_v3 at 2048 on two H100s, docs/row-splits.md), and every style tried costs a tune
   // a search.
@@ -74,7 +109,8 @@ std::vector<SplitStyle> split_modes(const std::string& mode) {
   return all;
 }
 
-std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<SplitStyle>& modes) {
+std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<SplitStyle>& modes,
+                                      const CostModel* cost) {
   std::vector<std::pair<int, int>> regions;
   for (const auto& run : splittable_runs(g, parts)) {
     for (int first = run.first; first <= run.second; ++first) {
@@ -87,10 +123,16 @@ std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vect
                    [](const auto& a, const auto& b) { return a.second - a.first > b.second - b.first; });
   std::vector<SpatialPlan> plans;
   for (const auto& [first, last] : regions) {
+    // The rows of the recompute and mixed plans of this region so far: two sync sets can give
+    // the same rows (a block exit read only by a partial pool needs no overlap either way).
+    std::set<std::string> rows_seen;
     for (const SplitStyle& m : modes) {
-      // Mixed mode with a sync interval at least the region's length is recompute: skip it.
-      if (m.mode == SplitMode::Mixed && m.sync_every > 1 && m.sync_every >= last - first + 1) continue;
-      plans.push_back(SpatialPlan{{plan_region(g, first, last, parts, m)}});
+      SplitRegion r = m.mode == SplitMode::Mixed
+                          ? plan_region_synced(g, first, last, parts, style_sync_blocks(g, first, last, parts, m, cost))
+                          : plan_region(g, first, last, parts, m.mode);
+      r.overlap = m.overlap;
+      if (m.mode != SplitMode::Halo && !rows_seen.insert(rows_key(r)).second) continue;
+      plans.push_back(SpatialPlan{{std::move(r)}});
     }
   }
   return plans;
@@ -325,7 +367,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
         std::reverse(picked.begin(), picked.end());
         for (int e : picked) {
           for (const SplitStyle& m : modes) {
-            candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m)}});
+            candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m, &cost)}});
           }
         }
       }
@@ -336,7 +378,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     if (runs.empty()) best.summary = strprintf("no row split: no run of blocks can be split %d ways", parts);
     for (const SplitStyle& m : modes) {
       SpatialPlan plan;
-      for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m));
+      for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m, &cost));
       if (!plan.empty()) candidates.push_back(std::move(plan));
     }
   }

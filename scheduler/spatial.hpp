@@ -19,8 +19,8 @@ struct SpatialOptions {
   // "off": never split; "auto": try splits and keep one only when it is predicted faster; a
   // number P >= 2: split every region that can be split P ways (tests and experiments).
   std::string spatial = "off";
-  // "halo", "recompute", "mixed" (recompute between sync points every 1, 2 or 4 blocks, halos
-  // at them), or "auto" (all of these; the fastest is kept).
+  // "halo", "recompute", "mixed" (recompute between sync points every 1, 2 or 4 blocks or where
+  // the halo is cheapest, halos at them), or "auto" (all of these; the fastest is kept).
   std::string mode = "auto";
 };
 
@@ -34,28 +34,40 @@ struct SpatialSchedule {
   std::string summary;  // one line per region, or "no row split" and why
 };
 
-// How a region is split: its mode, the sync interval (mixed) and whether middles overlap the
-// halos (halo mode, SplitRegion::overlap).
+// How a region is split: its mode, where a mixed split syncs (every `sync_every` blocks, or,
+// with `sync_by_cost`, where the halos are cheapest under a cost model: sync_blocks_by_cost)
+// and whether middles overlap the halos (halo mode, SplitRegion::overlap).
 struct SplitStyle {
   SplitMode mode = SplitMode::Halo;
   int sync_every = 1;
   bool overlap = false;
+  bool sync_by_cost = false;
   bool operator<(const SplitStyle& o) const {
-    return std::tie(mode, sync_every, overlap) < std::tie(o.mode, o.sync_every, o.overlap);
+    return std::tie(mode, sync_every, overlap, sync_by_cost) < std::tie(o.mode, o.sync_every, o.overlap, o.sync_by_cost);
   }
 };
-// "halo", "halo+overlap", "recompute", "mixed/2".
+// "halo", "halo+overlap", "recompute", "mixed/2", "mixed/cost".
 std::string split_style_name(const SplitStyle& s);
-// The region plan of blocks [first, last] in this style (plan_region, then the overlap).
-SplitRegion plan_region(const Graph& g, int first, int last, int parts, const SplitStyle& style);
+// The region plan of blocks [first, last] in this style (plan_region, then the overlap). A
+// style with sync_by_cost needs `cost` (the unsplit graph's node times and its links).
+SplitRegion plan_region(const Graph& g, int first, int last, int parts, const SplitStyle& style,
+                        const CostModel* cost = nullptr);
+// The sync points of a mixed split chosen under `cost` (sync_blocks_by_cost with its node times
+// on GPU 0 and its link from GPU 0 to GPU 1).
+std::vector<int> sync_blocks_by_cost(const Graph& g, int first, int last, int parts, const CostModel& cost);
 
 // The styles a --spatial-mode setting tries: halo, halo with overlap ("halo-overlap", only when
-// named), recompute, and mixed with sync points every 1, 2 or 4 blocks ("auto": all but overlap).
+// named), recompute, and mixed with sync points every 1, 2 or 4 blocks and where the halos are
+// cheapest ("auto": all but overlap).
 std::vector<SplitStyle> split_modes(const std::string& mode);
 
 // Every one-region plan of g for `parts` parts: each legal region [first, last] inside a
 // splittable run (any first block, any last block), in each of `modes`. Longest regions first.
-std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<SplitStyle>& modes);
+// A recompute or mixed plan computing the same rows as one before it for the same region (two
+// sync intervals, or the sync points chosen by cost, can agree) is left out. `cost` is needed
+// for the styles with sync_by_cost.
+std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vector<SplitStyle>& modes,
+                                      const CostModel* cost = nullptr);
 
 // Part k of a split on GPU k (mod the split's parts): "X@k" and its input assembly "X@k:a-b"
 // with part k, a halo cut "X@j>k:a-b" with the part it is cut from (so only the halo moves),

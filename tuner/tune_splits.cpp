@@ -48,7 +48,7 @@ void Tuner::search_row_splits() {
   size_t total = 0;
   for (int parts : part_counts) {
     for (const auto& mode : split_modes(o_.spatial_mode)) {
-      for (SpatialPlan& plan : region_plans(g_, parts, {mode})) {
+      for (SpatialPlan& plan : region_plans(g_, parts, {mode}, cost_.get())) {
         ++total;
         if (seconds_since(t0) > o_.split_budget_s / 2) continue;  // longest regions were ranked first
         const Graph sg = apply_spatial(g_, plan);

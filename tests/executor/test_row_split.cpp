@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "executor/weights.hpp"
 #include "graph/json_codec.hpp"
@@ -72,6 +73,13 @@ std::vector<float> run_job(const Graph& g, const Schedule& s) {
   test::LocalJob job(g, s);
   job.run(exec::make_input(g, 0));
   return job.backends[0]->read_tensor(g.output());
+}
+
+// The analytic model of the test preset: what the styles that choose their sync points by cost
+// weigh.
+const CostModel& analytic_cost() {
+  static const auto cost = make_analytic_cost_model(test::test_device_preset());
+  return *cost;
 }
 
 // Every split style, overlap included (auto leaves it out).
@@ -164,7 +172,7 @@ TEST_CASE("row split: a region ending in partial global pools equals unsplit wit
     REQUIRE(pooled % parts != 0);
     const std::vector<float> ref = run_sequential(g);
     for (const SplitStyle& style : every_style()) {
-      SpatialPlan plan{{plan_region(g, 0, 5, parts, style)}};
+      SpatialPlan plan{{plan_region(g, 0, 5, parts, style, &analytic_cost())}};
       REQUIRE(check_spatial(g, plan).empty());
       Graph sg = apply_spatial(g, plan);
       // The pool keeps its name as the sum of the parts' partial pools; the linear reads it.
@@ -248,7 +256,7 @@ TEST_CASE("row split: split equals unsplit bit for bit, 2 and 3 parts, halo and 
   for (int parts : {2, 3}) {
     for (const SplitStyle& style : every_style()) {
       // Only the stem..sep blocks, so the parallel block after the region is scheduled as usual.
-      SpatialPlan plan{{plan_region(g, 0, 3, parts, style)}};
+      SpatialPlan plan{{plan_region(g, 0, 3, parts, style, &analytic_cost())}};
       REQUIRE(check_spatial(g, plan).empty());
       Graph sg = apply_spatial(g, plan);
       // With overlap, parts whose windows read a halo come in pieces: edges and a middle.
@@ -324,8 +332,9 @@ TEST_CASE("row split: nasnet_large splits to its global pool in every mode") {
   CHECK(g.blocks[size_t(runs[0].first)].name == "stem");
   CHECK(g.blocks[size_t(runs[0].second)].name == "head");
   for (const SplitStyle& style : {SplitStyle{SplitMode::Halo, 1, false}, SplitStyle{SplitMode::Halo, 1, true},
-                                  SplitStyle{SplitMode::Recompute, 1, false}, SplitStyle{SplitMode::Mixed, 2, false}}) {
-    SpatialPlan plan{{plan_region(g, runs[0].first, runs[0].second, 2, style)}};
+                                  SplitStyle{SplitMode::Recompute, 1, false}, SplitStyle{SplitMode::Mixed, 2, false},
+                                  SplitStyle{SplitMode::Mixed, 1, false, true}}) {
+    SpatialPlan plan{{plan_region(g, runs[0].first, runs[0].second, 2, style, &analytic_cost())}};
     INFO(split_style_name(style));
     REQUIRE(check_spatial(g, plan).empty());
     CHECK(plan.regions[0].rows.count("relu") == 1);
@@ -485,9 +494,16 @@ TEST_CASE("row split: the scheduler's --spatial settings") {
 
 TEST_CASE("row split: every region a tune may try, and the costs derived for its parts") {
   const Graph g = straddle_graph();
-  // Every legal region of every run, longest first, in each mode; mixed with a sync interval at
-  // least the region's length is recompute, so it is not listed again.
-  const std::vector<SpatialPlan> plans = region_plans(g, 2, split_modes("auto"));
+  // Every legal region of every run, longest first, in each mode; a mixed plan syncing where
+  // another style of the same region does (an interval at least the region's length is
+  // recompute) is not listed again.
+  const std::vector<SpatialPlan> plans = region_plans(g, 2, split_modes("auto"), &analytic_cost());
+  CHECK_THROWS_WITH(region_plans(g, 2, split_modes("mixed")), Catch::Contains("mixed/cost needs a cost model"));
+  std::set<std::string> distinct;
+  for (const SpatialPlan& plan : plans) {
+    INFO(spatial_to_json(plan).dump());
+    CHECK(distinct.insert(spatial_to_json(plan).dump()).second);
+  }
   REQUIRE(!plans.empty());
   int one_block = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -537,5 +553,90 @@ TEST_CASE("row split: every region a tune may try, and the costs derived for its
     const double estimate = split_quick_estimate_ms(sg, *derived, 2);
     CHECK(std::isfinite(estimate));
     CHECK(estimate > 0);
+  }
+}
+
+namespace {
+
+// A chain of 3x3 conv blocks whose exits are wide (32 channels) but for one narrow exit (1
+// channel, block "narrow"), with a last block to gather.
+Graph sync_chain() {
+  GraphBuilder b("sync_chain", 1, 48, 24);
+  Value x = b.input(3);
+  const std::vector<std::pair<const char*, int64_t>> blocks = {
+      {"wide0", 32}, {"wide1", 32}, {"narrow", 1}, {"wide2", 32}, {"wide3", 32}, {"last", 8}};
+  for (const auto& [name, channels] : blocks) {
+    b.begin_block(name);
+    x = b.conv(std::string(name) + ".conv", {x}, channels, 3, 1, 1);
+    b.end_block(x);
+  }
+  return b.finish();
+}
+
+std::string block_names(const Graph& g, const std::vector<int>& blocks) {
+  std::string names;
+  for (int b : blocks) names += (names.empty() ? "" : ",") + g.blocks[size_t(b)].name;
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("row split: mixed sync points go where the halo is cheapest") {
+  const Graph g = sync_chain();
+  const int first = 0, last = int(g.blocks.size()) - 1;
+  REQUIRE(region_legal(g, first, last, 2));
+  // Each layer costs 1 ms; a message costs its bytes at 1 ms per 10 KB and no latency. A 32-channel
+  // halo row is 3 KB (0.3 ms), a 1-channel one 96 bytes; an overlap row recomputed costs 1/24 ms
+  // per layer it crosses.
+  SyncCosts costs;
+  costs.node_ms = [](int) { return 1.0; };
+  costs.transfer_ms = [](double bytes) { return bytes / 1e4; };
+  const std::vector<int> chosen = sync_blocks_by_cost(g, first, last, 2, costs);
+  INFO("chosen: " << block_names(g, chosen));
+  CHECK(chosen.back() == last);
+  CHECK(std::is_sorted(chosen.begin(), chosen.end()));
+  const int narrow = 2;
+  CHECK(std::find(chosen.begin(), chosen.end(), narrow) != chosen.end());  // its halo is nearly free
+  CHECK(int(chosen.size()) < last - first + 1);                           // some wide one is dropped
+  const double est = mixed_split_estimate_ms(g, first, last, 2, chosen, costs);
+  CHECK(est <= mixed_split_estimate_ms(g, first, last, 2, sync_blocks_every(first, last, 1), costs));
+  CHECK(est < mixed_split_estimate_ms(g, first, last, 2, {last}, costs));
+
+  // Free messages: every sync point stays (recomputing only adds rows). Costly ones: none but
+  // the last (nothing inside the region moves, as in recompute mode).
+  costs.transfer_ms = [](double) { return 0.0; };
+  CHECK(sync_blocks_by_cost(g, first, last, 2, costs) == sync_blocks_every(first, last, 1));
+  costs.transfer_ms = [](double) { return 1e6; };
+  CHECK(sync_blocks_by_cost(g, first, last, 2, costs) == std::vector<int>{last});
+
+  // The plan of the chosen points: halos only at them, partitioned there, overlapping between.
+  costs.transfer_ms = [](double bytes) { return bytes / 1e4; };
+  const SplitRegion r = plan_region_synced(g, first, last, 2, chosen);
+  CHECK(r.mode == SplitMode::Mixed);
+  REQUIRE(check_spatial(g, SpatialPlan{{r}}).empty());
+  for (int b = first; b <= last; ++b) {
+    const std::vector<RowRange>& rows = r.rows.at(g.nodes[size_t(g.blocks[size_t(b)].exit)].name);
+    const bool synced = std::find(chosen.begin(), chosen.end(), b) != chosen.end();
+    INFO("block " << g.blocks[size_t(b)].name);
+    CHECK((rows[0].end == rows[1].begin) == synced);  // partitioned exactly where it syncs
+  }
+  CHECK_THROWS_WITH(plan_region_synced(g, 1, last, 2, {0, last}), Catch::Contains("outside blocks"));
+}
+
+TEST_CASE("row split: a mixed split with cost-chosen sync points equals the unsplit run bit for bit") {
+  const Graph g = sync_chain();
+  const std::vector<float> ref = run_sequential(g);
+  const SplitStyle by_cost{SplitMode::Mixed, 1, false, true};
+  CHECK(split_style_name(by_cost) == "mixed/cost");
+  for (int parts : {2, 3}) {
+    SpatialPlan plan{{plan_region(g, 0, int(g.blocks.size()) - 1, parts, by_cost, &analytic_cost())}};
+    REQUIRE(check_spatial(g, plan).empty());
+    const Graph sg = apply_spatial(g, plan);
+    for (int gpus : {1, parts}) {
+      INFO(parts << " parts, " << gpus << " ranks");
+      const std::vector<float> out = run_job(sg, test::schedule_with("hios-lp", sg, gpus));
+      REQUIRE(out.size() == ref.size());
+      CHECK(std::memcmp(out.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+    }
   }
 }
