@@ -1,34 +1,76 @@
 #!/usr/bin/env bash
-# The README's commands on a GPU machine, as a new user types them ("every README
-# command run as shown"): `make run` first (it installs, builds and runs the main job), then the
-# command block of "A short tour" line by line with PATH set as the README says. Commands
-# written for two GPUs run as written; on a one-GPU machine they must fail with one clear line
-# ("too few GPUs"), and their one-GPU form runs next to them. Output: $OUT/readme.log.
+# The README's commands on a GPU machine, as a new user types them: `make run` first (it
+# installs, builds and runs the main job), then every command of the README's "A short tour"
+# block in order, read from README.md itself (continued lines joined, comment lines skipped),
+# from the repository root with PATH set as the README says. Each command's line, exit status,
+# seconds and last lines of output go to $OUT/readme.log; a summary table ends it.
+#
+#   OUT=/some/dir bash scripts/gpu-readme.sh
+#   OUT=/some/dir SKIP='hios serve' bash scripts/gpu-readme.sh        # everything but serving
+#   OUT=/some/dir ONLY='hios serve --backend cuda --devices' MAKE_RUN=0 bash scripts/gpu-readme.sh
+#
+# Environment: ONLY / SKIP (extended regular expressions on the command line: run only the
+# matching commands / leave the matching ones out), MAKE_RUN (1: run `make run` first), JOBS
+# (make's jobs, 16), STEP_TIMEOUT (300 s per command), LIST=1 (print the commands and stop).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/output/gpu-readme}
+ROOT=$PWD
+OUT=${OUT:-$ROOT/output/gpu-readme}
 mkdir -p "$OUT"
-exec > >(tee "$OUT/readme.log") 2>&1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+
+# The commands of the "A short tour" block, one per line (a line ending in "\" continues).
+tour_commands() {
+  python3 - "$ROOT/README.md" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+start = text.index("## A short tour")
+block = text[text.index("```sh\n", start) + 6:]
+block = block[:block.index("```")]
+joined, cmd = [], ""
+for line in block.splitlines():
+    if cmd:
+        cmd += " " + line.strip()
+    elif line.strip() and not line.lstrip().startswith("#"):
+        cmd = line.strip()
+    else:
+        continue
+    if cmd.endswith("\\"):
+        cmd = cmd[:-1].rstrip()
+        continue
+    joined.append(cmd)
+    cmd = ""
+print("\n".join(joined))
+EOF
+}
+
+mapfile -t COMMANDS < <(tour_commands)
+selected=()
+for c in "${COMMANDS[@]}"; do
+  [[ -n "${ONLY:-}" && ! "$c" =~ ${ONLY} ]] && continue
+  [[ -n "${SKIP:-}" && "$c" =~ ${SKIP} ]] && continue
+  selected+=("$c")
+done
+if [[ "${LIST:-0}" == 1 ]]; then printf '%s\n' "${selected[@]}"; exit 0; fi
+
+exec > >(tee "$OUT/readme.log") 2>&1
 t0=$(date +%s)
-step() { echo; echo "\$ $*"; local s=$(date +%s); "$@"; local rc=$?; echo "[rc $rc, $(( $(date +%s) - s )) s]"; return 0; }
-step make run JOBS=16
-export PATH=$PWD/build/cli:$PATH
-W=$(mktemp -d); cd "$W"
-step hios models
-step hios graph --model inception_v3 --height 1024 --width 1024 -o inception.json
-step hios info inception.json
-step hios schedule --graph inception.json --algo hios-lp --gpus 2 --cost analytic --device h200 -o s.json
-step hios check --graph inception.json --schedule s.json
-step hios profile --graph inception.json --gpus 2 -o prof.json
-step hios profile --graph inception.json --gpus 1 -o prof1.json
-step hios schedule --graph inception.json --algo hios-lp --gpus 1 --cost prof1.json -o s1.json
-step hios lower --graph inception.json --schedule s1.json --rank 0
-step mpirun -np 2 hios run --graph inception.json --schedule s.json --backend cuda --verify
-step mpirun -np 1 hios run --graph inception.json --schedule s1.json --backend cuda --verify
-step mpirun -np 1 hios run --graph inception.json --schedule s1.json --backend cuda --trace run.json
-step mpirun -np 1 hios tune --graph inception.json --gpus 1 --backend cuda --profile-db inception.db.json -o tuned.json
-step mpirun -np 1 hios tune --graph inception.json --gpus 1 --backend cuda --profile-db inception.db.json -o tuned2.json
-step hios schedule --graph inception.json --gpus 2 --spatial auto -o split.json
-step hios check --graph inception.json --schedule split.json
+summary=()
+step() {  # COMMAND: run it as typed, record its status and time
+  echo; echo "\$ $1"
+  local s=$(date +%s)
+  timeout "${STEP_TIMEOUT:-300}" bash -c "$1" >"$OUT/step.out" 2>&1
+  local rc=$? secs=$(( $(date +%s) - s ))
+  tail -n 12 "$OUT/step.out"
+  echo "[rc $rc, $secs s]"
+  summary+=("$(printf '%3d %5d s  %s' "$rc" "$secs" "${1:0:150}")")
+}
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+if [[ "${MAKE_RUN:-1}" == 1 ]]; then step "make run JOBS=${JOBS:-16}"; fi
+export PATH=$ROOT/build/cli:$PATH
+for c in "${selected[@]}"; do step "$c"; done
+rm -f "$OUT/step.out"
+echo
+echo "rc  time      command"
+printf '%s\n' "${summary[@]}"
 echo "total $(( $(date +%s) - t0 )) s"
