@@ -75,7 +75,7 @@ void add_algorithm_commands(CLI::App& app) {
       ->capture_default_str();
   sched->add_option("--spatial-mode", so->spatial.mode,
                     "How a split part gets its neighbours' boundary rows: halo (sent), halo-overlap (sent, each part's middle rows computed while its halos move), recompute "
-                    "(computed again), mixed (computed again between sync points, sent at them: every 1, 2 or 4 blocks, and where the halo is cheapest), or auto (all but halo-overlap tried)")
+                    "(computed again), mixed (computed again between sync points, sent at them: every 1, 2 or 4 blocks, and where the halo is cheapest), mixed-cost (only the last), or auto (all but halo-overlap tried)")
       ->capture_default_str();
   sched->add_option("--output,-o", so->output, "Schedule JSON to write (default: stdout, summary on stderr)");
   sched->footer(

@@ -70,7 +70,7 @@ void add_tuner_commands(CLI::App& app) {
                   "Row splits across GPUs (docs/row-splits.md): auto (default: 2 to --gpus parts, any region), "
                   "a number of parts P, or off; split candidates are measured and timed beside the others")
       ->capture_default_str();
-  cmd->add_option("--spatial-mode", o->tune.spatial_mode, "halo, halo-overlap, recompute, mixed or auto (all but halo-overlap tried)")
+  cmd->add_option("--spatial-mode", o->tune.spatial_mode, "halo, halo-overlap, recompute, mixed, mixed-cost or auto (all but halo-overlap tried)")
       ->capture_default_str();
   cmd->add_option("--split-budget", o->tune.split_budget_s,
                   "Seconds for ranking and searching row-split plans, measuring excluded (default 20)")

@@ -38,8 +38,8 @@ void check_spatial_options(const SpatialOptions& sp) {
   HIOS_CHECK(sp.spatial == "off" || sp.spatial == "auto" || parse_parts(sp.spatial) > 0,
              "--spatial: '%s' is not off, auto or a number of parts from 2 to 64", sp.spatial.c_str());
   HIOS_CHECK(sp.mode == "halo" || sp.mode == "halo-overlap" || sp.mode == "recompute" || sp.mode == "mixed" ||
-                 sp.mode == "auto",
-             "--spatial-mode: '%s' is not halo, halo-overlap, recompute, mixed or auto", sp.mode.c_str());
+                 sp.mode == "mixed-cost" || sp.mode == "auto",
+             "--spatial-mode: '%s' is not halo, halo-overlap, recompute, mixed, mixed-cost or auto", sp.mode.c_str());
 }
 
 constexpr int kSplitRecvLead = 2;
@@ -104,6 +104,7 @@ std::vector<SplitStyle> split_modes(const std::string& mode) {
   if (mode == "halo-overlap") return {overlap};
   if (mode == "recompute") return {recompute};
   if (mode == "mixed") return mixed;
+  if (mode == "mixed-cost") return {mixed.back()};
   std::vector<SplitStyle> all = {halo, recompute};
   all.insert(all.end(), mixed.begin(), mixed.end());
   return all;

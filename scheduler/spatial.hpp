@@ -20,7 +20,8 @@ struct SpatialOptions {
   // number P >= 2: split every region that can be split P ways (tests and experiments).
   std::string spatial = "off";
   // "halo", "recompute", "mixed" (recompute between sync points every 1, 2 or 4 blocks or where
-  // the halo is cheapest, halos at them), or "auto" (all of these; the fastest is kept).
+  // the halo is cheapest, halos at them), "mixed-cost" (only the last of those), or "auto" (all
+  // of these; the fastest is kept).
   std::string mode = "auto";
 };
 
@@ -58,7 +59,7 @@ std::vector<int> sync_blocks_by_cost(const Graph& g, int first, int last, int pa
 
 // The styles a --spatial-mode setting tries: halo, halo with overlap ("halo-overlap", only when
 // named), recompute, and mixed with sync points every 1, 2 or 4 blocks and where the halos are
-// cheapest ("auto": all but overlap).
+// cheapest ("mixed-cost": only that one; "auto": all but overlap).
 std::vector<SplitStyle> split_modes(const std::string& mode);
 
 // Every one-region plan of g for `parts` parts: each legal region [first, last] inside a

@@ -5,7 +5,8 @@
 # splits' eager passes and sums each trace by kind of node (parts, input assemblies, halo cuts,
 # whole nodes, transfers). The halo and mixed splits run twice: with their bands held in place
 # (the default) and with `--rows-in-place off` (every rows node copies), in the same call.
-# MODES picks the split modes (default: halo, halo-overlap, recompute and mixed).
+# MODES picks the split modes (default: halo, halo-overlap, recompute and mixed; mixed-cost is mixed with
+# its sync points where the halo is cheapest).
 # Then it tunes the configurations named on the command line with a profile database each.
 #
 #   OUT=/some/dir MATH=tf32 bash scripts/gpu-split-probe.sh [SIZE] [MODEL:SIZE:MATH ...]

@@ -628,6 +628,9 @@ TEST_CASE("row split: a mixed split with cost-chosen sync points equals the unsp
   const std::vector<float> ref = run_sequential(g);
   const SplitStyle by_cost{SplitMode::Mixed, 1, false, true};
   CHECK(split_style_name(by_cost) == "mixed/cost");
+  REQUIRE(split_modes("mixed-cost").size() == 1);
+  CHECK(split_modes("mixed-cost")[0].sync_by_cost);
+  CHECK_NOTHROW(check_spatial_options(SpatialOptions{"2", "mixed-cost"}));
   for (int parts : {2, 3}) {
     SpatialPlan plan{{plan_region(g, 0, int(g.blocks.size()) - 1, parts, by_cost, &analytic_cost())}};
     REQUIRE(check_spatial(g, plan).empty());
