@@ -701,9 +701,12 @@ class Splitter {
       // A whole tensor from before the region: cut the rows this part reads.
       Value whole = remap(val);
       if (need.begin == 0 && need.end == full) return whole;
-      // The graph input is on every GPU, so reading it whole moves nothing; any other tensor
-      // from before the region may live on another GPU, where the cut moves only its rows.
-      if (superset && u == g_.input()) {
+      // The graph input is resident on GPU 0, where the suggested mapping puts part 0: that
+      // part reads it whole, in place. A part elsewhere that read it whole would have the
+      // whole tensor sent (50 MB for inception_v3 at 2048) where its band suffices, so the
+      // other parts read a cut, which runs on GPU 0 and moves only its rows. Any other tensor
+      // from before the region may live on another GPU, where the cut moves only its rows too.
+      if (superset && u == g_.input() && k == 0) {
         if (held_first) *held_first = 0;
         return whole;
       }

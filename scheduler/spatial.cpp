@@ -140,8 +140,9 @@ std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vect
 }
 
 // Part k of a split on GPU k (mod G): "X@k" and its input assembly "X@k:a-b" with part k, a
-// halo cut "X@j>k:a-b" with the part it is cut from (so only the halo moves), and any other
-// node of a split (a cut of the region's input) with the first part that reads it.
+// halo cut "X@j>k:a-b" with the part it is cut from (so only the halo moves), a cut of the
+// graph input on GPU 0, and any other node of a split (a cut of the region's input) with the
+// first part that reads it.
 std::vector<int> suggested_part_gpus(const Graph& sg) {
   std::vector<int> hint(size_t(sg.size()), -1);
   for (int v = 0; v < sg.size(); ++v) {
@@ -151,6 +152,11 @@ std::vector<int> suggested_part_gpus(const Graph& sg) {
   const auto succ = sg.successors();
   for (int v = sg.size() - 1; v >= 0; --v) {
     if (hint[size_t(v)] >= 0 || sg.nodes[size_t(v)].op.kind != OpKind::Rows) continue;
+    // A cut of the graph input runs where the input is (GPU 0), so that only its rows move.
+    if (sg.nodes[size_t(v)].inputs.size() == 1 && sg.nodes[size_t(v)].inputs[0].at(0).node == sg.input()) {
+      hint[size_t(v)] = 0;
+      continue;
+    }
     for (int c : succ[size_t(v)]) {
       if (hint[size_t(c)] >= 0) {
         hint[size_t(v)] = hint[size_t(c)];

@@ -72,8 +72,9 @@ std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vect
 
 // Part k of a split on GPU k (mod the split's parts): "X@k" and its input assembly "X@k:a-b"
 // with part k, a halo cut "X@j>k:a-b" with the part it is cut from (so only the halo moves),
-// and any other node of a split (a cut of the region's input) with the first part that reads
-// it; -1 for the nodes of no part. The suggested mapping (SchedulerOptions::gpu_hint).
+// a cut of the graph input with the input on GPU 0 (so only its rows move), and any other node
+// of a split (a cut of the region's input) with the first part that reads it; -1 for the nodes
+// of no part. The suggested mapping (SchedulerOptions::gpu_hint).
 std::vector<int> suggested_part_gpus(const Graph& split);
 
 // A split whose parts overlap their halos (SplitRegion::overlap) pays only if each part's edge
