@@ -128,10 +128,7 @@ std::vector<SpatialPlan> region_plans(const Graph& g, int parts, const std::vect
     // the same rows (a block exit read only by a partial pool needs no overlap either way).
     std::set<std::string> rows_seen;
     for (const SplitStyle& m : modes) {
-      SplitRegion r = m.mode == SplitMode::Mixed
-                          ? plan_region_synced(g, first, last, parts, style_sync_blocks(g, first, last, parts, m, cost))
-                          : plan_region(g, first, last, parts, m.mode);
-      r.overlap = m.overlap;
+      SplitRegion r = plan_region(g, first, last, parts, m, cost);
       if (m.mode != SplitMode::Halo && !rows_seen.insert(rows_key(r)).second) continue;
       plans.push_back(SpatialPlan{{std::move(r)}});
     }
