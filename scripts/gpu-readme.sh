@@ -22,7 +22,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABL
 # The commands of the "A short tour" block, one per line (a line ending in "\" continues).
 tour_commands() {
   python3 - "$ROOT/README.md" <<'EOF'
-import re, sys
+import sys
 text = open(sys.argv[1]).read()
 start = text.index("## A short tour")
 block = text[text.index("```sh\n", start) + 6:]
