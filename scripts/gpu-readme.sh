@@ -19,27 +19,41 @@ OUT=${OUT:-$ROOT/output/gpu-readme}
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 
-# The commands of the "A short tour" block, one per line (a line ending in "\" continues).
+# The commands of the "A short tour" and "Your own model" blocks, one per line: a line ending
+# in "\" continues, and a here-document stays one command (its lines joined by \x01 here and
+# split again below, so that each command is one line of this function's output).
 tour_commands() {
   python3 - "$ROOT/README.md" <<'EOF'
-import sys
+import re, sys
 text = open(sys.argv[1]).read()
-start = text.index("## A short tour")
-block = text[text.index("```sh\n", start) + 6:]
-block = block[:block.index("```")]
-joined, cmd = [], ""
-for line in block.splitlines():
-    if cmd:
-        cmd += " " + line.strip()
-    elif line.strip() and not line.lstrip().startswith("#"):
-        cmd = line.strip()
-    else:
-        continue
-    if cmd.endswith("\\"):
-        cmd = cmd[:-1].rstrip()
-        continue
-    joined.append(cmd)
-    cmd = ""
+joined = []
+for section in ("## A short tour", "## Your own model"):
+    start = text.index(section)
+    block = text[text.index("```sh\n", start) + 6:]
+    block = block[:block.index("```")]
+    cmd, heredoc = "", None
+    for line in block.splitlines():
+        if heredoc is not None:
+            cmd += "\x01" + line
+            if line.strip() == heredoc:
+                joined.append(cmd)
+                cmd, heredoc = "", None
+            continue
+        if cmd:
+            cmd += " " + line.strip()
+        elif line.strip() and not line.lstrip().startswith("#"):
+            cmd = line.strip()
+        else:
+            continue
+        m = re.search(r"<<'?(\w+)'?\s*$", cmd)
+        if m:
+            heredoc = m.group(1)
+            continue
+        if cmd.endswith("\\"):
+            cmd = cmd[:-1].rstrip()
+            continue
+        joined.append(cmd)
+        cmd = ""
 print("\n".join(joined))
 EOF
 }
@@ -47,6 +61,7 @@ EOF
 mapfile -t COMMANDS < <(tour_commands)
 selected=()
 for c in "${COMMANDS[@]}"; do
+  c=${c//$'\x01'/$'\n'}
   [[ -n "${ONLY:-}" && ! "$c" =~ ${ONLY} ]] && continue
   [[ -n "${SKIP:-}" && "$c" =~ ${SKIP} ]] && continue
   selected+=("$c")
@@ -63,7 +78,8 @@ step() {  # COMMAND: run it as typed, record its status and time
   local rc=$? secs=$(( $(date +%s) - s ))
   tail -n 12 "$OUT/step.out"
   echo "[rc $rc, $secs s]"
-  summary+=("$(printf '%3d %5d s  %s' "$rc" "$secs" "${1:0:150}")")
+  local line=${1//$'\n'/ }
+  summary+=("$(printf '%3d %5d s  %s' "$rc" "$secs" "${line:0:150}")")
 }
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 if [[ "${MAKE_RUN:-1}" == 1 ]]; then step "make run JOBS=${JOBS:-16}"; fi
