@@ -23,4 +23,23 @@ double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, dou
   return loss(0) <= loss(best) ? 0.0 : best;
 }
 
+std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i) {
+  const CalibrationPeer& me = peers[i];
+  auto collect = [&](bool same_kind) {
+    std::vector<size_t> out;
+    for (size_t j = 0; j < peers.size(); ++j) {
+      const CalibrationPeer& p = peers[j];
+      if (!p.fits || p.multi != me.multi || p.key == me.key) continue;
+      if (same_kind && p.split != me.split) continue;
+      out.push_back(j);
+    }
+    return out;
+  };
+  if (me.multi) {
+    std::vector<size_t> own = collect(true);
+    if (!own.empty()) return own;
+  }
+  return collect(false);
+}
+
 }  // namespace hios::tune

@@ -56,6 +56,21 @@ struct Curve {
   }
 };
 
+// What choosing a candidate's calibration needs to know of every candidate.
+struct CalibrationPeer {
+  bool fits = false;   // verified, and timed without a receive lead (its variants would echo it)
+  bool multi = false;  // uses more than one GPU
+  bool split = false;  // a row split: many small halo messages, where an unsplit schedule
+                       // sends a few whole tensors, so the cost per transfer differs
+  std::string key;     // its structure: schedules with the same stages and transfers share it
+};
+
+// The candidates whose measurements calibrate candidate i: those that fit, use one GPU if i
+// does and more if i does, and have another structure than i's. A multi-GPU candidate takes
+// those of its own kind (row split or not) when there are any, else every multi-GPU one.
+// Empty: i keeps its uncalibrated prediction.
+std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i);
+
 // The x in [0, the slowest measured pass] (no single launch or transfer can cost more) that
 // minimises the sum of log((curve(x) + overhead) / measured)^2 over the points
 // (golden-section search; 0 when no positive x does better).

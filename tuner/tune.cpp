@@ -264,6 +264,7 @@ TuneResult Tuner::run() {
   calibrate_and_search_again();
   time_finalists();
   choose_launch_order();
+  refit_predictions();
   record_searches();
   job_.lead({{"op", "quit"}});
   time_s_ = seconds_since(t_time);

@@ -227,6 +227,7 @@ class Tuner {
   Calibration calibrate(bool predict);
   void time_finalists();
   void choose_launch_order();
+  void refit_predictions();
   bool adopt_stored_launch_order(const Candidate& lead);
   Candidate* choice();
   int64_t tensor_memory(const Candidate& c);

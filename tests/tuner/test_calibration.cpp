@@ -35,6 +35,32 @@ TEST_CASE("calibration: the fit finds the cost that explains the measurements, a
   CHECK(fit_extra({}, overhead) == 0.0);
 }
 
+TEST_CASE("calibration: a candidate is calibrated on other structures of its kind, else on every multi-GPU one") {
+  using V = std::vector<size_t>;
+  // fits, multi, split, key
+  std::vector<CalibrationPeer> peers = {
+      {true, false, false, "seq"},     // 0: one GPU
+      {true, false, false, "ios"},     // 1: one GPU
+      {true, true, false, "lp2"},      // 2: two GPUs, unsplit
+      {true, true, false, "mr2"},      // 3: two GPUs, unsplit
+      {true, true, true, "split-a"},   // 4: a row split
+      {true, true, true, "split-b"},   // 5: another row split
+      {false, true, true, "split-a"},  // 6: split-a with a receive lead: its variants do not fit
+      {false, true, false, "heft"},    // 7: failed verification
+  };
+  CHECK(calibration_peers(peers, 0) == V{1});     // one GPU: the other one-GPU schedules only
+  CHECK(calibration_peers(peers, 2) == V{3});     // unsplit: the other unsplit
+  CHECK(calibration_peers(peers, 4) == V{5});     // a split: the other split, not the unsplit ones
+  CHECK(calibration_peers(peers, 6) == V{5});     // a lead variant: never its own structure
+  CHECK(calibration_peers(peers, 7) == V{2, 3});  // one that does not fit is still predicted
+  // The only split of its structure: every other multi-GPU schedule calibrates it.
+  peers[5].fits = false;
+  CHECK(calibration_peers(peers, 4) == V{2, 3});
+  // Nothing else on one GPU: it keeps its uncalibrated prediction.
+  peers[1].fits = false;
+  CHECK(calibration_peers(peers, 0).empty());
+}
+
 TEST_CASE("calibration: the replaying cost model adds a gap per launch of the longest group and a cost per transfer") {
   Graph g = build_model("randwire_small", {1, 64, 64});
   auto base = make_analytic_cost_model(find_device_preset("h200"));
