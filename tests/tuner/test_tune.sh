@@ -70,9 +70,9 @@ assert db["identity"]["graph_digest"] == tuned_digest
 assert db["identity"]["backend"] == "cpu" and db["identity"]["math"] == "fp32"
 assert len(db["links"]) == 2 and len(db["stages"]) > 0 and len(db["entries"]) > 0
 assert db["searched"]["gpus"] == 2 and len(db["searched"]["candidates"]) >= 3, "the searches were not kept"
-# The fastest multi-GPU candidate of each kind (unsplit, row split) that can still catch up is
-# also timed with its receives posted later: leads 0 and 2 of one base each, at most one base
-# per kind, and at least the fastest kind's.
+# The fastest unsplit multi-GPU candidate and every row split that can still catch up are
+# also timed with their receives posted later: leads 0 and 2 of each base, at most one unsplit
+# base.
 leads = [x for x in c if x["recv_lead"] >= 0]
 bases = {}
 for x in leads:
@@ -81,7 +81,7 @@ assert bases and all(v == {0, 2} for v in bases.values()), leads
 by_label = {x["label"]: x for x in c}
 kinds = [("split" in by_label[b]) for b in bases]
 assert all(by_label[b]["gpus_used"] > 1 for b in bases), bases
-assert len(kinds) == len(set(kinds)), bases
+assert kinds.count(False) <= 1, bases
 for x in c:
     assert x["passes"] >= 1, x
 # Predictions are calibrated on the other schedules; the uncalibrated ones are kept.
