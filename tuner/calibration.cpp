@@ -25,21 +25,23 @@ double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, dou
 
 std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i) {
   const CalibrationPeer& me = peers[i];
-  auto collect = [&](bool same_kind) {
+  auto collect = [&](bool same_kind, bool same_lead) {
     std::vector<size_t> out;
     for (size_t j = 0; j < peers.size(); ++j) {
       const CalibrationPeer& p = peers[j];
-      if (!p.fits || p.multi != me.multi || p.key == me.key) continue;
+      if (!p.ok || p.multi != me.multi || p.key == me.key) continue;
       if (same_kind && p.split != me.split) continue;
+      if (same_lead ? p.lead != me.lead : p.lead) continue;
       out.push_back(j);
     }
     return out;
   };
-  if (me.multi) {
-    std::vector<size_t> own = collect(true);
-    if (!own.empty()) return own;
+  if (!me.multi) return collect(false, false);  // one GPU: no receives, no kinds
+  for (auto [same_kind, same_lead] : {std::pair{true, true}, std::pair{true, false}}) {
+    std::vector<size_t> tier = collect(same_kind, same_lead);
+    if (!tier.empty()) return tier;
   }
-  return collect(false);
+  return collect(false, false);
 }
 
 }  // namespace hios::tune

@@ -58,16 +58,19 @@ struct Curve {
 
 // What choosing a candidate's calibration needs to know of every candidate.
 struct CalibrationPeer {
-  bool fits = false;   // verified, and timed without a receive lead (its variants would echo it)
+  bool ok = false;     // timed and verified
   bool multi = false;  // uses more than one GPU
   bool split = false;  // a row split: many small halo messages, where an unsplit schedule
                        // sends a few whole tensors, so the cost per transfer differs
+  bool lead = false;   // receives posted later (meta.recv_lead >= 0), which the simulator
+                       // does not model: on two H100s it made a mixed split 8% faster
   std::string key;     // its structure: schedules with the same stages and transfers share it
 };
 
-// The candidates whose measurements calibrate candidate i: those that fit, use one GPU if i
-// does and more if i does, and have another structure than i's. A multi-GPU candidate takes
-// those of its own kind (row split or not) when there are any, else every multi-GPU one.
+// The candidates whose measurements calibrate candidate i: verified ones that use one GPU if
+// i does and more if i does, of another structure than i's, taken from the first tier that
+// has any: (1) the same kind as i (row split or not) and the same receive posting; (2) the
+// same kind, receives posted at once; (3) every multi-GPU one with receives posted at once.
 // Empty: i keeps its uncalibrated prediction.
 std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i);
 

@@ -161,7 +161,7 @@ Calibration Tuner::calibrate(bool predict) {
   std::vector<CalibrationPeer> peers(n);
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = res_.candidates[i];
-    peers[i] = {c.ok && c.schedule.meta.recv_lead < 0, c.gpus > 1, c.variant > 0,
+    peers[i] = {c.ok, c.gpus > 1, c.variant > 0, c.schedule.meta.recv_lead >= 0,
                 structure_key(job_.graph(c.variant), c.schedule, c.variant)};
     if (c.gpus == 1) curves[i] = curve(c, kLaunchGrid, cal.extra_launch_ms);
   }
@@ -170,10 +170,10 @@ Calibration Tuner::calibrate(bool predict) {
     for (size_t j : which) pts.push_back({&curves[j], res_.candidates[j].measured_ms});
     return pts;
   };
-  auto points = [&](bool multi) {  // every candidate that fits, on one GPU or on more
+  auto points = [&](bool multi) {  // every verified one with receives posted at once, on one GPU or more
     std::vector<size_t> which;
     for (size_t j = 0; j < n; ++j) {
-      if (peers[j].fits && peers[j].multi == multi) which.push_back(j);
+      if (peers[j].ok && !peers[j].lead && peers[j].multi == multi) which.push_back(j);
     }
     return points_of(which);
   };

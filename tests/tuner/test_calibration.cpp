@@ -37,27 +37,33 @@ TEST_CASE("calibration: the fit finds the cost that explains the measurements, a
 
 TEST_CASE("calibration: a candidate is calibrated on other structures of its kind, else on every multi-GPU one") {
   using V = std::vector<size_t>;
-  // fits, multi, split, key
+  // ok, multi, split, lead, key
   std::vector<CalibrationPeer> peers = {
-      {true, false, false, "seq"},     // 0: one GPU
-      {true, false, false, "ios"},     // 1: one GPU
-      {true, true, false, "lp2"},      // 2: two GPUs, unsplit
-      {true, true, false, "mr2"},      // 3: two GPUs, unsplit
-      {true, true, true, "split-a"},   // 4: a row split
-      {true, true, true, "split-b"},   // 5: another row split
-      {false, true, true, "split-a"},  // 6: split-a with a receive lead: its variants do not fit
-      {false, true, false, "heft"},    // 7: failed verification
+      {true, false, false, false, "seq"},     // 0: one GPU
+      {true, false, false, false, "ios"},     // 1: one GPU
+      {true, true, false, false, "lp2"},      // 2: two GPUs, unsplit
+      {true, true, false, false, "mr2"},      // 3: two GPUs, unsplit
+      {true, true, true, false, "split-a"},   // 4: a row split
+      {true, true, true, false, "split-b"},   // 5: another row split
+      {true, true, true, true, "split-a"},    // 6: split-a, receives posted later
+      {true, true, true, true, "split-b"},    // 7: split-b, receives posted later
+      {false, true, false, false, "heft"},    // 8: failed verification
   };
   CHECK(calibration_peers(peers, 0) == V{1});     // one GPU: the other one-GPU schedules only
   CHECK(calibration_peers(peers, 2) == V{3});     // unsplit: the other unsplit
   CHECK(calibration_peers(peers, 4) == V{5});     // a split: the other split, not the unsplit ones
-  CHECK(calibration_peers(peers, 6) == V{5});     // a lead variant: never its own structure
-  CHECK(calibration_peers(peers, 7) == V{2, 3});  // one that does not fit is still predicted
-  // The only split of its structure: every other multi-GPU schedule calibrates it.
-  peers[5].fits = false;
+  CHECK(calibration_peers(peers, 6) == V{7});     // a lead variant: the other split's lead variant
+  CHECK(calibration_peers(peers, 8) == V{2, 3});  // one that failed is still predicted
+  // No other split posts its receives later: the other split as timed at once, never the
+  // variant's own structure.
+  peers[7].ok = false;
+  CHECK(calibration_peers(peers, 6) == V{5});
+  // The only split of its structure: every other multi-GPU schedule timed at once calibrates it.
+  peers[5].ok = false;
   CHECK(calibration_peers(peers, 4) == V{2, 3});
+  CHECK(calibration_peers(peers, 6) == V{2, 3});
   // Nothing else on one GPU: it keeps its uncalibrated prediction.
-  peers[1].fits = false;
+  peers[1].ok = false;
   CHECK(calibration_peers(peers, 0).empty());
 }
 
