@@ -105,6 +105,25 @@ assert set(lo["measured_ms"]) == {"topo", "opara", "measured"}, lo
 assert lo["measured_ms"][lo["chosen"]] == min(lo["measured_ms"].values()), lo
 PY
 grep -q "launch order opara" "$TMP/err1" || fail "no progress line for the launch orders"
+# scripts/preset_check.py replays every searched candidate from the database under a preset:
+# one row per first-round candidate, each with a measured and a predicted time.
+CHECK=$(dirname "$0")/../../scripts/preset_check.py
+if python3 "$CHECK" --hios "$HIOS" --graph "$TMP/demo.json" --device h200 "$TMP/db.json" >"$TMP/preset.md" 2>&1; then
+  python3 - "$TMP/preset.md" "$TMP/db.json" <<'PY' || fail "preset_check.py's table is wrong"
+import json, re, sys
+rows = [l for l in open(sys.argv[1]) if re.match(r"\| [^-|]", l) and not l.startswith("| schedule")]
+searched = [c for c in json.load(open(sys.argv[2]))["searched"]["candidates"] if "(calibrated)" not in c["label"]]
+assert len(rows) == len(searched), (rows, [c["label"] for c in searched])
+for l, c in zip(rows, searched):
+    cells = [x.strip() for x in l.strip().strip("|").split("|")]
+    assert cells[0] == c["label"] and float(cells[1]) == round(c["measured_ms"], 3) and float(cells[2]) > 0, (cells, c)
+PY
+else
+  fail "preset_check.py failed: $(tail -1 "$TMP/preset.md")"
+fi
+python3 "$CHECK" --hios "$HIOS" --graph "$TMP/demo.json" --device h200 "$TMP/demo.json" >"$TMP/bad.out" 2>&1 &&
+  fail "preset_check.py accepted a graph as a database"
+grep -q "keeps no searched candidates" "$TMP/bad.out" || fail "preset_check.py's refusal does not name the problem: $(cat "$TMP/bad.out")"
 
 # 2. The same graph again with the saved database: nothing is measured but the candidates.
 if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db "$TMP/db.json" -o "$TMP/s2.json" \
