@@ -357,7 +357,7 @@ TEST_CASE("serving: inputs staged at arrival reach their own rows, padded and ac
   double pass_s = 0;
   for (double ms : server->single_request_ms(3)) pass_s = std::max(pass_s, ms / 1e3);
   const double gap = std::max(0.02, 9 * pass_s);
-  const int bursts = 6;  // 18 requests: more than the ring's slots
+  const int bursts = 5;  // 15 requests: more than the ring's 11 slots
   const std::string path = "/tmp/hios-serve-staging.csv";
   {
     std::ofstream f(path);
@@ -376,8 +376,8 @@ TEST_CASE("serving: inputs staged at arrival reach their own rows, padded and ac
     const exec::ServeResult r = server->run(trace, p);
     check_accounting(r, trace);
     // More requests through the ring than its slots, so that it wraps. On a quiet machine all
-    // 18 of the bursts are answered (and 3 of the last six); a loaded 2-core runner may still
-    // fall behind a burst now and then (CI saw 17 answered by adaptive), and a "queue full"
+    // 15 of the bursts are answered (and 3 of the last six); a loaded 2-core runner may still
+    // fall behind a burst now and then (CI once saw one of 18 rejected), and a "queue full"
     // rejection is then the right answer, not this test's subject: what is checked below is
     // that every answered request got its own row.
     CHECK(r.models.back().answered > ring);
