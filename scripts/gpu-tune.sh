@@ -19,7 +19,8 @@
 # Arguments: MODEL:SIZE:BATCH[:MATH] (default: the 13 configurations below, TF32). Environment:
 # BUILD_DIR (/tmp/b), JOBS (32), GPUS (2), TUNE_S (270, the tune's --timeout), STALL_S (120), TUNE_ARGS (extra hios tune options), SMOKE=1 also
 # runs `ctest -L gpu` and `mpirun hios run --verify --trace` on the first configuration,
-# NORUN=1 skips the hios runs.
+# NORUN=1 skips the hios runs, PACK=0 leaves the files loose (by default all but summary.txt and
+# env.txt go into gpu-tune.tgz: a device call returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-tune}
@@ -149,3 +150,10 @@ for spec in configs:
           f"{ch['predicted_ms']:.3f} | {100*err:+.1f}% | {100*ierr:+.1f}% | {t['chosen']} | {t['seconds']['total']:.1f} | {rw:.1f} | "
           f"{lt:.3f} / {l1:.3f} | {mt:.0f} / {m1:.0f} |")
 PY
+
+# A device call returns at most 8 files: unless PACK=0, everything but the summary and env.txt
+# goes into one archive (unpack it with tar xzf where the data is kept).
+if [ "${PACK:-1}" != 0 ]; then
+  (cd "$OUT" && tar czf gpu-tune.tgz --exclude=gpu-tune.tgz --exclude=summary.txt --exclude=env.txt -- * &&
+     find . -maxdepth 1 -type f ! -name gpu-tune.tgz ! -name summary.txt ! -name env.txt -delete)
+fi
