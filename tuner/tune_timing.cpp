@@ -89,6 +89,7 @@ void Tuner::time_receive_leads() {
   for (size_t i = 0; i < res_.candidates.size(); ++i) {
     const Candidate& c = res_.candidates[i];
     if (!c.ok || c.gpus < 2 || c.schedule.meta.recv_lead >= 0 || c.measured_ms > kLeadsCanCatchUp * fastest) continue;
+    if (c.passes == 0) continue;  // kept from the last tune, far from its fastest: a re-tune skips it
     if (c.variant > 0) {
       bases.push_back(i);
     } else if (fastest_unsplit < 0 || c.measured_ms < res_.candidates[size_t(fastest_unsplit)].measured_ms) {
