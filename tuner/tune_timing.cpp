@@ -261,8 +261,8 @@ void Tuner::choose_launch_order() {
 }
 
 // ---- after phase 12: the predictions fitted again, now that the finalists and the chosen
-// candidate have their full-pass timings (the quick round's few passes after one warm-up read
-// split candidates up to 9% slow on two H100s); the choice does not depend on predictions.
+// candidate have their full-pass timings (more warm-ups and passes than the quick round's);
+// the choice does not depend on predictions.
 void Tuner::refit_predictions() { calibration_ = calibrate(true); }
 
 // A re-tune whose choice is the last tune's keeps the launch orders that tune timed for it
