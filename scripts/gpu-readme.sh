@@ -19,9 +19,8 @@ OUT=${OUT:-$ROOT/output/gpu-readme}
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 
-# The commands of the "A short tour" and "Your own model" blocks, one per line: a line ending
-# in "\" continues, and a here-document stays one command (its lines joined by \x01 here and
-# split again below, so that each command is one line of this function's output).
+# The commands of the "A short tour" and "Your own model" blocks, each ended by a NUL: a line
+# ending in "\" continues, and a here-document stays one command, its lines kept.
 tour_commands() {
   python3 - "$ROOT/README.md" <<'EOF'
 import re, sys
@@ -34,7 +33,7 @@ for section in ("## A short tour", "## Your own model"):
     cmd, heredoc = "", None
     for line in block.splitlines():
         if heredoc is not None:
-            cmd += "\x01" + line
+            cmd += "\n" + line
             if line.strip() == heredoc:
                 joined.append(cmd)
                 cmd, heredoc = "", None
@@ -54,14 +53,13 @@ for section in ("## A short tour", "## Your own model"):
             continue
         joined.append(cmd)
         cmd = ""
-print("\n".join(joined))
+sys.stdout.write("".join(c + "\0" for c in joined))
 EOF
 }
 
-mapfile -t COMMANDS < <(tour_commands)
+mapfile -d '' -t COMMANDS < <(tour_commands)
 selected=()
 for c in "${COMMANDS[@]}"; do
-  c=${c//$'\x01'/$'\n'}
   [[ -n "${ONLY:-}" && ! "$c" =~ ${ONLY} ]] && continue
   [[ -n "${SKIP:-}" && "$c" =~ ${SKIP} ]] && continue
   selected+=("$c")
