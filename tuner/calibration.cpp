@@ -37,8 +37,8 @@ std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers,
     return out;
   };
   if (!me.multi) return collect(false, false);  // one GPU: no receives, no kinds
-  for (auto [same_kind, same_lead] : {std::pair{true, true}, std::pair{true, false}}) {
-    std::vector<size_t> tier = collect(same_kind, same_lead);
+  for (bool same_lead : {true, false}) {  // its kind: with its receive posting, then posted at once
+    std::vector<size_t> tier = collect(true, same_lead);
     if (!tier.empty()) return tier;
   }
   return collect(false, false);
