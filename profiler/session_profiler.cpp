@@ -44,10 +44,10 @@ RankProgram empty_program(const Graph& g, int rank, int num_ranks) {
   return p;
 }
 
-RankProgram measurement_program(const Graph& g, int rank, int num_ranks, int streams) {
+RankProgram measurement_program(const Graph& g, int rank, int num_ranks, int streams, int measuring_rank) {
   HIOS_CHECK(streams >= 1 && streams <= 64, "measurement program: %d streams (expected 1 to 64)", streams);
   RankProgram p = empty_program(g, rank, num_ranks);
-  if (rank != 0) return p;
+  if (rank != measuring_rank) return p;
   p.num_compute_streams = streams;
   p.streams.assign(size_t(streams), StreamDesc{});
   for (int v = 0; v < g.size(); ++v) p.instrs.push_back(instr(InstrKind::Alloc, v, -1, -1, -1, output_bytes(g, v)));
@@ -64,8 +64,9 @@ RankProgram measurement_program(const Graph& g, int rank, int num_ranks, int str
 }
 
 StageTimer::StageTimer(exec::RankSession& s) : s_(s) {
-  HIOS_CHECK(s.program().algorithm == "measurement" && s.comm().rank() == 0,
-             "internal error: stages are timed on rank 0 of a session that loaded measurement_program()");
+  HIOS_CHECK(s.program().algorithm == "measurement" && !s.program().launched.empty(),
+             "internal error: stages are timed on the measuring rank of a session that loaded "
+             "measurement_program()");
   marks_ = s.reserve_markers(2);
 }
 

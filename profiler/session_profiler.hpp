@@ -19,15 +19,16 @@ namespace hios::prof {
 // The program a measuring rank loads: every tensor in its own buffer (so a stage can be issued
 // alone and read what the pass left there), a pass that runs every node in order on stream 0
 // (it fills every tensor with real data), and every node on standby on streams 1..streams-1 so
-// that a stage may put any node on any stream. Other ranks (rank != 0) get an empty program:
-// loading is collective, measuring is not.
-exec::RankProgram measurement_program(const Graph& g, int rank, int num_ranks, int streams);
+// that a stage may put any node on any stream. Other ranks (rank != measuring_rank) get an empty
+// program: loading is collective, measuring is not. Ranks may load the programs of different
+// graphs at once, each measuring its own (the tuner measures row splits side by side).
+exec::RankProgram measurement_program(const Graph& g, int rank, int num_ranks, int streams, int measuring_rank = 0);
 
 // A program with no work: one compute stream, nothing resident. Loading it is how ranks with
 // nothing to measure take part in a collective load, and its passes cost only the pass itself.
 exec::RankProgram empty_program(const Graph& g, int rank, int num_ranks);
 
-// Rank 0 of a session that loaded measurement_program. Not collective.
+// The measuring rank of a session that loaded measurement_program. Not collective.
 class StageTimer {
  public:
   explicit StageTimer(exec::RankSession& s);

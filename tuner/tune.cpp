@@ -143,6 +143,18 @@ constexpr double kSplitSumTolerance = 1e-6;
 
 }  // namespace
 
+std::vector<prof::NodeSamples> time_every_node(prof::StageTimer& timer, bool capture, int warmup, int iters) {
+  std::vector<prof::NodeSamples> samples = timer.nodes(warmup, iters);
+  if (!capture) return samples;
+  for (prof::NodeSamples& ns : samples) {
+    if (ns.wall_ms.empty()) continue;
+    Stage one;
+    one.groups.push_back(Group{{ns.node}});
+    ns.wall_ms = timer.samples(one, 1, iters, prof::median(ns.wall_ms));
+  }
+  return samples;
+}
+
 bool has_every_node(const Graph& g, const ProfileDb& db) {
   std::set<std::string> keys;
   for (const ProfileEntry& e : db.entries) keys.insert(e.key);
@@ -194,6 +206,12 @@ json Job::execute(const json& cmd) {
     s_.backend().adopt_algorithm_choices(cmd.at("choices"));
     return json();
   }
+  if (op == "measure-parts") return measure_parts(cmd);
+  if (op == "devices") {
+    // Which ranks share a device: the host and the backend's device (a GPU's bus, or the CPU).
+    const std::vector<std::string> all = comm_.allgather(comm_.hostname() + " " + s_.backend().device_name());
+    return json(std::set<std::string>(all.begin(), all.end()).size());
+  }
   s_.use_graph(g);  // every command below loads a program of g
   if (op == "load-empty") {
     s_.load(prof::empty_program(g, rank, n));
@@ -235,6 +253,50 @@ json Job::execute(const json& cmd) {
     return json(ms);
   }
   throw_error("internal error: unknown tune command '%s'", op.c_str());
+}
+
+// Up to one graph per rank, measured side by side: rank r loads the measuring program of
+// graph cmd.graphs[r] and times its every node (ranks past the list load an empty program, as
+// loading is collective). Then every rank adopts the algorithm choices the others made for
+// their graphs' shapes, and rank 0 keeps every rank's samples in part_samples.
+json Job::measure_parts(const json& cmd) {
+  const int rank = comm_.rank(), n = comm_.size();
+  const std::vector<int> graphs = cmd.at("graphs").get<std::vector<int>>();
+  HIOS_CHECK(!graphs.empty() && int(graphs.size()) <= n, "internal error: %zu graphs measured on %d ranks",
+             graphs.size(), n);
+  json mine = json::object();
+  if (rank < int(graphs.size())) {
+    const Graph& g = graph(graphs[size_t(rank)]);
+    s_.use_graph(g);
+    s_.load(prof::measurement_program(g, rank, n, cmd.at("streams").get<int>(), rank));
+    s_.backend().set_input(exec::make_input(g, o_.session.seed));
+    s_.pass(true);  // every tensor now holds real data for the nodes to read
+    prof::StageTimer timer(s_);
+    json nodes = json::array();
+    for (const prof::NodeSamples& ns : time_every_node(timer, s_.backend().can_capture(), o_.node_warmup, o_.node_iters)) {
+      if (!ns.wall_ms.empty()) nodes.push_back(json{ns.node, ns.wall_ms});
+    }
+    mine["nodes"] = std::move(nodes);
+  } else {
+    s_.use_graph(graph(0));
+    s_.load(prof::empty_program(graph(0), rank, n));
+  }
+  mine["choices"] = s_.backend().algorithm_choices();
+  const std::vector<std::string> all = comm_.allgather(mine.dump());
+  for (int r = 0; r < n; ++r) {
+    const json theirs = json::parse(all[size_t(r)]);
+    if (r != rank && !theirs.at("choices").empty()) s_.backend().adopt_algorithm_choices(theirs.at("choices"));
+    if (rank != 0 || r >= int(graphs.size())) continue;
+    std::vector<prof::NodeSamples>& out = part_samples[graphs[size_t(r)]];
+    out.clear();
+    for (const json& e : theirs.at("nodes")) {
+      prof::NodeSamples ns;
+      ns.node = e.at(0).get<int>();
+      ns.wall_ms = e.at(1).get<std::vector<double>>();
+      out.push_back(std::move(ns));
+    }
+  }
+  return json();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,23 +437,53 @@ void Tuner::load_measuring_program(int variant) {
 
 // Times every node of the loaded measuring program (graph `variant`) into the database.
 void Tuner::measure_nodes_of(int variant) {
+  const std::vector<prof::NodeSamples> samples =
+      time_every_node(*timer_, session_.backend().can_capture(), o_.node_warmup, o_.node_iters);
+  keep_node_samples(variant, samples);
+}
+
+// The samples of graph `variant`'s nodes, pooled by signature into the database.
+void Tuner::keep_node_samples(int variant, const std::vector<prof::NodeSamples>& samples) {
   const Graph& g = job_.graph(variant);
-  std::vector<prof::NodeSamples> samples = timer_->nodes(o_.node_warmup, o_.node_iters);
-  if (session_.backend().can_capture()) {
-    // Candidates replay CUDA Graphs: time every node that way too, each alone in a graph,
-    // with the eager time as the guess that sets how often it repeats there.
-    for (prof::NodeSamples& ns : samples) {
-      if (ns.wall_ms.empty()) continue;
-      Stage one;
-      one.groups.push_back(Group{{ns.node}});
-      ns.wall_ms = timer_->samples(one, 1, o_.node_iters, prof::median(ns.wall_ms));
-    }
-  }
   merge_entries(db_, prof::pool_by_signature(g, samples, &preset_, o_.session.math == "fp16" || o_.session.math == "bf16"));
   double sum = 0;
   for (const prof::NodeSamples& ns : samples) sum += ns.wall_ms.empty() ? 0 : prof::median(ns.wall_ms);
-  progress_.line("nodes", strprintf("%d nodes x %d runs (%s): %.3f ms in nodes", g.size() - 1, o_.node_iters,
+  progress_.line("nodes", strprintf("%s: %d nodes x %d runs (%s): %.3f ms in nodes",
+                                    variant == 0 ? "the graph" : ("split " + splits_.at(variant - 1).label).c_str(),
+                                    g.size() - 1, o_.node_iters,
                                     session_.backend().can_capture() ? "CUDA Graph replays" : "eager", sum));
+}
+
+// The nodes of row-split graphs new to the database, one graph per device at a time: a split's
+// measuring program costs about 10 s on inception_v3 at 2048 (its bands' algorithms chosen,
+// then every node timed), so two finalists on two GPUs cost one. Ranks that share a device (CPU
+// ranks share the host's cores; several ranks may share one GPU) measure one graph at a time,
+// as timing graphs side by side there would time the contention.
+void Tuner::measure_split_parts(const std::vector<int>& variants) {
+  std::vector<int> todo;
+  for (int v : variants) {
+    if (!has_every_node(job_.graph(v), db_)) todo.push_back(v);
+  }
+  if (todo.empty()) return;
+  const size_t devices = job_.lead({{"op", "devices"}}).get<size_t>();
+  const size_t width = devices == size_t(N_) ? size_t(N_) : 1;
+  const int streams = std::max(o_.max_streams, 4);
+  cost_->detach();  // rank 0's measuring program is replaced below
+  for (size_t first = 0; first < todo.size(); first += width) {
+    const std::vector<int> batch(todo.begin() + long(first), todo.begin() + long(std::min(todo.size(), first + width)));
+    std::string names;
+    for (int v : batch) names += (names.empty() ? "" : "; ") + splits_.at(v - 1).label;
+    progress_.line("nodes", batch.size() == 1
+                                ? strprintf("loading the measuring program of split %s", names.c_str())
+                                : strprintf("loading the measuring programs of %zu splits, one per device: %s",
+                                            batch.size(), names.c_str()));
+    job_.lead({{"op", "measure-parts"}, {"graphs", batch}, {"streams", streams}});
+    for (int v : batch) keep_node_samples(v, job_.part_samples.at(v));
+  }
+  // Rank 0 holds the first split's measuring program now; its stages are not measured (the
+  // searches of split graphs predict them), and the whole graph's is loaded again before any.
+  if (timer_) timer_ = std::make_unique<prof::StageTimer>(session_);
+  res_.nodes_measured = true;
 }
 
 void Tuner::make_cost_models() {

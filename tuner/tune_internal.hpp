@@ -138,9 +138,12 @@ class Job {
 
   std::vector<float> output;  // rank 0: the graph output after the last timed candidate
   std::vector<prof::LinkMeasurement> links;
+  // Rank 0, after "measure-parts": every node's samples of each graph measured, by graph.
+  std::map<int, std::vector<prof::NodeSamples>> part_samples;
 
  private:
   json execute(const json& cmd);
+  json measure_parts(const json& cmd);
 
   const TuneOptions& o_;
   exec::RankSession& s_;
@@ -151,6 +154,12 @@ class Job {
 
 // Whether the database has a time for every node signature of g (tune.cpp).
 bool has_every_node(const Graph& g, const ProfileDb& db);
+
+// Every node of the measuring program this rank loaded, `iters` eager passes after `warmup`;
+// where the backend captures, each node is then timed again alone in a CUDA Graph, as the
+// candidates replay graphs, with the eager time as the guess that sets how often it repeats
+// there (tune.cpp).
+std::vector<prof::NodeSamples> time_every_node(prof::StageTimer& timer, bool capture, int warmup, int iters);
 
 // One search setting: the algorithm, the costs it searches on, and its GPUs, streams and window.
 struct Config {
@@ -199,6 +208,8 @@ class Tuner {
   void share_algorithm_choices();
   void load_measuring_program(int variant);
   void measure_nodes_of(int variant);
+  void keep_node_samples(int variant, const std::vector<prof::NodeSamples>& samples);
+  void measure_split_parts(const std::vector<int>& variants);
   void make_cost_models();
 
   // ---- phases 5-6, the searches and the concurrency fit (tune_search.cpp)
@@ -214,7 +225,8 @@ class Tuner {
   // ---- phase 7, row splits (tune_splits.cpp)
   void search_row_splits();
   SchedulerOptions split_search_options(const Graph& sg, int parts) const;
-  void add_split_candidate(const SpatialPlan& plan, int parts, const std::string& label);
+  int add_split_variant(const SpatialPlan& plan, const std::string& label);
+  void add_split_candidate(int variant, int parts);
 
   // ---- phases 8-12, timing, calibration and the launch order (tune_timing.cpp)
   // The quick round's passes: a quarter of the full count, at least 5 (all of them up to 5).

@@ -116,13 +116,13 @@ void Tuner::search_row_splits() {
   for (const Ranked& r : ranked) {
     if (std::find(order.begin(), order.end(), &r) == order.end()) order.push_back(&r);
   }
-  int finalists = 0;
+  std::vector<const Ranked*> finalists;
   for (const Ranked* rp : order) {
     const Ranked& r = *rp;
-    if (finalists == o_.split_finalists) break;
+    if (int(finalists.size()) == o_.split_finalists) break;
     // A finalist costs a measuring program, its nodes and a search (on nasnet_large at 2048, a
     // minute): past twice the budget only the first is measured.
-    if (finalists > 0 && seconds_since(t0) > 2 * o_.split_budget_s) {
+    if (!finalists.empty() && seconds_since(t0) > 2 * o_.split_budget_s) {
       progress_.line("splits", strprintf("%.0f s spent on splits (twice --split-budget): no more finalists",
                                          seconds_since(t0)));
       break;
@@ -133,9 +133,14 @@ void Tuner::search_row_splits() {
                                          split_label(r.plan, r.style).c_str(), r.ms, kHopeless));
       continue;
     }
-    ++finalists;
-    add_split_candidate(r.plan, r.parts, split_label(r.plan, r.style));
+    finalists.push_back(rp);
   }
+  // Every rank builds each finalist's graph; their nodes are measured side by side, one per GPU;
+  // then each is searched on measured costs.
+  std::vector<int> variants;
+  for (const Ranked* r : finalists) variants.push_back(add_split_variant(r->plan, split_label(r->plan, r->style)));
+  measure_split_parts(variants);
+  for (size_t k = 0; k < finalists.size(); ++k) add_split_candidate(variants[k], finalists[k]->parts);
   note_stage_counts();
 }
 
@@ -151,20 +156,21 @@ SchedulerOptions Tuner::split_search_options(const Graph& sg, int parts) const {
   return so;
 }
 
-// A split finalist: every rank builds its graph; its parts are measured, then hios-lp
-// searches it on measured costs (its stages measured in a budget of their own).
-void Tuner::add_split_candidate(const SpatialPlan& plan, int parts, const std::string& label) {
+// A split finalist's graph, built on every rank: graph `variant` of the job.
+int Tuner::add_split_variant(const SpatialPlan& plan, const std::string& label) {
   const int vi = job_.lead({{"op", "split"}, {"plan", spatial_to_json(plan)}}).get<int>();
   splits_.push_back(SplitVariant{plan, label});
+  cost_->keep_graph(job_.graph(vi));  // the job holds it until the tune ends
+  return vi;
+}
+
+// A split finalist whose parts are measured (measure_split_parts): hios-lp searches it on
+// measured costs, and it becomes a candidate.
+void Tuner::add_split_candidate(int vi, int parts) {
   const Graph& sg = job_.graph(vi);
-  cost_->keep_graph(sg);  // the job holds it until the tune ends
+  const SpatialPlan& plan = splits_.at(size_t(vi - 1)).plan;
+  const std::string& label = splits_.at(size_t(vi - 1)).label;
   const auto t0 = Clock::now();
-  if (!has_every_node(sg, db_)) {
-    load_measuring_program(vi);
-    measure_nodes_of(vi);
-    res_.nodes_measured = true;
-    share_algorithm_choices();  // the bands' shapes are new to the other ranks
-  }
   cost_->refresh_nodes();
   // Its stages are predicted by the concurrency model fitted to the whole graph's measured
   // stages, not measured: a split graph's one big block asks IOS for thousands of distinct
