@@ -6,11 +6,16 @@ measured (`searched.candidates`). This replays each schedule under `--cost analy
 DEVICE` with `hios show` and prints a Markdown table: measured ms, the preset's ms, error.
 
   python3 scripts/preset_check.py --hios build/cli/hios --graph G.json --device h100 DB.json[.gz]
+      [--devices FILE]      # a devices file hios fit-preset wrote (default: the built-in presets)
+      [--tuned TUNED.json]  # the schedule the same tune wrote: adds the best receive posting
 
 Candidates of the calibrated second round are left out (the same schedules as the first
 round's, searched with a fitted cost); a row split is replayed on the split graph its
 schedule's `meta.spatial` names, as `hios run` does. Measured times are the database's: the
-quick round's (5 passes, receives posted at once) unless the candidate was a finalist.
+quick round's (5 passes, receives posted at once) unless the candidate was a finalist. With
+--tuned, a second measured column is the fastest of the candidate and its receive-lead
+variants (the same schedule with receives posted later, `meta.tune.candidates` of the written
+schedule), which the simulator does not tell apart.
 """
 import argparse
 import gzip
@@ -34,12 +39,13 @@ def load(path):
     return db
 
 
-def analytic_ms(hios, graph, device, schedule):
+def analytic_ms(hios, graph, device, devices, schedule):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(schedule, f)
         path = f.name
     try:
-        r = subprocess.run([hios, "show", path, "--graph", graph, "--cost", "analytic", "--device", device],
+        extra = ["--devices", devices] if devices else []
+        r = subprocess.run([hios, "show", path, "--graph", graph, "--cost", "analytic", "--device", device] + extra,
                            capture_output=True, text=True)
     finally:
         os.unlink(path)
@@ -54,18 +60,44 @@ def main():
     ap.add_argument("--hios", default="build/cli/hios")
     ap.add_argument("--graph", required=True, help="the graph the tune ran on")
     ap.add_argument("--device", required=True, help="the analytic preset, e.g. h100 or h100-bf16")
+    ap.add_argument("--devices", help="a devices file (hios fit-preset -o) to find --device in")
+    ap.add_argument("--tuned", help="the schedule this tune wrote: its meta.tune.candidates give the best receive posting")
     ap.add_argument("db", help="the tune's profile database (.json or .json.gz)")
     a = ap.parse_args()
     cands = load(a.db).get("searched", {}).get("candidates", [])
     if not cands:
         sys.exit(f"preset_check.py: {a.db} keeps no searched candidates (not written by hios tune?)")
-    print(f"| schedule | measured ms | `{a.device}` ms | error |")
-    print("|---|---:|---:|---:|")
+    timed = best_postings(a.tuned) if a.tuned else None
+    if timed is None:
+        print(f"| schedule | measured ms | `{a.device}` ms | error |")
+        print("|---|---:|---:|---:|")
+    else:
+        print(f"| schedule | measured ms | best receive posting ms | `{a.device}` ms | error | error, best posting |")
+        print("|---|---:|---:|---:|---:|---:|")
     for c in cands:
         if "(calibrated)" in c["label"] or not c.get("verified", True):
             continue
-        ms = analytic_ms(a.hios, a.graph, a.device, c["schedule"])
-        print(f"| {c['label']} | {c['measured_ms']:.3f} | {ms:.3f} | {ms / c['measured_ms'] - 1:+.1%} |")
+        ms = analytic_ms(a.hios, a.graph, a.device, a.devices, c["schedule"])
+        if timed is None:
+            print(f"| {c['label']} | {c['measured_ms']:.3f} | {ms:.3f} | {ms / c['measured_ms'] - 1:+.1%} |")
+        else:
+            best = min([c["measured_ms"]] + timed.get(c["label"], []))
+            print(f"| {c['label']} | {c['measured_ms']:.3f} | {best:.3f} | {ms:.3f} | {ms / c['measured_ms'] - 1:+.1%} | "
+                  f"{ms / best - 1:+.1%} |")
+
+
+def best_postings(path):
+    """Label of a candidate -> the measured times of it and of its receive-lead variants."""
+    try:
+        with open(path) as f:
+            tune = json.load(f)["meta"]["tune"]
+        out = {}
+        for c in tune["candidates"]:
+            if c.get("verified", True) and c.get("measured_ms", 0) > 0:
+                out.setdefault(c["label"].split(", receives ")[0], []).append(c["measured_ms"])
+        return out
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"preset_check.py: {path}: not a schedule written by hios tune ({e})")
 
 
 if __name__ == "__main__":
