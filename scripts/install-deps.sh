@@ -24,12 +24,13 @@ need catch2         have_file /usr/lib/cmake/Catch2/Catch2Config.cmake /usr/lib/
 need python3        command -v python3
 required=("${missing[@]}")
 
-# Optional: `hios import` (ONNX models) and its tests, and matplotlib for scripts/report.py's
-# plots. A machine that lacks them and cannot install them (no network) builds hios without
+# Optional: `hios import` (ONNX models) and its tests, matplotlib for scripts/report.py's
+# plots, and scipy for scripts/preset_refit.py. A machine that lacks them and cannot install them (no network) builds hios without
 # the importer (it says so at `hios import`) and reports in text only.
 missing=()
 python_has() { /usr/bin/python3 -c "import $1" || python3 -c "import $1"; }
 need python3-matplotlib python_has matplotlib
+need python3-scipy   python_has scipy
 need libonnx-dev     have_file /usr/include/onnx/onnx-ml.pb.h
 need libprotobuf-dev have_file /usr/include/google/protobuf/message.h
 need python3-onnx    python_has onnx

@@ -124,6 +124,42 @@ fi
 python3 "$CHECK" --hios "$HIOS" --graph "$TMP/demo.json" --device h200 "$TMP/demo.json" >"$TMP/bad.out" 2>&1 &&
   fail "preset_check.py accepted a graph as a database"
 grep -q "keeps no searched candidates" "$TMP/bad.out" || fail "preset_check.py's refusal does not name the problem: $(cat "$TMP/bad.out")"
+# With the schedule the tune wrote, a second measured column: the fastest receive posting, never
+# slower than the candidate as the quick round timed it.
+if python3 "$CHECK" --hios "$HIOS" --graph "$TMP/demo.json" --device h200 --tuned "$TMP/s.json" "$TMP/db.json" \
+  >"$TMP/preset2.md" 2>&1; then
+  python3 - "$TMP/preset2.md" <<'PY' || fail "preset_check.py --tuned's table is wrong"
+import re, sys
+rows = [[x.strip() for x in l.strip().strip("|").split("|")] for l in open(sys.argv[1])
+        if re.match(r"\| [^-|]", l) and not l.startswith("| schedule")]
+assert rows and all(len(r) == 6 and float(r[2]) <= float(r[1]) for r in rows), rows
+PY
+else
+  fail "preset_check.py --tuned failed: $(tail -1 "$TMP/preset2.md")"
+fi
+# scripts/preset_refit.py fits a preset to those schedules: it writes a devices file hios takes,
+# and the fit never ends worse than its start.
+REFIT=$(dirname "$0")/../../scripts/preset_refit.py
+SCIPY=""
+for py in /usr/bin/python3 python3; do "$py" -c "import scipy" 2>/dev/null && SCIPY=$py && break; done
+if [ -z "$SCIPY" ]; then
+  echo "SKIP preset_refit.py: no python3 with scipy (Debian's python3-scipy)"
+elif "$SCIPY" "$REFIT" --hios "$HIOS" --device h200 --name refitted --evaluations 25 -o "$TMP/refit.json" \
+  --tune "$TMP/demo.json" "$TMP/db.json" "$TMP/s.json" >"$TMP/refit.out" 2>&1; then
+  "$SCIPY" - "$TMP/refit.out" <<'PY' || fail "preset_refit.py's fit got worse: $(tail -2 "$TMP/refit.out")"
+import re, sys
+m = re.search(r"loss ([\d.]+) -> ([\d.]+)", open(sys.argv[1]).read())
+assert m and float(m.group(2)) <= float(m.group(1)), m
+PY
+  "$HIOS" schedule --graph "$TMP/demo.json" --gpus 2 --device refitted --devices "$TMP/refit.json" -o "$TMP/refit-s.json" \
+    >/dev/null 2>&1 || fail "hios schedule refused the refitted preset"
+  "$SCIPY" "$REFIT" --hios "$HIOS" --device h200 -o "$TMP/refit2.json" --tune "$TMP/demo.json" "$TMP/demo.json" "$TMP/s.json" \
+    >"$TMP/bad2.out" 2>&1 && fail "preset_refit.py accepted a graph as a database"
+  grep -q "keeps no searched candidates" "$TMP/bad2.out" || fail "preset_refit.py's refusal does not name the problem: $(cat "$TMP/bad2.out")"
+  [ -e "$TMP/refit2.json" ] && fail "preset_refit.py wrote a devices file after refusing its input"
+else
+  fail "preset_refit.py failed: $(tail -1 "$TMP/refit.out")"
+fi
 
 # 2. The same graph again with the saved database: nothing is measured but the candidates.
 if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db "$TMP/db.json" -o "$TMP/s2.json" \
