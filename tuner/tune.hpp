@@ -100,6 +100,9 @@ struct Candidate {
   int passes = 0;           // how many passes that median is of (finalists get TuneOptions::passes);
                             // 0: kept from the database (a re-tune does not time it again)
   double stored_ms = 0, stored_max_rel = 0;  // re-tune: what the last tune measured (0: none)
+  // Re-tune: the fastest the last tune measured this schedule with any receive posting (itself
+  // or one of its receive-lead variants; 0: none). It decides what is timed again.
+  double stored_fastest_ms = 0;
   double max_rel = 0;       // output against the sequential run
   bool ok = false;          // verified within tolerance
 };

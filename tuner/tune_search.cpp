@@ -80,6 +80,7 @@ void Tuner::candidates_from_database() {
       cand.stored_ms = c.get_number("measured_ms");
       cand.stored_max_rel = c.get_number("max_rel", 0.0);
       cand.ok = c.get_bool("verified", false);
+      cand.stored_fastest_ms = std::min(cand.stored_ms, c.get_number("fastest_posting_ms", cand.stored_ms));
     }
     if (c.has("split")) {
       cand.split = c.get_string("split");

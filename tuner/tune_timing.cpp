@@ -25,14 +25,18 @@ void Tuner::time_quick_round() {
   db_.pass_overhead_ms = job_.lead({{"op", "overhead"}, {"passes", o_.passes}}).get<double>();
   for (Candidate& c : res_.candidates) c.predicted_ms += db_.pass_overhead_ms;
   // A re-tune does not time again what the last tune measured far from the fastest: it keeps
-  // that measurement (passes 0 in the report).
+  // that measurement (passes 0 in the report). Both sides count each schedule at its fastest
+  // receive posting, so a split whose leads made it the fastest is timed again, and an unsplit
+  // schedule it left behind is not.
   double stored_best = 0;
   for (const Candidate& c : res_.candidates) {
-    if (c.ok && c.stored_ms > 0 && (stored_best == 0 || c.stored_ms < stored_best)) stored_best = c.stored_ms;
+    if (c.ok && c.stored_fastest_ms > 0 && (stored_best == 0 || c.stored_fastest_ms < stored_best)) {
+      stored_best = c.stored_fastest_ms;
+    }
   }
   for (size_t k = 0; k < res_.candidates.size(); ++k) {
     Candidate& c = res_.candidates[k];
-    if (stored_best > 0 && c.stored_ms > o_.retime_margin * stored_best) {
+    if (stored_best > 0 && c.stored_fastest_ms > o_.retime_margin * stored_best) {
       c.measured_ms = c.stored_ms;
       c.max_rel = c.stored_max_rel;
       c.passes = 0;
