@@ -356,30 +356,39 @@ TEST_CASE("serving: inputs staged at arrival reach their own rows, padded and ac
   // under ASan, and the queue limit rejected most of the trace.
   double pass_s = 0;
   for (double ms : server->single_request_ms(3)) pass_s = std::max(pass_s, ms / 1e3);
-  const double gap = std::max(0.02, 9 * pass_s);
   const int bursts = 5;  // 15 requests: more than the ring's 11 slots
-  const std::string path = "/tmp/hios-serve-staging.csv";
-  {
-    std::ofstream f(path);
-    for (int k = 0; k < bursts; ++k) {
-      for (int i = 0; i < 3; ++i) f << gap * k << ",squeezenet\n";
+  auto trace_spaced = [&](double gap) {
+    const std::string path = "/tmp/hios-serve-staging.csv";
+    {
+      std::ofstream f(path);
+      for (int k = 0; k < bursts; ++k) {
+        for (int i = 0; i < 3; ++i) f << gap * k << ",squeezenet\n";
+      }
+      for (int i = 0; i < 6; ++i) f << gap * bursts << ",squeezenet\n";  // past the queue limit
     }
-    for (int i = 0; i < 6; ++i) f << gap * bursts << ",squeezenet\n";  // past the queue limit
-  }
-  exec::ArrivalSpec f;
-  f.kind = "file";
-  f.file = path;
-  const auto trace = exec::make_trace(f, server->models());
-  std::remove(path.c_str());
+    exec::ArrivalSpec f;
+    f.kind = "file";
+    f.file = path;
+    auto trace = exec::make_trace(f, server->models());
+    std::remove(path.c_str());
+    return trace;
+  };
   for (Policy p : {Policy::Fifo, Policy::Static, Policy::Adaptive}) {
     INFO(exec::policy_name(p));
-    const exec::ServeResult r = server->run(trace, p);
-    check_accounting(r, trace);
-    // More requests through the ring than its slots, so that it wraps. On a quiet machine all
-    // 15 of the bursts are answered (and 3 of the last six); a loaded 2-core runner may still
-    // fall behind a burst now and then (CI once saw one of 18 rejected), and a "queue full"
-    // rejection is then the right answer, not this test's subject: what is checked below is
-    // that every answered request got its own row.
+    // More requests through the ring than its slots, so that it wraps. On a quiet machine all 15
+    // of the bursts are answered (and 3 of the last six). A loaded 2-core runner may fall behind
+    // a burst, whatever the pass time measured above said (CI saw 9 of 21 answered), and a
+    // "queue full" rejection is then the right answer but not this test's subject: the trace is
+    // then run again with the bursts three and nine times as far apart, and what is checked is
+    // that every request the wrapping run answered got its own row.
+    double gap = std::max(0.02, 9 * pass_s);
+    exec::ServeResult r;
+    for (int attempt = 0; attempt < 3; ++attempt, gap *= 3) {
+      const auto trace = trace_spaced(gap);
+      r = server->run(trace, p);
+      check_accounting(r, trace);
+      if (r.models.back().answered > ring) break;
+    }
     CHECK(r.models.back().answered > ring);
     int padded = 0;
     std::map<std::pair<double, int>, int> rows;  // (start, batch) -> requests in it
