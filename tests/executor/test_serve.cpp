@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -81,6 +82,23 @@ void check_accounting(const exec::ServeResult& r, const std::vector<exec::Reques
     sum += r.models[m].offered;
   }
   CHECK(sum == int64_t(trace.size()));
+}
+
+// Runs a trace of bursts spaced `gap` apart under `policy` until more than `more_than` requests
+// are answered, with the bursts three and then nine times as far apart: a test that must send
+// more requests through the arrival ring than it has slots cannot let a loaded machine, which
+// falls behind a burst and rightly rejects "queue full", leave too few to go round. Every run is
+// accounted for; the last is returned, for the caller to check that it went round.
+exec::ServeResult run_until_answered(exec::Server& server, exec::Policy policy, double gap, int64_t more_than,
+                                     const std::function<std::vector<exec::Request>(double)>& trace_spaced) {
+  exec::ServeResult r;
+  for (int attempt = 0; attempt < 3; ++attempt, gap *= 3) {
+    const std::vector<exec::Request> trace = trace_spaced(gap);
+    r = server.run(trace, policy);
+    check_accounting(r, trace);
+    if (r.models.back().answered > more_than) break;
+  }
+  return r;
 }
 
 }  // namespace
@@ -381,14 +399,7 @@ TEST_CASE("serving: inputs staged at arrival reach their own rows, padded and ac
     // "queue full" rejection is then the right answer but not this test's subject: the trace is
     // then run again with the bursts three and nine times as far apart, and what is checked is
     // that every request the wrapping run answered got its own row.
-    double gap = std::max(0.02, 9 * pass_s);
-    exec::ServeResult r;
-    for (int attempt = 0; attempt < 3; ++attempt, gap *= 3) {
-      const auto trace = trace_spaced(gap);
-      r = server->run(trace, p);
-      check_accounting(r, trace);
-      if (r.models.back().answered > ring) break;
-    }
+    const exec::ServeResult r = run_until_answered(*server, p, std::max(0.02, 9 * pass_s), ring, trace_spaced);
     CHECK(r.models.back().answered > ring);
     int padded = 0;
     std::map<std::pair<double, int>, int> rows;  // (start, batch) -> requests in it
@@ -853,14 +864,7 @@ TEST_CASE("serving: replicas share their model's queue and arrival ring, each re
       // A loaded machine may fall behind a burst whatever the pass time said; "queue full" is
       // then right but leaves too few requests to go round the ring: the trace runs again with
       // the bursts three and nine times as far apart (as in the staging test above).
-      double gap = std::max(0.03, 16 * pass_s);
-      exec::ServeResult r;
-      for (int attempt = 0; attempt < 3; ++attempt, gap *= 3) {
-        const auto trace = trace_spaced(gap);
-        r = server->run(trace, p);
-        check_accounting(r, trace);
-        if (r.models.back().answered > 2 * ring) break;
-      }
+      const exec::ServeResult r = run_until_answered(*server, p, std::max(0.03, 16 * pass_s), 2 * ring, trace_spaced);
       CHECK(r.models.back().answered > 2 * ring);  // the ring went round at least twice
       CHECK(r.replica_devices[1].size() == size_t(k));
       int padded = 0;
