@@ -27,32 +27,65 @@ import sys
 import tempfile
 
 
+PROG = os.path.basename(sys.argv[0])
+
+
+def fail(msg):
+    sys.exit(f"{PROG}: {msg}")
+
+
 def load(path):
+    """A JSON object from a file, gzipped or not."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt") as f:
-            db = json.load(f)
+            data = json.load(f)
     except (OSError, ValueError) as e:
-        sys.exit(f"preset_check.py: {path}: not a readable JSON profile database ({e})")
-    if not isinstance(db, dict):
-        sys.exit(f"preset_check.py: {path}: not a profile database (a JSON object)")
-    return db
+        fail(f"{path}: not a readable JSON file ({e})")
+    if not isinstance(data, dict):
+        fail(f"{path}: not a JSON object")
+    return data
 
 
-def analytic_ms(hios, graph, device, devices, schedule):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(schedule, f)
-        path = f.name
-    try:
-        extra = ["--devices", devices] if devices else []
-        r = subprocess.run([hios, "show", path, "--graph", graph, "--cost", "analytic", "--device", device] + extra,
-                           capture_output=True, text=True)
-    finally:
-        os.unlink(path)
+def searched_candidates(db_path):
+    """The first-round candidates a tune's database keeps, verified (the calibrated second round
+    searched the same schedules with a fitted cost)."""
+    cands = load(db_path).get("searched", {}).get("candidates", [])
+    if not cands:
+        fail(f"{db_path}: keeps no searched candidates (not written by hios tune?)")
+    return [c for c in cands if "(calibrated)" not in c["label"] and c.get("verified", True)]
+
+
+def simulated_ms(hios, graph, device, devices, schedule_path):
+    """`hios show`'s simulated latency of a schedule file under an analytic preset."""
+    extra = ["--devices", devices] if devices else []
+    r = subprocess.run([hios, "show", schedule_path, "--graph", graph, "--cost", "analytic", "--device", device] + extra,
+                       capture_output=True, text=True)
     m = re.search(r"simulated ([\d.]+) ms", r.stdout)
     if r.returncode != 0 or not m:
-        sys.exit(f"preset_check.py: hios show failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+        fail(f"hios show failed on {schedule_path}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
     return float(m.group(1))
+
+
+def write_schedule(schedule):
+    """A schedule in a temporary file, for hios show; the caller removes it."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(schedule, f)
+        return f.name
+
+
+def best_postings(path):
+    """Label of a candidate -> the measured times of it and of its receive-lead variants, from
+    the schedule a tune wrote (its meta.tune.candidates)."""
+    try:
+        tune = load(path)["meta"]["tune"]
+        out = {}
+        for c in tune["candidates"]:
+            if c.get("verified", True) and c.get("measured_ms", 0) > 0:
+                out.setdefault(c["label"].split(", receives ")[0], []).append(c["measured_ms"])
+        return out
+    except (KeyError, TypeError) as e:
+        fail(f"{path}: not a schedule written by hios tune (no {e})")
 
 
 def main():
@@ -64,9 +97,7 @@ def main():
     ap.add_argument("--tuned", help="the schedule this tune wrote: its meta.tune.candidates give the best receive posting")
     ap.add_argument("db", help="the tune's profile database (.json or .json.gz)")
     a = ap.parse_args()
-    cands = load(a.db).get("searched", {}).get("candidates", [])
-    if not cands:
-        sys.exit(f"preset_check.py: {a.db} keeps no searched candidates (not written by hios tune?)")
+    cands = searched_candidates(a.db)
     timed = best_postings(a.tuned) if a.tuned else None
     if timed is None:
         print(f"| schedule | measured ms | `{a.device}` ms | error |")
@@ -75,30 +106,17 @@ def main():
         print(f"| schedule | measured ms | best receive posting ms | `{a.device}` ms | error | error, best posting |")
         print("|---|---:|---:|---:|---:|---:|")
     for c in cands:
-        if "(calibrated)" in c["label"] or not c.get("verified", True):
-            continue
-        ms = analytic_ms(a.hios, a.graph, a.device, a.devices, c["schedule"])
+        path = write_schedule(c["schedule"])
+        try:
+            ms = simulated_ms(a.hios, a.graph, a.device, a.devices, path)
+        finally:
+            os.unlink(path)
         if timed is None:
             print(f"| {c['label']} | {c['measured_ms']:.3f} | {ms:.3f} | {ms / c['measured_ms'] - 1:+.1%} |")
         else:
             best = min([c["measured_ms"]] + timed.get(c["label"], []))
             print(f"| {c['label']} | {c['measured_ms']:.3f} | {best:.3f} | {ms:.3f} | {ms / c['measured_ms'] - 1:+.1%} | "
                   f"{ms / best - 1:+.1%} |")
-
-
-def best_postings(path):
-    """Label of a candidate -> the measured times of it and of its receive-lead variants."""
-    try:
-        with open(path) as f:
-            tune = json.load(f)["meta"]["tune"]
-        out = {}
-        for c in tune["candidates"]:
-            if c.get("verified", True) and c.get("measured_ms", 0) > 0:
-                out.setdefault(c["label"].split(", receives ")[0], []).append(c["measured_ms"])
-        return out
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.exit(f"preset_check.py: {path}: not a schedule written by hios tune ({e})")
-
 
 if __name__ == "__main__":
     main()

@@ -23,14 +23,14 @@ schedule's error before and after, and writes the fitted preset as a devices fil
 """
 import argparse
 import concurrent.futures
-import gzip
 import json
 import math
 import os
-import re
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from preset_check import best_postings, fail, load, searched_candidates, simulated_ms, write_schedule  # noqa: E402
 
 PARAMS = ["conv_efficiency", "depthwise_efficiency", "gemm_efficiency", "memory_efficiency",
           "launch_overhead_us", "stage_overhead_us", "alpha"]
@@ -41,52 +41,13 @@ BOUNDS = {"conv_efficiency": (0.02, 1.0), "depthwise_efficiency": (0.01, 1.0), "
 SOFT_LIMIT = 0.10
 
 
-def fail(msg):
-    sys.exit(f"preset_refit.py: {msg}")
-
-
-def load_json(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: not readable JSON ({e})")
-
-
 def schedules_of(graph, db_path, tuned_path):
-    """(label, schedule file, measured ms) for every first-round candidate of one tune."""
-    cands = load_json(db_path).get("searched", {}).get("candidates", [])
-    if not cands:
-        fail(f"{db_path}: keeps no searched candidates (not written by hios tune?)")
-    try:
-        timed = load_json(tuned_path)["meta"]["tune"]["candidates"]
-    except (KeyError, TypeError):
-        fail(f"{tuned_path}: not a schedule written by hios tune (no meta.tune.candidates)")
-    best = {}
-    for c in timed:
-        if c.get("verified", True) and c.get("measured_ms", 0) > 0:
-            base = c["label"].split(", receives ")[0]
-            best[base] = min(best.get(base, math.inf), c["measured_ms"])
-    out = []
-    for c in cands:
-        if "(calibrated)" in c["label"] or not c.get("verified", True):
-            continue
-        ms = min(c["measured_ms"], best.get(c["label"], math.inf))
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(c["schedule"], f)
-        out.append({"tune": os.path.basename(db_path), "graph": graph, "label": c["label"], "file": f.name,
-                    "measured": ms})
-    return out
-
-
-def simulate(hios, devices, name, s):
-    r = subprocess.run([hios, "show", s["file"], "--graph", s["graph"], "--cost", "analytic", "--device", name,
-                        "--devices", devices], capture_output=True, text=True)
-    m = re.search(r"simulated ([\d.]+) ms", r.stdout)
-    if r.returncode != 0 or not m:
-        fail(f"hios show failed on {s['label']}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
-    return float(m.group(1))
+    """Every first-round candidate of one tune: its label, its schedule in a temporary file and
+    its fastest measurement with any receive posting."""
+    cands = searched_candidates(db_path)
+    best = best_postings(tuned_path)
+    return [{"tune": os.path.basename(db_path), "graph": graph, "label": c["label"], "file": write_schedule(c["schedule"]),
+             "measured": min([c["measured_ms"]] + best.get(c["label"], []))} for c in cands]
 
 
 def write_devices(path, preset):
@@ -112,7 +73,7 @@ def main():
     a = ap.parse_args()
     if os.path.lexists(a.output) and not os.path.isfile(a.output):
         fail(f"{a.output}: exists and is not a regular file; not replaced")
-    presets = {d["name"]: d for d in load_json(a.devices).get("devices", [])}
+    presets = {d["name"]: d for d in load(a.devices).get("devices", [])}
     if a.device not in presets:
         fail(f"--device {a.device}: not in {a.devices} (has {', '.join(sorted(presets))})")
     base = dict(presets[a.device])
@@ -126,7 +87,7 @@ def main():
         p = dict(base, name=name, **values)
         write_devices(devices, p)
         with concurrent.futures.ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as ex:
-            return list(ex.map(lambda s: simulate(a.hios, devices, name, s), scheds))
+            return list(ex.map(lambda s: simulated_ms(a.hios, s["graph"], name, devices, s["file"]), scheds))
 
     def loss(values):
         pred = predict(values)
