@@ -222,11 +222,7 @@ json Job::execute(const json& cmd) {
     return json();
   }
   if (op == "measure-load") {
-    s_.load(prof::measurement_program(g, rank, n, cmd.at("streams").get<int>()));
-    if (rank == 0) {
-      s_.backend().set_input(exec::make_input(g, o_.session.seed));
-      s_.pass(true);  // every tensor now holds real data for the stages to read
-    }
+    load_measuring(g, cmd.at("streams").get<int>(), 0);
     return json();
   }
   if (op == "overhead") {
@@ -255,6 +251,17 @@ json Job::execute(const json& cmd) {
   throw_error("internal error: unknown tune command '%s'", op.c_str());
 }
 
+// Loads g's measuring program, whose nodes `measuring_rank` times (the others load an empty
+// one: loading is collective); the measuring rank runs one pass, so that every tensor holds
+// real data for the nodes and stages to read.
+void Job::load_measuring(const Graph& g, int streams, int measuring_rank) {
+  const int rank = comm_.rank();
+  s_.load(prof::measurement_program(g, rank, comm_.size(), streams, measuring_rank));
+  if (rank != measuring_rank) return;
+  s_.backend().set_input(exec::make_input(g, o_.session.seed));
+  s_.pass(true);
+}
+
 // Up to one graph per rank, measured side by side: rank r loads the measuring program of
 // graph cmd.graphs[r] and times its every node (ranks past the list load an empty program, as
 // loading is collective). Then every rank adopts the algorithm choices the others made for
@@ -268,9 +275,7 @@ json Job::measure_parts(const json& cmd) {
   if (rank < int(graphs.size())) {
     const Graph& g = graph(graphs[size_t(rank)]);
     s_.use_graph(g);
-    s_.load(prof::measurement_program(g, rank, n, cmd.at("streams").get<int>(), rank));
-    s_.backend().set_input(exec::make_input(g, o_.session.seed));
-    s_.pass(true);  // every tensor now holds real data for the nodes to read
+    load_measuring(g, cmd.at("streams").get<int>(), rank);
     prof::StageTimer timer(s_);
     json nodes = json::array();
     for (const prof::NodeSamples& ns : time_every_node(timer, s_.backend().can_capture(), o_.node_warmup, o_.node_iters)) {

@@ -144,6 +144,7 @@ class Job {
  private:
   json execute(const json& cmd);
   json measure_parts(const json& cmd);
+  void load_measuring(const Graph& g, int streams, int measuring_rank);
 
   const TuneOptions& o_;
   exec::RankSession& s_;
