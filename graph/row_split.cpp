@@ -1,7 +1,9 @@
 #include "graph/row_split.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "graph/error.hpp"
 
@@ -608,6 +610,7 @@ class Splitter {
       out_.blocks.push_back(nb);
       current_block_ = block_index;
       plan_pieces(rg);
+      plan_reads(rg);
       for (int v : rg.nodes) split_node(rg, v);
       if (rg.reduce >= 0) {
         sum_partial_pools(rg);
@@ -624,6 +627,10 @@ class Splitter {
   }
 
  private:
+  struct Band {
+    RowRange rows;
+    const char* suffix = "";  // of the piece's name: "", "/top", "/mid", "/bottom"
+  };
   struct Region {
     const SplitRegion* spec = nullptr;
     int first = -1, last = -1, exit = -1;
@@ -710,8 +717,19 @@ class Splitter {
         if (held_first) *held_first = 0;
         return whole;
       }
-      const int n = rows_node(strprintf("%s%s:%s", uname.c_str(), sfx.c_str(), rows_str(need).c_str()), need, full,
-                              {whole}, {0});
+      // One cut of everything this part's readers read of the tensor: one message, not one per
+      // reader (an Inception block's four branches read four different bands of its input).
+      const RowRange wide = read_hull(val, k, need);
+      const int cut = rows_node(strprintf("%s%s:%s", uname.c_str(), sfx.c_str(), rows_str(wide).c_str()), wide,
+                                full, {whole}, {0});
+      if (wide == need) return Value{cut, 0, -1};
+      if (superset) {
+        if (held_first) *held_first = wide.begin;
+        return Value{cut, 0, -1};
+      }
+      const int n = rows_node(strprintf("%s%s:%s<%s", uname.c_str(), sfx.c_str(), rows_str(need).c_str(),
+                                        rows_str(wide).c_str()),
+                              need, full, {Value{cut, 0, -1}}, {wide.begin});
       return Value{n, 0, -1};
     }
     const std::vector<RowRange>& have = rg.spec->rows.at(uname);
@@ -729,7 +747,10 @@ class Splitter {
                               full, {value_of(p)}, {p.rows.begin});
       return Value{n, 0, -1};
     }
-    // This part's pieces and the halos cut from the neighbours' pieces, in row order.
+    // This part's pieces and the halos cut from the neighbours' pieces, in row order. A halo cut
+    // carries every row that this part's readers need of the neighbour's piece, so readers with
+    // different windows (parallel branches) share one message instead of one each.
+    const RowRange wide = read_hull(val, k, need);
     std::vector<Value> operands;
     std::vector<int64_t> held;
     for (int j = 0; j < rg.spec->parts; ++j) {
@@ -743,10 +764,12 @@ class Splitter {
           held.push_back(p.rows.begin);
           continue;
         }
-        const int h = rows_node(strprintf("%s@%d>%d%s:%s", uname.c_str(), j, k, sfx.c_str(), rows_str(piece).c_str()),
-                                piece, full, {value_of(p)}, {p.rows.begin});
+        const RowRange cut{std::max({wide.begin, have[size_t(j)].begin, p.rows.begin}),
+                           std::min({wide.end, have[size_t(j)].end, p.rows.end})};
+        const int h = rows_node(strprintf("%s@%d>%d%s:%s", uname.c_str(), j, k, sfx.c_str(), rows_str(cut).c_str()),
+                                cut, full, {value_of(p)}, {p.rows.begin});
         operands.push_back(Value{h, 0, -1});
-        held.push_back(piece.begin);
+        held.push_back(cut.begin);
       }
     }
     HIOS_CHECK(!operands.empty(), "row split: no part of '%s' holds rows %s", uname.c_str(), rows_str(need).c_str());
@@ -845,9 +868,42 @@ class Splitter {
     }
   }
 
+  // The input rows piece `band` of part k of node v reads.
+  RowRange band_need(const Region& rg, int v, int k, const Band& band) const {
+    const Node& nd = g_.nodes[size_t(v)];
+    if (v == rg.reduce) return rg.spec->rows.at(nd.name)[size_t(k)];  // a partial pool reads exactly the rows it sums
+    return input_rows_op(nd.op, band.rows, input_height(g_, v));
+  }
+
+  // Per value read in the region and reading part: the hull of the rows its pieces read
+  // (reads_), so that a halo or a cut from before the region moves once per part.
+  void plan_reads(const Region& rg) {
+    reads_.clear();
+    for (int v : rg.nodes) {
+      const Node& nd = g_.nodes[size_t(v)];
+      for (int k = 0; k < rg.spec->parts; ++k) {
+        for (const Band& band : plan_[size_t(v)].at(size_t(k))) {
+          const RowRange need = band_need(rg, v, k, band);
+          for (const Term& t : nd.inputs) {
+            for (const Value& val : t) {
+              auto [it, fresh] = reads_.try_emplace(read_key(val, k), need);
+              if (!fresh) it->second = hull(it->second, need);
+            }
+          }
+        }
+      }
+    }
+  }
+  static std::tuple<int, int64_t, int64_t, int> read_key(const Value& val, int k) {
+    return {val.node, val.begin, val.end, k};
+  }
+  RowRange read_hull(const Value& val, int k, RowRange need) const {
+    const auto it = reads_.find(read_key(val, k));
+    return it == reads_.end() ? need : hull(it->second, need);
+  }
+
   void split_node(const Region& rg, int v) {
     const Node& nd = g_.nodes[size_t(v)];
-    const std::vector<RowRange>& rows = rg.spec->rows.at(nd.name);
     const int64_t in_h = input_height(g_, v);
     pieces_[size_t(v)].assign(size_t(rg.spec->parts), {});
     for (int k = 0; k < rg.spec->parts; ++k) {
@@ -857,7 +913,7 @@ class Splitter {
         part.name = strprintf("%s@%d%s", nd.name.c_str(), k, bands[p].suffix);
         part.params_from = nd.params_name();
         if (v == rg.reduce) {
-          const RowRange need = rows[size_t(k)];  // a partial pool reads exactly the input rows it sums
+          const RowRange need = band_need(rg, v, k, bands[p]);
           part.op = partial_pool_op(nd.op, need, in_h);
           for (const Term& t : nd.inputs) {  // a pool may read a concat or a sum (an imported model's)
             Term nt;
@@ -865,7 +921,7 @@ class Splitter {
             part.inputs.push_back(std::move(nt));
           }
         } else {
-          const RowRange need = input_rows_op(nd.op, bands[p].rows, in_h);
+          const RowRange need = band_need(rg, v, k, bands[p]);
           int64_t held_first = need.begin;
           const bool superset = reads_band_of_taller_input(nd);
           for (const Term& t : nd.inputs) {
@@ -915,13 +971,10 @@ class Splitter {
     RowRange rows;
   };
   std::vector<std::vector<std::vector<Piece>>> pieces_;
-  struct Band {
-    RowRange rows;
-    const char* suffix = "";  // of the piece's name: "", "/top", "/mid", "/bottom"
-  };
   std::vector<std::vector<std::vector<Band>>> plan_;  // per node, per part: its pieces' rows
   std::vector<std::vector<int>> successors_;
   std::map<std::string, int> rows_cache_;
+  std::map<std::tuple<int, int64_t, int64_t, int>, RowRange> reads_;  // plan_reads
   int current_block_ = -1;
 };
 
