@@ -7,18 +7,20 @@
 
 namespace hios::tune {
 
+double fit_loss(const std::vector<std::pair<const Curve*, double>>& points, double x, double overhead_ms) {
+  double l = 0;
+  for (const auto& [curve, measured] : points) {
+    const double r = std::log((curve->at(x) + overhead_ms) / measured);
+    l += r * r;
+  }
+  return l;
+}
+
 double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms) {
   if (points.empty()) return 0;
   double hi = 0;
   for (const auto& p : points) hi = std::max(hi, p.second);
-  auto loss = [&](double x) {
-    double l = 0;
-    for (const auto& [curve, measured] : points) {
-      const double r = std::log((curve->at(x) + overhead_ms) / measured);
-      l += r * r;
-    }
-    return l;
-  };
+  auto loss = [&](double x) { return fit_loss(points, x, overhead_ms); };
   const double best = golden_section_min(loss, 0.0, hi, 60);
   return loss(0) <= loss(best) ? 0.0 : best;
 }
@@ -41,7 +43,7 @@ std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers,
     std::vector<size_t> tier = collect(true, same_lead);
     if (!tier.empty()) return tier;
   }
-  return collect(false, false);
+  return {};  // never the other kind: its transfers are not a split's halos, nor the reverse
 }
 
 }  // namespace hios::tune

@@ -29,13 +29,26 @@ TEST_CASE("calibration: the fit finds the cost that explains the measurements, a
   std::vector<std::pair<const Curve*, double>> pts = {
       {&a, a.at(truth) + overhead}, {&b, b.at(truth) + overhead}, {&c, c.at(truth) + overhead}};
   CHECK(fit_extra(pts, overhead) == Approx(truth).margin(1e-6));
+  // Its loss is 0 at the truth and grows away from it: what picks between two calibrations
+  // (with the one-GPU launch gap or without) for a multi-GPU candidate.
+  CHECK(fit_loss(pts, truth, overhead) == Approx(0).margin(1e-12));
+  CHECK(fit_loss(pts, 0, overhead) > fit_loss(pts, truth / 2, overhead));
+  // Curves 10% above every measurement at 0 (a launch gap that overstates them): no transfer
+  // cost can bring them down, so the fit without that gap has the smaller loss.
+  Curve a_gap{{0, 1}, {22, 26}}, b_gap{{0, 1}, {33, 43}};
+  std::vector<std::pair<const Curve*, double>> gapped = {{&a_gap, a.at(truth) + overhead},
+                                                         {&b_gap, b.at(truth) + overhead}};
+  std::vector<std::pair<const Curve*, double>> plain = {pts[0], pts[1]};
+  CHECK(fit_extra(gapped, overhead) == 0.0);
+  CHECK(fit_loss(plain, fit_extra(plain, overhead), overhead) <
+        fit_loss(gapped, fit_extra(gapped, overhead), overhead));
   // Measured faster than even no extra cost explains: nothing positive helps.
   std::vector<std::pair<const Curve*, double>> fast = {{&a, 18.0}, {&b, 29.0}};
   CHECK(fit_extra(fast, overhead) == 0.0);
   CHECK(fit_extra({}, overhead) == 0.0);
 }
 
-TEST_CASE("calibration: a candidate is calibrated on other structures of its kind, else on every multi-GPU one") {
+TEST_CASE("calibration: a candidate is calibrated on other structures of its kind, never on the other kind") {
   using V = std::vector<size_t>;
   // ok, multi, split, lead, key
   std::vector<CalibrationPeer> peers = {
@@ -58,10 +71,14 @@ TEST_CASE("calibration: a candidate is calibrated on other structures of its kin
   // variant's own structure.
   peers[7].ok = false;
   CHECK(calibration_peers(peers, 6) == V{5});
-  // The only split of its structure: every other multi-GPU schedule timed at once calibrates it.
+  // The only split of its structure: the unsplit schedules do not calibrate it (their
+  // transfers are whole tensors, not halos), so it keeps its uncalibrated prediction; nor does
+  // a split calibrate an unsplit schedule.
   peers[5].ok = false;
-  CHECK(calibration_peers(peers, 4) == V{2, 3});
-  CHECK(calibration_peers(peers, 6) == V{2, 3});
+  CHECK(calibration_peers(peers, 4).empty());
+  CHECK(calibration_peers(peers, 6).empty());
+  peers[3].ok = false;
+  CHECK(calibration_peers(peers, 2).empty());
   // Nothing else on one GPU: it keeps its uncalibrated prediction.
   peers[1].ok = false;
   CHECK(calibration_peers(peers, 0).empty());
