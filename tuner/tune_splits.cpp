@@ -120,8 +120,8 @@ void Tuner::search_row_splits() {
   for (const Ranked* rp : order) {
     const Ranked& r = *rp;
     if (int(finalists.size()) == o_.split_finalists) break;
-    // A finalist costs a measuring program, its nodes and a search (on nasnet_large at 2048, a
-    // minute): past twice the budget only the first is measured.
+    // A finalist costs a measuring program, its nodes and a search (on nasnet_large at 2048,
+    // about 30 s): past twice the budget only the first is measured.
     if (!finalists.empty() && seconds_since(t0) > 2 * o_.split_budget_s) {
       progress_.line("splits", strprintf("%.0f s spent on splits (twice --split-budget): no more finalists",
                                          seconds_since(t0)));
@@ -137,7 +137,8 @@ void Tuner::search_row_splits() {
   }
   // Every rank builds each finalist's graph; their nodes are measured side by side, one per GPU;
   // then each is searched on measured costs, the best predicted first. A search of a split
-  // nasnet_large takes 30 to 40 s: past twice the budget, the finalists left are not searched.
+  // nasnet_large at 2048 takes about 15 s: past twice the budget, the finalists left are not
+  // searched.
   std::vector<int> variants;
   for (const Ranked* r : finalists) variants.push_back(add_split_variant(r->plan, split_label(r->plan, r->style)));
   measure_split_parts(variants);
