@@ -33,8 +33,10 @@ std::vector<Point> usable_points(const DevicePreset& preset, const std::vector<S
   DevicePreset serial_p = preset, contended_p = preset;
   serial_p.alpha = 1;
   serial_p.stage_overhead_us = 0;
+  serial_p.short_node_us = 0;
   contended_p.alpha = 0;
   contended_p.stage_overhead_us = 0;
+  contended_p.short_node_us = 0;
   std::vector<Point> pts;
   for (const StageObservation& o : obs) {
     if (!std::isfinite(o.measured_ms) || o.measured_ms <= 0) continue;
@@ -158,6 +160,7 @@ ConcurrencyFit fit_concurrency(const DevicePreset& preset, const std::vector<Sta
 DevicePreset apply_concurrency_fit(DevicePreset preset, const ConcurrencyFit& fit) {
   preset.alpha = fit.alpha;
   preset.stage_overhead_us = fit.stage_overhead_us;
+  preset.short_node_us = 0;  // the fitted alpha is what this GPU did on these stages, short or not
   return preset;
 }
 

@@ -45,9 +45,11 @@ std::vector<DevicePreset> device_presets_from_json(const json& j, const std::str
     p.link_bandwidth_gbs = positive("link_bandwidth_gbs");
     p.stage_overhead_us = o.get_number("stage_overhead_us");
     p.alpha = o.get_number("alpha");
+    p.short_node_us = o.get_number("short_node_us", 0.0);
     for (auto [key, v] : {std::pair<const char*, double>{"launch_overhead_us", p.launch_overhead_us},
                           {"link_latency_us", p.link_latency_us},
-                          {"stage_overhead_us", p.stage_overhead_us}}) {
+                          {"stage_overhead_us", p.stage_overhead_us},
+                          {"short_node_us", p.short_node_us}}) {
       HIOS_CHECK(v >= 0 && std::isfinite(v), "%s: must be non-negative (got %g)", o.child_path(key).c_str(), v);
     }
     HIOS_CHECK(p.alpha >= 0 && p.alpha <= 1, "%s: must be in [0, 1] (got %g)", o.child_path("alpha").c_str(), p.alpha);
@@ -77,6 +79,7 @@ json device_preset_to_json(const DevicePreset& p) {
               {"link_bandwidth_gbs", p.link_bandwidth_gbs},
               {"stage_overhead_us", p.stage_overhead_us},
               {"alpha", p.alpha},
+              {"short_node_us", p.short_node_us},
               {"conv_efficiency", p.conv_efficiency},
               {"depthwise_efficiency", p.depthwise_efficiency},
               {"gemm_efficiency", p.gemm_efficiency},
@@ -252,9 +255,10 @@ NodeEstimate analytic_node_estimate(const DevicePreset& p, const Graph& g, int n
 
 double combine_stage_ms(const DevicePreset& p, const std::vector<std::vector<StageItem>>& groups) {
   double longest = 0, sum = 0, sm = 0, memory = 0, launch = 0;
-  int busy_groups = 0;
+  int busy_groups = 0, items = 0;
   for (const auto& gr : groups) {
     double t = 0;
+    items += int(gr.size());
     for (const StageItem& it : gr) {
       t += it.ms;
       sm += it.sm_ms;
@@ -268,7 +272,14 @@ double combine_stage_ms(const DevicePreset& p, const std::vector<std::vector<Sta
   // One stream needs no cross-stream events and shares the GPU with nobody.
   if (busy_groups <= 1) return sum;
   double contended = std::max({longest, sm, memory, launch});
-  return p.alpha * sum + (1 - p.alpha) * contended + p.stage_overhead_us * 1e-3;
+  // Short nodes overlap less than their SM and bandwidth shares say (a row split's half-height
+  // bands at 1024 pixels ran their branches almost one after the other on an H100).
+  double alpha = p.alpha;
+  if (p.short_node_us > 0 && sum > 0) {
+    const double tau = p.short_node_us * 1e-3, mean = sum / items;
+    alpha += (1 - alpha) * tau / (tau + mean);
+  }
+  return alpha * sum + (1 - alpha) * contended + p.stage_overhead_us * 1e-3;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -39,6 +39,10 @@ struct DevicePreset {
   double link_bandwidth_gbs = 0;  // GPU-to-GPU, one direction
   double stage_overhead_us = 0;   // event record/wait per stage boundary
   double alpha = 0;               // stage-model mixing weight (docs/cost-model.md)
+  // Nodes this short overlap poorly across streams: a stage whose nodes average m us mixes in
+  // the serial sum by a further short_node_us / (short_node_us + m) (docs/cost-model.md, "One
+  // stage"). 0: off. Fitted concurrency (concurrency_fit.hpp) replaces it with its own alpha.
+  double short_node_us = 0;
   // Added with the analytic model. peak_tflops is what convs see (TF32 tensor cores on Ampere
   // and later, as the CUDA backend runs them by default); fp32_tflops is the CUDA-core rate that
   // linear layers (run without TF32) and element-wise work see. 0 means "same as peak_tflops".

@@ -230,6 +230,40 @@ TEST_CASE("concurrency fit keeps the preset's alpha when the stages cannot separ
   CHECK(f.error_after < 1e-9);
 }
 
+TEST_CASE("stage model: short nodes move a stage toward the serial sum, within the model's bounds") {
+  DevicePreset p = with(find_device_preset("h200"), 0.1, 3.0);
+  DevicePreset shortish = p;
+  shortish.short_node_us = 13;
+  // Two groups of one node each, at the same SM and bandwidth shares, long and then short.
+  auto stage = [](double node_ms) {
+    return Groups{{{node_ms, node_ms * 0.2, node_ms * 0.1, 0.002}}, {{node_ms, node_ms * 0.2, node_ms * 0.1, 0.002}}};
+  };
+  for (double ms : {0.005, 0.013, 0.05, 0.3}) {
+    INFO(ms << " ms per node");
+    const Groups gs = stage(ms);
+    const double plain = combine_stage_ms(p, gs), with_short = combine_stage_ms(shortish, gs);
+    CHECK(with_short >= plain);                      // never more overlap than without
+    CHECK(with_short >= ms);                         // at least the longest group
+    CHECK(with_short <= 2 * ms + 3e-3 + 1e-12);      // at most the serial sum and the overhead
+    // The share of the serial sum: alpha, plus (1 - alpha) * tau / (tau + mean node).
+    const double a = 0.1 + 0.9 * 0.013 / (0.013 + ms);
+    const double contended = std::max({ms, 0.4 * ms, 0.2 * ms, 0.004});
+    CHECK(with_short == Approx(a * 2 * ms + (1 - a) * contended + 3e-3));
+  }
+  // Nodes of 13 us sit half-way between alpha and fully serial; long nodes barely move.
+  CHECK(combine_stage_ms(shortish, stage(0.3)) / combine_stage_ms(p, stage(0.3)) < 1.05);
+  // A fitted concurrency replaces it: the fit's alpha is what the GPU did, short nodes included.
+  ConcurrencyFit f;
+  f.alpha = 0.4;
+  f.stage_overhead_us = 1;
+  CHECK(apply_concurrency_fit(shortish, f).short_node_us == 0);
+  // The devices file carries it; a negative one is refused naming the field.
+  json doc = {{"format", "hios-devices"}, {"version", 1}, {"devices", json::array({device_preset_to_json(shortish)})}};
+  CHECK(device_presets_from_json(doc).at(0).short_node_us == 13);
+  doc["devices"][0]["short_node_us"] = -1;
+  CHECK(error_of([&] { device_presets_from_json(doc); }) == "$.devices[0].short_node_us: must be non-negative (got -1)");
+}
+
 TEST_CASE("concurrency fit: a fitted preset predicts what combine_stage_ms predicts") {
   DevicePreset h200 = find_device_preset("h200");
   ConcurrencyFit f;
