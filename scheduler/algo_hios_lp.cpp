@@ -115,6 +115,12 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   // inception_v3, nasnet_large and randwire, one and two GPUs), so a mapping whose window plan
   // is kIntraGainBound times slower than the best plan so far is not given it.
   constexpr double kIntraGainBound = 1.25;
+  // Another mapping's plan in the same order, through the same window pass.
+  auto windowed_plan = [&](const std::vector<int>& mapping) {
+    Plan q = plan_from_order(g, mapping, order, G);
+    if (var.window) window_pass(g, ev, q, order, opt.window, opt.max_streams);
+    return q;
+  };
   const bool hinted = G > 1 && int(opt.gpu_hint.size()) == g.size() && !ev.budget().expired("suggested mapping");
   Plan hinted_plan;
   double hinted_window_ms = std::numeric_limits<double>::infinity();
@@ -123,8 +129,7 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
     for (int v = 0; v < g.size(); ++v) {
       if (opt.gpu_hint[size_t(v)] >= 0) mapping[size_t(v)] = opt.gpu_hint[size_t(v)] % G;
     }
-    hinted_plan = plan_from_order(g, mapping, order, G);
-    if (var.window) window_pass(g, ev, hinted_plan, order, opt.window, opt.max_streams);
+    hinted_plan = windowed_plan(mapping);
     hinted_window_ms = ev.latency(hinted_plan);
   }
   std::vector<std::string> ios_skipped;  // mappings whose window plan was too slow for the IOS pass
@@ -163,9 +168,7 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   const double single_bound = var.single_gpu && G > 1 ? lower_bound_ms(g, cost, 1) : 0.0;
   if (var.single_gpu && G > 1) params["single_gpu_bound_ms"] = single_bound;
   if (var.single_gpu && G > 1 && single_bound < best && !ev.budget().expired("one-GPU fallback")) {
-    Plan q = plan_from_order(g, std::vector<int>(g.size(), 0), order, G);
-    if (var.window) window_pass(g, ev, q, order, opt.window, opt.max_streams);
-    try_plan(std::move(q), "single_gpu_ms", "single-gpu");
+    try_plan(windowed_plan(std::vector<int>(g.size(), 0)), "single_gpu_ms", "single-gpu");
   }
   if (!ios_skipped.empty()) params["ios_skipped"] = ios_skipped;
   std::vector<int> per_gpu = plan_nodes_per_gpu(p);

@@ -172,10 +172,9 @@ Calibration Tuner::calibrate(bool predict) {
   }
   // Multi-GPU candidates also as curves without the launch gap (gapless), see below.
   std::vector<Curve> gapless(n);
-  auto points_of = [&](const std::vector<size_t>& which, const std::vector<Curve>& of = {}) {
-    const std::vector<Curve>& cs = of.empty() ? curves : of;
+  auto points_of = [&](const std::vector<size_t>& which, const std::vector<Curve>& of) {
     std::vector<std::pair<const Curve*, double>> pts;
-    for (size_t j : which) pts.push_back({&cs[j], res_.candidates[j].measured_ms});
+    for (size_t j : which) pts.push_back({&of[j], res_.candidates[j].measured_ms});
     return pts;
   };
   auto points = [&](bool multi) {  // every verified one with receives posted at once, on one GPU or more
@@ -183,7 +182,7 @@ Calibration Tuner::calibrate(bool predict) {
     for (size_t j = 0; j < n; ++j) {
       if (peers[j].ok && !peers[j].lead && peers[j].multi == multi) which.push_back(j);
     }
-    return points_of(which);
+    return points_of(which, curves);
   };
   Calibration all;
   all.launch_ms = fit_extra(points(false), db_.pass_overhead_ms);
@@ -204,7 +203,7 @@ Calibration Tuner::calibrate(bool predict) {
     Candidate& c = res_.candidates[i];
     const bool multi = c.gpus > 1;
     const std::vector<size_t> peer_set = calibration_peers(peers, i);
-    const auto others = points_of(peer_set);
+    const auto others = points_of(peer_set, curves);
     if (others.empty()) continue;  // nothing else to calibrate on: the uncalibrated prediction stays
     if (multi) {
       // The one-GPU launch gap, or none, whichever fits the peers better with their fitted
