@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# On a 2-GPU machine, one device call: how much of a two-GPU schedule's time is NCCL's
+# per-message cost, and whether NCCL's own settings lower it. Runs one saved schedule under
+# mpirun once per setting (protocol, p2p channels, comm-stream priority), and the one-GPU
+# schedule beside them, so every ratio comes from the same call:
+#
+#   OUT=/some/dir bash scripts/gpu-nccl-settings.sh GRAPH_SPEC TWO_GPU.json ONE_GPU.json
+#
+# GRAPH_SPEC is MODEL:SIZE (batch 1, TF32). BUILD_DIR (/tmp/b) is built when hios is missing
+# or REBUILD is set. Prints one line per setting: median ms and the ratio to the one-GPU run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/output/gpu-nccl-settings}
+B=${BUILD_DIR:-/tmp/b}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+IFS=: read -r model size <<<"$1"
+two=$2 one=$3
+if [ ! -x "$B/cli/hios" ] || [ -n "${REBUILD:-}" ]; then
+  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON -DHIOS_BUILD_TESTS=OFF &&
+    cmake --build "$B" -j "${JOBS:-32}"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+fi
+H=$B/cli/hios
+{ nvidia-smi --query-gpu=index,name,driver_version --format=csv; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
+g=$OUT/graph.json
+"$H" graph --model "$model" --height "$size" --width "$size" -o "$g" >/dev/null || exit 1
+
+median() { python3 -c "import json,sys; print('%.3f' % json.load(open(sys.argv[1]))['latency_ms']['median'])" "$1"; }
+run() {  # LABEL NP SCHEDULE [ENV=VALUE ...] [-- hios run options]; each in its own subshell
+  (
+    label=$1 np=$2 s=$3; shift 3
+    envs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=(-x "$1"); export "${1?}"; shift; done
+    [ $# -gt 0 ] && shift
+    timeout 120 mpirun -np "$np" -x NCCL_NVLS_ENABLE "${envs[@]}" "$H" run --graph "$g" --schedule "$s" --backend cuda \
+      --warmup 5 --number 10 --repeat 7 --timeout 110 -o "$OUT/$label.json" "$@" >"$OUT/$label.log" 2>&1 ||
+      { echo "$label failed: $(grep -m1 error "$OUT/$label.log")"; exit 0; }
+    echo "$label $(median "$OUT/$label.json")"
+  )
+}
+{
+  run one-gpu 1 "$one"
+  run default 2 "$two"
+  run proto-LL 2 "$two" NCCL_PROTO=LL
+  run proto-LL128 2 "$two" NCCL_PROTO=LL128
+  run proto-Simple 2 "$two" NCCL_PROTO=Simple
+  run p2p-channels-1 2 "$two" NCCL_MAX_P2P_NCHANNELS=1
+  run p2p-channels-1-LL 2 "$two" NCCL_MAX_P2P_NCHANNELS=1 NCCL_PROTO=LL
+  run p2p-nchannels-per-peer-1 2 "$two" NCCL_NCHANNELS_PER_NET_PEER=1
+  run comm-normal 2 "$two" -- --comm-priority normal
+  run eager 2 "$two" -- --cuda-graph off
+  run one-gpu-again 1 "$one"
+  run default-again 2 "$two"
+} | tee "$OUT/settings.txt"
+python3 - "$OUT/settings.txt" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 2]
+one = [float(v) for k, v in rows if k.startswith("one-gpu")]
+base = sorted(one)[len(one) // 2] if one else float("nan")
+for k, v in rows:
+    print(f"{k:28s} {float(v):8.3f} ms  {float(v) / base:6.3f}x the one-GPU run")
+PY
