@@ -40,6 +40,11 @@ void add_search_options(CLI::App* cmd, SchedulerOptions& opt) {
   cmd->add_option("--ios-max-states", opt.ios_max_states,
                   "IOS work cap (DP states) per block part; beyond it the part is solved in halves")
       ->capture_default_str();
+  cmd->add_option("--lanes", opt.link_lanes,
+                  "Transfers one GPU pair carries at once: each lane is an NCCL communicator on its own streams, "
+                  "and a pair's transfers take the lanes in turn (1 to 8)")
+      ->check(CLI::Range(1, kMaxLinkLanes))
+      ->capture_default_str();
   // Both extra steps are on by default; turning them off gives HIOS's algorithms as published
   // (tests use this to force a multi-GPU placement on graphs too small to need one).
   cmd->add_flag("!--no-intra-ios", opt.intra_ios,

@@ -52,6 +52,10 @@ void add_tuner_commands(CLI::App& app) {
       ->check(CLI::IsMember({"refuse", "remeasure"}));
   cmd->add_option("--streams", o->tune.max_streams, "Most concurrent groups per stage in the searches (default 4)")
       ->check(CLI::Range(1, 16));
+  cmd->add_option("--lanes", o->tune.link_lanes,
+                  "Transfers one GPU pair carries at once in the multi-GPU searches: each lane is an NCCL "
+                  "communicator on its own streams (default 1)")
+      ->check(CLI::Range(1, kMaxLinkLanes));
   cmd->add_option("--warmup", o->tune.warmup, "Untimed passes per candidate (default 3)")->check(CLI::Range(0, 1000));
   cmd->add_option("--passes", o->tune.passes, "Timed passes per candidate, the median counts (default 20)")
       ->check(CLI::Range(1, 100000));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "graph/error.hpp"
 #include "graph/json_codec.hpp"
@@ -22,19 +23,16 @@ const char* instr_kind_name(InstrKind k) {
   return "?";
 }
 
-int RankProgram::send_stream(int peer) const {
+static int comm_stream(const std::vector<StreamDesc>& streams, StreamKind kind, int peer, int lane) {
   for (size_t i = 0; i < streams.size(); ++i) {
-    if (streams[i].kind == StreamKind::Send && streams[i].peer == peer) return static_cast<int>(i);
+    if (streams[i].kind == kind && streams[i].peer == peer && streams[i].lane == lane) return static_cast<int>(i);
   }
   return -1;
 }
 
-int RankProgram::recv_stream(int peer) const {
-  for (size_t i = 0; i < streams.size(); ++i) {
-    if (streams[i].kind == StreamKind::Recv && streams[i].peer == peer) return static_cast<int>(i);
-  }
-  return -1;
-}
+int RankProgram::send_stream(int peer, int lane) const { return comm_stream(streams, StreamKind::Send, peer, lane); }
+
+int RankProgram::recv_stream(int peer, int lane) const { return comm_stream(streams, StreamKind::Recv, peer, lane); }
 
 bool RankProgram::resident(int node) const {
   for (const Instr& in : instrs) {
@@ -305,19 +303,27 @@ class Lowerer {
     for (const StageRef& sr : stages_) compute = std::max(compute, static_cast<int>(sr.st->groups.size()));
     p_.num_compute_streams = compute;
     for (int i = 0; i < compute; ++i) p_.streams.push_back({StreamKind::Compute, -1});
-    std::set<int> to, from;
+    std::map<int, int> to, from;  // peer -> transfers of the pair
     for (const Transfer& t : s_.transfers) {
-      if (t.src == rank_) to.insert(t.dst);
-      if (t.dst == rank_) from.insert(t.src);
+      if (t.src == rank_) ++to[t.dst];
+      if (t.dst == rank_) ++from[t.src];
     }
-    for (int d : to) p_.streams.push_back({StreamKind::Send, d});
-    for (int src : from) {
-      p_.streams.push_back({StreamKind::Recv, src});
+    // A pair uses as many lanes as it has transfers, up to meta.link_lanes: both sides count
+    // the same transfers, so they agree.
+    const int lanes = std::max(1, s_.meta.link_lanes);
+    for (const auto& [d, count] : to) {
+      for (int l = 0; l < std::min(lanes, count); ++l) p_.streams.push_back({StreamKind::Send, d, l});
+    }
+    for (const auto& [src, count] : from) {
+      for (int l = 0; l < std::min(lanes, count); ++l) p_.streams.push_back({StreamKind::Recv, src, l});
       // What this rank receives from src, in src's send order.
       recv_order_[src] = send_order(g_, s_, src, rank_, order_);
       next_recv_[src] = 0;
     }
   }
+
+  // The lane of the pair's index-th transfer in its send order.
+  int lane_of(size_t index) const { return static_cast<int>(index % size_t(std::max(1, s_.meta.link_lanes))); }
 
   void make_allocs() {
     std::set<int> resident;
@@ -401,13 +407,13 @@ class Lowerer {
     const std::vector<int>& order = it->second;
     size_t& next = next_recv_[peer];
     if (ready_event_.count(y)) return;
-    int stream = p_.recv_stream(peer);
     const int gate_stage = std::min(stage_index_, static_cast<int>(stage_start_event_.size()) - 1) - s_.meta.recv_lead;
-    if (s_.meta.recv_lead >= 0 && gate_stage > 0 && gate_stage > recv_gate_[peer]) {
-      push_at({InstrKind::Wait, -1, stream, stage_start_event_.at(static_cast<size_t>(gate_stage))}, block, stage);
-      recv_gate_[peer] = gate_stage;
-    }
     while (next < order.size()) {
+      const int stream = p_.recv_stream(peer, lane_of(next));
+      if (s_.meta.recv_lead >= 0 && gate_stage > 0 && gate_stage > recv_gate_[stream]) {
+        push_at({InstrKind::Wait, -1, stream, stage_start_event_.at(static_cast<size_t>(gate_stage))}, block, stage);
+        recv_gate_[stream] = gate_stage;
+      }
       int t = order[next++];
       Instr r{InstrKind::Recv, t, stream};
       r.peer = peer;
@@ -434,7 +440,7 @@ class Lowerer {
       push_at({InstrKind::Record, -1, stream, e}, block, stage);
     }
     for (int d : dst_[v]) {
-      int ss = p_.send_stream(d);
+      const int ss = p_.send_stream(d, lane_of(sent_[d]++));
       if (e >= 0) {
         push_at({InstrKind::Wait, -1, ss, e}, block, stage);
       }
@@ -493,7 +499,8 @@ class Lowerer {
   std::map<int, int> ready_event_;              // received tensor -> event recorded after its Recv
   int stage_index_ = 0;                         // index into stages_ of the stage being emitted
   std::vector<int> stage_start_event_;          // with a receive lead: event where stage i starts
-  std::map<int, int> recv_gate_;                // peer -> latest stage its receive stream waited for
+  std::map<int, int> recv_gate_;                // receive stream -> latest stage it waited for
+  std::map<int, size_t> sent_;                  // peer -> tensors sent to it so far
   std::map<std::pair<int, int>, int> fence_stage_;  // (sent tensor, destination) -> stage fencing it
   std::map<int, std::vector<int>> fence_events_;    // stage index -> send-done events it waits for
   std::map<int, int> posted_at_;                    // with a receive lead: tensor -> stage of its Recv
@@ -565,8 +572,8 @@ static std::string stream_label(const RankProgram& p, int k) {
 static std::string stream_desc(const StreamDesc& d) {
   switch (d.kind) {
     case StreamKind::Compute: return "compute";
-    case StreamKind::Send: return strprintf("send->r%d", d.peer);
-    case StreamKind::Recv: return strprintf("recv<-r%d", d.peer);
+    case StreamKind::Send: return d.lane == 0 ? strprintf("send->r%d", d.peer) : strprintf("send->r%d/%d", d.peer, d.lane);
+    case StreamKind::Recv: return d.lane == 0 ? strprintf("recv<-r%d", d.peer) : strprintf("recv<-r%d/%d", d.peer, d.lane);
   }
   return "?";
 }
@@ -639,8 +646,8 @@ std::vector<std::string> check_programs(const Graph& g, const std::vector<RankPr
   std::vector<std::string> errs;
   int n = static_cast<int>(programs.size());
   std::vector<int> launches(g.nodes.size(), 0);
-  // (src, dst) -> sizes and tensors in order
-  std::map<std::pair<int, int>, std::vector<std::pair<int, int64_t>>> sends, recvs;
+  // (src, dst) -> tensors, sizes and lanes in order
+  std::map<std::pair<int, int>, std::vector<std::tuple<int, int64_t, int>>> sends, recvs;
   for (int r = 0; r < n; ++r) {
     const RankProgram& p = programs[r];
     if (p.rank != r) errs.push_back(strprintf("rank mismatch: program %d says it is rank %d", r, p.rank));
@@ -687,12 +694,12 @@ std::vector<std::string> check_programs(const Graph& g, const std::vector<RankPr
         case InstrKind::Send:
           if (sd.kind != StreamKind::Send || sd.peer != in.peer) errs.push_back(at + ": not on the send stream for its peer");
           if (!ready.count(in.node)) errs.push_back(at + ": sends '" + g.nodes[in.node].name + "' before it exists");
-          sends[{r, in.peer}].push_back({in.node, in.bytes});
+          sends[{r, in.peer}].push_back({in.node, in.bytes, sd.lane});
           break;
         case InstrKind::Recv:
           if (sd.kind != StreamKind::Recv || sd.peer != in.peer) errs.push_back(at + ": not on the recv stream for its peer");
           if (!resident.count(in.node)) errs.push_back(at + ": receives into '" + g.nodes[in.node].name + "' without an alloc");
-          recvs[{in.peer, r}].push_back({in.node, in.bytes});
+          recvs[{in.peer, r}].push_back({in.node, in.bytes, sd.lane});
           ready.insert(in.node);
           break;
         case InstrKind::Gather:

@@ -15,7 +15,11 @@
 // waits on all of them. Nothing ever synchronises a whole device.
 //
 // Transfers. A tensor is sent on the send stream for its destination right after its producer
-// is launched (Record on the producer's stream, Wait on the send stream, Send). The receiver
+// is launched (Record on the producer's stream, Wait on the send stream, Send). With
+// meta.link_lanes = L > 1 a pair has L send streams (and L receive streams on the other side),
+// one per lane: the i-th tensor of the pair's send order goes on lane i mod L, so a small
+// message need not wait behind a large one; each lane is its own ordered channel (one NCCL
+// communicator), and every rule below holds per lane. The receiver
 // posts its Recvs from a peer in exactly that peer's Send order (NCCL and MPI both match
 // point-to-point messages in order): when a consumer needs tensor Y from peer p, the lowering
 // emits every not-yet-posted Recv from p up to and including Y, each followed by a Record on
@@ -70,6 +74,7 @@ enum class StreamKind : uint8_t { Compute, Send, Recv };
 struct StreamDesc {
   StreamKind kind = StreamKind::Compute;
   int peer = -1;  // Send: destination rank; Recv: source rank
+  int lane = 0;   // Send, Recv: which of the pair's lanes (ScheduleMeta::link_lanes) it carries
 };
 
 // Tensors that are bands of rows of one tensor, held in one run of memory at the addresses of
@@ -102,8 +107,8 @@ struct RankProgram {
   // stream its group gets (executor/session.hpp, RankSession::issue).
   std::vector<std::pair<int, int>> standby;
 
-  int send_stream(int peer) const;  // -1 when this rank sends nothing to peer
-  int recv_stream(int peer) const;  // -1 when this rank receives nothing from peer
+  int send_stream(int peer, int lane = 0) const;  // -1 when this rank sends nothing to peer on that lane
+  int recv_stream(int peer, int lane = 0) const;  // -1 when this rank receives nothing from peer on it
   bool resident(int node) const;    // an Alloc for node exists
   int64_t bytes_allocated() const;  // sum over Allocs
   int64_t tensor_memory() const;    // what the tensors occupy: the arena, or bytes_allocated()
@@ -146,7 +151,7 @@ std::string program_to_text(const Graph& g, const RankProgram& p);
 // Structural checks over a whole job's programs, one line per violation (empty when fine):
 // every non-input node launched exactly once across ranks; every launched node's inputs
 // resident before its launch; per (src, dst) pair the Recvs on dst list exactly the Sends on
-// src in the same order with the same sizes; every Wait names an event recorded earlier on
+// src in the same order with the same sizes and lanes; every Wait names an event recorded earlier on
 // the same rank; streams and events in range; rank 0 ends with the Gather of the output.
 // The tests use it, and the runner calls it before running in debug checks.
 std::vector<std::string> check_programs(const Graph& g, const std::vector<RankProgram>& programs);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "graph/error.hpp"
 
@@ -58,11 +59,12 @@ ReplayResult replay_programs(const Graph& g, const Schedule& s, const std::vecto
       streams[r][in.stream].ops.push_back(i);
     }
   }
-  // Rendezvous bookkeeping per (src, dst): when the k-th send and the k-th receive were reached.
+  // Rendezvous bookkeeping per (src, dst, lane): when the k-th send and the k-th receive of the
+  // lane were reached.
   struct Pair {
     std::vector<double> send_at, recv_at;
   };
-  std::map<std::pair<int, int>, Pair> pairs;
+  std::map<std::tuple<int, int, int>, Pair> pairs;
   ReplayResult res;
   res.node_start_ms.assign(g.nodes.size(), -1.0);
   res.node_end_ms.assign(g.nodes.size(), -1.0);
@@ -96,7 +98,8 @@ ReplayResult replay_programs(const Graph& g, const Schedule& s, const std::vecto
             case InstrKind::Send:
             case InstrKind::Recv: {
               bool send = in.kind == InstrKind::Send;
-              Pair& pr = pairs[send ? std::pair{r, in.peer} : std::pair{in.peer, r}];
+              const int lane = p.streams[size_t(in.stream)].lane;
+              Pair& pr = pairs[send ? std::tuple{r, in.peer, lane} : std::tuple{in.peer, r, lane}];
               std::vector<double>& mine = send ? pr.send_at : pr.recv_at;
               std::vector<double>& theirs = send ? pr.recv_at : pr.send_at;
               // This stream's k-th message on the pair; register arrival once, then wait for

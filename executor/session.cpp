@@ -127,8 +127,10 @@ void RankSession::issue(const std::vector<Instr>& instrs, bool observed) {
   Transport* t = transport_.get();
   // Send fences: an event recorded on a send stream after its n-th send, and a compute stream
   // waiting for it, mean that the transport must have completed those n sends (on the host,
-  // for MPI) before the tensors' memory is reused.
-  std::map<int, int> sends_on;                      // send stream -> sends issued so far
+  // for MPI) before the tensors' memory is reused. Sends to a peer are counted over all its
+  // lanes: they are issued in the pair's send order, so completing the first n of them covers
+  // the fenced one whichever lane it took.
+  std::map<int, int> sends_to;                      // peer -> sends issued so far
   std::map<int, std::pair<int, int>> sends_before;  // event -> (peer, sends before its record)
   for (const Instr& in : instrs) {
     for (PassObserver* o : observers) o->before(*this, in);
@@ -136,8 +138,9 @@ void RankSession::issue(const std::vector<Instr>& instrs, bool observed) {
       case InstrKind::Alloc: break;  // done once, in prepare
       case InstrKind::Launch: b.launch(in.node, in.stream); break;
       case InstrKind::Record:
-        if (sends_on.count(in.stream)) {
-          sends_before[in.event] = {program_.streams[size_t(in.stream)].peer, sends_on[in.stream]};
+        if (program_.streams[size_t(in.stream)].kind == StreamKind::Send) {
+          const int peer = program_.streams[size_t(in.stream)].peer;
+          sends_before[in.event] = {peer, sends_to[peer]};
         }
         b.record(in.event, in.stream);
         break;
@@ -149,12 +152,12 @@ void RankSession::issue(const std::vector<Instr>& instrs, bool observed) {
       }
       case InstrKind::Send:
         HIOS_CHECK(t != nullptr, "internal error: a send in a one-rank program");
-        t->send(in.node, in.peer, in.stream);
-        ++sends_on[in.stream];
+        t->send(in.node, in.peer, in.stream, program_.streams[size_t(in.stream)].lane);
+        ++sends_to[in.peer];
         break;
       case InstrKind::Recv:
         HIOS_CHECK(t != nullptr, "internal error: a receive in a one-rank program");
-        t->recv(in.node, in.peer, in.stream);
+        t->recv(in.node, in.peer, in.stream, program_.streams[size_t(in.stream)].lane);
         break;
       case InstrKind::Gather: break;  // output-ready: the host synchronises after the pass
     }

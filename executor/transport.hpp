@@ -28,8 +28,11 @@ class Transport {
   virtual std::string versions() const { return ""; }  // e.g. "NCCL 2.23.4"
 
   virtual void prepare(const Graph& g, const RankProgram& p) = 0;
-  virtual void send(int node, int peer, int stream) = 0;
-  virtual void recv(int node, int peer, int stream) = 0;
+  // `lane` is the stream's lane (StreamDesc::lane): a transport with ordered channels keeps one
+  // per (source, destination, lane); one that matches a pair's messages in order across lanes
+  // (MPI with one tag) may ignore it, since the runner issues them in the pair's send order.
+  virtual void send(int node, int peer, int stream, int lane) = 0;
+  virtual void recv(int node, int peer, int stream, int lane) = 0;
   // Completes the first `count` sends of this pass to `peer` where they are non-blocking on the
   // host (MPI): a send fence (program.hpp, send_fence_stages) gives their memory to later
   // tensors next. Stream-ordered transports (NCCL) need nothing: the fence is a stream wait.

@@ -198,8 +198,14 @@ void SearchBudget::note(const char* phase, const std::string& what) {
 // PlanEvaluator
 
 PlanEvaluator::PlanEvaluator(const Graph& g, const CostModel& cost, int num_gpus, const SchedulerOptions* opt)
-    : g_(g), cost_(cost), num_gpus_(num_gpus), budget_(opt ? SearchBudget(*opt) : SearchBudget()) {
+    : g_(g),
+      cost_(cost),
+      num_gpus_(num_gpus),
+      lanes_(opt ? opt->link_lanes : 1),
+      budget_(opt ? SearchBudget(*opt) : SearchBudget()) {
   HIOS_CHECK(num_gpus >= 1, "plan evaluator: GPUs must be at least 1 (got %d)", num_gpus);
+  HIOS_CHECK(lanes_ >= 1 && lanes_ <= kMaxLinkLanes, "plan evaluator: link lanes must be 1 to %d (got %d)",
+             kMaxLinkLanes, lanes_);
   const int n = g.size();
   preds_.resize(n);
   for (int v = 0; v < n; ++v) preds_[v] = g.predecessors(v);
@@ -286,7 +292,10 @@ double PlanEvaluator::latency(const Plan& p) {
       }
     }
   }
-  std::vector<double> link_free(size_t(G) * G, 0.0);
+  // Lane l of link (src, dst) is free at link_free[(src * G + dst) * lanes + l]; a link's
+  // transfers take its lanes in turn (sent[src * G + dst] so far), as the executor's do.
+  std::vector<double> link_free(size_t(G) * G * size_t(lanes_), 0.0);
+  std::vector<int> sent(size_t(G) * G, 0);
   std::vector<double> gpu_time(G, 0.0);
   std::vector<size_t> next(G, 0);
 
@@ -303,7 +312,8 @@ double PlanEvaluator::latency(const Plan& p) {
     if (v == g_.output() && src != 0) want[0] = 1;
     for (int d = 0; d < G; ++d) {
       if (!want[d]) continue;
-      double& lf = link_free[size_t(src) * G + d];
+      const size_t link = size_t(src) * G + d;
+      double& lf = link_free[link * size_t(lanes_) + size_t(sent[link]++ % lanes_)];
       double start = std::max(end_[v], lf);
       lf = start + transfer_ms(v, src, d);
       arrive_[size_t(v) * G + d] = lf;
@@ -813,6 +823,7 @@ void finish_schedule(const Graph& g, const CostModel& cost, const SchedulerOptio
   for (auto& b : s.blocks) b.resize(opt.num_gpus);
   // The most groups any stage may hold: what the algorithm was allowed, not what it used.
   m.max_streams = algorithm == "sequential" ? 1 : opt.max_streams;
+  m.link_lanes = opt.num_gpus > 1 ? opt.link_lanes : 1;
   m.batch = g.batch;
   m.height = g.height;
   m.width = g.width;

@@ -52,6 +52,9 @@ struct SchedulerOptions {
   // same intra-GPU passes, kept when evaluated faster. Row splits suggest part k on GPU
   // k mod G, which a longest-path mapping does not find by itself (scheduler/spatial.cpp).
   std::vector<int> gpu_hint;
+  // Transfers one GPU pair carries at once (ScheduleMeta::link_lanes): the searches time a
+  // pair's transfers on this many lanes, taken in turn, and the schedule records it.
+  int link_lanes = 1;
   // Progress of long phases, at most one line a second: e.g. "hios-lp placement: 41000 of
   // 100000 nodes placed". Null: silent.
   std::function<void(const std::string&)> progress;
@@ -176,6 +179,7 @@ class PlanEvaluator {
   const Graph& g_;
   const CostModel& cost_;
   int num_gpus_;
+  int lanes_;  // SchedulerOptions::link_lanes
   std::vector<std::vector<int>> preds_, succs_;
   std::vector<double> node_ms_;      // [v * G + gpu]
   std::vector<double> single_ms_;    // stage_ms of {{v}} on gpu; NaN until asked

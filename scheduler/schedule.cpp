@@ -98,6 +98,7 @@ static json meta_json(const ScheduleMeta& m) {
   j["gpus"] = m.num_gpus;
   j["max_streams"] = m.max_streams;
   if (m.recv_lead >= 0) j["recv_lead"] = m.recv_lead;
+  if (m.link_lanes != 1) j["link_lanes"] = m.link_lanes;
   j["batch"] = m.batch;
   j["height"] = m.height;
   j["width"] = m.width;
@@ -257,6 +258,7 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
   m.num_gpus = static_cast<int>(mo.get_int_in("gpus", 1, kMaxScheduleGpus));
   m.max_streams = to_int(mo.get_int("max_streams"), mo.child_path("max_streams"));
   m.recv_lead = static_cast<int>(mo.has("recv_lead") ? mo.get_int_in("recv_lead", -1, 1 << 20) : -1);
+  m.link_lanes = static_cast<int>(mo.has("link_lanes") ? mo.get_int_in("link_lanes", 1, kMaxLinkLanes) : 1);
   m.batch = mo.get_int("batch", g.batch);
   m.height = mo.get_int("height", g.height);
   m.width = mo.get_int("width", g.width);

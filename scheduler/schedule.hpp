@@ -40,6 +40,9 @@ struct Transfer {
 // for 2^31 GPUs would pass every other check and then never finish.
 constexpr int64_t kMaxScheduleGpus = 1024;
 
+// Most lanes a GPU pair may use (ScheduleMeta::link_lanes): each is an NCCL communicator.
+inline constexpr int kMaxLinkLanes = 8;
+
 struct ScheduleMeta {
   std::string algorithm;         // "sequential", "greedy", "ios", "hios-lp", "hios-mr", "heft"
   json params = json::object();  // the algorithm's parameters (window, streams, r, s, ...)
@@ -50,6 +53,12 @@ struct ScheduleMeta {
   // SMs while it waits for its sender, so posting late leaves the consumer's GPU to its own
   // stages (docs/executor.md, "When receives are posted").
   int recv_lead = -1;
+  // How many transfers each ordered GPU pair carries at once. Lane l of a pair is its own NCCL
+  // communicator on its own send and receive streams; a pair's transfers take the lanes in
+  // turn, in send order. One lane serialises every message of a pair behind the one before it,
+  // each paying NCCL's fixed cost of some 15 us on NVLink; with two, a small message no longer
+  // waits behind a large one (docs/executor.md, "Lanes").
+  int link_lanes = 1;
   int64_t batch = 1, height = 0, width = 0;
   std::string device;            // cost model device, e.g. "h200"
   std::string cost_model;        // "analytic" or the profile database file

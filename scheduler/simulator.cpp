@@ -118,11 +118,14 @@ class Simulation {
     }
   }
 
-  // Transfers on one directed link go one at a time, in the order they became ready.
+  // A directed link carries meta.link_lanes transfers at once: its transfers take the lanes in
+  // turn, in the order they became ready, and each lane moves one at a time.
   void send(int node, int dst, double now) {
     const Transfer& tr = s_.transfers[transfer_of_.at({node, dst})];
     double bytes = double(g_.nodes[node].shape.numel()) * dtype_size(g_.dtype);
-    double& free_at = link_free_[{tr.src, tr.dst}];
+    int& sent = link_sent_[{tr.src, tr.dst}];
+    const int lane = sent++ % std::max(1, s_.meta.link_lanes);
+    double& free_at = link_free_[{tr.src * kMaxLinkLanes + lane, tr.dst}];
     double start = std::max(now, free_at);
     double end = start + cost_.transfer_ms(bytes, tr.src, tr.dst);
     free_at = end;
@@ -249,7 +252,8 @@ class Simulation {
   std::vector<double> end_of_;
   std::vector<char> arrived_;
   std::vector<double> arrival_;
-  std::map<std::pair<int, int>, double> link_free_;
+  std::map<std::pair<int, int>, double> link_free_;  // (src * kMaxLinkLanes + lane, dst) -> free at
+  std::map<std::pair<int, int>, int> link_sent_;     // (src, dst) -> transfers started so far
   std::vector<size_t> next_;
   std::vector<char> busy_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;

@@ -60,6 +60,7 @@ struct TuneOptions {
   std::string profile_db;       // read when the file exists, extended, written back; empty: none
   std::string mismatch = "refuse";  // a database from another device or graph: refuse | remeasure
   int max_streams = 4;
+  int link_lanes = 1;           // transfers a GPU pair carries at once in the multi-GPU searches
   int node_warmup = 2, node_iters = 10;
   int stage_warmup = 2, stage_iters = 5;
   int link_warmup = 3, link_iters = 10;

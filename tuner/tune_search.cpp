@@ -116,6 +116,7 @@ void Tuner::search(const std::vector<Config>& list, const std::string& round) {
     so.num_gpus = c.gpus;
     so.max_streams = c.streams;
     so.window = c.window;
+    so.link_lanes = o_.link_lanes;
     // Today's analytic schedule as `hios schedule` makes it; the measured searches leave the
     // one-GPU alternative to the one-GPU candidates.
     so.single_gpu_fallback = c.cost == "analytic";

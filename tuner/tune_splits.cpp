@@ -160,6 +160,7 @@ SchedulerOptions Tuner::split_search_options(const Graph& sg, int parts) const {
   so.num_gpus = parts;
   so.max_streams = S_;
   so.window = 4;
+  so.link_lanes = o_.link_lanes;
   so.single_gpu_fallback = false;  // the one-GPU candidates are the whole graph's
   so.gpu_hint = suggested_part_gpus(sg);
   return so;

@@ -11,7 +11,8 @@
 // tensors gets its own communicator, split from the world one without sharing its resources
 // (a shared communicator would share the ordering, too). On each of them one side only sends
 // and the other only receives, in the same order (program.hpp guarantees it), so the
-// per-communicator order can never cross.
+// per-communicator order can never cross. A schedule with link lanes (meta.link_lanes) gives a
+// direction one communicator per lane, so its lanes' transfers run at once.
 #include <nccl.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <exception>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/cuda_backend.hpp"
@@ -92,24 +94,24 @@ class NcclTransport final : public exec::Transport {
       HIOS_NCCL_CHECK(ncclCommInitRank(&world_, size, id, rank));
     }
 
-    // Every rank learns every direction that carries tensors (from each rank's send peers),
-    // so all ranks make the same collective ncclCommSplit calls in the same order.
+    // Every rank learns every lane of every direction that carries tensors (from each rank's
+    // send streams), so all ranks make the same collective ncclCommSplit calls in the same order.
     std::string mine;
     for (const exec::StreamDesc& s : p.streams) {
-      if (s.kind == exec::StreamKind::Send) mine += std::to_string(s.peer) + " ";
+      if (s.kind == exec::StreamKind::Send) mine += std::to_string(s.peer) + " " + std::to_string(s.lane) + " ";
     }
     const std::vector<std::string> all = comm_.allgather(mine);
-    std::vector<std::pair<int, int>> dirs;
+    std::vector<Lane> dirs;
     for (int src = 0; src < int(all.size()); ++src) {
       std::istringstream in(all[size_t(src)]);
-      int dst;
-      while (in >> dst) dirs.emplace_back(src, dst);
+      int dst, lane;
+      while (in >> dst >> lane) dirs.push_back({src, dst, lane});
     }
     std::sort(dirs.begin(), dirs.end());
     // Every rank knows the same `made_` list, so all skip and split alike.
     dirs.erase(std::remove_if(dirs.begin(), dirs.end(), [&](const auto& d) { return made_.count(d) != 0; }), dirs.end());
     for (size_t i = 0; i < dirs.size(); ++i) {
-      const auto [src, dst] = dirs[i];
+      const auto [src, dst, lane] = dirs[i];
       made_.insert(dirs[i]);
       const bool member = rank == src || rank == dst;
       ncclComm_t c = nullptr;
@@ -119,33 +121,35 @@ class NcclTransport final : public exec::Transport {
       Dir d;
       d.comm = c;
       d.peer = (rank == src ? dst : src) < rank ? 0 : 1;
-      dir_[{src, dst}] = d;
+      dir_[dirs[i]] = d;
     }
     warm_up();
   }
 
-  void send(int node, int peer, int stream) override {
+  void send(int node, int peer, int stream, int lane) override {
     const exec::TensorView t = backend_.tensor(node);
-    const Dir& d = direction(comm_.rank(), peer, node, "send");
+    const Dir& d = direction({comm_.rank(), peer, lane}, node, "send");
     HIOS_NCCL_CHECK(ncclSend(t.data, t.bytes, ncclChar, d.peer, d.comm, backend_.stream_handle(stream)));
   }
 
-  void recv(int node, int peer, int stream) override {
+  void recv(int node, int peer, int stream, int lane) override {
     const exec::TensorView t = backend_.tensor(node);
-    const Dir& d = direction(peer, comm_.rank(), node, "receive");
+    const Dir& d = direction({peer, comm_.rank(), lane}, node, "receive");
     HIOS_NCCL_CHECK(ncclRecv(t.data, t.bytes, ncclChar, d.peer, d.comm, backend_.stream_handle(stream)));
   }
 
  private:
+  using Lane = std::tuple<int, int, int>;  // (source rank, destination rank, lane)
   struct Dir {
     ncclComm_t comm = nullptr;
     int peer = 0;  // the other side's rank inside comm
   };
 
-  const Dir& direction(int src, int dst, int node, const char* what) const {
-    auto it = dir_.find({src, dst});
-    HIOS_CHECK(it != dir_.end(), "nccl transport: %s of '%s' between ranks %d -> %d, which the program never planned",
-               what, g_->nodes.at(size_t(node)).name.c_str(), src, dst);
+  const Dir& direction(const Lane& lane, int node, const char* what) const {
+    auto it = dir_.find(lane);
+    HIOS_CHECK(it != dir_.end(),
+               "nccl transport: %s of '%s' between ranks %d -> %d on lane %d, which the program never planned", what,
+               g_->nodes.at(size_t(node)).name.c_str(), std::get<0>(lane), std::get<1>(lane), std::get<2>(lane));
     return it->second;
   }
 
@@ -156,8 +160,8 @@ class NcclTransport final : public exec::Transport {
     cudaStream_t st = backend_.stream_handle(0);
     void* buf = nullptr;
     HIOS_CUDA_CHECK(cudaMalloc(&buf, 256));
-    for (auto& [pair, d] : dir_) {
-      if (pair.first == comm_.rank()) {
+    for (auto& [lane, d] : dir_) {
+      if (std::get<0>(lane) == comm_.rank()) {
         HIOS_NCCL_CHECK(ncclSend(buf, 256, ncclChar, d.peer, d.comm, st));
       } else {
         HIOS_NCCL_CHECK(ncclRecv(buf, 256, ncclChar, d.peer, d.comm, st));
@@ -172,8 +176,8 @@ class NcclTransport final : public exec::Transport {
   CudaBackend& backend_;
   const Graph* g_ = nullptr;
   ncclComm_t world_ = nullptr;
-  std::map<std::pair<int, int>, Dir> dir_;
-  std::set<std::pair<int, int>> made_;  // every direction split so far, member or not
+  std::map<Lane, Dir> dir_;
+  std::set<Lane> made_;  // every lane of a direction split so far, member or not
 };
 
 }  // namespace

@@ -59,7 +59,7 @@ class MpiTransport final : public Transport {
     }
   }
 
-  void send(int node, int peer, int stream) override {
+  void send(int node, int peer, int stream, int /*lane: one tag, matched in send order*/) override {
     TensorView t = backend_.tensor(node);
     void* buf = t.data;
     if (t.memory == MemoryKind::Device && !cuda_aware_) {
@@ -83,7 +83,7 @@ class MpiTransport final : public Transport {
     done = upto;
   }
 
-  void recv(int node, int peer, int stream) override {
+  void recv(int node, int peer, int stream, int /*lane*/) override {
     TensorView t = backend_.tensor(node);
     void* buf = t.data;
     const bool staged = t.memory == MemoryKind::Device && !cuda_aware_;

@@ -289,6 +289,51 @@ TEST_CASE("lowering: send fences let sent tensors share memory, never deadlock a
   CHECK(fences > 10);  // the schedules did fence sends
 }
 
+TEST_CASE("lowering: link lanes alternate a pair's transfers over streams of their own and change no result") {
+  // Host replay with rendezvous sends over shared memory, as for send fences: lanes must not
+  // deadlock a fence nor let memory be reused before its send completed.
+  Graph g = build_model("nasnet_large", {1, 64, 64});
+  std::vector<float> input = make_input(g);
+  test::LocalJob seq(g, sequential_schedule(g));
+  seq.run(input);
+  const std::vector<float> ref = seq.backends[0]->read_tensor(g.output());
+  for (const auto& [algo, gpus] : std::vector<std::pair<std::string, int>>{{"hios-lp", 2}, {"heft", 3}}) {
+    for (int lanes : {2, 3}) {
+      for (int lead : {-1, 0}) {
+        INFO(algo << " on " << gpus << " GPUs, " << lanes << " lanes, recv_lead " << lead);
+        Schedule s = test::schedule_with(algo, g, gpus);
+        s.meta.link_lanes = lanes;
+        s.meta.recv_lead = lead;
+        std::vector<RankProgram> all = lower_all(g, s);
+        std::vector<std::string> problems = check_programs(g, all);
+        INFO((problems.empty() ? std::string() : problems[0]));
+        REQUIRE(problems.empty());
+        // The i-th send of a pair goes on the sender's lane i mod L, on a stream of its own.
+        std::map<std::pair<int, int>, int> sent;
+        std::set<std::pair<int, int>> used;  // (sender, lane) seen
+        for (const RankProgram& p : all) {
+          for (const Instr& in : p.instrs) {
+            if (in.kind != InstrKind::Send) continue;
+            const StreamDesc& sd = p.streams[size_t(in.stream)];
+            CHECK(sd.kind == StreamKind::Send);
+            CHECK(sd.peer == in.peer);
+            CHECK(sd.lane == sent[{p.rank, in.peer}]++ % lanes);
+            used.insert({p.rank, sd.lane});
+          }
+        }
+        CHECK(used.size() >= 2);  // more than one lane carried tensors
+        test::LocalJob job(g, s, exec::BackendConfig{}, /*shared=*/true, /*rendezvous_sends=*/true);
+        job.run(input);
+        CHECK(job.backends[0]->read_tensor(g.output()) == ref);
+      }
+    }
+  }
+  // The listing names the second lane's streams.
+  Schedule s = test::schedule_with("hios-lp", g, 2);
+  s.meta.link_lanes = 2;
+  CHECK(program_to_text(g, lower(g, s, 0)).find("send->r1/1") != std::string::npos);
+}
+
 TEST_CASE("lowering: lowering is deterministic and the listing names nodes and streams") {
   Graph g = build_model("randwire_small", {1, 64, 64});
   Schedule s = test::schedule_with("hios-lp", g, 2);

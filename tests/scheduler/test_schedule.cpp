@@ -318,11 +318,13 @@ TEST_CASE("schedules/schema.json describes the keys the writer writes") {
   Schedule s = two_gpu(g);
   s.meta.tune = json{{"chosen", "x"}};  // optional: only hios tune writes it
   s.meta.recv_lead = 2;                  // optional: written only when set
+  s.meta.link_lanes = 2;                 // optional: written only when not 1
   s.meta.spatial = json{{"graph_digest", "x"}, {"regions", json::array()}};  // optional: row splits only
   json j = schedule_to_json(g, s);
   CHECK(schedule_from_json(g, j).meta.spatial == s.meta.spatial);
   CHECK(schedule_from_json(g, j).meta.tune == s.meta.tune);
   CHECK(schedule_from_json(g, j).meta.recv_lead == 2);
+  CHECK(schedule_from_json(g, j).meta.link_lanes == 2);
   auto keys = [](const json& o) {
     std::vector<std::string> k;
     for (auto it = o.begin(); it != o.end(); ++it) k.push_back(it.key());
