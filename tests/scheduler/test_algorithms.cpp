@@ -145,9 +145,20 @@ TEST_CASE("algorithms: every algorithm on every model at 1, 2 and 4 GPUs is vali
         const double sim = simulate(g, s, *cost).latency_ms;
         CHECK(s.meta.predicted_ms == Approx(sim));
         CHECK(sim >= lb * (1 - 1e-9));
-        // The searches trust the fast evaluator, so it must agree with simulate() exactly.
+        // The searches trust the fast evaluator, so it must agree with simulate() exactly,
+        // with link lanes too.
         PlanEvaluator ev(g, *cost, gpus);
         CHECK(ev.latency(plan_from_schedule(g, s)) == Approx(sim).epsilon(1e-12));
+        if (gpus > 1) {
+          SchedulerOptions laned = opt;
+          laned.link_lanes = 2;
+          Schedule two = s;
+          two.meta.link_lanes = 2;
+          PlanEvaluator ev2(g, *cost, gpus, &laned);
+          const double sim2 = simulate(g, two, *cost).latency_ms;
+          CHECK(ev2.latency(plan_from_schedule(g, two)) == Approx(sim2).epsilon(1e-12));
+          CHECK(sim2 <= sim * (1 + 1e-12));
+        }
         if (algo == "sequential" || algo == "greedy" || algo == "ios") {
           // Single-GPU algorithms leave the other GPUs idle.
           for (const auto& per_gpu : s.blocks) {
