@@ -3,8 +3,10 @@
 # (ScheduleMeta::link_lanes) on a profile database measured on this kind of GPU, each schedule
 # run verified under mpirun beside the one-GPU schedule, so every ratio comes from one call:
 #
-#   OUT=/some/dir bash scripts/gpu-lanes.sh MODEL:SIZE DB.json[.gz] ONE_GPU.json
+#   OUT=/some/dir bash scripts/gpu-lanes.sh MODEL:SIZE DB.json[.gz] ONE_GPU.json [SAVED.json]
 #
+# With SAVED.json (e.g. a tuned two-GPU schedule) that schedule also runs as it is and with its
+# meta.link_lanes set to 1, 2 and 3: the same stages and transfers, only the lanes differ.
 # BUILD_DIR (/tmp/b) is built when hios is missing or REBUILD is set. Prints one line per
 # schedule: predicted and measured median ms, and the ratio to the one-GPU run.
 set -uo pipefail
@@ -14,7 +16,7 @@ B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 IFS=: read -r model size <<<"$1"
-db=$2 one=$3
+db=$2 one=$3 saved=${4:-}
 if [ ! -x "$B/cli/hios" ] || [ -n "${REBUILD:-}" ]; then
   { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON -DHIOS_BUILD_TESTS=OFF &&
     cmake --build "$B" -j "${JOBS:-32}"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
@@ -36,15 +38,22 @@ run() {  # LABEL NP SCHEDULE
 {
   run one-gpu 1 "$one"
   for lanes in 1 2 3; do
-    "$H" schedule --graph "$g" --gpus 2 --cost "$db" --lanes $lanes -o "$W/lanes$lanes.json" 2>"$W/lanes$lanes.schedule.log"
+    "$H" schedule --graph "$g" --gpus 2 --cost "$db" --lanes $lanes -o "$W/lanes$lanes.json" >"$W/lanes$lanes.schedule.log" 2>&1
     run lanes$lanes 2 "$W/lanes$lanes.json"
   done
+  if [ -n "$saved" ]; then
+    for lanes in 1 2 3; do
+      python3 -c "import json,sys; s=json.load(open(sys.argv[1])); s['meta']['link_lanes']=int(sys.argv[3]); json.dump(s,open(sys.argv[2],'w'))" \
+        "$saved" "$W/saved-lanes$lanes.json" $lanes
+      run saved-lanes$lanes 2 "$W/saved-lanes$lanes.json"
+    done
+  fi
   run one-gpu-again 1 "$one"
   run lanes2-again 2 "$W/lanes2.json"
 } | tee "$W/lanes.txt"
 python3 - "$W/lanes.txt" <<'PY' | tee "$OUT/lanes-summary.txt"
 import sys
-rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 4]
+rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 4 and l.split()[0] != "predicted"]
 one = sorted(float(r[2]) for r in rows if r[0].startswith("one-gpu"))
 base = one[len(one) // 2]
 for label, pred, meas, ok in rows:
