@@ -57,7 +57,7 @@ struct ScheduleMeta {
   // communicator on its own send and receive streams; a pair's transfers take the lanes in
   // turn, in send order. One lane serialises every message of a pair behind the one before it,
   // each paying NCCL's fixed cost of some 15 us on NVLink; with two, a small message no longer
-  // waits behind a large one (docs/executor.md, "Lanes").
+  // waits behind a large one (docs/executor.md, "Link lanes").
   int link_lanes = 1;
   int64_t batch = 1, height = 0, width = 0;
   std::string device;            // cost model device, e.g. "h200"

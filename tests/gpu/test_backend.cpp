@@ -119,6 +119,16 @@ TEST_CASE("a two-GPU NCCL schedule matches one GPU", "[gpu][backend][nccl]") {
     eager.cuda_graph = false;
     const cuda::InProcessResult two_eager = cuda::run_schedule_in_process(g, s, eager);
     CHECK(gputest::compare(two_eager.output, one.first_output).within(1e-4));
+    // Two link lanes: a communicator and a pair of comm streams per lane, captured and eager.
+    Schedule laned = s;
+    laned.meta.link_lanes = 2;
+    for (bool graph : {true, false}) {
+      cuda::InProcessOptions o = quick("fp32");
+      o.cuda_graph = graph;
+      const cuda::InProcessResult two_lanes = cuda::run_schedule_in_process(g, laned, o);
+      CHECK(two_lanes.transfers == two.transfers);
+      CHECK(gputest::compare(two_lanes.output, one.first_output).within(1e-4));
+    }
   }
 }
 
