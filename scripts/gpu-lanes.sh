@@ -8,7 +8,8 @@
 # With SAVED.json (e.g. a tuned two-GPU schedule) that schedule also runs as it is and with its
 # meta.link_lanes set to 1, 2 and 3: the same stages and transfers, only the lanes differ.
 # BUILD_DIR (/tmp/b) is built when hios is missing or REBUILD is set. Prints one line per
-# schedule: predicted and measured median ms, and the ratio to the one-GPU run.
+# schedule: predicted and measured median ms, and the ratio to the one-GPU run. SEARCH=0 skips
+# the searches (only SAVED.json's runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-lanes}
@@ -37,7 +38,7 @@ run() {  # LABEL NP SCHEDULE
 }
 {
   run one-gpu 1 "$one"
-  for lanes in 1 2 3; do
+  for lanes in $([ "${SEARCH:-1}" = 1 ] && echo 1 2 3); do
     "$H" schedule --graph "$g" --gpus 2 --cost "$db" --lanes $lanes -o "$W/lanes$lanes.json" >"$W/lanes$lanes.schedule.log" 2>&1
     run lanes$lanes 2 "$W/lanes$lanes.json"
   done
