@@ -88,6 +88,8 @@ fi
 "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 -o "$TMP/s15.json" >/dev/null
 expect_error "unknown algorithm"   "unknown algorithm 'nope'"        "$HIOS" schedule --graph "$TMP/d15.json" --algo nope --gpus 2 -o "$TMP/x.json"
 expect_error "zero GPUs"           "gpus must be in"                 "$HIOS" schedule --graph "$TMP/d15.json" --algo heft --gpus 0 -o "$TMP/x.json"
+expect_error "zero lanes"          "--lanes: Value 0 not in range 1 to 8" "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 --lanes 0 -o "$TMP/x.json"
+expect_error "tune lanes"          "--lanes: Value 9 not in range 1 to 8" "$HIOS" tune --graph "$TMP/d15.json" --gpus 1 --lanes 9
 expect_error "empty window"        "--window: an empty value is not a number" "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 --window "" -o "$TMP/x.json"
 expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
 expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
