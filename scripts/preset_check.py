@@ -82,7 +82,9 @@ def best_postings(path):
         out = {}
         for c in tune["candidates"]:
             if c.get("verified", True) and c.get("measured_ms", 0) > 0:
-                out.setdefault(c["label"].split(", receives ")[0], []).append(c["measured_ms"])
+                # Tunes before "posting_of" was written named the base only inside the label.
+                base = c.get("posting_of") or c["label"].split(", receives ")[0]
+                out.setdefault(base, []).append(c["measured_ms"])
         return out
     except (KeyError, TypeError) as e:
         fail(f"{path}: not a schedule written by hios tune (no {e})")

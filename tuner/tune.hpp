@@ -88,6 +88,9 @@ struct Candidate {
   int variant = 0;       // the graph it schedules: 0 the tuned graph, k > 0 the k-th row split of it
   std::string split;     // that split, e.g. "Conv2d_1a_3x3..head 2 ways mixed/2"; empty: none
   std::string algorithm, cost;  // cost: "measured" or "analytic"
+  // A receive-lead variant (meta.recv_lead >= 0): the label of the candidate whose schedule it
+  // posts differently. Empty for a searched candidate.
+  std::string posting_of;
   int gpus = 1, streams = 1, window = 0;
   Schedule schedule;     // widened to the job's GPU count
   double predicted_ms = 0;  // simulate() under the measured costs, plus the pass overhead

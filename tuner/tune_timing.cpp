@@ -107,6 +107,7 @@ void Tuner::time_receive_leads() {
       Candidate v = from;
       v.schedule.meta.recv_lead = lead;
       v.label = from.label + strprintf(", receives %d stage%s ahead", lead, lead == 1 ? "" : "s");
+      v.posting_of = from.label;
       res_.candidates.push_back(std::move(v));
       time_one(res_.candidates.back(), quick_passes(), "quick", res_.candidates.size(), res_.candidates.size());
     }

@@ -37,14 +37,13 @@ void Tuner::record_searches() {
   // what can still win with its best posting, not only with its receives posted at once.
   std::map<std::string, double> fastest_variant;
   for (const Candidate& c : res_.candidates) {
-    if (c.schedule.meta.recv_lead < 0 || !c.ok || c.passes == 0) continue;
-    const std::string base = c.label.substr(0, c.label.rfind(", receives "));
-    auto it = fastest_variant.find(base);
-    if (it == fastest_variant.end() || c.measured_ms < it->second) fastest_variant[base] = c.measured_ms;
+    if (c.posting_of.empty() || !c.ok || c.passes == 0) continue;
+    auto it = fastest_variant.find(c.posting_of);
+    if (it == fastest_variant.end() || c.measured_ms < it->second) fastest_variant[c.posting_of] = c.measured_ms;
   }
   json list = json::array();
   for (const Candidate& c : res_.candidates) {
-    if (c.schedule.meta.recv_lead >= 0) continue;  // timed variants, not searched
+    if (!c.posting_of.empty()) continue;  // timed variants, not searched
     json entry = candidate_head(c, "gpus");
     if (c.variant > 0) entry["plan"] = spatial_to_json(splits_.at(size_t(c.variant - 1)).plan);
     entry.update(json{{"predicted_ms", c.predicted_uncalibrated_ms - db_.pass_overhead_ms},
@@ -109,6 +108,7 @@ TuneResult Tuner::choose_and_write() {
     // Where the choice compared memory (candidates within 1% of the fastest): the fullest rank's arena.
     auto mem = tensor_memory_.find(c.label);
     if (mem != tensor_memory_.end()) entry["tensor_mb"] = double(mem->second) / 1e6;
+    if (!c.posting_of.empty()) entry["posting_of"] = c.posting_of;
     cands.push_back(std::move(entry));
   }
   res_.seconds = seconds_since(t0_);

@@ -81,7 +81,9 @@ assert db["searched"]["gpus"] == 2 and len(db["searched"]["candidates"]) >= 3, "
 leads = [x for x in c if x["recv_lead"] >= 0]
 bases = {}
 for x in leads:
-    bases.setdefault(x["label"].rsplit(", receives", 1)[0], set()).add(x["recv_lead"])
+    assert x["label"].startswith(x["posting_of"] + ", receives "), x  # a variant names its base
+    bases.setdefault(x["posting_of"], set()).add(x["recv_lead"])
+assert all("posting_of" not in x for x in c if x["recv_lead"] < 0)
 assert bases and all(v == {0, 2} for v in bases.values()), leads
 by_label = {x["label"]: x for x in c}
 kinds = [("split" in by_label[b]) for b in bases]
@@ -92,7 +94,7 @@ for x in c:
 # The database keeps, beside each searched candidate, the fastest of its verified lead variants
 # where one beat it: a re-tune decides what to time again from that.
 for e in db["searched"]["candidates"]:
-    variants = [x["measured_ms"] for x in c if x["verified"] and x["label"].startswith(e["label"] + ", receives ")]
+    variants = [x["measured_ms"] for x in c if x["verified"] and x.get("posting_of") == e["label"]]
     fastest = min(variants + [e["measured_ms"]])
     if fastest < e["measured_ms"]:
         assert abs(e["fastest_posting_ms"] - fastest) < 1e-9, (e["label"], e.get("fastest_posting_ms"), fastest)
@@ -192,7 +194,7 @@ assert searched(t) == searched(first), "other candidates"
 # over 1.10x the fastest there, and times the others again.
 def fastest_posting(x):
     return min([y["measured_ms"] for y in first["candidates"]
-                if y["verified"] and (y["label"] == x["label"] or y["label"].startswith(x["label"] + ", receives "))])
+                if y["verified"] and x["label"] in (y["label"], y.get("posting_of"))])
 base = [x for x in first["candidates"] if x["recv_lead"] < 0 and x["verified"]]
 best = min(fastest_posting(x) for x in base)
 again = {x["label"]: x for x in t["candidates"]}
