@@ -10,9 +10,8 @@ B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [ ! -x "$B/bench/hios-nccl-p2p-bench" ] || [ -n "${REBUILD:-}" ]; then
-  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON -DHIOS_BUILD_TESTS=OFF &&
-    cmake --build "$B" -j "${JOBS:-32}" --target hios-nccl-p2p-bench; } >"$OUT/build-bench.log" 2>&1 ||
-    { tail -40 "$OUT/build-bench.log"; exit 1; }
+  source scripts/gpu-build.sh
+  gpu_build hios-nccl-p2p-bench
 fi
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv; date -u +%FT%TZ; } >"$OUT/env-bench.txt" 2>&1
 timeout 300 mpirun -np 2 -x NCCL_NVLS_ENABLE "$B/bench/hios-nccl-p2p-bench" "$@" 2>&1 | tee "$OUT/nccl-p2p.txt"

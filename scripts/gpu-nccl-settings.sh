@@ -17,8 +17,8 @@ export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 IFS=: read -r model size <<<"$1"
 two=$2 one=$3
 if [ ! -x "$B/cli/hios" ] || [ -n "${REBUILD:-}" ]; then
-  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DHIOS_CUDA=ON -DHIOS_BUILD_TESTS=OFF &&
-    cmake --build "$B" -j "${JOBS:-32}"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  source scripts/gpu-build.sh
+  gpu_build hios
 fi
 H=$B/cli/hios
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1

@@ -117,14 +117,22 @@ TEST_CASE("simulator: two GPUs, cross-GPU waits and transfers") {
   }
 }
 
-TEST_CASE("simulator: one link carries one transfer at a time") {
-  Graph g = cross();
+// cross() with a and b on GPU 0, c and d on GPU 1, out back on GPU 0: two transfers each way
+// that become ready at the same time, over `lanes` link lanes.
+static Schedule cross_there_and_back(const Graph& g, int lanes) {
   Schedule s = make_schedule_skeleton(g, 2);
   s.meta.max_streams = 2;
+  s.meta.link_lanes = lanes;
   s.blocks[0][0] = {Stage{{grp(g, {"a"}), grp(g, {"b"})}}, Stage{{grp(g, {"out"})}}};
   s.blocks[0][1] = {Stage{{grp(g, {"c"}), grp(g, {"d"})}}};
   s.derive_transfers(g);
   REQUIRE(check_schedule(g, s).empty());
+  return s;
+}
+
+TEST_CASE("simulator: one link carries one transfer at a time") {
+  Graph g = cross();
+  Schedule s = cross_there_and_back(g, 1);
   ToyCost cost;
   SimResult r = simulate(g, s, cost);
   // a and b end at 1.0 and share link 0->1: a 1.0..1.5, b 1.5..2.0. c and d run 2.0..3.0; back
@@ -152,13 +160,7 @@ TEST_CASE("simulator: one link carries one transfer at a time") {
 
 TEST_CASE("simulator: with two link lanes a pair's transfers take the lanes in turn") {
   Graph g = cross();
-  Schedule s = make_schedule_skeleton(g, 2);
-  s.meta.max_streams = 2;
-  s.meta.link_lanes = 2;
-  s.blocks[0][0] = {Stage{{grp(g, {"a"}), grp(g, {"b"})}}, Stage{{grp(g, {"out"})}}};
-  s.blocks[0][1] = {Stage{{grp(g, {"c"}), grp(g, {"d"})}}};
-  s.derive_transfers(g);
-  REQUIRE(check_schedule(g, s).empty());
+  Schedule s = cross_there_and_back(g, 2);
   ToyCost cost;
   SimResult r = simulate(g, s, cost);
   // a and b end at 1.0 and move at once on lanes 0 and 1: 1.0..1.5. c and d run 1.5..2.5 and
