@@ -116,6 +116,10 @@ void add_algorithm_commands(CLI::App& app) {
         s.meta.predicted_ms, s.meta.lower_bound_ms, seq.meta.predicted_ms,
         s.meta.predicted_ms > 0 ? seq.meta.predicted_ms / s.meta.predicted_ms : 0.0, s.meta.search_seconds,
         s.num_stages(), s.transfers.size());
+    if (s.meta.link_lanes > 1 && !s.transfers.empty()) {
+      summary += strprintf("  link lanes %d (a GPU pair carries %d transfers at once)\n", s.meta.link_lanes,
+                           s.meta.link_lanes);
+    }
     if (so->spatial.spatial != "off") summary += "  spatial: " + split.summary + "\n";
     if (s.meta.params.contains("capped_parts") && s.meta.params["capped_parts"].get<int>() > 0) {
       summary += strprintf("  ios hit its state cap on %d part(s), split in halves (%d) or greedy (%d): %s\n",
