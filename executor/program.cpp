@@ -572,8 +572,9 @@ static std::string stream_label(const RankProgram& p, int k) {
 static std::string stream_desc(const StreamDesc& d) {
   switch (d.kind) {
     case StreamKind::Compute: return "compute";
-    case StreamKind::Send: return d.lane == 0 ? strprintf("send->r%d", d.peer) : strprintf("send->r%d/%d", d.peer, d.lane);
-    case StreamKind::Recv: return d.lane == 0 ? strprintf("recv<-r%d", d.peer) : strprintf("recv<-r%d/%d", d.peer, d.lane);
+    // Lane 0 keeps the name a schedule without lanes has; lane l > 0 adds "/l".
+    case StreamKind::Send: return strprintf("send->r%d", d.peer) + (d.lane ? strprintf("/%d", d.lane) : "");
+    case StreamKind::Recv: return strprintf("recv<-r%d", d.peer) + (d.lane ? strprintf("/%d", d.lane) : "");
   }
   return "?";
 }
