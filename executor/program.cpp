@@ -127,7 +127,10 @@ std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst,
 // transfers, over any chain of ranks). Then the wait costs nothing, and it adds no cycle: the
 // receiver reached the Recv without anything the sender does from stage F on. That holds for
 // host replay too (blocking receives in program order), where the transport completes the
-// non-blocking send at the fence (Transport::complete_sends).
+// non-blocking send at the fence (Transport::complete_sends). With link lanes the receiver's
+// later stage proves only the receives of the lanes its consumers waited on; the fenced one was
+// posted by then and its lane waits on nothing the sender does from stage F on, so the fence
+// still closes no cycle, but it may wait for that lane.
 
 namespace {
 

@@ -125,7 +125,7 @@ class Simulation {
     double bytes = double(g_.nodes[node].shape.numel()) * dtype_size(g_.dtype);
     int& sent = link_sent_[{tr.src, tr.dst}];
     const int lane = sent++ % std::max(1, s_.meta.link_lanes);
-    double& free_at = link_free_[{tr.src * kMaxLinkLanes + lane, tr.dst}];
+    double& free_at = link_free_[{tr.src, tr.dst, lane}];
     double start = std::max(now, free_at);
     double end = start + cost_.transfer_ms(bytes, tr.src, tr.dst);
     free_at = end;
@@ -252,8 +252,8 @@ class Simulation {
   std::vector<double> end_of_;
   std::vector<char> arrived_;
   std::vector<double> arrival_;
-  std::map<std::pair<int, int>, double> link_free_;  // (src * kMaxLinkLanes + lane, dst) -> free at
-  std::map<std::pair<int, int>, int> link_sent_;     // (src, dst) -> transfers started so far
+  std::map<std::tuple<int, int, int>, double> link_free_;  // (src, dst, lane) -> free at
+  std::map<std::pair<int, int>, int> link_sent_;          // (src, dst) -> transfers started so far
   std::vector<size_t> next_;
   std::vector<char> busy_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;

@@ -50,7 +50,7 @@ run() {  # LABEL NP SCHEDULE
     done
   fi
   run one-gpu-again 1 "$one"
-  run lanes2-again 2 "$W/lanes2.json"
+  [ "${SEARCH:-1}" = 1 ] && run lanes2-again 2 "$W/lanes2.json"
 } | tee "$W/lanes.txt"
 python3 - "$W/lanes.txt" <<'PY' | tee "$OUT/lanes-summary.txt"
 import sys
