@@ -3,6 +3,8 @@
 //                     available with MPI; the CPU backend sends straight from its buffers.
 //   "mpi-cuda-aware"  hands device pointers to MPI; only when MPIX_Query_cuda_support() says 1.
 //   "nccl"            ncclSend/ncclRecv on the comm stream (executor/cuda/, CUDA builds only).
+//   "cuda-ipc"        GPUs of one host: a peer-to-peer copy into the receiver's buffer, signalled
+//                     by flags in GPU memory (executor/cuda/ipc_transport.cpp, CUDA builds only).
 //
 // Contract: the runner calls prepare() after Backend::prepare() (again after each new program
 // of a rank session: connections made for earlier programs are kept), then per pass send/recv

@@ -56,7 +56,7 @@ class SingleGpuRunner {
 };
 
 // Runs every rank of a schedule inside this process, one thread and one GPU per rank (rank r on
-// GPU r), through the registry's cuda backend and nccl transport, issuing each rank's program
+// GPU r), through the registry's cuda backend and a GPU transport (nccl unless told), issuing each rank's program
 // the way the executor's host loop does under mpirun. For the GPU tests and the benchmark on a
 // machine where MPI is not wanted; `hios run` under mpirun is the production path.
 struct InProcessOptions {
@@ -71,6 +71,7 @@ struct InProcessOptions {
   // what it was doing, instead of hanging the caller; 0: wait forever.
   double timeout_s = 180;
   exec::LaunchOrder launch_order;  // how each stage's launches interleave (executor/launch_order.hpp)
+  std::string transport = "nccl";  // or "cuda-ipc"
 };
 struct InProcessResult {
   std::vector<float> first_output;  // after the first pass, issued eagerly

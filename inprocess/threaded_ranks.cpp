@@ -45,13 +45,13 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
     ThreadComm comm(shared, r);
     exec::SessionOptions so;
     so.backend = "cuda";
-    so.transport = "nccl";
+    so.transport = o.transport;
     so.device = r;
     so.math = o.math;
     so.layout = o.layout;
     so.fold_relu = o.fold_relu;
     so.seed = o.seed;
-    at("preparing the backend and NCCL");
+    at("preparing the backend and the transport");
     exec::RankSession session(g, so, comm);
     session.load(progs[size_t(r)]);
     at("running the first (eager) pass");

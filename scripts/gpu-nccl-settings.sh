@@ -7,7 +7,8 @@
 #   OUT=/some/dir bash scripts/gpu-nccl-settings.sh GRAPH_SPEC TWO_GPU.json ONE_GPU.json
 #
 # GRAPH_SPEC is MODEL:SIZE (batch 1, TF32). BUILD_DIR (/tmp/b) is built when hios is missing
-# or REBUILD is set. Prints one line per setting: median ms and the ratio to the one-GPU run.
+# or REBUILD is set. ROWS=transports runs the transports instead of NCCL's settings: nccl,
+# cuda-ipc with stream-memory-operation signals and with flag kernels, each twice. Prints one line per setting: median ms and the ratio to the one-GPU run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-nccl-settings}
@@ -38,7 +39,18 @@ run() {  # LABEL NP SCHEDULE [ENV=VALUE ...] [-- hios run options]; each in its 
     echo "$label $(median "$OUT/$label.json")"
   )
 }
-{
+transports() {
+  run one-gpu 1 "$one"
+  for round in 1 2; do
+    run nccl-$round 2 "$two"
+    run cuda-ipc-$round 2 "$two" -- --transport cuda-ipc
+    run cuda-ipc-kernels-$round 2 "$two" HIOS_IPC_SIGNAL=kernels -- --transport cuda-ipc
+  done
+  run cuda-ipc-eager 2 "$two" -- --transport cuda-ipc --cuda-graph off
+  run cuda-ipc-verify 2 "$two" -- --transport cuda-ipc --verify
+  run one-gpu-again 1 "$one"
+}
+nccl_settings() {
   run one-gpu 1 "$one"
   run default 2 "$two"
   run proto-LL 2 "$two" NCCL_PROTO=LL
@@ -51,7 +63,8 @@ run() {  # LABEL NP SCHEDULE [ENV=VALUE ...] [-- hios run options]; each in its 
   run eager 2 "$two" -- --cuda-graph off
   run one-gpu-again 1 "$one"
   run default-again 2 "$two"
-} | tee "$OUT/settings.txt"
+}
+if [ "${ROWS:-nccl}" = transports ]; then transports; else nccl_settings; fi | tee "$OUT/settings.txt"
 python3 - "$OUT/settings.txt" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 2]

@@ -17,7 +17,8 @@
 #   OUT=/some/dir bash scripts/gpu-tune.sh inception_v3:331:1 nasnet_large:2048:1:bf16 ...
 #
 # Arguments: MODEL:SIZE:BATCH[:MATH] (default: the 13 configurations below, TF32). Environment:
-# BUILD_DIR (/tmp/b), JOBS (32), GPUS (2), TUNE_S (270, the tune's --timeout), STALL_S (120), TUNE_ARGS (extra hios tune options), SMOKE=1 also
+# BUILD_DIR (/tmp/b), JOBS (32), GPUS (2), TUNE_S (270, the tune's --timeout), STALL_S (120), TUNE_ARGS (extra hios tune options), RUN_ARGS
+# (extra options of the two-GPU hios run, e.g. the tune's --transport), SMOKE=1 also
 # runs `ctest -L gpu` and `mpirun hios run --verify --trace` on the first configuration,
 # NORUN=1 skips the hios runs, PACK=0 leaves the files loose (by default all but summary.txt and
 # env.txt go into gpu-tune.tgz: a device call returns at most 8 files).
@@ -99,7 +100,7 @@ for spec in "${configs[@]}"; do
       np=$GPUS; [ "$kind" = best1 ] && np=1
       timeout 120 mpirun -np "$np" "$H" run --graph "$g" --schedule "$OUT/$name.$kind.json" --backend cuda \
         --math "$math" --warmup 5 --number 10 --repeat 7 --timeout 110 -o "$OUT/$name.$kind.run.json" \
-        >"$OUT/$name.$kind.run.log" 2>&1 || echo "$name $kind run failed: $(grep -m1 error "$OUT/$name.$kind.run.log")"
+        $([ "$kind" = tuned ] && echo "${RUN_ARGS:-}") >"$OUT/$name.$kind.run.log" 2>&1 || echo "$name $kind run failed: $(grep -m1 error "$OUT/$name.$kind.run.log")"
     done
   fi
   if [ -n "${SMOKE:-}" ] && [ -z "${smoked:-}" ]; then

@@ -445,6 +445,7 @@ namespace hios::exec {
 #ifdef HIOS_CUDA_WITH_NCCL
 std::unique_ptr<Transport> make_nccl_transport(Comm& comm, Backend& backend);  // nccl_transport.cpp
 #endif
+std::unique_ptr<Transport> make_ipc_transport(Comm& comm, Backend& backend);  // ipc_transport.cpp
 
 void register_cuda_components() {
   BackendEntry b;
@@ -467,6 +468,11 @@ void register_cuda_components() {
   t.make = [](Comm& comm, Backend& backend) { return make_nccl_transport(comm, backend); };
   register_transport(std::move(t));
 #endif
+  TransportEntry ipc;
+  ipc.name = "cuda-ipc";
+  ipc.description = "copy engines between GPUs of one host, signalled by flags in GPU memory (capturable)";
+  ipc.make = [](Comm& comm, Backend& backend) { return make_ipc_transport(comm, backend); };
+  register_transport(std::move(ipc));
 }
 
 }  // namespace hios::exec
