@@ -203,8 +203,9 @@ class IpcTransport final : public exec::Transport {
     cudaIpcMemHandle_t h{};
     HIOS_CUDA_CHECK(cudaIpcGetMemHandle(&h, flags_));
     std::ostringstream mine;
-    mine << comm_.hostname() << ' ' << getpid() << ' ' << device << ' ' << to_hex(&h, sizeof h) << ' '
-         << reinterpret_cast<uintptr_t>(flags_);
+    // The host name goes last: it may hold spaces (the in-process runner's does).
+    mine << getpid() << ' ' << device << ' ' << to_hex(&h, sizeof h) << ' ' << reinterpret_cast<uintptr_t>(flags_)
+         << ' ' << comm_.hostname();
     const std::vector<std::string> all = comm_.allgather(mine.str());
     peers_.assign(size_t(size), Peer{});
     for (int r = 0; r < size; ++r) {
@@ -213,7 +214,8 @@ class IpcTransport final : public exec::Transport {
       long pid = 0;
       int dev = 0;
       uintptr_t ptr = 0;
-      in >> host >> pid >> dev >> hex >> ptr;
+      in >> pid >> dev >> hex >> ptr;
+      std::getline(in >> std::ws, host);
       if (r == me) {
         peers_[size_t(r)].flags = flags_;
         peers_[size_t(r)].same_process = true;
