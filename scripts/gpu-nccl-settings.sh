@@ -7,8 +7,8 @@
 #   OUT=/some/dir bash scripts/gpu-nccl-settings.sh GRAPH_SPEC TWO_GPU.json ONE_GPU.json
 #
 # GRAPH_SPEC is MODEL:SIZE (batch 1, TF32). BUILD_DIR (/tmp/b) is built when hios is missing
-# or REBUILD is set. ROWS=transports runs the transports instead of NCCL's settings: nccl,
-# cuda-ipc with stream-memory-operation signals and with flag kernels, each twice. Prints one line per setting: median ms and the ratio to the one-GPU run.
+# or REBUILD is set. ROWS=transports runs the transports instead of NCCL's settings: nccl and
+# cuda-ipc, each twice, then cuda-ipc eager and verified. Prints one line per setting: median ms and the ratio to the one-GPU run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-nccl-settings}
@@ -44,7 +44,6 @@ transports() {
   for round in 1 2; do
     run nccl-$round 2 "$two"
     run cuda-ipc-$round 2 "$two" -- --transport cuda-ipc
-    run cuda-ipc-kernels-$round 2 "$two" HIOS_IPC_SIGNAL=kernels -- --transport cuda-ipc
   done
   run cuda-ipc-eager 2 "$two" -- --transport cuda-ipc --cuda-graph off
   run cuda-ipc-verify 2 "$two" -- --transport cuda-ipc --verify

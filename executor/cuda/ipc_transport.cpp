@@ -1,7 +1,7 @@
 // exec::Transport "cuda-ipc": GPUs of one host move tensors by copy engine, straight into the
-// receiver's buffer, and signal through flags in GPU memory. No kernel of the transport holds
-// an SM while it waits (with the default stream-memory-operation signals), so a transfer costs
-// a copy and two flag writes, not a communication kernel competing with the pass for SMs.
+// receiver's buffer, and signal through flags in GPU memory. A transfer costs a copy-engine copy
+// and three one-thread flag kernels, where NCCL's costs a kernel of several blocks on each side
+// that moves the data through its own buffers.
 //
 // Protocol, per message (the k-th transfer from rank S to rank R in send order, which is the
 // order of R's receives: program.hpp guarantees it):
@@ -23,13 +23,11 @@
 // holds the peer's addresses of its load: a rank whose buffers move must be captured again on
 // every rank (a whole-job load does that).
 //
-// Signals: stream memory operations (cuStreamWaitValue32 / cuStreamWriteValue32, through the
-// runtime's driver entry points so that nothing links libcuda), or with HIOS_IPC_SIGNAL=kernels
-// one-thread flag kernels (signals.cu).
+// Signals: one-thread kernels (signals.cu) that spin on a flag or set one; signals.cu says why
+// not stream memory operations.
 #include <cuda.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -51,8 +49,6 @@ namespace {
 // Messages per ordered pair and program; flags for more would need a bigger flag buffer.
 constexpr int kMaxMessages = 8192;
 
-using WaitValue32 = CUresult(CUDAAPI*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-using WriteValue32 = CUresult(CUDAAPI*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using GetAddressRange = CUresult(CUDAAPI*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
 template <typename Fn>
@@ -92,27 +88,18 @@ class IpcTransport final : public exec::Transport {
  public:
   IpcTransport(exec::Comm& comm, CudaBackend& backend) : comm_(comm), backend_(backend) {
     set_error_location(comm.where());
-    const char* sig = std::getenv("HIOS_IPC_SIGNAL");
-    const std::string mode = sig ? sig : "memops";
-    HIOS_CHECK(mode == "memops" || mode == "kernels", "HIOS_IPC_SIGNAL must be memops or kernels, not '%s'",
-               mode.c_str());
-    kernel_signals_ = mode == "kernels";
+    // The driver's call, through the runtime, so that nothing links libcuda.
     get_range_ = driver_entry<GetAddressRange>("cuMemGetAddressRange", 3020);
-    if (!kernel_signals_) {
-      wait_value_ = driver_entry<WaitValue32>("cuStreamWaitValue32", 11070);
-      write_value_ = driver_entry<WriteValue32>("cuStreamWriteValue32", 11070);
-    }
   }
 
   ~IpcTransport() override {
     (void)cudaSetDevice(backend_.device());
     if (std::uncaught_exceptions() == 0) (void)cudaDeviceSynchronize();
-    for (auto& [key, p] : opened_) (void)cudaIpcCloseMemHandle(p);
+    for (auto& [key, m] : opened_) (void)cudaIpcCloseMemHandle(m.mapped);
     if (flags_) (void)cudaFree(flags_);
   }
 
   std::string name() const override { return "cuda-ipc"; }
-  std::string versions() const override { return kernel_signals_ ? "flag kernels" : "stream memory operations"; }
   bool capturable() const override { return true; }
 
   void prepare(const Graph& g, const exec::RankProgram& p) override {
@@ -136,16 +123,18 @@ class IpcTransport final : public exec::Transport {
                "cuda-ipc transport: '%s' is %zu bytes here but rank %d receives %zu bytes",
                g_->nodes.at(size_t(node)).name.c_str(), t.bytes, peer, it->second.bytes);
     cudaStream_t st = backend_.stream_handle(stream);
-    wait_flag(local_flag(kReady, peer, k), st);
+    launch_wait_flag(local_flag(kReady, peer, k), st);
+    HIOS_CUDA_CHECK_LAUNCH();
     HIOS_CUDA_CHECK(cudaMemcpyAsync(it->second.data, t.data, t.bytes, cudaMemcpyDefault, st));
-    set_flag(peer_flag(peer, kDone, comm_.rank(), k), st);
+    launch_set_flag(peer_flag(peer, kDone, comm_.rank(), k), st);
+    HIOS_CUDA_CHECK_LAUNCH();
   }
 
   void recv(int node, int peer, int stream, int /*lane*/) override {
     const int k = slot(recv_slot_, node, peer, "receive");
-    cudaStream_t st = backend_.stream_handle(stream);
-    set_flag(peer_flag(peer, kReady, comm_.rank(), k), st);
-    wait_flag(local_flag(kDone, peer, k), st);
+    launch_set_then_wait_flag(peer_flag(peer, kReady, comm_.rank(), k), local_flag(kDone, peer, k),
+                              backend_.stream_handle(stream));
+    HIOS_CUDA_CHECK_LAUNCH();
   }
 
  private:
@@ -167,30 +156,6 @@ class IpcTransport final : public exec::Transport {
   unsigned int* local_flag(Kind kind, int other, int k) const { return flags_ + flag_index(kind, other, k); }
   unsigned int* peer_flag(int peer, Kind kind, int other, int k) const {
     return peers_.at(size_t(peer)).flags + flag_index(kind, other, k);
-  }
-
-  void wait_flag(unsigned int* flag, cudaStream_t st) {
-    if (kernel_signals_) {
-      launch_wait_flag(flag, st);
-      HIOS_CUDA_CHECK_LAUNCH();
-      return;
-    }
-    const auto addr = reinterpret_cast<CUdeviceptr>(flag);
-    check_driver(wait_value_(reinterpret_cast<CUstream>(st), addr, 1, CU_STREAM_WAIT_VALUE_EQ), "cuStreamWaitValue32");
-    check_driver(write_value_(reinterpret_cast<CUstream>(st), addr, 0, CU_STREAM_WRITE_VALUE_DEFAULT),
-                 "cuStreamWriteValue32");
-  }
-
-  void set_flag(unsigned int* flag, cudaStream_t st) {
-    if (kernel_signals_) {
-      launch_set_flag(flag, st);
-      HIOS_CUDA_CHECK_LAUNCH();
-      return;
-    }
-    // The default write is preceded by a memory fence: the copy before it lands first.
-    check_driver(write_value_(reinterpret_cast<CUstream>(st), reinterpret_cast<CUdeviceptr>(flag), 1,
-                              CU_STREAM_WRITE_VALUE_DEFAULT),
-                 "cuStreamWriteValue32");
   }
 
   // Once per transport: the flag buffer, exported to every peer; the peers' buffers, mapped.
@@ -237,7 +202,7 @@ class IpcTransport final : public exec::Transport {
         if (dev != device) enable_peer_access(dev);
         peer.flags = reinterpret_cast<unsigned int*>(ptr);
       } else {
-        peer.flags = static_cast<unsigned int*>(open_handle(r, hex));
+        peer.flags = static_cast<unsigned int*>(open_handle(r, ptr, hex));
       }
     }
   }
@@ -251,12 +216,19 @@ class IpcTransport final : public exec::Transport {
     HIOS_CUDA_CHECK(e);
   }
 
-  void* open_handle(int peer, const std::string& hex) {
-    auto it = opened_.find({peer, hex});
-    if (it != opened_.end()) return it->second;
+  // A peer allocation, mapped here once. Keyed by the peer's address of it: when the peer frees
+  // an allocation and makes a new one at the same address (an arena that grew), the old
+  // mapping is closed first, or the driver refuses the new handle as already mapped.
+  void* open_handle(int peer, uintptr_t base, const std::string& hex) {
+    auto it = opened_.find({peer, base});
+    if (it != opened_.end()) {
+      if (it->second.handle == hex) return it->second.mapped;
+      HIOS_CUDA_CHECK(cudaIpcCloseMemHandle(it->second.mapped));
+      opened_.erase(it);
+    }
     void* p = nullptr;
     HIOS_CUDA_CHECK(cudaIpcOpenMemHandle(&p, handle_from_hex(hex), cudaIpcMemLazyEnablePeerAccess));
-    opened_[{peer, hex}] = p;
+    opened_[{peer, base}] = Mapping{hex, p};
     return p;
   }
 
@@ -289,7 +261,7 @@ class IpcTransport final : public exec::Transport {
       HIOS_CUDA_CHECK(cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)));
       const size_t offset = size_t(reinterpret_cast<CUdeviceptr>(t.data) - base);
       mine << in.peer << ' ' << recv_slot_.at({in.node, in.peer}) << ' ' << t.bytes << ' ' << offset << ' '
-           << to_hex(&h, sizeof h) << ' ' << reinterpret_cast<uintptr_t>(t.data) << '\n';
+           << to_hex(&h, sizeof h) << ' ' << base << '\n';
     }
     const std::vector<std::string> all = comm_.allgather(mine.str());
     remote_.clear();
@@ -298,13 +270,14 @@ class IpcTransport final : public exec::Transport {
       int src = 0, k = 0;
       size_t bytes = 0, offset = 0;
       std::string hex;
-      uintptr_t ptr = 0;
-      while (in >> src >> k >> bytes >> offset >> hex >> ptr) {
+      uintptr_t base = 0;
+      while (in >> src >> k >> bytes >> offset >> hex >> base) {
         if (src != comm_.rank()) continue;
         Remote r;
         r.bytes = bytes;
-        r.data = peers_.at(size_t(dst)).same_process ? reinterpret_cast<void*>(ptr)
-                                                     : static_cast<char*>(open_handle(dst, hex)) + offset;
+        r.data = (peers_.at(size_t(dst)).same_process ? reinterpret_cast<char*>(base)
+                                                      : static_cast<char*>(open_handle(dst, base, hex))) +
+                 offset;
         remote_[{dst, k}] = r;
       }
     }
@@ -320,13 +293,14 @@ class IpcTransport final : public exec::Transport {
   exec::Comm& comm_;
   CudaBackend& backend_;
   const Graph* g_ = nullptr;
-  bool kernel_signals_ = false;
-  WaitValue32 wait_value_ = nullptr;
-  WriteValue32 write_value_ = nullptr;
   GetAddressRange get_range_ = nullptr;
   unsigned int* flags_ = nullptr;
   std::vector<Peer> peers_;
-  std::map<std::pair<int, std::string>, void*> opened_;  // (peer, handle) -> mapped here
+  struct Mapping {
+    std::string handle;
+    void* mapped = nullptr;
+  };
+  std::map<std::pair<int, uintptr_t>, Mapping> opened_;  // (peer, its address) -> mapped here
   std::map<std::pair<int, int>, int> send_slot_, recv_slot_;  // (node, peer) -> message number
   std::map<std::pair<int, int>, Remote> remote_;              // (destination, message) -> its buffer
 };

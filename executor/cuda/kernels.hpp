@@ -227,8 +227,10 @@ void launch_linear(const void* x, const void* w, const void* b, void* y, int64_t
                    Elem elem, cudaStream_t stream);
 
 // Signals of the cuda-ipc transport: wait until *flag == 1, then set it back to 0; set *flag to
-// 1 after everything the stream wrote before is visible (the flag may live on a peer GPU).
+// 1 after everything the stream wrote before is visible (the flag may live on a peer GPU); set
+// one flag, then wait on another.
 void launch_wait_flag(unsigned int* flag, cudaStream_t stream);
 void launch_set_flag(unsigned int* flag, cudaStream_t stream);
+void launch_set_then_wait_flag(unsigned int* remote, unsigned int* local, cudaStream_t stream);
 
 }  // namespace hios::cuda
