@@ -1,15 +1,17 @@
-// exec::Transport "cuda-ipc": GPUs of one host move tensors by copy engine, straight into the
-// receiver's buffer, and signal through flags in GPU memory. A transfer costs a copy-engine copy
-// and three one-thread flag kernels, where NCCL's costs a kernel of several blocks on each side
-// that moves the data through its own buffers.
+// exec::Transport "cuda-ipc": GPUs of one host move tensors straight into the
+// receiver's buffer, and signal through flags in GPU memory. A transfer costs one push kernel on
+// the sender and one one-thread flag kernel on the receiver, where NCCL's costs a kernel on each
+// side that moves the data through NCCL's own buffers and its proxy's protocol.
 //
 // Protocol, per message (the k-th transfer from rank S to rank R in send order, which is the
 // order of R's receives: program.hpp guarantees it):
 //   R, at its receive:  ready[S->R][k] := 1 on S's GPU   (R's buffer may be written now)
 //                       wait done[S->R][k] == 1 on R's GPU, then set it back to 0
-//   S, at its send:     wait ready[S->R][k] == 1 on S's GPU, then set it back to 0
-//                       copy the tensor into R's buffer (cudaMemcpyAsync, peer to peer)
-//                       done[S->R][k] := 1 on R's GPU     (after the copy, fenced)
+//   S, at its send:     one push kernel: wait ready[S->R][k] == 1 on S's GPU, copy the tensor
+//                       into R's buffer over NVLink (its blocks' stores), set ready back to 0 and
+//                       done[S->R][k] := 1 on R's GPU once every block's stores are visible.
+//                       (Buffers not 16-byte aligned: a wait kernel, cudaMemcpyAsync peer to
+//                       peer, a set kernel.)
 // Each flag is set by one side and reset by the side that waits on it, so the same values work
 // in every replay of a captured pass. The receiver posts "ready" only when its program reaches
 // the receive, so the copy never overwrites memory the receiver still uses for an earlier tensor
@@ -23,8 +25,8 @@
 // holds the peer's addresses of its load: a rank whose buffers move must be captured again on
 // every rank (a whole-job load does that).
 //
-// Signals: one-thread kernels (signals.cu) that spin on a flag or set one; signals.cu says why
-// not stream memory operations.
+// The kernels are in signals.cu, which says why waits spin in kernels, not in stream memory
+// operations.
 #include <cuda.h>
 #include <unistd.h>
 
@@ -123,6 +125,12 @@ class IpcTransport final : public exec::Transport {
                "cuda-ipc transport: '%s' is %zu bytes here but rank %d receives %zu bytes",
                g_->nodes.at(size_t(node)).name.c_str(), t.bytes, peer, it->second.bytes);
     cudaStream_t st = backend_.stream_handle(stream);
+    if (aligned16(t.data) && aligned16(it->second.data)) {
+      launch_push(t.data, it->second.data, t.bytes, local_flag(kReady, peer, k), peer_flag(peer, kDone, comm_.rank(), k),
+                  local_flag(kBlocksDone, peer, k), st);
+      HIOS_CUDA_CHECK_LAUNCH();
+      return;
+    }
     launch_wait_flag(local_flag(kReady, peer, k), st);
     HIOS_CUDA_CHECK_LAUNCH();
     HIOS_CUDA_CHECK(cudaMemcpyAsync(it->second.data, t.data, t.bytes, cudaMemcpyDefault, st));
@@ -138,7 +146,8 @@ class IpcTransport final : public exec::Transport {
   }
 
  private:
-  enum Kind { kReady = 0, kDone = 1 };
+  enum Kind { kReady = 0, kDone = 1, kBlocksDone = 2, kKinds = 3 };
+  static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
   struct Peer {
     unsigned int* flags = nullptr;  // the peer's flag buffer, mapped here
     bool same_process = false;
@@ -148,8 +157,8 @@ class IpcTransport final : public exec::Transport {
     size_t bytes = 0;
   };
 
-  // Flag buffer layout: [kind][other rank][message]. ready[..][R][k] lives on the sender (R is
-  // the receiver), done[..][S][k] on the receiver (S is the sender).
+  // Flag buffer layout: [kind][other rank][message]. ready[..][R][k] and the push's block count
+  // live on the sender (R is the receiver), done[..][S][k] on the receiver (S is the sender).
   size_t flag_index(Kind kind, int other, int k) const {
     return (size_t(kind) * size_t(comm_.size()) + size_t(other)) * kMaxMessages + size_t(k);
   }
@@ -161,7 +170,7 @@ class IpcTransport final : public exec::Transport {
   // Once per transport: the flag buffer, exported to every peer; the peers' buffers, mapped.
   void connect_peers() {
     const int size = comm_.size(), me = comm_.rank(), device = backend_.device();
-    const size_t bytes = size_t(2) * size_t(size) * kMaxMessages * sizeof(unsigned int);
+    const size_t bytes = size_t(kKinds) * size_t(size) * kMaxMessages * sizeof(unsigned int);
     HIOS_CUDA_CHECK(cudaMalloc(&flags_, bytes));
     HIOS_CUDA_CHECK(cudaMemset(flags_, 0, bytes));
     HIOS_CUDA_CHECK(cudaDeviceSynchronize());

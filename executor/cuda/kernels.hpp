@@ -232,5 +232,9 @@ void launch_linear(const void* x, const void* w, const void* b, void* y, int64_t
 void launch_wait_flag(unsigned int* flag, cudaStream_t stream);
 void launch_set_flag(unsigned int* flag, cudaStream_t stream);
 void launch_set_then_wait_flag(unsigned int* remote, unsigned int* local, cudaStream_t stream);
+// Waits for *ready == 1, copies `bytes` from src to dst (16-byte aligned; dst may be a peer
+// GPU's), then re-arms *ready and *blocks_done (0) and sets *done_remote to 1.
+void launch_push(const void* src, void* dst, size_t bytes, unsigned int* ready, unsigned int* done_remote,
+                 unsigned int* blocks_done, cudaStream_t stream);
 
 }  // namespace hios::cuda
