@@ -61,7 +61,7 @@ std::string join(const std::vector<std::string>& v) {
 // Names that exist in some build but not this one, so the error says why rather than only
 // "unknown".
 const char* why_missing(const std::string& name) {
-  if (name == "cuda" || name == "nccl") return " (this hios was built without CUDA: configure with -DHIOS_CUDA=ON)";
+  if (name == "cuda" || name == "nccl" || name == "cuda-ipc") return " (this hios was built without CUDA: configure with -DHIOS_CUDA=ON)";
   if (name == "mpi-host" || name == "mpi-cuda-aware") return " (this hios was built without MPI)";
   return "";
 }

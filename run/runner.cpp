@@ -345,6 +345,20 @@ std::string chosen_launch_order(const RunOptions& opt, const Schedule& s) {
   return "topo";
 }
 
+// --transport, else the transport `hios tune` measured this schedule's links and passes with
+// (meta.tune.identity), when the run's backend is the tune's and this build has it, else empty
+// (the backend's default). A schedule tuned over cuda-ipc then runs over cuda-ipc.
+std::string chosen_transport(const RunOptions& opt, const Schedule& s) {
+  if (!opt.transport.empty()) return opt.transport;
+  if (!s.meta.tune.is_object() || !s.meta.tune.contains("identity")) return "";
+  const json& id = s.meta.tune["identity"];
+  if (!id.is_object() || id.value("backend", std::string()) != opt.backend) return "";
+  const std::string named = id.value("transport", std::string());
+  const std::string name = named.substr(0, named.find(' '));  // "nccl NCCL 2.23.4" -> "nccl"
+  const std::vector<std::string> known = transport_names();
+  return std::find(known.begin(), known.end(), name) != known.end() ? name : "";
+}
+
 }  // namespace
 
 namespace {
@@ -472,7 +486,9 @@ struct Heartbeat final : PassObserver {
 
 }  // namespace
 
-RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt, Comm& comm) {
+RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& asked, Comm& comm) {
+  RunOptions opt = asked;
+  opt.transport = chosen_transport(asked, s);
   std::atomic<const char*> phase{"setup"};
   Watchdog watchdog(opt.timeout_s, [&] { abort_timed_out(comm, opt, phase.load()); });
   std::atomic<const PeerWatch*> peer_watch{nullptr};  // while the ranks' pids are known

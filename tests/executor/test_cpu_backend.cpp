@@ -150,6 +150,24 @@ TEST_CASE("cpu backend: a one-rank run through the runner verifies exactly") {
   std::string table = report_to_table(r);
   CHECK(table.find("# correctness: OK") != std::string::npos);
   CHECK(report_to_json(r)["ok"].get<bool>());
+  SECTION("a tuned schedule runs over the transport its tune measured, unless told otherwise") {
+    std::string other;  // a transport of this build that is not the cpu backend's default
+    for (const std::string& t : transport_names()) {
+      if (t != "mpi-host") other = t;
+    }
+    if (other.empty()) HIOS_SKIP("this build has no transport but mpi-host");
+    Schedule tuned = s;
+    tuned.meta.tune = json{{"identity", {{"backend", "cpu"}, {"transport", other + " 1.2.3"}}}};
+    CHECK(run_schedule(g, tuned, opt, *comm).transport == other + " (unused: one rank)");
+    RunOptions told = opt;
+    told.transport = "mpi-host";
+    CHECK(run_schedule(g, tuned, told, *comm).transport == "mpi-host (unused: one rank)");
+    tuned.meta.tune["identity"]["backend"] = "cuda";  // tuned for another backend: its default
+    CHECK(run_schedule(g, tuned, opt, *comm).transport == "mpi-host (unused: one rank)");
+    tuned.meta.tune["identity"]["transport"] = "none (one rank)";
+    tuned.meta.tune["identity"]["backend"] = "cpu";
+    CHECK(run_schedule(g, tuned, opt, *comm).transport == "mpi-host (unused: one rank)");
+  }
   SECTION("the job size must match the schedule") {
     Schedule s2 = test::schedule_with("hios-lp", g, 2);
     CHECK_THROWS_AS(run_schedule(g, s2, opt, *comm), Error);
