@@ -95,8 +95,12 @@ class IpcTransport final : public exec::Transport {
   }
 
   ~IpcTransport() override {
+    // Unwinding from an error: a flag kernel may spin for a peer that will never signal, and
+    // cudaFree would wait for it. Leave the mappings and the flags to the process's end, which
+    // the error brings (the runner ends the whole job).
+    if (std::uncaught_exceptions() > 0) return;
     (void)cudaSetDevice(backend_.device());
-    if (std::uncaught_exceptions() == 0) (void)cudaDeviceSynchronize();
+    (void)cudaDeviceSynchronize();
     for (auto& [key, m] : opened_) (void)cudaIpcCloseMemHandle(m.mapped);
     if (flags_) (void)cudaFree(flags_);
   }
