@@ -37,6 +37,9 @@ struct TransportEntry {
   // Throws hios::Error when the transport cannot work with this backend or library (e.g.
   // mpi-cuda-aware when MPIX_Query_cuda_support() is not 1), naming the reason.
   std::function<std::unique_ptr<Transport>(Comm&, Backend&)> make;
+  // What Transport::capturable() of what `make` builds says, known before one exists (a
+  // session decides on CUDA Graph capture before its first load).
+  bool capturable = false;
 };
 
 // Registration replaces an entry of the same name (so tests may register fakes).

@@ -77,8 +77,8 @@ RankSession::~RankSession() {
 bool RankSession::can_capture() const {
   if (!backend_->can_capture()) return false;
   if (comm_.size() == 1) return true;
-  // Before the first load there is no transport object to ask; nccl and cuda-ipc are capturable.
-  return transport_ ? transport_->capturable() : transport_name_ == "nccl" || transport_name_ == "cuda-ipc";
+  // Before the first load there is no transport object to ask: its registry entry answers.
+  return transport_ ? transport_->capturable() : find_transport(transport_name_).capturable;
 }
 
 void RankSession::load(RankProgram p) {

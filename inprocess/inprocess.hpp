@@ -56,8 +56,8 @@ class SingleGpuRunner {
 };
 
 // Runs every rank of a schedule inside this process, one thread and one GPU per rank (rank r on
-// GPU r), through the registry's cuda backend and a GPU transport (nccl unless told), issuing each rank's program
-// the way the executor's host loop does under mpirun. For the GPU tests and the benchmark on a
+// GPU r), through the registry's cuda backend and a GPU transport (nccl unless told), issuing
+// each rank's program the way the executor's host loop does under mpirun. For the GPU tests and the benchmark on a
 // machine where MPI is not wanted; `hios run` under mpirun is the production path.
 struct InProcessOptions {
   std::string math = "tf32";

@@ -8,7 +8,8 @@
 #
 # GRAPH_SPEC is MODEL:SIZE (batch 1, TF32). BUILD_DIR (/tmp/b) is built when hios is missing
 # or REBUILD is set. ROWS=transports runs the transports instead of NCCL's settings: nccl and
-# cuda-ipc, each twice, then cuda-ipc eager and verified. Prints one line per setting: median ms and the ratio to the one-GPU run.
+# cuda-ipc, each twice, then cuda-ipc eager and verified. Prints one line per setting: median ms
+# and the ratio to the one-GPU run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-nccl-settings}

@@ -466,12 +466,14 @@ void register_cuda_components() {
   t.name = "nccl";
   t.description = "ncclSend/ncclRecv between GPUs on per-peer comm streams (capturable)";
   t.make = [](Comm& comm, Backend& backend) { return make_nccl_transport(comm, backend); };
+  t.capturable = true;
   register_transport(std::move(t));
 #endif
   TransportEntry ipc;
   ipc.name = "cuda-ipc";
-  ipc.description = "copy engines between GPUs of one host, signalled by flags in GPU memory (capturable)";
+  ipc.description = "GPUs of one host: a push kernel copies into the receiver's buffer and signals it by a flag (capturable)";
   ipc.make = [](Comm& comm, Backend& backend) { return make_ipc_transport(comm, backend); };
+  ipc.capturable = true;
   register_transport(std::move(ipc));
 }
 

@@ -30,7 +30,6 @@
 #include <cuda.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <exception>
 #include <map>
 #include <sstream>
