@@ -17,7 +17,7 @@ $H schedule --graph $W/g.json --algo hios-lp --gpus 2 -o $W/s2.json | grep -E "p
 run() {  # label np schedule extra...
   local label=$1 np=$2 s=$3; shift 3
   echo "== $label"
-  timeout 90 mpirun -np $np -x NCCL_DEBUG -x NCCL_NVLS_ENABLE $H run --graph $W/g.json --schedule $s --backend cuda \
+  timeout 90 mpirun -np $np -x NCCL_DEBUG -x NCCL_NVLS_ENABLE $H run --graph $W/g.json --schedule $s --backend cuda --transport nccl \
     --verify --timeout 80 -o $OUT/$label.json "$@" >$OUT/$label.log 2>&1
   echo "exit $?"
   grep -E "transport|verify vs|latency|error" $OUT/$label.log | head -6

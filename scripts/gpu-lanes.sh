@@ -30,7 +30,7 @@ g=$W/graph.json
 case "$db" in *.gz) gunzip -c "$db" >"$W/db.json"; db=$W/db.json ;; esac
 
 run() {  # LABEL NP SCHEDULE
-  timeout 120 mpirun -np "$2" -x NCCL_NVLS_ENABLE "$H" run --graph "$g" --schedule "$3" --backend cuda --verify \
+  timeout 120 mpirun -np "$2" -x NCCL_NVLS_ENABLE "$H" run --graph "$g" --schedule "$3" --backend cuda --transport nccl --verify \
     --warmup 5 --number 10 --repeat 7 --timeout 110 -o "$W/$1.run.json" >"$W/$1.log" 2>&1 ||
     { echo "$1 failed: $(grep -m1 -i error "$W/$1.log")"; return; }
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=json.load(open(sys.argv[2])); print(sys.argv[3], '%.3f' % s['meta']['predicted_ms'], '%.3f' % d['latency_ms']['median'], 'verified' if d['ok'] else 'NOT VERIFIED')" \

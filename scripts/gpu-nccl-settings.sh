@@ -6,7 +6,8 @@
 #
 #   OUT=/some/dir bash scripts/gpu-nccl-settings.sh GRAPH_SPEC TWO_GPU.json ONE_GPU.json
 #
-# GRAPH_SPEC is MODEL:SIZE (batch 1, TF32). BUILD_DIR (/tmp/b) is built when hios is missing
+# GRAPH_SPEC is MODEL:SIZE (batch 1, TF32); every two-GPU row names its transport (on one host
+# hios run takes cuda-ipc when told none). BUILD_DIR (/tmp/b) is built when hios is missing
 # or REBUILD is set. ROWS=transports runs the transports instead of NCCL's settings: nccl and
 # cuda-ipc, each twice, then cuda-ipc eager and verified. Prints one line per setting: median ms
 # and the ratio to the one-GPU run.
@@ -43,7 +44,7 @@ run() {  # LABEL NP SCHEDULE [ENV=VALUE ...] [-- hios run options]; each in its 
 transports() {
   run one-gpu 1 "$one"
   for round in 1 2; do
-    run nccl-$round 2 "$two"
+    run nccl-$round 2 "$two" -- --transport nccl
     run cuda-ipc-$round 2 "$two" -- --transport cuda-ipc
   done
   run cuda-ipc-eager 2 "$two" -- --transport cuda-ipc --cuda-graph off
@@ -52,17 +53,17 @@ transports() {
 }
 nccl_settings() {
   run one-gpu 1 "$one"
-  run default 2 "$two"
-  run proto-LL 2 "$two" NCCL_PROTO=LL
-  run proto-LL128 2 "$two" NCCL_PROTO=LL128
-  run proto-Simple 2 "$two" NCCL_PROTO=Simple
-  run p2p-channels-1 2 "$two" NCCL_MAX_P2P_NCHANNELS=1
-  run p2p-channels-1-LL 2 "$two" NCCL_MAX_P2P_NCHANNELS=1 NCCL_PROTO=LL
-  run p2p-nchannels-per-peer-1 2 "$two" NCCL_NCHANNELS_PER_NET_PEER=1
-  run comm-normal 2 "$two" -- --comm-priority normal
-  run eager 2 "$two" -- --cuda-graph off
+  run default 2 "$two" -- --transport nccl
+  run proto-LL 2 "$two" NCCL_PROTO=LL -- --transport nccl
+  run proto-LL128 2 "$two" NCCL_PROTO=LL128 -- --transport nccl
+  run proto-Simple 2 "$two" NCCL_PROTO=Simple -- --transport nccl
+  run p2p-channels-1 2 "$two" NCCL_MAX_P2P_NCHANNELS=1 -- --transport nccl
+  run p2p-channels-1-LL 2 "$two" NCCL_MAX_P2P_NCHANNELS=1 NCCL_PROTO=LL -- --transport nccl
+  run p2p-nchannels-per-peer-1 2 "$two" NCCL_NCHANNELS_PER_NET_PEER=1 -- --transport nccl
+  run comm-normal 2 "$two" -- --transport nccl --comm-priority normal
+  run eager 2 "$two" -- --transport nccl --cuda-graph off
   run one-gpu-again 1 "$one"
-  run default-again 2 "$two"
+  run default-again 2 "$two" -- --transport nccl
 }
 if [ "${ROWS:-nccl}" = transports ]; then transports; else nccl_settings; fi | tee "$OUT/settings.txt"
 python3 - "$OUT/settings.txt" <<'PY'

@@ -21,7 +21,7 @@ configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(nasnet_large:331 inception_v3:2048 nasnet_large:1024)
 run() {  # name np schedule [hios run options...]
   local name=$1 np=$2 s=$3; shift 3
-  timeout 150 mpirun -np "$np" "$H" run --graph "$g" --schedule "$s" --backend cuda --warmup 3 \
+  timeout 150 mpirun -np "$np" "$H" run --graph "$g" --schedule "$s" --backend cuda --transport nccl --warmup 3 \
     --number 10 --repeat 7 --timeout 140 -o none "$@" >"$OUT/$name.log" 2>&1
   local lat
   lat=$(grep -E '^# latency' "$OUT/$name.log" | sed -E 's/.*median ([0-9.]+).*predicted ([0-9.]+).*/\1 \2/')

@@ -381,9 +381,12 @@ void Tuner::take_reference() {
   ro.device = session_.backend_config().device;
   ro.devices.clear();
   ro.transport.clear();
+  const auto t_reference = Clock::now();
   std::unique_ptr<exec::Comm> self = exec::make_self_comm();
   reference_ =
       exec::run_reference(g_, ro, *self, exec::make_input(g_, o_.session.seed))->backend().read_tensor(g_.output());
+  progress_.line("reference", strprintf("the sequential run on rank 0's device: %.1f s (loading included)",
+                                        seconds_since(t_reference)));
   // The reference run chose an algorithm for every node on this device.
   share_algorithm_choices();
   const bool cpu = session_.backend().name() == "cpu";

@@ -107,6 +107,10 @@ struct Candidate {
   // Re-tune: the fastest the last tune measured this schedule with any receive posting (itself
   // or one of its receive-lead variants; 0: none). It decides what is timed again.
   double stored_fastest_ms = 0;
+  // Re-tune: the receive posting that was fastest (meta.recv_lead: -1 the schedule as searched,
+  // k >= 0 its variant posting k stages ahead); kLeadsNotTimed where the last tune timed none.
+  static constexpr int kLeadsNotTimed = -2;
+  int stored_fastest_lead = kLeadsNotTimed;
   double max_rel = 0;       // output against the sequential run
   bool ok = false;          // verified within tolerance
 };

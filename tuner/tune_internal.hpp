@@ -236,6 +236,7 @@ class Tuner {
   void time_one(Candidate& c, int passes, const char* round, size_t k, size_t n);
   double tolerance_of(const Candidate& c) const { return c.variant == 0 ? tolerance_ : split_tolerance_; }
   void time_receive_leads();
+  std::vector<int> leads_to_time(const Candidate& base);
   void calibrate_and_search_again();
   Calibration calibrate(bool predict);
   void time_finalists();

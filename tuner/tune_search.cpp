@@ -81,6 +81,7 @@ void Tuner::candidates_from_database() {
       cand.stored_max_rel = c.get_number("max_rel", 0.0);
       cand.ok = c.get_bool("verified", false);
       cand.stored_fastest_ms = std::min(cand.stored_ms, c.get_number("fastest_posting_ms", cand.stored_ms));
+      if (c.has("fastest_posting_lead")) cand.stored_fastest_lead = int(c.get_int_in("fastest_posting_lead", -1, 1 << 20));
     }
     if (c.has("split")) {
       cand.split = c.get_string("split");

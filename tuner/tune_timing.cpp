@@ -103,7 +103,7 @@ void Tuner::time_receive_leads() {
   if (fastest_unsplit >= 0) bases.insert(bases.begin(), size_t(fastest_unsplit));
   for (size_t i : bases) {
     const Candidate from = res_.candidates[i];  // a copy: the list grows below
-    for (int lead : {0, 2}) {
+    for (int lead : leads_to_time(from)) {
       Candidate v = from;
       v.schedule.meta.recv_lead = lead;
       v.label = from.label + strprintf(", receives %d stage%s ahead", lead, lead == 1 ? "" : "s");
@@ -112,6 +112,23 @@ void Tuner::time_receive_leads() {
       time_one(res_.candidates.back(), quick_passes(), "quick", res_.candidates.size(), res_.candidates.size());
     }
   }
+}
+
+// The leads to time for `base`: 0 and 2 stages ahead, unless a re-tune knows which posting of
+// this schedule the last tune measured fastest; then only that one is timed again (none when it
+// was the schedule as searched, which the quick round has just timed), as the launch orders
+// are kept (adopt_stored_launch_order).
+std::vector<int> Tuner::leads_to_time(const Candidate& base) {
+  if (!reuse_searches_ || base.stored_fastest_lead == Candidate::kLeadsNotTimed) return {0, 2};
+  progress_.line("timing", base.stored_fastest_lead < 0
+                               ? strprintf("receive leads of %s: the last tune measured it fastest as searched; not "
+                                           "timed again",
+                                           base.label.c_str())
+                               : strprintf("receive leads of %s: the last tune measured it fastest posting %d stages "
+                                           "ahead; only that lead is timed again",
+                                           base.label.c_str(), base.stored_fastest_lead));
+  if (base.stored_fastest_lead < 0) return {};
+  return {base.stored_fastest_lead};
 }
 
 // ---- phase 10: calibration, and the multi-GPU searches again with it

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "graph/error.hpp"
 #include "graph/row_split.hpp"
@@ -35,11 +37,21 @@ json candidate_head(const Candidate& c, const char* gpus_key) {
 void Tuner::record_searches() {
   // The fastest verified receive-lead variant of each searched candidate: a re-tune times again
   // what can still win with its best posting, not only with its receives posted at once.
-  std::map<std::string, double> fastest_variant;
+  // Which variant that was (its recv_lead) is kept too: a re-tune times only that posting again.
+  struct Posting {
+    double ms;
+    int lead;
+  };
+  std::map<std::string, Posting> fastest_variant;
+  std::set<std::string> leads_timed;
   for (const Candidate& c : res_.candidates) {
-    if (c.posting_of.empty() || !c.ok || c.passes == 0) continue;
+    if (c.posting_of.empty() || c.passes == 0) continue;
+    leads_timed.insert(c.posting_of);
+    if (!c.ok) continue;
     auto it = fastest_variant.find(c.posting_of);
-    if (it == fastest_variant.end() || c.measured_ms < it->second) fastest_variant[c.posting_of] = c.measured_ms;
+    if (it == fastest_variant.end() || c.measured_ms < it->second.ms) {
+      fastest_variant[c.posting_of] = Posting{c.measured_ms, c.schedule.meta.recv_lead};
+    }
   }
   json list = json::array();
   for (const Candidate& c : res_.candidates) {
@@ -52,10 +64,18 @@ void Tuner::record_searches() {
                       {"verified", c.ok},
                       {"schedule", schedule_to_json(job_.graph(c.variant), c.schedule)}});
     // A re-tune that kept a candidate keeps its variants' best too (they are not timed again).
-    double fastest = c.passes == 0 && c.stored_fastest_ms > 0 ? c.stored_fastest_ms : c.measured_ms;
+    const bool kept = c.passes == 0 && c.stored_fastest_ms > 0;
+    double fastest = kept ? c.stored_fastest_ms : c.measured_ms;
+    int lead = Candidate::kLeadsNotTimed;
+    if (kept || (reuse_searches_ && !leads_timed.count(c.label))) lead = c.stored_fastest_lead;
+    if (leads_timed.count(c.label)) lead = -1;
     auto v = fastest_variant.find(c.label);
-    if (v != fastest_variant.end()) fastest = std::min(fastest, v->second);
+    if (v != fastest_variant.end() && v->second.ms < fastest) {
+      fastest = v->second.ms;
+      lead = v->second.lead;
+    }
     if (fastest < c.measured_ms) entry["fastest_posting_ms"] = fastest;
+    if (lead != Candidate::kLeadsNotTimed) entry["fastest_posting_lead"] = lead;
     list.push_back(std::move(entry));
   }
   json orders = json::object();

@@ -100,6 +100,13 @@ for e in db["searched"]["candidates"]:
         assert abs(e["fastest_posting_ms"] - fastest) < 1e-9, (e["label"], e.get("fastest_posting_ms"), fastest)
     else:
         assert "fastest_posting_ms" not in e, e
+    # ...and which posting that was (-1: as searched), wherever its leads were timed.
+    timed = [x for x in c if x.get("posting_of") == e["label"]]
+    if not timed:
+        assert "fastest_posting_lead" not in e, e
+    else:
+        winner = min([x for x in timed if x["verified"]] + [dict(e, recv_lead=-1)], key=lambda x: x["measured_ms"])
+        assert e["fastest_posting_lead"] == winner["recv_lead"], (e["label"], e["fastest_posting_lead"], winner)
 # Predictions are calibrated on the other schedules; the uncalibrated ones are kept.
 cal = t["calibration"]
 assert cal["launch_gap_us"] >= 0 and cal["transfer_extra_us"] >= 0, cal
@@ -201,6 +208,16 @@ again = {x["label"]: x for x in t["candidates"]}
 for x in base:
     kept = again[x["label"]]["passes"] == 0
     assert kept == (fastest_posting(x) > 1.10 * best), (x["label"], kept, fastest_posting(x), best)
+# Of a schedule whose receive leads the first tune timed, the re-tune times at most the posting
+# that was fastest there (none when the schedule as searched was; none either where the re-tune
+# kept the schedule or another unsplit one came out faster in its quick round).
+for x in base:
+    variants = [y for y in first["candidates"] if y.get("posting_of") == x["label"]]
+    retimed = sorted(y["recv_lead"] for y in t["candidates"] if y.get("posting_of") == x["label"])
+    if not variants:
+        continue
+    winner = min([y for y in variants if y["verified"]] + [x], key=lambda y: y["measured_ms"])
+    assert set(retimed) <= ({winner["recv_lead"]} - {-1}), (x["label"], retimed, winner["label"])
 PY
 
 # 3. Another graph against that database: refused with one line naming what differs.
