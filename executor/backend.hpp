@@ -156,6 +156,12 @@ class Backend {
   // convolution signature, weight bytes), for benchmark reports. Empty by default.
   virtual std::string plan_report() const { return ""; }
 
+  // Whether a kernel's code is loaded at its first launch (CUDA's lazy loading, its default since
+  // 12.2), a load that may wait for every kernel running on the device. A multi-rank session then
+  // launches a loaded program's kernels once before any of them can run beside a transfer kernel
+  // waiting for a peer (RankSession::launch_kernels_locally).
+  virtual bool loads_code_at_first_launch() const { return false; }
+
   // Whole-pass capture (CUDA Graphs). The runner calls begin_capture(), issues one pass, calls
   // end_capture(), and from then on replay() issues the pass. The default: not supported.
   virtual bool can_capture() const { return false; }

@@ -93,9 +93,35 @@ void RankSession::load(RankProgram p) {
   if (comm_.size() > 1) {
     if (!transport_) transport_ = make_transport(transport_name_, comm_, *backend_);
     transport_->prepare(*g_, program_);
+    if (backend_->loads_code_at_first_launch()) launch_kernels_locally();
   }
   loaded_ = true;
   ++loads_;
+}
+
+// The loaded program once without its transfers, before any pass with them: the first launch
+// of a kernel loads its code, and loading may wait for every kernel running on the device. In a
+// pass with transfers one of them can be a transfer kernel spinning until a peer sends, while
+// the peer waits for this rank, and both hang (a two-GPU re-tune did, in its first pass on the
+// second GPU, which had launched none of the graph's kernels before). Every load does it, not
+// only the first: which kernels a node takes (fused or not, and so on) can depend on the
+// schedule. The outputs are garbage, overwritten by the next pass; it costs one pass of compute
+// per load.
+void RankSession::launch_kernels_locally() {
+  const bool transfers = std::any_of(program_.instrs.begin(), program_.instrs.end(), [](const Instr& in) {
+    return in.kind == InstrKind::Send || in.kind == InstrKind::Recv;
+  });
+  if (!transfers) return;  // nothing here waits for a peer
+  Backend& b = *backend_;
+  for (const Instr& in : program_.instrs) {
+    switch (in.kind) {
+      case InstrKind::Launch: b.launch(in.node, in.stream); break;
+      case InstrKind::Record: b.record(in.event, in.stream); break;
+      case InstrKind::Wait: b.wait(in.event, in.stream); break;
+      default: break;  // no transfer; allocations were made in prepare; gather is the host's
+    }
+  }
+  b.synchronize();
 }
 
 void RankSession::load_shape(const Graph& g, RankProgram p) {

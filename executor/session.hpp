@@ -140,6 +140,7 @@ class RankSession {
   void issue(const std::vector<Instr>& instrs, bool observed);
   void enqueue_pass(bool eager = false);  // observers' pass_begin, the instructions or the replay, end of pass
   void finish_pass();   // the host waits for every stream; observers' pass_end
+  void launch_kernels_locally();  // RankSession::load, multi-rank sessions
 
   const Graph* g_;  // load_shape moves it to another shape of the model
   Comm& comm_;

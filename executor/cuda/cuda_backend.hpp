@@ -55,6 +55,7 @@ class CudaBackend final : public exec::Backend {
   void adopt_algorithm_choices(const json& recipes) override;
 
   bool can_capture() const override { return true; }
+  bool loads_code_at_first_launch() const override { return true; }
   void begin_capture() override;
   void end_capture() override;
   void replay() override;

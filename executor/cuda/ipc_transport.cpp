@@ -174,6 +174,7 @@ class IpcTransport final : public exec::Transport {
   void connect_peers() {
     const int size = comm_.size(), me = comm_.rank(), device = backend_.device();
     const size_t bytes = size_t(kKinds) * size_t(size) * kMaxMessages * sizeof(unsigned int);
+    HIOS_CUDA_CHECK(load_signal_kernels());
     HIOS_CUDA_CHECK(cudaMalloc(&flags_, bytes));
     HIOS_CUDA_CHECK(cudaMemset(flags_, 0, bytes));
     HIOS_CUDA_CHECK(cudaDeviceSynchronize());

@@ -236,5 +236,9 @@ void launch_set_then_wait_flag(unsigned int* remote, unsigned int* local, cudaSt
 // GPU's), then re-arms *ready and *blocks_done (0) and sets *done_remote to 1.
 void launch_push(const void* src, void* dst, size_t bytes, unsigned int* ready, unsigned int* done_remote,
                  unsigned int* blocks_done, cudaStream_t stream);
+// Loads the code of the kernels above on the current device now: loaded at a first launch
+// instead (CUDA's lazy loading), one of them could wait for a kernel spinning until a peer
+// sends, while the peer waits for it.
+cudaError_t load_signal_kernels();
 
 }  // namespace hios::cuda

@@ -70,6 +70,17 @@ void launch_push(const void* src, void* dst, size_t bytes, unsigned int* ready, 
                                                blocks_done);
 }
 
+cudaError_t load_signal_kernels() {
+  cudaFuncAttributes a{};
+  for (const void* k : {reinterpret_cast<const void*>(&push_kernel), reinterpret_cast<const void*>(&wait_flag_kernel),
+                        reinterpret_cast<const void*>(&set_flag_kernel),
+                        reinterpret_cast<const void*>(&set_then_wait_kernel)}) {
+    const cudaError_t e = cudaFuncGetAttributes(&a, k);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 void launch_wait_flag(unsigned int* flag, cudaStream_t stream) { wait_flag_kernel<<<1, 1, 0, stream>>>(flag); }
 void launch_set_flag(unsigned int* flag, cudaStream_t stream) { set_flag_kernel<<<1, 1, 0, stream>>>(flag); }
 void launch_set_then_wait_flag(unsigned int* remote, unsigned int* local, cudaStream_t stream) {
