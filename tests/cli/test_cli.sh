@@ -401,7 +401,8 @@ for r in d["runs"]:
     for v in devs.values():
         assert v["pass_fraction"] <= v["busy_fraction"] + 1e-9 and v["host_ms_per_request"] >= 0, v
         assert set(v["worker_ms"]) == {"wait", "stage", "pass", "book"}, v
-    assert r["dispatch_ms_per_request"] > 0, r
+    # A slow machine (the sanitizers) can offer no request in 0.3 s at half its measured rate.
+    assert (r["dispatch_ms_per_request"] > 0) == (r["requests"] > 0), r
 assert len(re.findall(r"^#   device [01]: busy ", out, re.M)) == 2 * len(d["runs"]), out
 assert len(re.findall(r"^#   dispatcher: ", out, re.M)) == len(d["runs"]), out
 PY
