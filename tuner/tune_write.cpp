@@ -66,9 +66,9 @@ void Tuner::record_searches() {
     // A re-tune that kept a candidate keeps its variants' best too (they are not timed again).
     const bool kept = c.passes == 0 && c.stored_fastest_ms > 0;
     double fastest = kept ? c.stored_fastest_ms : c.measured_ms;
-    int lead = Candidate::kLeadsNotTimed;
-    if (kept || (reuse_searches_ && !leads_timed.count(c.label))) lead = c.stored_fastest_lead;
-    if (leads_timed.count(c.label)) lead = -1;
+    // Timed here: the schedule as searched unless a variant beats it; else what the last tune
+    // found (kLeadsNotTimed outside a re-tune).
+    int lead = leads_timed.count(c.label) ? -1 : c.stored_fastest_lead;
     auto v = fastest_variant.find(c.label);
     if (v != fastest_variant.end() && v->second.ms < fastest) {
       fastest = v->second.ms;
