@@ -345,7 +345,7 @@ void add_run_command(CLI::App& app) {
                 "and the sum");
   run->add_option("--backend", ropt->run.backend, "cpu or cuda (default cpu)");
   run->add_option("--transport", ropt->run.transport,
-                  "nccl, cuda-ipc, mpi-host or mpi-cuda-aware (default: the one hios tune measured the schedule with, else nccl for cuda, mpi-host for cpu)");
+                  "nccl, cuda-ipc, mpi-host or mpi-cuda-aware (default: the one hios tune measured the schedule with, else on cuda cuda-ipc where all ranks share one host and their GPUs reach each other, nccl otherwise; mpi-host on cpu)");
   run->add_option("--cuda-graph", ropt->run.cuda_graph,
                   "on, off or auto: capture each rank's pass into one CUDA Graph (default auto: when possible)");
   run->add_option("--math", ropt->run.math, "tf32, fp32, fp16 or bf16 (16-bit storage; cuda only) (default: tf32 on cuda, fp32 on cpu)");

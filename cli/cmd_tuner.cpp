@@ -32,7 +32,7 @@ void add_tuner_commands(CLI::App& app) {
   cmd->add_option("--output,-o", o->output, "Schedule JSON to write (atomically), the fastest measured candidate")
       ->required();
   cmd->add_option("--backend", o->tune.session.backend, "cpu or cuda (default cpu)");
-  cmd->add_option("--transport", o->tune.session.transport, "nccl, cuda-ipc, mpi-host or mpi-cuda-aware (default: the backend's)");
+  cmd->add_option("--transport", o->tune.session.transport, "nccl, cuda-ipc, mpi-host or mpi-cuda-aware (default: on cuda, cuda-ipc where all ranks share one host and their GPUs reach each other, nccl otherwise; mpi-host on cpu)");
   cmd->add_option("--math", o->tune.session.math, "tf32, fp32, fp16 or bf16 (16-bit storage; cuda only) (default: tf32 on cuda, fp32 on cpu)");
   cmd->add_option("--layout", o->tune.session.layout, "nchw or nhwc: how activations are stored (default: nhwc on cuda, nchw on cpu; docs/benchmarks.md compares)")
       ->check(CLI::IsMember({"nchw", "nhwc"}));

@@ -68,6 +68,19 @@ const char* why_missing(const std::string& name) {
 
 }  // namespace
 
+std::string default_transport(const BackendEntry& be, const std::vector<std::string>& hosts,
+                              const std::vector<int>& devices) {
+  HIOS_CHECK(hosts.size() == devices.size(), "internal error: %zu hosts for %zu devices", hosts.size(), devices.size());
+  if (be.one_host_transport.empty() || !be.peer_access) return be.default_transport;
+  for (size_t a = 0; a < hosts.size(); ++a) {
+    if (hosts[a] != hosts.front()) return be.default_transport;
+    for (size_t b = 0; b < hosts.size(); ++b) {
+      if (devices[a] != devices[b] && !be.peer_access(devices[a], devices[b])) return be.default_transport;
+    }
+  }
+  return be.one_host_transport;
+}
+
 void register_backend(BackendEntry e) {
   Registry& r = storage();
   std::lock_guard<std::mutex> lock(r.mu);

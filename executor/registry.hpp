@@ -24,7 +24,12 @@ struct BackendEntry {
   std::string description;  // one line, for --help and errors
   std::string default_math = "fp32";           // what --math means when not given
   std::string default_layout = "nchw";         // what --layout means when not given
-  std::string default_transport = "mpi-host";  // what --transport means when not given
+  std::string default_transport = "mpi-host";  // what --transport means when not given, but see below
+  // Where every rank is on one host and each rank's device has peer access to every other's:
+  // the transport taken instead of default_transport (empty: none). cuda-ipc on CUDA, whose
+  // copies over NVLink start sooner and run faster than NCCL's (docs/executor.md).
+  std::string one_host_transport;
+  std::function<bool(int from, int to)> peer_access;  // device `from` can address device `to`'s memory
   std::function<std::unique_ptr<Backend>(const BackendConfig&)> make;
   // Devices visible to this process (GPU backends); empty for backends that need no device.
   // The runner uses it to map ranks to devices and to fail clearly when there are too few.
@@ -49,6 +54,11 @@ void register_transport(TransportEntry e);
 // Built-in entries are registered on first use of any of the functions below.
 std::vector<std::string> backend_names();
 std::vector<std::string> transport_names();
+// The transport of a multi-rank session that names none, rank r being on hosts[r] with device
+// devices[r]: be.one_host_transport where all hosts are one and every pair of distinct devices
+// has peer access both ways, be.default_transport otherwise.
+std::string default_transport(const BackendEntry& be, const std::vector<std::string>& hosts,
+                              const std::vector<int>& devices);
 const BackendEntry& find_backend(const std::string& name);      // throws listing the known ones
 const TransportEntry& find_transport(const std::string& name);  // throws listing the known ones
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendConfig& cfg);

@@ -61,7 +61,24 @@ RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) 
     HIOS_CHECK(opt.devices.empty(), "--devices applies to GPU backends; the %s backend has no devices",
                opt.backend.c_str());
   }
+  if (opt.transport.empty() && comm.size() > 1 && !be.one_host_transport.empty()) {
+    transport_name_ = transport_for_placement(be);
+  }
   backend_ = make_backend(opt.backend, cfg_);
+}
+
+// The backend's default transport for where the ranks are (registry.hpp, default_transport):
+// every rank's host and device, gathered, so that all ranks take the same one.
+std::string RankSession::transport_for_placement(const BackendEntry& be) {
+  const std::vector<std::string> all = comm_.allgather(std::to_string(cfg_.device) + " " + comm_.hostname());
+  std::vector<std::string> hosts;
+  std::vector<int> devices;
+  for (const std::string& e : all) {
+    const size_t space = e.find(' ');
+    devices.push_back(std::stoi(e.substr(0, space)));
+    hosts.push_back(e.substr(space + 1));
+  }
+  return default_transport(be, hosts, devices);
 }
 
 RankSession::~RankSession() {

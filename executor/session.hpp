@@ -36,7 +36,10 @@ namespace hios::exec {
 
 struct SessionOptions {
   std::string backend = "cpu";
-  std::string transport;        // empty: the backend's default ("nccl" for cuda, "mpi-host" otherwise)
+  // Empty: the backend's default for where the ranks are (registry.hpp, default_transport): on
+  // cuda, cuda-ipc when all ranks share one host and their GPUs have peer access, else nccl;
+  // mpi-host on cpu.
+  std::string transport;
   std::string math;             // empty: the backend's default ("tf32" on cuda, "fp32" on cpu)
   std::vector<int> devices;     // device per node-local rank; empty: the local rank
   int device = -1;              // >= 0: this device, whatever the rank (reference runs, in-process ranks)
@@ -51,6 +54,7 @@ struct SessionOptions {
 };
 
 class RankSession;
+struct BackendEntry;  // executor/registry.hpp
 
 // Sees the instructions of eager passes. A pass replayed from a CUDA Graph shows only
 // pass_begin(captured = true) and pass_end: its instructions are not issued by the host.
@@ -141,6 +145,7 @@ class RankSession {
   void enqueue_pass(bool eager = false);  // observers' pass_begin, the instructions or the replay, end of pass
   void finish_pass();   // the host waits for every stream; observers' pass_end
   void launch_kernels_locally();  // RankSession::load, multi-rank sessions
+  std::string transport_for_placement(const BackendEntry& be);  // collective
 
   const Graph* g_;  // load_shape moves it to another shape of the model
   Comm& comm_;

@@ -71,7 +71,7 @@ struct InProcessOptions {
   // what it was doing, instead of hanging the caller; 0: wait forever.
   double timeout_s = 180;
   exec::LaunchOrder launch_order;  // how each stage's launches interleave (executor/launch_order.hpp)
-  std::string transport = "nccl";  // or "cuda-ipc"
+  std::string transport = "nccl";  // or "cuda-ipc"; empty: the session's default (cuda-ipc where the GPUs reach each other)
 };
 struct InProcessResult {
   std::vector<float> first_output;  // after the first pass, issued eagerly
@@ -80,6 +80,7 @@ struct InProcessResult {
   std::vector<size_t> peak_bytes;   // per rank
   std::vector<int64_t> tensor_bytes;  // per rank: what its tensors occupy (arena or sum of buffers)
   int transfers = 0;                // tensors sent per pass, over all ranks
+  std::string transport;            // the one the ranks used
   int compute_streams = 0;          // most compute streams of any rank
   // Row splits, over all ranks: `rows` nodes launched, and those the memory plan made no-ops.
   int rows_launched = 0, rows_in_place = 0;

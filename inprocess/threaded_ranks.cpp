@@ -54,6 +54,7 @@ InProcessResult run_schedule_in_process(const Graph& g, const Schedule& s, const
     at("preparing the backend and the transport");
     exec::RankSession session(g, so, comm);
     session.load(progs[size_t(r)]);
+    if (r == 0) res.transport = session.transport_name();
     at("running the first (eager) pass");
     if (r == 0) session.backend().set_input(exec::make_input(g, o.seed));
     comm.barrier();

@@ -22,7 +22,7 @@ namespace hios::exec {
 
 struct RunOptions {
   std::string backend = "cpu";
-  std::string transport;         // empty: the one hios tune measured the schedule with, else "nccl" for cuda, "mpi-host" otherwise
+  std::string transport;         // empty: the one hios tune measured the schedule with, else the session's default (SessionOptions::transport)
   std::string cuda_graph = "auto";  // on | off | auto (on when backend and transport can capture)
   std::string math;              // empty: the backend's default ("tf32" on cuda, "fp32" on cpu)
   std::string comm_priority = "high";  // SessionOptions::comm_priority

@@ -6,8 +6,8 @@
 #
 #   OUT=/some/dir bash scripts/gpu-nccl-settings.sh GRAPH_SPEC TWO_GPU.json ONE_GPU.json
 #
-# GRAPH_SPEC is MODEL:SIZE (batch 1, TF32); every two-GPU row names its transport, so that a
-# schedule tuned over cuda-ipc still runs the NCCL rows over NCCL. BUILD_DIR (/tmp/b) is built when hios is missing
+# GRAPH_SPEC is MODEL:SIZE (batch 1, TF32); every two-GPU row names its transport (on one host
+# hios run takes cuda-ipc when told none). BUILD_DIR (/tmp/b) is built when hios is missing
 # or REBUILD is set. ROWS=transports runs the transports instead of NCCL's settings: nccl and
 # cuda-ipc, each twice, then cuda-ipc eager and verified. Prints one line per setting: median ms
 # and the ratio to the one-GPU run.

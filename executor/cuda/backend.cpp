@@ -460,6 +460,13 @@ void register_cuda_components() {
 #ifdef HIOS_CUDA_WITH_NCCL
   b.default_transport = "nccl";  // GPU tensors move GPU to GPU; mpi-host stays selectable
 #endif
+  // GPUs of one host that reach each other's memory: cuda-ipc's push kernel, measured faster
+  // than NCCL per message (docs/executor.md, "The cuda-ipc transport").
+  b.one_host_transport = "cuda-ipc";
+  b.peer_access = [](int from, int to) {
+    int can = 0;
+    return cudaDeviceCanAccessPeer(&can, from, to) == cudaSuccess && can == 1;
+  };
   register_backend(std::move(b));
 #ifdef HIOS_CUDA_WITH_NCCL
   TransportEntry t;

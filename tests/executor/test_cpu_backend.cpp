@@ -95,6 +95,29 @@ TEST_CASE("cpu backend: the memory limit names the tensor that does not fit") {
   CHECK(b->peak_memory_bytes() >= size_t(p.bytes_allocated()));
 }
 
+TEST_CASE("transports: a multi-rank session that names none takes the one-host transport only where every GPU reaches every other") {
+  BackendEntry be;
+  be.default_transport = "across-hosts";
+  be.one_host_transport = "one-host";
+  // Devices 0, 1 and 2 reach each other; 3 reaches no one, and no one reaches it.
+  be.peer_access = [](int from, int to) { return from != 3 && to != 3; };
+  CHECK(default_transport(be, {"h", "h"}, {0, 1}) == "one-host");
+  CHECK(default_transport(be, {"h", "h", "h"}, {0, 1, 2}) == "one-host");
+  CHECK(default_transport(be, {"h", "h"}, {0, 0}) == "one-host");  // one device, two ranks: no peer needed
+  CHECK(default_transport(be, {"h", "g"}, {0, 1}) == "across-hosts");
+  CHECK(default_transport(be, {"h", "h", "g"}, {0, 1, 2}) == "across-hosts");
+  CHECK(default_transport(be, {"h", "h"}, {0, 3}) == "across-hosts");
+  CHECK(default_transport(be, {"h", "h"}, {3, 0}) == "across-hosts");
+  be.peer_access = [](int from, int to) { return from < to; };  // one way only
+  CHECK(default_transport(be, {"h", "h"}, {0, 1}) == "across-hosts");
+  be.peer_access = nullptr;  // a backend that cannot say
+  CHECK(default_transport(be, {"h", "h"}, {0, 1}) == "across-hosts");
+  be.peer_access = [](int, int) { return true; };
+  be.one_host_transport.clear();  // a backend without one (the cpu backend)
+  CHECK(default_transport(be, {"h", "h"}, {0, 1}) == "across-hosts");
+  CHECK(find_backend("cpu").one_host_transport.empty());
+}
+
 TEST_CASE("cpu backend: misuse is an error, never a crash") {
   Graph g = build_model("demo", {1, 5, 5});
   RankProgram p = lower(g, sequential_schedule(g), 0);

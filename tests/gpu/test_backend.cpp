@@ -1,6 +1,8 @@
 // The cuda backend and the nccl transport driven by rank programs, as the executor's host loop
 // drives them: one GPU with several streams, CUDA Graph capture against eager replay, the
 // out-of-memory path, and a two-GPU NCCL schedule against one GPU (two threads, one rank each).
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 
 #include "executor/program.hpp"
@@ -149,6 +151,24 @@ TEST_CASE("a two-GPU schedule over cuda-ipc matches one GPU, captured and eager"
       CHECK(gputest::compare(two.output, one.first_output).within(1e-4));
     }
   }
+}
+
+TEST_CASE("a two-GPU job that names no transport takes cuda-ipc where the GPUs reach each other", "[gpu][backend][ipc]") {
+  if (cuda::device_count() < 2) HIOS_SKIP("fewer than two CUDA devices visible");
+  int both_ways = 0, back = 0;
+  REQUIRE(cudaDeviceCanAccessPeer(&both_ways, 0, 1) == cudaSuccess);
+  REQUIRE(cudaDeviceCanAccessPeer(&back, 1, 0) == cudaSuccess);
+  const std::vector<std::string> transports = exec::transport_names();
+  const bool nccl = std::find(transports.begin(), transports.end(), "nccl") != transports.end();
+  if (!(both_ways && back) && !nccl) HIOS_SKIP("no peer access and no NCCL: no GPU transport to take");
+  const Graph g = build_model("inception_v3", ModelParams{1, 96, 96});
+  const cuda::InProcessResult one = cuda::run_schedule_in_process(g, exec::sequential_schedule(g), quick("fp32"));
+  cuda::InProcessOptions o = quick("fp32");
+  o.transport.clear();
+  const cuda::InProcessResult two = cuda::run_schedule_in_process(g, make_schedule(g, "hios-lp", 2, 4), o);
+  CHECK(two.transport == (both_ways && back ? "cuda-ipc" : "nccl"));
+  CHECK(two.transfers > 0);
+  CHECK(gputest::compare(two.output, one.first_output).within(1e-4));
 }
 
 TEST_CASE("a two-GPU row split over NCCL, its bands in place, matches one GPU", "[gpu][backend][nccl][rows]") {
