@@ -16,12 +16,12 @@ double fit_loss(const std::vector<std::pair<const Curve*, double>>& points, doub
   return l;
 }
 
-double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms) {
+double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms, double lowest) {
   if (points.empty()) return 0;
   double hi = 0;
   for (const auto& p : points) hi = std::max(hi, p.second);
   auto loss = [&](double x) { return fit_loss(points, x, overhead_ms); };
-  const double best = golden_section_min(loss, 0.0, hi, 60);
+  const double best = golden_section_min(loss, std::min(lowest, 0.0), hi, 60);
   return loss(0) <= loss(best) ? 0.0 : best;
 }
 

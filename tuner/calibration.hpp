@@ -18,7 +18,11 @@ namespace hios::tune {
 // not see: `extra_launch_ms` after every launch in a stream (in a pass, a kernel waits for its
 // predecessor's completion to be noticed, which timing one stage alone hides) and
 // `extra_transfer_ms` on every transfer (inside a pass a transfer shares the SMs with the stages and
-// waits for the block scheduler; a link measured between idle GPUs sees neither). Stage times
+// waits for the block scheduler; a link measured between idle GPUs sees neither). The transfer
+// cost may be negative, down to minus the link's fixed latency: a pass can also hide part of
+// what a link measured alone pays per message (a transfer posted ahead, or a halo exchanged
+// while the interior rows compute, is then off the critical path). A transfer never costs
+// less than nothing. Stage times
 // are asked of the measured model once per stage and remembered by the stage's address, so a
 // calibration can simulate a candidate many times: the candidates must not move meanwhile.
 class CalibratedCost final : public CostModel {
@@ -28,7 +32,7 @@ class CalibratedCost final : public CostModel {
   std::string device() const override { return base_.device(); }
   double node_ms(const Graph& g, int node, int gpu) const override { return base_.node_ms(g, node, gpu); }
   double transfer_ms(double bytes, int src, int dst) const override {
-    return base_.transfer_ms(bytes, src, dst) + extra_transfer_ms;
+    return std::max(0.0, base_.transfer_ms(bytes, src, dst) + extra_transfer_ms);
   }
   double stage_ms(const Graph& g, const Stage& stage, int gpu) const override {
     auto [it, fresh] = memo_.try_emplace({&stage, gpu}, std::pair<double, size_t>{0.0, 0});
@@ -76,10 +80,13 @@ struct CalibrationPeer {
 // uncalibrated prediction.
 std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i);
 
-// The x in [0, the slowest measured pass] (no single launch or transfer can cost more) that
-// minimises the sum of log((curve(x) + overhead) / measured)^2 over the points
-// (golden-section search; 0 when no positive x does better).
-double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms);
+// The x in [lowest, the slowest measured pass] (no single launch or transfer can cost more)
+// that minimises the sum of log((curve(x) + overhead) / measured)^2 over the points
+// (golden-section search; 0 when no other x does better). `lowest` is 0 for a launch gap and
+// minus the fastest link's fixed latency for a transfer (CalibratedCost); the curves must
+// reach down to it.
+double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, double overhead_ms,
+                 double lowest = 0);
 // That sum at x.
 double fit_loss(const std::vector<std::pair<const Curve*, double>>& points, double x, double overhead_ms);
 

@@ -239,6 +239,7 @@ class Tuner {
   std::vector<int> leads_to_time(const Candidate& base);
   void calibrate_and_search_again();
   Calibration calibrate(bool predict);
+  double fastest_link_latency_ms() const;
   void time_finalists();
   void choose_launch_order();
   void refit_predictions();

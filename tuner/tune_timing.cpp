@@ -4,6 +4,7 @@
 // Apart from the searches because everything here runs on the devices, through the job.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -139,7 +140,7 @@ std::vector<int> Tuner::leads_to_time(const Candidate& base) {
 void Tuner::calibrate_and_search_again() {
   for (Candidate& c : res_.candidates) c.predicted_uncalibrated_ms = c.predicted_ms;
   calibration_ = calibrate(false);
-  progress_.line("calibrate", strprintf("inside a pass: +%.2f us after every launch (%zu one-GPU schedules), +%.1f us "
+  progress_.line("calibrate", strprintf("inside a pass: +%.2f us after every launch (%zu one-GPU schedules), %+.1f us "
                                         "on every transfer (%zu multi-GPU schedules)",
                                         1e3 * calibration_.launch_ms, calibration_.one_gpu,
                                         1e3 * calibration_.transfer_ms, calibration_.multi_gpu));
@@ -165,9 +166,25 @@ void Tuner::calibrate_and_search_again() {
   note_stage_counts();  // round 2 may have measured more
 }
 
+// The smallest fixed cost of one message between two of the job's GPUs, as measured (a link's
+// latency: its cost at zero bytes); 0 on one GPU.
+double Tuner::fastest_link_latency_ms() const {
+  double fastest = std::numeric_limits<double>::infinity();
+  for (int a = 0; a < N_; ++a) {
+    for (int b = 0; b < N_; ++b) {
+      if (a != b) fastest = std::min(fastest, cost_->transfer_ms(0, a, b) - cost_->transfer_extra_ms);
+    }
+  }
+  return std::isfinite(fastest) ? std::max(0.0, fastest) : 0.0;
+}
+
 Calibration Tuner::calibrate(bool predict) {
   static const std::vector<double> kLaunchGrid = {0, 0.002};  // one GPU: exactly linear in the gap
-  static const std::vector<double> kTransferGrid = {0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4};
+  // A transfer's cost in a pass may be below the link's measured one by up to its fixed latency
+  // (calibration.hpp): the curves reach down to minus the fastest link's latency.
+  const double lowest = -fastest_link_latency_ms();
+  std::vector<double> transfer_grid = {0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4};
+  if (lowest < 0) transfer_grid.insert(transfer_grid.begin(), {lowest, 0.75 * lowest, 0.5 * lowest, 0.25 * lowest});
   CalibratedCost cal(*cost_);
   const size_t n = res_.candidates.size();
   std::vector<Curve> curves(n);
@@ -208,13 +225,13 @@ Calibration Tuner::calibrate(bool predict) {
   for (size_t i = 0; i < n; ++i) {
     if (res_.candidates[i].gpus == 1) continue;
     cal.extra_launch_ms = all.launch_ms;
-    curves[i] = curve(res_.candidates[i], kTransferGrid, cal.extra_transfer_ms);
+    curves[i] = curve(res_.candidates[i], transfer_grid, cal.extra_transfer_ms);
     if (!predict) continue;
     cal.extra_launch_ms = 0;
-    gapless[i] = curve(res_.candidates[i], kTransferGrid, cal.extra_transfer_ms);
+    gapless[i] = curve(res_.candidates[i], transfer_grid, cal.extra_transfer_ms);
   }
   cal.extra_launch_ms = all.launch_ms;
-  all.transfer_ms = fit_extra(points(true), db_.pass_overhead_ms);
+  all.transfer_ms = fit_extra(points(true), db_.pass_overhead_ms, lowest);
   all.multi_gpu = points(true).size();
   if (!predict) return all;
   for (size_t i = 0; i < n; ++i) {
@@ -228,8 +245,8 @@ Calibration Tuner::calibrate(bool predict) {
       // transfer cost: the gap fitted to whole-graph schedules on one GPU overstated row splits
       // (inception_v3 2048 bf16 on two H100s: +10.0% with it, +6.7% without).
       const auto others_gapless = points_of(peer_set, gapless);
-      const double with_gap = fit_extra(others, db_.pass_overhead_ms);
-      const double without_gap = fit_extra(others_gapless, db_.pass_overhead_ms);
+      const double with_gap = fit_extra(others, db_.pass_overhead_ms, lowest);
+      const double without_gap = fit_extra(others_gapless, db_.pass_overhead_ms, lowest);
       const bool gap = fit_loss(others, with_gap, db_.pass_overhead_ms) <=
                        fit_loss(others_gapless, without_gap, db_.pass_overhead_ms);
       cal.extra_launch_ms = gap ? all.launch_ms : 0;
