@@ -206,6 +206,14 @@ class ServeRun {
                "--trace, or a --policy without fifo)");
     if (!o_.trace.empty() || o_.rate > 0) {
       loads_ = {0};
+      // A trace file is read (bounded) and checked here, so that a bad one fails at once, not
+      // after the models were prepared; every load replays it.
+      if (!o_.trace.empty()) {
+        exec::ArrivalSpec spec;
+        spec.kind = "file";
+        spec.file = o_.trace;
+        file_trace_ = exec::make_trace(spec, models_);
+      }
     } else {
       for (const std::string& l : split(o_.loads, "--loads")) loads_.push_back(parse_fraction(l));
     }
@@ -357,7 +365,7 @@ class ServeRun {
       spec.seed = o_.seed;
       const double total = o_.rate > 0 ? o_.rate : load * capacity_;
       spec.rates.assign(models_.size(), total / double(models_.size()));
-      const std::vector<exec::Request> trace = exec::make_trace(spec, models_);
+      const std::vector<exec::Request> trace = o_.trace.empty() ? exec::make_trace(spec, models_) : file_trace_;
       for (exec::Policy p : policies_) {
         run_one(load, spec, trace, p);
         if (stopped_) break;
@@ -476,6 +484,7 @@ class ServeRun {
   std::vector<exec::Policy> policies_;
   bool with_fifo_ = false;
   std::vector<double> loads_;
+  std::vector<exec::Request> file_trace_;  // --trace, read once by read_options
   exec::ServeOptions so_;
   std::unique_ptr<exec::Server> server_;
   std::vector<double> single_;

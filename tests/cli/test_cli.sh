@@ -346,14 +346,16 @@ expect_error "serve replicas form"      "--replicas: expected model=count, got '
 expect_error "serve replicas unknown"   "--replicas: model 'nope' is not served" "$HIOS" serve --models demo --size 15 --replicas demo=2,nope=2
 expect_error "serve replicas twice"     "--replicas: model 'demo' is given twice" "$HIOS" serve --models demo --size 15 --replicas demo=2,demo=3
 expect_error "serve replicas placement" "model 'demo' is placed 1 time\(s\) but has 2 replicas" "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --replicas demo=2 --placement demo=0,squeezenet=1
-expect_ok "serve two devices" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --duration 0.3 --loads 0.5 --policy fifo,static -o "$TMP/sd1.json"
+# Batches 1 and 2 where the batch sizes do not matter: preparing every model at batch 4 and 8
+# was most of these runs' time under the sanitizers.
+expect_ok "serve two devices" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --duration 0.3 --loads 0.5 --policy fifo,static --batches 1,2 --static-batch 2 -o "$TMP/sd1.json"
 cp "$TMP/out" "$TMP/sd1.out"
-expect_ok "serve two devices given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 1,0 --placement squeezenet=1,demo=1 --duration 0.3 --loads 0.5 --policy static -o "$TMP/sd2.json"
+expect_ok "serve two devices given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 1,0 --placement squeezenet=1,demo=1 --duration 0.3 --loads 0.5 --policy static --batches 1,2 --static-batch 2 -o "$TMP/sd2.json"
 cp "$TMP/out" "$TMP/sd2.out"
-expect_ok "serve replicas given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas squeezenet=2 --placement demo=0,squeezenet=0,squeezenet=1 --duration 0.3 --loads 0.5 --policy fifo,static -o "$TMP/sd3.json"
+expect_ok "serve replicas given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas squeezenet=2 --placement demo=0,squeezenet=0,squeezenet=1 --duration 0.3 --loads 0.5 --policy fifo,static --batches 1,2 --static-batch 2 -o "$TMP/sd3.json"
 cp "$TMP/out" "$TMP/sd3.out"
 expect_error "serve replicas auto placement" "--replicas auto places the replicas it adds" "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --replicas auto --placement demo=0,squeezenet=1
-expect_ok "serve replicas auto" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas auto --duration 0.3 --loads 0.5 --policy fifo,adaptive -o "$TMP/sd4.json"
+expect_ok "serve replicas auto" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas auto --duration 0.3 --loads 0.5 --policy fifo,adaptive --batches 1,2 -o "$TMP/sd4.json"
 cp "$TMP/out" "$TMP/sd4.out"
 if python3 - "$TMP" <<'PY'
 import json, re, sys
@@ -414,13 +416,13 @@ fi
 # The latency budget: by default fifo's p99 at the lowest load, so fifo runs there first whatever
 # the order given; else the documented default (4x the slowest batch-1 serving pass); else as given.
 # The report prints it and the JSON records it.
-expect_ok "serve budget from fifo" "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.6,0.3 --policy adaptive,fifo -o "$TMP/sb1.json"
+expect_ok "serve budget from fifo" "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.6,0.3 --policy adaptive,fifo --batches 1,2 -o "$TMP/sb1.json"
 cp "$TMP/out" "$TMP/sb1.out"
 expect_ok "serve budget default"   "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.3 --policy adaptive -o "$TMP/sb2.json"
 cp "$TMP/out" "$TMP/sb2.out"
-expect_ok "serve budget given"     "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.3 --policy adaptive --latency-budget-ms 25 -o "$TMP/sb3.json"
+expect_ok "serve budget given"     "$HIOS" serve --models demo --size 15 --duration 0.3 --loads 0.3 --policy adaptive --latency-budget-ms 25 --batches 1,2 -o "$TMP/sb3.json"
 cp "$TMP/out" "$TMP/sb3.out"
-expect_ok "serve budget duration"  "$HIOS" serve --models demo --size 15 --duration 0.3 --budget-duration 0.9 --loads 0.6,0.3 --policy adaptive,fifo -o "$TMP/sb4.json"
+expect_ok "serve budget duration"  "$HIOS" serve --models demo --size 15 --duration 0.3 --budget-duration 0.9 --loads 0.6,0.3 --policy adaptive,fifo --batches 1,2 -o "$TMP/sb4.json"
 cp "$TMP/out" "$TMP/sb4.out"
 if python3 - "$TMP" <<'PY'
 import json, re, sys
