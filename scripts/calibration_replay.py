@@ -19,7 +19,6 @@ takes it or none, whichever fits the peers better), so a replay can differ from 
 print by a few tenths of a percent.
 """
 import argparse
-import gzip
 import json
 import math
 import os
@@ -28,13 +27,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from preset_check import load, shown_ms  # noqa: E402
+
 LEAD = re.compile(r", receives \d+ stages ahead")
-
-
-def load_json(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 def find(d, config, suffixes, required=True):
@@ -69,12 +65,7 @@ class Replay:
             sp = os.path.join(self.tmp, "schedule.json")
             with open(sp, "w") as f:
                 json.dump(schedule, f)
-            ys = []
-            for p in self.dbs:
-                out = subprocess.run([self.hios, "show", sp, "--graph", self.graph, "--cost", p],
-                                     capture_output=True, text=True, check=True).stdout
-                ys.append(float(re.search(r"simulated ([0-9.]+) ms", out).group(1)))
-            self.curves[label] = ys
+            self.curves[label] = [shown_ms(self.hios, self.graph, sp, ["--cost", p]) for p in self.dbs]
         return self.curves[label]
 
     def at(self, ys, v):
@@ -86,8 +77,8 @@ class Replay:
 
 
 def replay(hios, d, config, tmp):
-    tuned = load_json(find(d, config, [".tuned.json"]))
-    db = load_json(find(d, config, [".db.json", ".db.json.gz"]))
+    tuned = load(find(d, config, [".tuned.json"]))
+    db = load(find(d, config, [".db.json", ".db.json.gz"]))
     graph = find(d, config, [".graph.json"], required=False)
     if graph is None:  # rebuild it: MODEL-SIZE-bBATCH-MATH
         model, size, batch = re.match(r"(.+)-(\d+)-b(\d+)-", config).groups()

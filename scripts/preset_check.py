@@ -56,15 +56,20 @@ def searched_candidates(db_path):
     return [c for c in cands if "(calibrated)" not in c["label"] and c.get("verified", True)]
 
 
-def simulated_ms(hios, graph, device, devices, schedule_path):
-    """`hios show`'s simulated latency of a schedule file under an analytic preset."""
-    extra = ["--devices", devices] if devices else []
-    r = subprocess.run([hios, "show", schedule_path, "--graph", graph, "--cost", "analytic", "--device", device] + extra,
-                       capture_output=True, text=True)
+def shown_ms(hios, graph, schedule_path, cost_args):
+    """`hios show`'s simulated latency of a schedule file under the cost model `cost_args` names
+    (e.g. ["--cost", "analytic", "--device", "h100"] or ["--cost", "db.json"])."""
+    r = subprocess.run([hios, "show", schedule_path, "--graph", graph] + cost_args, capture_output=True, text=True)
     m = re.search(r"simulated ([\d.]+) ms", r.stdout)
     if r.returncode != 0 or not m:
         fail(f"hios show failed on {schedule_path}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
     return float(m.group(1))
+
+
+def simulated_ms(hios, graph, device, devices, schedule_path):
+    """`hios show`'s simulated latency of a schedule file under an analytic preset."""
+    extra = ["--devices", devices] if devices else []
+    return shown_ms(hios, graph, schedule_path, ["--cost", "analytic", "--device", device] + extra)
 
 
 def write_schedule(schedule):
