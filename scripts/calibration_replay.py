@@ -13,7 +13,8 @@ CONFIG = inception_v3-512-b1-tf32. A candidate's simulated latency as a function
 per-transfer cost x comes from `hios show --cost DB` on a copy of the database whose links'
 latencies are shifted by x (the same as the tune's replaying cost model for a transfer, since
 a link costs its latency plus bytes over bandwidth). Its peers are the tune's: verified
-multi-GPU candidates of another structure, of its kind (row split or not), with its receive
+multi-GPU candidates of another structure, of its kind (unsplit, a split exchanging halos, or
+a split by recompute alone), with its receive
 posting if any has it, else with receives posted at once. The launch gap is left out (the tune
 takes it or none, whichever fits the peers better), so a replay can differ from the tune's
 print by a few tenths of a percent.
@@ -31,6 +32,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from preset_check import load, shown_ms  # noqa: E402
 
 LEAD = re.compile(r", receives \d+ stages ahead")
+UNSPLIT, HALO_SPLIT, RECOMPUTE_SPLIT = 0, 1, 2
+
+
+def kind(c):
+    """The tune's calibration kind (CalibrationKind) from a candidate's label."""
+    label = c["label"]
+    if " rows " not in label:
+        return UNSPLIT
+    return HALO_SPLIT if ("halo" in label or "mixed" in label) else RECOMPUTE_SPLIT
 
 
 def find(d, config, suffixes, required=True):
@@ -98,14 +108,13 @@ def replay(hios, d, config, tmp):
         return b is not None and b["gpus"] > 1 and c.get("measured_ms", 0) > 0
 
     cands = [c for c in t["candidates"] if multi(c)]
-    split = lambda c: " rows " in c["label"]
     lead = lambda c: LEAD.search(c["label"]) is not None
     chosen = next(c for c in t["candidates"] if c["label"] == t["chosen"])
 
     def peers(me):
         for same_lead in (True, False):
             out = [c for c in cands if LEAD.sub("", c["label"]) != LEAD.sub("", me["label"])
-                   and split(c) == split(me) and (lead(c) == lead(me) if same_lead else not lead(c))]
+                   and kind(c) == kind(me) and (lead(c) == lead(me) if same_lead else not lead(c))]
             if out:
                 return out
         return []
@@ -123,7 +132,9 @@ def replay(hios, d, config, tmp):
     row = {"config": config, "measured_ms": m, "tune_predicted_ms": chosen["predicted_ms"],
            "min_link_latency_us": r.min_latency_us}
     ps = peers(chosen) if multi(chosen) else []
+    row["one_gpu"] = not multi(chosen)
     row["peers"] = len(ps)
+    row["uncalibrated_ms"] = chosen.get("predicted_uncalibrated_ms")
     if ps:
         ys = r.curve(LEAD.sub("", chosen["label"]), base(chosen)["schedule"])
         for name, lowest in (("from_zero", 0.0), ("from_minus_latency", -r.min_latency_us)):
@@ -149,8 +160,13 @@ def main():
             for name in ("from_zero", "from_minus_latency"):
                 f = row[name]
                 line += f"   x {f['transfer_us']:+6.1f} us {err(f['predicted_ms'])}"
+        elif row["one_gpu"]:
+            line += "   one GPU: no transfers (its launch gap is not replayed here)"
         else:
             line += "   no other candidate of its kind: uncalibrated"
+            u = row.get("uncalibrated_ms")
+            if u:
+                line += f" {err(u)}"
         print(line)
     return 0
 

@@ -25,6 +25,14 @@ double fit_extra(const std::vector<std::pair<const Curve*, double>>& points, dou
   return loss(0) <= loss(best) ? 0.0 : best;
 }
 
+CalibrationKind calibration_kind(const SpatialPlan& plan) {
+  if (plan.empty()) return CalibrationKind::Unsplit;
+  for (const SplitRegion& r : plan.regions) {
+    if (r.mode != SplitMode::Recompute) return CalibrationKind::HaloSplit;
+  }
+  return CalibrationKind::RecomputeSplit;
+}
+
 std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i) {
   const CalibrationPeer& me = peers[i];
   auto collect = [&](bool same_kind, bool same_lead) {
@@ -32,7 +40,7 @@ std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers,
     for (size_t j = 0; j < peers.size(); ++j) {
       const CalibrationPeer& p = peers[j];
       if (!p.ok || p.multi != me.multi || p.key == me.key) continue;
-      if (same_kind && p.split != me.split) continue;
+      if (same_kind && p.kind != me.kind) continue;
       if (same_lead ? p.lead != me.lead : p.lead) continue;
       out.push_back(j);
     }
@@ -43,7 +51,7 @@ std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers,
     std::vector<size_t> tier = collect(true, same_lead);
     if (!tier.empty()) return tier;
   }
-  return {};  // never the other kind: its transfers are not a split's halos, nor the reverse
+  return {};  // never another kind: its transfers are not the same messages
 }
 
 }  // namespace hios::tune

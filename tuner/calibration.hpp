@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/row_split.hpp"
 #include "scheduler/cost_model.hpp"
 
 namespace hios::tune {
@@ -60,12 +61,19 @@ struct Curve {
   }
 };
 
+// What a schedule's transfers are, which decides what a transfer costs inside its pass: an
+// unsplit schedule sends a few whole tensors; a row split exchanging halos (halo or mixed mode)
+// sends many small halo messages, which can hide behind the interior rows; a split by
+// recompute alone exchanges no halo (only the region's input rows and its output bands move).
+enum class CalibrationKind { Unsplit, HaloSplit, RecomputeSplit };
+// The kind of a row split (an empty plan: Unsplit).
+CalibrationKind calibration_kind(const SpatialPlan& plan);
+
 // What choosing a candidate's calibration needs to know of every candidate.
 struct CalibrationPeer {
   bool ok = false;     // timed and verified
   bool multi = false;  // uses more than one GPU
-  bool split = false;  // a row split: many small halo messages, where an unsplit schedule
-                       // sends a few whole tensors, so the cost per transfer differs
+  CalibrationKind kind = CalibrationKind::Unsplit;
   bool lead = false;   // receives posted later (meta.recv_lead >= 0), which the simulator
                        // does not model: on two H100s it made a mixed split 8% faster
   std::string key;     // its structure: schedules with the same stages and transfers share it
@@ -73,11 +81,12 @@ struct CalibrationPeer {
 
 // The candidates whose measurements calibrate candidate i: verified ones that use one GPU if
 // i does and more if i does, of another structure than i's, taken from the first tier that
-// has any: (1) the same kind as i (row split or not) and the same receive posting; (2) the
-// same kind, receives posted at once. Never the other kind: fitted to unsplit schedules, whose
+// has any: (1) the same kind as i (CalibrationKind) and the same receive posting; (2) the
+// same kind, receives posted at once. Never another kind: fitted to unsplit schedules, whose
 // few transfers are whole tensors, the cost per transfer put a split's prediction 15% above its
-// measurement (nasnet_large 2048, two H100s; 8.8% uncalibrated). Empty: i keeps its
-// uncalibrated prediction.
+// measurement (nasnet_large 2048, two H100s; 8.8% uncalibrated); fitted to a mixed split whose
+// halos hide behind its interior rows (-6.2 us per transfer), it put a recompute split of
+// randwire 512 13.5% below (uncalibrated: -0.1%). Empty: i keeps its uncalibrated prediction.
 std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i);
 
 // The x in [lowest, the slowest measured pass] (no single launch or transfer can cost more)

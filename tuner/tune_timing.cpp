@@ -201,7 +201,8 @@ Calibration Tuner::calibrate(bool predict) {
   std::vector<CalibrationPeer> peers(n);
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = res_.candidates[i];
-    peers[i] = {c.ok, c.gpus > 1, c.variant > 0, c.schedule.meta.recv_lead >= 0,
+    peers[i] = {c.ok, c.gpus > 1, c.variant > 0 ? calibration_kind(splits_[c.variant - 1].plan) : CalibrationKind::Unsplit,
+                c.schedule.meta.recv_lead >= 0,
                 structure_key(job_.graph(c.variant), c.schedule, c.variant)};
     if (c.gpus == 1) curves[i] = curve(c, kLaunchGrid, cal.extra_launch_ms);
   }

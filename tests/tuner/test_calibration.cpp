@@ -72,25 +72,36 @@ TEST_CASE("calibration: a transfer may cost less in a pass than alone, down to m
   CHECK(cal.transfer_ms(0, 0, 1) == 0.0);
 }
 
-TEST_CASE("calibration: a candidate is calibrated on other structures of its kind, never on the other kind") {
+TEST_CASE("calibration: a candidate is calibrated on other structures of its kind, never on another kind") {
   using V = std::vector<size_t>;
-  // ok, multi, split, lead, key
+  const auto unsplit = CalibrationKind::Unsplit, halo = CalibrationKind::HaloSplit,
+             recompute = CalibrationKind::RecomputeSplit;
+  // ok, multi, kind, lead, key
   std::vector<CalibrationPeer> peers = {
-      {true, false, false, false, "seq"},     // 0: one GPU
-      {true, false, false, false, "ios"},     // 1: one GPU
-      {true, true, false, false, "lp2"},      // 2: two GPUs, unsplit
-      {true, true, false, false, "mr2"},      // 3: two GPUs, unsplit
-      {true, true, true, false, "split-a"},   // 4: a row split
-      {true, true, true, false, "split-b"},   // 5: another row split
-      {true, true, true, true, "split-a"},    // 6: split-a, receives posted later
-      {true, true, true, true, "split-b"},    // 7: split-b, receives posted later
-      {false, true, false, false, "heft"},    // 8: failed verification
+      {true, false, unsplit, false, "seq"},      // 0: one GPU
+      {true, false, unsplit, false, "ios"},      // 1: one GPU
+      {true, true, unsplit, false, "lp2"},       // 2: two GPUs, unsplit
+      {true, true, unsplit, false, "mr2"},       // 3: two GPUs, unsplit
+      {true, true, halo, false, "split-a"},      // 4: a row split exchanging halos
+      {true, true, halo, false, "split-b"},      // 5: another one
+      {true, true, halo, true, "split-a"},       // 6: split-a, receives posted later
+      {true, true, halo, true, "split-b"},       // 7: split-b, receives posted later
+      {false, true, unsplit, false, "heft"},     // 8: failed verification
+      {true, true, recompute, false, "split-r"}, // 9: a row split by recompute alone
+      {true, true, recompute, true, "split-r"},  // 10: split-r, receives posted later
   };
   CHECK(calibration_peers(peers, 0) == V{1});     // one GPU: the other one-GPU schedules only
   CHECK(calibration_peers(peers, 2) == V{3});     // unsplit: the other unsplit
-  CHECK(calibration_peers(peers, 4) == V{5});     // a split: the other split, not the unsplit ones
+  CHECK(calibration_peers(peers, 4) == V{5});     // a split: the other split of its kind only
   CHECK(calibration_peers(peers, 6) == V{7});     // a lead variant: the other split's lead variant
   CHECK(calibration_peers(peers, 8) == V{2, 3});  // one that failed is still predicted
+  // A recompute split exchanges no halo: neither the halo splits nor the unsplit schedules
+  // calibrate it, and it calibrates neither.
+  CHECK(calibration_peers(peers, 9).empty());
+  CHECK(calibration_peers(peers, 10).empty());
+  peers.push_back({true, true, recompute, false, "split-s"});  // 11: another recompute split
+  CHECK(calibration_peers(peers, 10) == V{11});
+  CHECK(calibration_peers(peers, 9) == V{11});
   // No other split posts its receives later: the other split as timed at once, never the
   // variant's own structure.
   peers[7].ok = false;
@@ -106,6 +117,20 @@ TEST_CASE("calibration: a candidate is calibrated on other structures of its kin
   // Nothing else on one GPU: it keeps its uncalibrated prediction.
   peers[1].ok = false;
   CHECK(calibration_peers(peers, 0).empty());
+}
+
+TEST_CASE("calibration: a split's kind is halo unless every region is split by recompute alone") {
+  SplitRegion recompute_region, mixed_region;
+  recompute_region.mode = SplitMode::Recompute;
+  mixed_region.mode = SplitMode::Mixed;
+  SpatialPlan plan;
+  CHECK(calibration_kind(plan) == CalibrationKind::Unsplit);
+  plan.regions = {recompute_region};
+  CHECK(calibration_kind(plan) == CalibrationKind::RecomputeSplit);
+  plan.regions = {recompute_region, mixed_region};
+  CHECK(calibration_kind(plan) == CalibrationKind::HaloSplit);
+  plan.regions = {SplitRegion{}};  // halo mode
+  CHECK(calibration_kind(plan) == CalibrationKind::HaloSplit);
 }
 
 TEST_CASE("calibration: the replaying cost model adds a gap per launch of the longest group and a cost per transfer") {
