@@ -14,10 +14,9 @@ per-transfer cost x comes from `hios show --cost DB` on a copy of the database w
 latencies are shifted by x (the same as the tune's replaying cost model for a transfer, since
 a link costs its latency plus bytes over bandwidth). Its peers are the tune's: verified
 multi-GPU candidates of another structure, of its kind (unsplit, a split exchanging halos, or
-a split by recompute alone), with its receive
-posting if any has it, else with receives posted at once. The launch gap is left out (the tune
-takes it or none, whichever fits the peers better), so a replay can differ from the tune's
-print by a few tenths of a percent.
+a split by recompute alone), with its receive posting if any has it, else with receives posted
+at once. The launch gap is left out (the tune takes it or none, whichever fits the peers
+better), so a replay can differ from the tune's print by a few tenths of a percent.
 """
 import argparse
 import json
