@@ -21,5 +21,10 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # at 1 to 4 GPUs, and the partial-pool split of inception_v3). They are the suite's longest
 # under the sanitizers (80-110 s each) and reach no code that the smaller scheduler, random-DAG
 # and row-split tests do not run under the sanitizers too.
+# Also left out: two serving cases (75-100 s each under the sanitizers, most of it preparing
+# and timing models at three batch sizes) whose code runs under the sanitizers anyway: every
+# launcher in the serving staging and replica cases, and the latency budget, its range and the
+# result's JSON in the command-line serve test.
 heavy="multi-GPU algorithms are never slower|every algorithm on every model at 1, 2 and 4 GPUs|a region ending in partial global pools"
+heavy+="|serving: every launcher answers every request once|serving: the latency budget, its default and range"
 cd "$B" && ctest --output-on-failure -j "$JOBS" --timeout 900 -E "$heavy"
