@@ -85,8 +85,9 @@ struct CalibrationPeer {
 // same kind, receives posted at once. Never another kind: fitted to unsplit schedules, whose
 // few transfers are whole tensors, the cost per transfer put a split's prediction 15% above its
 // measurement (nasnet_large 2048, two H100s; 8.8% uncalibrated); fitted to a mixed split whose
-// halos hide behind its interior rows (-6.2 us per transfer), it put a recompute split of
-// randwire 512 13.5% below (uncalibrated: -0.1%). Empty: i keeps its uncalibrated prediction.
+// halos hide behind its interior rows (a transfer 9.7 us below the link's 13.7 us), it put a
+// recompute split of randwire 512 13.5% below (uncalibrated: -0.1%). Empty: i keeps its
+// uncalibrated prediction.
 std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i);
 
 // The x in [lowest, the slowest measured pass] (no single launch or transfer can cost more)
