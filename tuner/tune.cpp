@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "executor/verify.hpp"
 #include "executor/watchdog.hpp"
@@ -55,19 +56,27 @@ Schedule narrow_schedule(const Schedule& s, int gpus) {
 // A second GPU must pay for itself by more than the noise: a tie once went to a two-GPU split for
 // its smaller arena per rank, and the main job then ran 0.5% behind the one-GPU schedule. Among
 // equals, a receive lead's variant, whose fenced sends share memory, usually needs far less
-// memory at the same speed (docs/executor.md, "Memory").
+// memory at the same speed (docs/executor.md, "Memory"). A re-tune keeps the last tune's choice
+// among equals of its GPU count: moving between equals gains nothing, changes the schedule a user
+// has, and costs the launch-order timings the last tune stored for its choice (nasnet_large
+// 1024's re-tune took 10.6 s for such a move, to a schedule 0.7% slower for its smaller arena).
 const Candidate* choose_candidate(const std::vector<Candidate>& candidates,
-                                  const std::function<int64_t(const Candidate&)>& tensor_memory) {
+                                  const std::function<int64_t(const Candidate&)>& tensor_memory,
+                                  const std::string& last_choice) {
   const Candidate* best = nullptr;
   for (const Candidate& c : candidates) {
     if (c.ok && (!best || c.measured_ms < best->measured_ms)) best = &c;
   }
   if (!best) return nullptr;
+  // Ordered by GPUs, then whether it is a newcomer to the last tune's choice, then memory.
+  auto key_of = [&](const Candidate& c) {
+    return std::tuple<int, bool, int64_t>{c.gpus, c.label != last_choice, tensor_memory(c)};
+  };
   const Candidate* chosen = best;
-  std::pair<int, int64_t> least{best->gpus, tensor_memory(*best)};
+  std::tuple<int, bool, int64_t> least = key_of(*best);
   for (const Candidate& c : candidates) {
     if (!c.ok || &c == best || c.measured_ms > best->measured_ms * (1 + kTieMargin)) continue;
-    const std::pair<int, int64_t> key{c.gpus, tensor_memory(c)};
+    const std::tuple<int, bool, int64_t> key = key_of(c);
     if (key < least) {
       least = key;
       chosen = &c;
@@ -377,6 +386,10 @@ void Tuner::open_database() {
 // ---- phase 2: the sequential run every candidate is checked against, before anything large
 // is loaded
 void Tuner::take_reference() {
+  const bool cpu = session_.backend().name() == "cpu";
+  tolerance_ = cpu ? 0.0 : exec::tolerance(session_.backend().math());
+  split_tolerance_ = cpu ? kSplitSumTolerance : tolerance_;
+  if (adopt_stored_reference()) return;
   exec::SessionOptions ro = o_.session;
   ro.device = session_.backend_config().device;
   ro.devices.clear();
@@ -389,9 +402,49 @@ void Tuner::take_reference() {
                                         seconds_since(t_reference)));
   // The reference run chose an algorithm for every node on this device.
   share_algorithm_choices();
-  const bool cpu = session_.backend().name() == "cpu";
-  tolerance_ = cpu ? 0.0 : exec::tolerance(session_.backend().math());
-  split_tolerance_ = cpu ? kSplitSumTolerance : tolerance_;
+}
+
+// What the reference output depends on beyond the database's identity (graph, device, libraries,
+// math, layout): the input and weights' seed and the options that change the arithmetic. Null
+// where the output is not kept: weights from a file (the digest leaves their values out) or an
+// output too large to keep in the database.
+json Tuner::reference_key() const {
+  if (!g_.weights.empty() || g_.nodes[size_t(g_.output())].shape.numel() > kStoredReferenceMax) return nullptr;
+  const exec::SessionOptions& so = o_.session;
+  return json{{"seed", so.seed}, {"threads", so.threads}, {"conv_impl", so.conv_impl},
+              {"fold_relu", so.fold_relu}, {"values", g_.nodes[size_t(g_.output())].shape.numel()}};
+}
+
+// A tune on a database of the same identity takes the sequential run's output that the last
+// tune stored with its searches (about 1-2 s of a re-tune: a second session, its weights, one
+// pass) when it was taken under the same key; the algorithm choices came from the database.
+bool Tuner::adopt_stored_reference() {
+  if (!from_file_ || !db_.searched.is_object() || !db_.searched.contains("reference")) return false;
+  const json& stored = db_.searched["reference"];
+  const json key = reference_key();
+  if (key.is_null() || !stored.is_object() || stored.value("key", json()) != key || !stored.contains("output") ||
+      !stored["output"].is_array() || stored["output"].size() != key["values"].get<size_t>()) {
+    return false;
+  }
+  std::vector<float> out;
+  out.reserve(stored["output"].size());
+  for (const json& v : stored["output"]) {
+    if (!v.is_number()) return false;
+    out.push_back(v.get<float>());
+  }
+  reference_ = std::move(out);
+  progress_.line("reference", strprintf("the sequential run's output from the database (%zu values)", reference_.size()));
+  return true;
+}
+
+// The reference output as record_searches stores it; null where it is not kept.
+json Tuner::stored_reference() const {
+  json key = reference_key();
+  if (key.is_null() || reference_.size() != key["values"].get<size_t>()) return nullptr;
+  for (float v : reference_) {
+    if (!std::isfinite(v)) return nullptr;  // JSON has no NaN: such an output is taken again
+  }
+  return json{{"key", std::move(key)}, {"output", reference_}};
 }
 
 // ---- phase 3: every ordered GPU pair, at the sizes the graph's edges carry

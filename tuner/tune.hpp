@@ -140,11 +140,13 @@ Schedule widen_schedule(const Schedule& s, int gpus);
 Schedule narrow_schedule(const Schedule& s, int gpus);
 
 // The candidate a tune writes: the fastest verified one, except that among those measured within
-// kTieMargin of it (timing noise) the one on the fewest GPUs wins, and among those the one whose
-// fullest rank needs the least tensor memory (`tensor_memory`). Null when none verified.
+// kTieMargin of it (timing noise) the one on the fewest GPUs wins, then the one labelled
+// `last_choice` (a re-tune's last choice: a re-tune does not move between equals), then the one
+// whose fullest rank needs the least tensor memory (`tensor_memory`). Null when none verified.
 constexpr double kTieMargin = 0.01;
 const Candidate* choose_candidate(const std::vector<Candidate>& candidates,
-                                  const std::function<int64_t(const Candidate&)>& tensor_memory);
+                                  const std::function<int64_t(const Candidate&)>& tensor_memory,
+                                  const std::string& last_choice = "");
 
 // The fastest verified one-GPU candidate (the best one-GPU run the tune measured), or null.
 const Candidate* best_one_gpu(const TuneResult& r);

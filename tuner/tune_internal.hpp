@@ -204,6 +204,11 @@ class Tuner {
   // ---- phases 1-4, the database and the measurements (tune.cpp)
   void open_database();
   void take_reference();
+  json reference_key() const;
+  bool adopt_stored_reference();
+  json stored_reference() const;
+  // Outputs up to this many values are kept in the database (a classifier's logits at batch 64).
+  static constexpr int64_t kStoredReferenceMax = 64000;
   void measure_links();
   void measure_nodes();
   void share_algorithm_choices();
@@ -244,6 +249,7 @@ class Tuner {
   void choose_launch_order();
   void refit_predictions();
   bool adopt_stored_launch_order(const Candidate& lead);
+  std::string last_choice() const;
   Candidate* choice();
   int64_t tensor_memory(const Candidate& c);
 

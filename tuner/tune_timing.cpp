@@ -350,9 +350,18 @@ bool Tuner::adopt_stored_launch_order(const Candidate& lead) {
 
 // The candidate to write (choose_candidate), its memory from the lowered programs.
 Candidate* Tuner::choice() {
-  const Candidate* c =
-      choose_candidate(res_.candidates, [this](const Candidate& x) { return tensor_memory(x); });
+  const Candidate* c = choose_candidate(
+      res_.candidates, [this](const Candidate& x) { return tensor_memory(x); }, last_choice());
   return c ? &res_.candidates[size_t(c - res_.candidates.data())] : nullptr;
+}
+
+// A re-tune's last choice: the candidate whose launch orders the database stores ("" in a tune
+// that searched afresh, whose candidates may differ from the last tune's under the same labels).
+std::string Tuner::last_choice() const {
+  if (!reuse_searches_ || !db_.searched.is_object() || !db_.searched.contains("launch_order")) return "";
+  const json& stored = db_.searched["launch_order"];
+  if (!stored.is_object() || !stored.contains("candidate") || !stored["candidate"].is_string()) return "";
+  return stored["candidate"].get<std::string>();
 }
 
 // The shared arena of the candidate's fullest rank, in float32 bytes (cached per candidate).

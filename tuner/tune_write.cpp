@@ -86,6 +86,8 @@ void Tuner::record_searches() {
   }
   db_.searched = json{{"gpus", N_},           {"streams", S_},           {"spatial", spatial_setting()},
                       {"candidates", list},   {"duplicates", duplicates_}, {"launch_order", orders}};
+  const json reference = stored_reference();
+  if (!reference.is_null()) db_.searched["reference"] = reference;
 }
 
 // ---- phase 13: the fastest verified candidate, its metadata, the database

@@ -185,3 +185,28 @@ TEST_CASE("tune: within the noise margin, fewer GPUs win, then less memory") {
   // Nothing verified: nothing chosen.
   CHECK(tune::choose_candidate({cand("bad", 1, 1.0, false)}, mem) == nullptr);
 }
+
+TEST_CASE("tune: a re-tune keeps its last choice among equals of the fewest GPUs") {
+  auto cand = [](const std::string& label, int gpus, double ms) {
+    tune::Candidate c;
+    c.label = label;
+    c.gpus = gpus;
+    c.measured_ms = ms;
+    c.ok = true;
+    return c;
+  };
+  std::map<std::string, int64_t> memory{{"split", 60}, {"ios", 110}, {"lp1", 100}, {"lp2", 50}};
+  auto mem = [&](const tune::Candidate& c) { return memory.at(c.label); };
+  // Within the margin the last choice beats a smaller arena on as many GPUs...
+  std::vector<tune::Candidate> two = {cand("split", 2, 1.600), cand("lp2", 2, 1.610), cand("ios", 1, 1.700)};
+  CHECK(tune::choose_candidate(two, mem, "split")->label == "split");
+  CHECK(tune::choose_candidate(two, mem, "")->label == "lp2");
+  CHECK(tune::choose_candidate(two, mem, "gone")->label == "lp2");
+  // ...and a faster equal, but not a candidate on fewer GPUs...
+  std::vector<tune::Candidate> tie = {cand("ios", 1, 1.605), cand("split", 2, 1.600), cand("lp1", 1, 1.609)};
+  CHECK(tune::choose_candidate(tie, mem, "split")->label == "lp1");
+  CHECK(tune::choose_candidate(tie, mem, "ios")->label == "ios");
+  // ...nor one measurably faster.
+  std::vector<tune::Candidate> clear = {cand("ios", 1, 1.650), cand("split", 2, 1.600)};
+  CHECK(tune::choose_candidate(clear, mem, "ios")->label == "split");
+}

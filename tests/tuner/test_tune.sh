@@ -190,6 +190,8 @@ if ! "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db
 fi
 grep -q "loading the measuring program" "$TMP/err2" && fail "the second tune loaded the measuring program"
 grep -q "links      2 ordered" "$TMP/err2" && fail "the second tune measured the links again"
+grep -q "reference  the sequential run's output from the database" "$TMP/err2" ||
+  fail "the second tune ran the reference again"
 python3 - "$TMP/s2.json" "$TMP/s.json" <<'PY' || fail "the second tune measured something again"
 import json, sys
 t = json.load(open(sys.argv[1]))["meta"]["tune"]
@@ -221,6 +223,13 @@ for x in base:
         continue
     winner = min([y for y in variants if y["verified"]] + [x], key=lambda y: y["measured_ms"])
     assert set(retimed) <= ({winner["recv_lead"]} - {-1}), (x["label"], retimed, winner["label"])
+# Among the candidates within 1% of the fastest, the re-tune keeps the first tune's choice unless
+# one of them runs on fewer GPUs.
+last = again[first["chosen"]]
+ties = [y for y in t["candidates"] if y["verified"] and y["passes"] > 0 and
+        y["measured_ms"] <= 1.01 * min(z["measured_ms"] for z in t["candidates"] if z["verified"])]
+if last in ties and min(y["gpus_used"] for y in ties) == last["gpus_used"]:
+    assert t["chosen"] == first["chosen"], (t["chosen"], first["chosen"])
 PY
 
 # 3. Another graph against that database: refused with one line naming what differs.
