@@ -431,6 +431,7 @@ bool Tuner::adopt_stored_reference() {
   for (const json& v : stored["output"]) {
     if (!v.is_number()) return false;
     out.push_back(v.get<float>());
+    if (!std::isfinite(out.back())) return false;  // an edited database: take the reference again
   }
   reference_ = std::move(out);
   progress_.line("reference", strprintf("the sequential run's output from the database (%zu values)", reference_.size()));

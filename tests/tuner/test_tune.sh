@@ -235,6 +235,23 @@ if (last in ties and all(y["passes"] == t["passes"] for y in ties) and
     assert t["chosen"] == first["chosen"], (t["chosen"], first["chosen"])
 PY
 
+# 2b. A stored reference output that no run could give (an edited database) is not taken: the
+# re-tune runs the reference again and still verifies its candidates.
+python3 - "$TMP/db.json" "$TMP/db-edited.json" <<'PY'
+import json, sys
+db = json.load(open(sys.argv[1]))
+db["searched"]["reference"]["output"][0] = 1e300  # beyond float: not a value any run gives
+json.dump(db, open(sys.argv[2], "w"))
+PY
+if "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db "$TMP/db-edited.json" -o "$TMP/s2b.json" \
+  >"$TMP/out2b" 2>"$TMP/err2b"; then
+  grep -q "reference  the sequential run on rank 0's device" "$TMP/err2b" ||
+    fail "a re-tune took a stored reference output beyond float"
+else
+  fail "the re-tune with an edited reference exited $?"
+  cat "$TMP/err2b"
+fi
+
 # 3. Another graph against that database: refused with one line naming what differs.
 cp "$TMP/db.json" "$TMP/db.before"
 "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo24.json" "${FAST[@]}" --profile-db "$TMP/db.json" -o "$TMP/s3.json" \
