@@ -159,15 +159,17 @@ TEST_CASE("calibration: the replaying cost model adds a gap per launch of the lo
   CHECK(simulate(g, seq, one).latency_ms == Approx(seq_plain + 0.01 * (g.size() - 1)));
 }
 
+// A timed candidate as the choice sees it: its label, GPUs, measurement and verification.
+static tune::Candidate cand(const std::string& label, int gpus, double ms, bool ok = true) {
+  tune::Candidate c;
+  c.label = label;
+  c.gpus = gpus;
+  c.measured_ms = ms;
+  c.ok = ok;
+  return c;
+}
+
 TEST_CASE("tune: within the noise margin, fewer GPUs win, then less memory") {
-  auto cand = [](const std::string& label, int gpus, double ms, bool ok = true) {
-    tune::Candidate c;
-    c.label = label;
-    c.gpus = gpus;
-    c.measured_ms = ms;
-    c.ok = ok;
-    return c;
-  };
   std::map<std::string, int64_t> memory{{"split", 60}, {"ios", 110}, {"lp1", 100}, {"lp2", 50}, {"bad", 1}};
   auto mem = [&](const tune::Candidate& c) { return memory.at(c.label); };
   // The split is fastest by 0.3%: within the margin, one GPU wins, and of the one-GPU candidates
@@ -187,14 +189,6 @@ TEST_CASE("tune: within the noise margin, fewer GPUs win, then less memory") {
 }
 
 TEST_CASE("tune: a re-tune keeps its last choice among equals of the fewest GPUs") {
-  auto cand = [](const std::string& label, int gpus, double ms) {
-    tune::Candidate c;
-    c.label = label;
-    c.gpus = gpus;
-    c.measured_ms = ms;
-    c.ok = true;
-    return c;
-  };
   std::map<std::string, int64_t> memory{{"split", 60}, {"ios", 110}, {"lp1", 100}, {"lp2", 50}};
   auto mem = [&](const tune::Candidate& c) { return memory.at(c.label); };
   // Within the margin the last choice beats a smaller arena on as many GPUs...
