@@ -416,8 +416,8 @@ json Tuner::reference_key() const {
 }
 
 // A tune on a database of the same identity takes the sequential run's output that the last
-// tune stored with its searches (about 1-2 s of a re-tune: a second session, its weights, one
-// pass) when it was taken under the same key; the algorithm choices came from the database.
+// tune stored with its searches (about 1-2 s of a re-tune: a separate one-rank run, its weights,
+// one pass) when it was taken under the same key; the algorithm choices came from the database.
 bool Tuner::adopt_stored_reference() {
   if (!from_file_ || !db_.searched.is_object() || !db_.searched.contains("reference")) return false;
   const json& stored = db_.searched["reference"];

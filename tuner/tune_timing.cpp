@@ -324,11 +324,10 @@ void Tuner::refit_predictions() { calibration_ = calibrate(true); }
 // A re-tune whose choice is the last tune's keeps the launch orders that tune timed for it
 // (`searched.launch_order` in the database) rather than timing them again.
 bool Tuner::adopt_stored_launch_order(const Candidate& lead) {
-  if (!db_.searched.is_object() || !db_.searched.contains("launch_order")) return false;
+  if (last_choice() != lead.label) return false;  // also "" where nothing is stored
   const json& stored = db_.searched["launch_order"];
-  if (!stored.is_object() || !stored.contains("candidate") || !stored["candidate"].is_string() ||
-      stored["candidate"].get<std::string>() != lead.label || !stored.contains("chosen") ||
-      !stored["chosen"].is_string() || !stored.contains("measured_ms") || !stored["measured_ms"].is_object()) {
+  if (!stored.contains("chosen") || !stored["chosen"].is_string() || !stored.contains("measured_ms") ||
+      !stored["measured_ms"].is_object()) {
     return false;
   }
   const std::string chosen = stored["chosen"].get<std::string>();
