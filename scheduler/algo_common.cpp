@@ -13,12 +13,6 @@
 
 namespace hios {
 
-namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-}  // namespace
-
 // ---------------------------------------------------------------------------------------------
 // Registry and options
 

@@ -31,8 +31,6 @@ namespace hios {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 inline int low_bit(uint64_t m) { return __builtin_ctzll(m); }
 inline int high_bit(uint64_t m) { return 63 - __builtin_clzll(m); }
 inline uint64_t bit(int i) { return uint64_t(1) << i; }

@@ -21,6 +21,9 @@
 
 namespace hios {
 
+// An unreached finish time or an unbounded cost, in every algorithm's searches.
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
 struct SchedulerOptions {
   int num_gpus = 1;
   int max_streams = 4;    // k: most concurrent groups in one stage

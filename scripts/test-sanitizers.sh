@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU test suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails
 # the test that triggered it). CUDA and MPI are off: the sanitizers check hios's own host code,
-# and CI has no GPU. About 17 minutes to build on 2 cores, 10 to 14 to run.
+# and CI has no GPU. About 14 minutes to build on 2 cores, 10 to 14 to run.
 #   bash scripts/test-sanitizers.sh [BUILD_DIR]    (default build-asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +9,12 @@ B=${1:-build-asan}
 JOBS=${JOBS:-$(nproc)}
 # -g1: line tables and function names, all a sanitizer report's stack needs; full -g made
 # every object about three times larger and its compile a quarter slower.
+# A unity build (16 sources per compiler run): the sanitizers' instrumentation makes every
+# compile slow, and most of hios's sources include nlohmann/json and Catch2, which a unit then
+# parses and instantiates once instead of 16 times. On a 2-core machine like CI's the build took
+# 13.6 minutes against 18.4 file by file (23.7 against 33.9 CPU minutes).
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DHIOS_CUDA=OFF -DHIOS_MPI=OFF \
+  -DHIOS_CUDA=OFF -DHIOS_MPI=OFF -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" >/dev/null
 cmake --build "$B" -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -4,10 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "graph/error.hpp"
+#include "graph/graph.hpp"
 #include "scheduler/cost_model.hpp"
 
 namespace hios::test {
@@ -21,6 +23,13 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// The node of g called name; a test that names a node the model lacks fails with its name.
+inline const Node& node_named(const Graph& g, const std::string& name) {
+  int i = g.find(name);
+  if (i < 0) throw std::runtime_error("the graph has no node " + name);
+  return g.nodes[i];
 }
 
 // A fixed H200-like preset for the tests' schedules (the numbers of the first, uncalibrated h200

@@ -8,8 +8,10 @@
 #include "graph/json_reader.hpp"
 #include "models/models.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
+using hios::test::node_named;
 
 namespace {
 
@@ -17,12 +19,6 @@ Graph build(const std::string& model, int64_t size, int64_t batch = 1) {
   return build_model(model, ModelParams{batch, size, size});
 }
 
-const Node& node_named(const Graph& g, const std::string& name) {
-  int i = g.find(name);
-  INFO("node " << name);
-  REQUIRE(i >= 0);
-  return g.nodes[i];
-}
 
 Shape shape_of(const Graph& g, const std::string& name) { return node_named(g, name).shape; }
 

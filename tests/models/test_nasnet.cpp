@@ -5,8 +5,10 @@
 #include "graph/json_reader.hpp"
 #include "models/models.hpp"
 #include "tests/catch.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
+using hios::test::node_named;
 
 namespace {
 
@@ -28,11 +30,6 @@ bool rejects(int64_t size) {
   return false;
 }
 
-const Node& node_named(const Graph& g, const std::string& name) {
-  int i = g.find(name);
-  REQUIRE(i >= 0);
-  return g.nodes[i];
-}
 
 }  // namespace
 
