@@ -348,14 +348,14 @@ expect_error "serve replicas twice"     "--replicas: model 'demo' is given twice
 expect_error "serve replicas placement" "model 'demo' is placed 1 time\(s\) but has 2 replicas" "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --replicas demo=2 --placement demo=0,squeezenet=1
 # Batches 1 and 2 where the batch sizes do not matter: preparing every model at batch 4 and 8
 # was most of these runs' time under the sanitizers.
-expect_ok "serve two devices" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --duration 0.3 --loads 0.5 --policy fifo,static --batches 1,2 --static-batch 2 -o "$TMP/sd1.json"
+expect_ok "serve two devices" "$HIOS" serve --models demo,squeezenet --size 17 --devices 0,1 --duration 0.3 --loads 0.5 --policy fifo,static --batches 1,2 --static-batch 2 -o "$TMP/sd1.json"
 cp "$TMP/out" "$TMP/sd1.out"
-expect_ok "serve two devices given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 1,0 --placement squeezenet=1,demo=1 --duration 0.3 --loads 0.5 --policy static --batches 1,2 --static-batch 2 -o "$TMP/sd2.json"
+expect_ok "serve two devices given" "$HIOS" serve --models demo,squeezenet --size 17 --devices 1,0 --placement squeezenet=1,demo=1 --duration 0.3 --loads 0.5 --policy static --batches 1,2 --static-batch 2 -o "$TMP/sd2.json"
 cp "$TMP/out" "$TMP/sd2.out"
-expect_ok "serve replicas given" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas squeezenet=2 --placement demo=0,squeezenet=0,squeezenet=1 --duration 0.3 --loads 0.5 --policy fifo,static --batches 1,2 --static-batch 2 -o "$TMP/sd3.json"
+expect_ok "serve replicas given" "$HIOS" serve --models demo,squeezenet --size 17 --devices 0,1 --replicas squeezenet=2 --placement demo=0,squeezenet=0,squeezenet=1 --duration 0.3 --loads 0.5 --policy fifo,static --batches 1,2 --static-batch 2 -o "$TMP/sd3.json"
 cp "$TMP/out" "$TMP/sd3.out"
 expect_error "serve replicas auto placement" "--replicas auto places the replicas it adds" "$HIOS" serve --models demo,squeezenet --size 15 --devices 0,1 --replicas auto --placement demo=0,squeezenet=1
-expect_ok "serve replicas auto" "$HIOS" serve --models demo,squeezenet --size 24 --devices 0,1 --replicas auto --duration 0.3 --loads 0.5 --policy fifo,adaptive --batches 1,2 -o "$TMP/sd4.json"
+expect_ok "serve replicas auto" "$HIOS" serve --models demo,squeezenet --size 17 --devices 0,1 --replicas auto --duration 0.3 --loads 0.5 --policy fifo,adaptive --batches 1,2 -o "$TMP/sd4.json"
 cp "$TMP/out" "$TMP/sd4.out"
 if python3 - "$TMP" <<'PY'
 import json, re, sys
@@ -468,7 +468,7 @@ then
 else
   echo "FAIL hios serve's latency budget: wrong default, order or report"; fails=$((fails + 1))
 fi
-"$HIOS" serve --models demo --size 15 --duration 60 --loads 0.5 --policy adaptive -o "$TMP/serve.json" >"$TMP/serve.out" 2>&1 &
+"$HIOS" serve --models demo --size 15 --batches 1,2 --duration 60 --loads 0.5 --policy adaptive -o "$TMP/serve.json" >"$TMP/serve.out" 2>&1 &
 serve_pid=$!
 sleep 4
 kill -INT "$serve_pid"

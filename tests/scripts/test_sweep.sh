@@ -253,9 +253,9 @@ if python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import mat
     { fail "bad row: rc=$rc"; cat "$TMP/err"; }
   # hios serve on one device and on two: one plot of p99 against answered/s for both, and a
   # table of what each launcher answered within its budget and where each device's time went.
-  "$HIOS" serve --backend cpu --models demo,squeezenet --size 24 --devices 0 --duration 0.3 --loads 0.5,1 \
+  "$HIOS" serve --backend cpu --models demo,squeezenet --size 17 --batches 1,2 --devices 0 --duration 0.3 --loads 0.5,1 \
     --policy fifo,adaptive -o "$TMP/serve1.json" >/dev/null 2>&1 || fail "hios serve on one device exited $?"
-  "$HIOS" serve --backend cpu --models demo,squeezenet --size 24 --devices 0,1 --replicas auto --duration 0.3 \
+  "$HIOS" serve --backend cpu --models demo,squeezenet --size 17 --batches 1,2 --devices 0,1 --replicas auto --duration 0.3 \
     --loads 0.5,1 --policy fifo,adaptive -o "$TMP/serve2.json" >/dev/null 2>&1 || fail "hios serve on two devices exited $?"
   python3 "$SRC/scripts/report.py" "$TMP/serve1.json" "$TMP/serve2.json" -o "$TMP/rs" --formats png >"$TMP/report.log" 2>&1 ||
     { fail "report.py on two serve JSONs exited $?"; sed 's/^/    /' "$TMP/report.log"; }
