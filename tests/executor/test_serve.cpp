@@ -378,8 +378,7 @@ TEST_CASE("serving: inputs staged at arrival reach their own rows, padded and ac
   // demo's pass, ten times as long, made the spacing ten times what the bursts need.
   const double pass_s = server->single_request_ms(3)[1] / 1e3;
   // 12 requests, and 3 of the 6 after them: more than the ring's 11 slots. Each burst waits nine
-  // passes, which is most of this test's time (under the sanitizers, minutes): no more bursts
-  // than the wrap needs.
+  // passes, which is most of this test's time: no more bursts than the wrap needs.
   const int bursts = 4;
   auto trace_spaced = [&](double gap) {
     const std::string path = "/tmp/hios-serve-staging.csv";
