@@ -29,6 +29,7 @@ double MeasuringCostModel::node_ms(const Graph& g, int node, int gpu) const {
 void MeasuringCostModel::refresh_nodes() {
   ProfileDb nodes_only;
   nodes_only.device = db_.device;
+  nodes_only.identity = db_.identity;  // its layout prices the rows nodes of row splits
   nodes_only.entries = db_.entries;
   nodes_only.links = db_.links;
   base_ = make_profile_cost_model(std::move(nodes_only), "measured", preset_);

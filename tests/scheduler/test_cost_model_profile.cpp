@@ -7,6 +7,7 @@
 #include <string>
 
 #include "graph/error.hpp"
+#include "graph/row_split.hpp"
 #include "models/models.hpp"
 #include "scheduler/cost_model.hpp"
 #include "tests/catch.hpp"
@@ -169,4 +170,45 @@ TEST_CASE("profile cost model: lookups, misses, stages and links") {
     CHECK(cost->transfer_ms(3e6, 1, 1) == 0);
     CHECK(error_of([&] { cost->transfer_ms(1, 1, 0); }) == "profile db.json has no link entry for GPU 1 -> GPU 0 (device h200)");
   }
+}
+
+TEST_CASE("profile cost model: a row split's band copies held in place cost nothing in NHWC") {
+  // demo split 2 ways by halo over both blocks: each part's input is assembled by `rows` nodes,
+  // and at batch 1 most of them only re-address bands of one tensor (rows_copy_is_view).
+  const Graph g = build_model("demo", ModelParams{1, 32, 32});
+  const Graph sg = apply_spatial(g, SpatialPlan{{plan_region(g, 0, 1, 2, SplitMode::Halo)}});
+  ProfileDb db;
+  db.device = "h200";
+  for (int v = 1; v < sg.size(); ++v) {
+    const std::string key = node_signature(sg, v);
+    bool dup = false;
+    for (const ProfileEntry& e : db.entries) dup = dup || e.key == key;
+    if (!dup) db.entries.push_back({key, 0.005, 10, 0.0, sg.nodes[size_t(v)].name});
+  }
+  const DevicePreset h200 = find_device_preset("h200");
+  db.identity = json{{"layout", "nhwc"}};
+  auto nhwc = make_profile_cost_model(db, "nhwc.json", h200);
+  db.identity = json{{"layout", "nchw"}};
+  auto nchw = make_profile_cost_model(db, "nchw.json", h200);
+  db.identity = json::object();  // written by hios profile: no layout recorded
+  auto unknown = make_profile_cost_model(db, "profile.json", h200);
+  int views = 0, copies = 0;
+  for (int v = 1; v < sg.size(); ++v) {
+    INFO(sg.nodes[size_t(v)].name);
+    if (rows_copy_is_view(sg, v)) {
+      ++views;
+      CHECK(nhwc->node_ms(sg, v, 0) == 0);  // held in place: no kernel in a pass
+      CHECK(nchw->node_ms(sg, v, 0) == Approx(0.005));  // a band is not one run of memory
+      CHECK(unknown->node_ms(sg, v, 0) == Approx(0.005));
+    } else {
+      copies += sg.nodes[size_t(v)].op.kind == OpKind::Rows;
+      CHECK(nhwc->node_ms(sg, v, 0) == Approx(0.005));  // convolutions, cuts, the input's bands
+    }
+  }
+  CHECK(views > 0);
+  CHECK(copies > 0);  // the parts' bands of the graph input are copies
+  // At batch 2 a band is not one run of memory even in NHWC.
+  const Graph g2 = build_model("demo", ModelParams{2, 32, 32});
+  const Graph sg2 = apply_spatial(g2, SpatialPlan{{plan_region(g2, 0, 1, 2, SplitMode::Halo)}});
+  for (int v = 1; v < sg2.size(); ++v) CHECK_FALSE(rows_copy_is_view(sg2, v));
 }
