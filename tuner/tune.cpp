@@ -338,6 +338,7 @@ TuneResult Tuner::run() {
   time_quick_round();
   time_receive_leads();
   calibrate_and_search_again();
+  time_receive_leads();  // the second round's fastest unsplit candidate, if it is new
   time_finalists();
   choose_launch_order();
   refit_predictions();

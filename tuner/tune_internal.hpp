@@ -242,6 +242,8 @@ class Tuner {
   double tolerance_of(const Candidate& c) const { return c.variant == 0 ? tolerance_ : split_tolerance_; }
   void time_receive_leads();
   std::vector<int> leads_to_time(const Candidate& base);
+  static std::string lead_label(const std::string& base, int lead);
+  static const std::vector<int>& leads_tried();
   void calibrate_and_search_again();
   Calibration calibrate(bool predict);
   double fastest_link_latency_ms() const;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,8 @@ void Tuner::time_one(Candidate& c, int passes, const char* round, size_t k, size
 // posted"), so it is measured: on the fastest unsplit multi-GPU candidate, and on every row
 // split that can still win. On two H100s (inception_v3 2048, bf16) it made the mixed split 8%
 // faster and the recompute split no faster, so that the split a noisy quick round put first
-// would not have been the right one to try.
+// would not have been the right one to try. Called again after the second round of searches,
+// whose fastest unsplit candidate may be a new one.
 void Tuner::time_receive_leads() {
   // A candidate this far behind the fastest cannot catch up by its leads (8% was the most they
   // gained), so it is not timed again: a re-tune stays short.
@@ -89,6 +91,10 @@ void Tuner::time_receive_leads() {
   for (const Candidate& c : res_.candidates) {
     if (c.ok && (fastest == 0 || c.measured_ms < fastest)) fastest = c.measured_ms;
   }
+  std::set<std::string> have_leads;
+  for (const Candidate& c : res_.candidates) {
+    if (!c.posting_of.empty()) have_leads.insert(c.posting_of);
+  }
   std::vector<size_t> bases;
   int fastest_unsplit = -1;
   for (size_t i = 0; i < res_.candidates.size(); ++i) {
@@ -96,18 +102,20 @@ void Tuner::time_receive_leads() {
     if (!c.ok || c.gpus < 2 || c.schedule.meta.recv_lead >= 0 || c.measured_ms > kLeadsCanCatchUp * fastest) continue;
     if (c.passes == 0) continue;  // kept from the last tune, far from its fastest: a re-tune skips it
     if (c.variant > 0) {
-      bases.push_back(i);
+      if (!have_leads.count(c.label)) bases.push_back(i);
     } else if (fastest_unsplit < 0 || c.measured_ms < res_.candidates[size_t(fastest_unsplit)].measured_ms) {
       fastest_unsplit = int(i);
     }
   }
-  if (fastest_unsplit >= 0) bases.insert(bases.begin(), size_t(fastest_unsplit));
+  if (fastest_unsplit >= 0 && !have_leads.count(res_.candidates[size_t(fastest_unsplit)].label)) {
+    bases.insert(bases.begin(), size_t(fastest_unsplit));
+  }
   for (size_t i : bases) {
     const Candidate from = res_.candidates[i];  // a copy: the list grows below
     for (int lead : leads_to_time(from)) {
       Candidate v = from;
       v.schedule.meta.recv_lead = lead;
-      v.label = from.label + strprintf(", receives %d stage%s ahead", lead, lead == 1 ? "" : "s");
+      v.label = lead_label(from.label, lead);
       v.posting_of = from.label;
       res_.candidates.push_back(std::move(v));
       time_one(res_.candidates.back(), quick_passes(), "quick", res_.candidates.size(), res_.candidates.size());
@@ -115,12 +123,27 @@ void Tuner::time_receive_leads() {
   }
 }
 
-// The leads to time for `base`: 0 and 2 stages ahead, unless a re-tune knows which posting of
-// this schedule the last tune measured fastest; then only that one is timed again (none when it
-// was the schedule as searched, which the quick round has just timed), as the launch orders
-// are kept (adopt_stored_launch_order).
+// The label of `base` posting its receives `lead` stages ahead.
+std::string Tuner::lead_label(const std::string& base, int lead) {
+  return base + strprintf(", receives %d stage%s ahead", lead, lead == 1 ? "" : "s");
+}
+
+// The leads timed: 0 (the consumer waits a whole transfer, which paid on inception_v3 2048
+// in bf16), 2, and 8 (two blocks of a four-stream hios-lp schedule: receives posted nearly as
+// early as at once, yet gated, so that received tensors share the arena and sends are fenced;
+// docs/executor.md, "Shared memory"). Where the speeds tie, the choice takes the smaller arena.
+const std::vector<int>& Tuner::leads_tried() {
+  static const std::vector<int> kLeads = {0, 2, 8};
+  return kLeads;
+}
+
+// The leads to time for `base`: every lead of leads_tried(), unless a re-tune knows which
+// posting of this schedule the last tune measured fastest; then only that one is timed again
+// (none when it was the schedule as searched, which the quick round has just timed), and the
+// last tune's choice if it was another posting of this schedule (chosen among equals for its
+// memory), as the launch orders are kept (adopt_stored_launch_order).
 std::vector<int> Tuner::leads_to_time(const Candidate& base) {
-  if (!reuse_searches_ || base.stored_fastest_lead == Candidate::kLeadsNotTimed) return {0, 2};
+  if (!reuse_searches_ || base.stored_fastest_lead == Candidate::kLeadsNotTimed) return leads_tried();
   progress_.line("timing", base.stored_fastest_lead < 0
                                ? strprintf("receive leads of %s: the last tune measured it fastest as searched; not "
                                            "timed again",
@@ -128,8 +151,17 @@ std::vector<int> Tuner::leads_to_time(const Candidate& base) {
                                : strprintf("receive leads of %s: the last tune measured it fastest posting %d stages "
                                            "ahead; only that lead is timed again",
                                            base.label.c_str(), base.stored_fastest_lead));
-  if (base.stored_fastest_lead < 0) return {};
-  return {base.stored_fastest_lead};
+  std::vector<int> leads;
+  if (base.stored_fastest_lead >= 0) leads.push_back(base.stored_fastest_lead);
+  for (int lead : leads_tried()) {
+    if (lead != base.stored_fastest_lead && last_choice() == lead_label(base.label, lead)) {
+      progress_.line("timing", strprintf("receive leads of %s: the last tune chose it posting %d stages ahead; "
+                                         "that lead is timed again too",
+                                         base.label.c_str(), lead));
+      leads.push_back(lead);
+    }
+  }
+  return leads;
 }
 
 // ---- phase 10: calibration, and the multi-GPU searches again with it

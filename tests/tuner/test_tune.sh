@@ -76,19 +76,19 @@ assert db["identity"]["backend"] == "cpu" and db["identity"]["math"] == "fp32"
 assert len(db["links"]) == 2 and len(db["stages"]) > 0 and len(db["entries"]) > 0
 assert db["searched"]["gpus"] == 2 and len(db["searched"]["candidates"]) >= 3, "the searches were not kept"
 # The fastest unsplit multi-GPU candidate and every row split that can still catch up are
-# also timed with their receives posted later: leads 0 and 2 of each base, at most one unsplit
-# base.
+# also timed with their receives posted later: leads 0, 2 and 8 of each base, at most two
+# unsplit bases (the fastest of each round of searches).
 leads = [x for x in c if x["recv_lead"] >= 0]
 bases = {}
 for x in leads:
     assert x["label"].startswith(x["posting_of"] + ", receives "), x  # a variant names its base
     bases.setdefault(x["posting_of"], set()).add(x["recv_lead"])
 assert all("posting_of" not in x for x in c if x["recv_lead"] < 0)
-assert bases and all(v == {0, 2} for v in bases.values()), leads
+assert bases and all(v == {0, 2, 8} for v in bases.values()), leads
 by_label = {x["label"]: x for x in c}
 kinds = [("split" in by_label[b]) for b in bases]
 assert all(by_label[b]["gpus_used"] > 1 for b in bases), bases
-assert kinds.count(False) <= 1, bases
+assert kinds.count(False) <= 2, bases
 for x in c:
     assert x["passes"] >= 1, x
 # The database keeps, beside each searched candidate, the fastest of its verified lead variants
