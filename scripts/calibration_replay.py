@@ -14,7 +14,7 @@ per-transfer cost x comes from `hios show --cost DB` on a copy of the database w
 latencies are shifted by x (the same as the tune's replaying cost model for a transfer, since
 a link costs its latency plus bytes over bandwidth). Its peers are the tune's: verified
 multi-GPU candidates of another structure, of its kind (unsplit, a split exchanging halos, or
-a split by recompute alone), with its receive posting if any has it, else with receives posted
+a split by recompute alone), with its receive lead if any has it, else with receives posted
 at once. The launch gap is left out (the tune takes it or none, whichever fits the peers
 better), so a replay can differ from the tune's print by a few tenths of a percent.
 """
@@ -30,7 +30,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from preset_check import load, shown_ms  # noqa: E402
 
-LEAD = re.compile(r", receives \d+ stages ahead")
+LEAD = re.compile(r", receives (\d+) stages? ahead")
 UNSPLIT, HALO_SPLIT, RECOMPUTE_SPLIT = 0, 1, 2
 
 
@@ -107,13 +107,15 @@ def replay(hios, d, config, tmp):
         return b is not None and b["gpus"] > 1 and c.get("measured_ms", 0) > 0
 
     cands = [c for c in t["candidates"] if multi(c)]
-    lead = lambda c: LEAD.search(c["label"]) is not None
+    def lead(c):  # the receive lead, -1 posted at once
+        m = LEAD.search(c["label"])
+        return int(m.group(1)) if m else -1
     chosen = next(c for c in t["candidates"] if c["label"] == t["chosen"])
 
     def peers(me):
         for same_lead in (True, False):
             out = [c for c in cands if LEAD.sub("", c["label"]) != LEAD.sub("", me["label"])
-                   and kind(c) == kind(me) and (lead(c) == lead(me) if same_lead else not lead(c))]
+                   and kind(c) == kind(me) and (lead(c) == lead(me) if same_lead else lead(c) < 0)]
             if out:
                 return out
         return []

@@ -41,7 +41,7 @@ std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers,
       const CalibrationPeer& p = peers[j];
       if (!p.ok || p.multi != me.multi || p.key == me.key) continue;
       if (same_kind && p.kind != me.kind) continue;
-      if (same_lead ? p.lead != me.lead : p.lead) continue;
+      if (same_lead ? p.lead != me.lead : p.lead >= 0) continue;
       out.push_back(j);
     }
     return out;

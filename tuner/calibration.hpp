@@ -74,15 +74,19 @@ struct CalibrationPeer {
   bool ok = false;     // timed and verified
   bool multi = false;  // uses more than one GPU
   CalibrationKind kind = CalibrationKind::Unsplit;
-  bool lead = false;   // receives posted later (meta.recv_lead >= 0), which the simulator
-                       // does not model: on two H100s it made a mixed split 8% faster
+  // Its meta.recv_lead: -1 receives posted at once, k >= 0 posted k stages ahead, which the
+  // simulator does not model: on two H100s a lead of 2 made a mixed split 8% faster, and on
+  // two H200s a lead of 0 made nasnet_large 512 40% slower while 2 and 8 cost under 1%.
+  int lead = -1;
   std::string key;     // its structure: schedules with the same stages and transfers share it
 };
 
 // The candidates whose measurements calibrate candidate i: verified ones that use one GPU if
 // i does and more if i does, of another structure than i's, taken from the first tier that
-// has any: (1) the same kind as i (CalibrationKind) and the same receive posting; (2) the
-// same kind, receives posted at once. Never another kind: fitted to unsplit schedules, whose
+// has any: (1) the same kind as i (CalibrationKind) and the same receive lead; (2) the
+// same kind, receives posted at once. Leads are told apart by their value: calibrated on the
+// lead-0 variants too, whose consumers wait for whole transfers, nasnet_large 512's lead-2
+// variant was predicted 10.3% above its measurement (two H200s). Never another kind: fitted to unsplit schedules, whose
 // few transfers are whole tensors, the cost per transfer put a split's prediction 15% above its
 // measurement (nasnet_large 2048, two H100s; 8.8% uncalibrated); fitted to a mixed split whose
 // halos hide behind its interior rows (a transfer 9.7 us below the link's 13.7 us), it put a

@@ -234,7 +234,7 @@ Calibration Tuner::calibrate(bool predict) {
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = res_.candidates[i];
     peers[i] = {c.ok, c.gpus > 1, c.variant > 0 ? calibration_kind(splits_[c.variant - 1].plan) : CalibrationKind::Unsplit,
-                c.schedule.meta.recv_lead >= 0,
+                c.schedule.meta.recv_lead,
                 structure_key(job_.graph(c.variant), c.schedule, c.variant)};
     if (c.gpus == 1) curves[i] = curve(c, kLaunchGrid, cal.extra_launch_ms);
   }
@@ -248,7 +248,7 @@ Calibration Tuner::calibrate(bool predict) {
   auto points = [&](bool multi) {  // every verified one with receives posted at once, on one GPU or more
     std::vector<size_t> which;
     for (size_t j = 0; j < n; ++j) {
-      if (peers[j].ok && !peers[j].lead && peers[j].multi == multi) which.push_back(j);
+      if (peers[j].ok && peers[j].lead < 0 && peers[j].multi == multi) which.push_back(j);
     }
     return points_of(which, curves);
   };

@@ -78,17 +78,17 @@ TEST_CASE("calibration: a candidate is calibrated on other structures of its kin
              recompute = CalibrationKind::RecomputeSplit;
   // ok, multi, kind, lead, key
   std::vector<CalibrationPeer> peers = {
-      {true, false, unsplit, false, "seq"},      // 0: one GPU
-      {true, false, unsplit, false, "ios"},      // 1: one GPU
-      {true, true, unsplit, false, "lp2"},       // 2: two GPUs, unsplit
-      {true, true, unsplit, false, "mr2"},       // 3: two GPUs, unsplit
-      {true, true, halo, false, "split-a"},      // 4: a row split exchanging halos
-      {true, true, halo, false, "split-b"},      // 5: another one
-      {true, true, halo, true, "split-a"},       // 6: split-a, receives posted later
-      {true, true, halo, true, "split-b"},       // 7: split-b, receives posted later
-      {false, true, unsplit, false, "heft"},     // 8: failed verification
-      {true, true, recompute, false, "split-r"}, // 9: a row split by recompute alone
-      {true, true, recompute, true, "split-r"},  // 10: split-r, receives posted later
+      {true, false, unsplit, -1, "seq"},      // 0: one GPU
+      {true, false, unsplit, -1, "ios"},      // 1: one GPU
+      {true, true, unsplit, -1, "lp2"},       // 2: two GPUs, unsplit
+      {true, true, unsplit, -1, "mr2"},       // 3: two GPUs, unsplit
+      {true, true, halo, -1, "split-a"},      // 4: a row split exchanging halos
+      {true, true, halo, -1, "split-b"},      // 5: another one
+      {true, true, halo, 2, "split-a"},       // 6: split-a, receives posted 2 stages ahead
+      {true, true, halo, 2, "split-b"},       // 7: split-b, receives posted 2 stages ahead
+      {false, true, unsplit, -1, "heft"},     // 8: failed verification
+      {true, true, recompute, -1, "split-r"}, // 9: a row split by recompute alone
+      {true, true, recompute, 2, "split-r"},  // 10: split-r, receives posted 2 stages ahead
   };
   CHECK(calibration_peers(peers, 0) == V{1});     // one GPU: the other one-GPU schedules only
   CHECK(calibration_peers(peers, 2) == V{3});     // unsplit: the other unsplit
@@ -99,9 +99,14 @@ TEST_CASE("calibration: a candidate is calibrated on other structures of its kin
   // calibrate it, and it calibrates neither.
   CHECK(calibration_peers(peers, 9).empty());
   CHECK(calibration_peers(peers, 10).empty());
-  peers.push_back({true, true, recompute, false, "split-s"});  // 11: another recompute split
+  peers.push_back({true, true, recompute, -1, "split-s"});  // 11: another recompute split
   CHECK(calibration_peers(peers, 10) == V{11});
   CHECK(calibration_peers(peers, 9) == V{11});
+  // Leads are told apart by their value: split-b posting 0 stages ahead (its consumers wait
+  // for whole transfers) does not calibrate split-a posting 2 ahead, nor the other way round.
+  peers.push_back({true, true, halo, 0, "split-b"});  // 12
+  CHECK(calibration_peers(peers, 6) == V{7});
+  CHECK(calibration_peers(peers, 12) == V{4});  // no other lead 0: split-a as timed at once
   // No other split posts its receives later: the other split as timed at once, never the
   // variant's own structure.
   peers[7].ok = false;
