@@ -294,8 +294,7 @@ class ProfileCostModel : public CostModel {
     }
     for (const ProfileEntry& e : db_.entries) nodes_.emplace(e.key, e.ms);
     for (const ProfileStage& s : db_.stages) stages_.emplace(s.key.dump(), s.ms);
-    const auto layout = db_.identity.find("layout");
-    nhwc_ = layout != db_.identity.end() && layout->is_string() && layout->get<std::string>() == "nhwc";
+    nhwc_ = measured_layout(db_) == "nhwc";
   }
   std::string name() const override { return name_; }
   std::string device() const override { return db_.device; }
@@ -306,7 +305,7 @@ class ProfileCostModel : public CostModel {
     if (nd.op.kind == OpKind::Input) return 0;
     // A band copy the memory plan holds in place issues no kernel (rows_copy_is_view), as in
     // the analytic model, where bands of rows are runs of memory: in NHWC, the layout the
-    // tune's identity records. The database times the copy alone, which priced a row split of
+    // database records. The database times the copy alone, which priced a row split of
     // randwire 2048 on two H200s 18% above its measurement (100 such nodes per rank).
     if (nhwc_ && rows_copy_is_view(g, node)) return 0;
     std::string key = node_signature(g, node);
@@ -337,7 +336,17 @@ class ProfileCostModel : public CostModel {
   }
 
  private:
-  bool nhwc_ = false;  // measured in NHWC (identity.layout): bands of rows can be held in place
+  // The layout the nodes were measured in: hios tune records it in the identity, hios profile
+  // in its provenance (meta.layout); "" where neither says (databases from before layouts).
+  static std::string measured_layout(const ProfileDb& db) {
+    for (const json* where : {&db.identity, &db.meta}) {
+      if (!where->is_object()) continue;
+      const auto it = where->find("layout");
+      if (it != where->end() && it->is_string()) return it->get<std::string>();
+    }
+    return "";
+  }
+  bool nhwc_ = false;  // measured in NHWC: bands of rows can be held in place
   ProfileDb db_;
   std::string name_;
   DevicePreset preset_;

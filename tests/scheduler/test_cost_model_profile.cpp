@@ -183,7 +183,10 @@ TEST_CASE("profile cost model: a row split's band copies held in place cost noth
   auto nhwc = make_profile_cost_model(db, "nhwc.json", h200);
   db.identity = json{{"layout", "nchw"}};
   auto nchw = make_profile_cost_model(db, "nchw.json", h200);
-  db.identity = json::object();  // written by hios profile: no layout recorded
+  db.identity = json::object();
+  db.meta = json{{"layout", "nhwc"}};  // written by hios profile: the layout in its provenance
+  auto profiled = make_profile_cost_model(db, "profiled.json", h200);
+  db.meta = json::object();  // no layout recorded anywhere (databases from before layouts)
   auto unknown = make_profile_cost_model(db, "profile.json", h200);
   int views = 0, copies = 0;
   for (int v = 1; v < sg.size(); ++v) {
@@ -193,11 +196,13 @@ TEST_CASE("profile cost model: a row split's band copies held in place cost noth
     if (rows_copy_is_view(sg, v)) {
       ++views;
       CHECK(nhwc->node_ms(sg, v, 0) == 0);  // held in place: no kernel in a pass
+      CHECK(profiled->node_ms(sg, v, 0) == 0);
       CHECK(nchw->node_ms(sg, v, 0) == Approx(measured));  // a band is not one run of memory
       CHECK(unknown->node_ms(sg, v, 0) == Approx(measured));
     } else {
       copies += sg.nodes[size_t(v)].op.kind == OpKind::Rows;
       CHECK(nhwc->node_ms(sg, v, 0) == Approx(measured));  // convolutions, cuts, the input's bands
+      CHECK(profiled->node_ms(sg, v, 0) == Approx(measured));
     }
   }
   CHECK(views > 0);
