@@ -243,6 +243,7 @@ class Tuner {
   void time_receive_leads();
   std::vector<int> leads_to_time(const Candidate& base);
   static std::string lead_label(const std::string& base, int lead);
+  int last_choice_base() const;
   static const std::vector<int>& leads_tried();
   void calibrate_and_search_again();
   Calibration calibrate(bool predict);

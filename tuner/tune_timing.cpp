@@ -110,6 +110,14 @@ void Tuner::time_receive_leads() {
   if (fastest_unsplit >= 0 && !have_leads.count(res_.candidates[size_t(fastest_unsplit)].label)) {
     bases.insert(bases.begin(), size_t(fastest_unsplit));
   }
+  // A re-tune also re-posts the unsplit schedule whose lead variant the last tune chose, even
+  // where another unsplit schedule measured faster this time: otherwise the last choice would
+  // not be timed, and the choice among equals would move for no gain.
+  const int last_base = last_choice_base();
+  if (last_base >= 0 && !have_leads.count(res_.candidates[size_t(last_base)].label) &&
+      std::find(bases.begin(), bases.end(), size_t(last_base)) == bases.end()) {
+    bases.push_back(size_t(last_base));
+  }
   for (size_t i : bases) {
     const Candidate from = res_.candidates[i];  // a copy: the list grows below
     for (int lead : leads_to_time(from)) {
@@ -121,6 +129,21 @@ void Tuner::time_receive_leads() {
       time_one(res_.candidates.back(), quick_passes(), "quick", res_.candidates.size(), res_.candidates.size());
     }
   }
+}
+
+// In a re-tune, the verified searched candidate whose receive-lead variant the last tune chose;
+// -1 where the last choice was no lead variant, or outside a re-tune.
+int Tuner::last_choice_base() const {
+  const std::string last = last_choice();
+  if (last.empty()) return -1;
+  for (size_t i = 0; i < res_.candidates.size(); ++i) {
+    const Candidate& c = res_.candidates[i];
+    if (!c.ok || c.gpus < 2 || c.schedule.meta.recv_lead >= 0) continue;
+    for (int lead : leads_tried()) {
+      if (last == lead_label(c.label, lead)) return int(i);
+    }
+  }
+  return -1;
 }
 
 // The label of `base` posting its receives `lead` stages ahead.
