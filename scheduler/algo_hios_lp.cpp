@@ -155,7 +155,8 @@ Schedule schedule_hios(const Graph& g, const CostModel& cost, const SchedulerOpt
   params["multi_gpu_ms"] = best;
   std::string fallback = "none";
   // An alternative mapping's plan after the window pass, through the IOS pass where worth it
-  // (the suggested mapping's has been through it already), kept when evaluated faster; its latency goes to params[key] and its name to params.fallback.
+  // (the suggested mapping's has been through it already), kept when evaluated faster; its
+  // latency goes to params[key] and its name to params.fallback.
   auto try_plan = [&](Plan q, const char* key, const char* name, bool ios_done = false) {
     if (var.intra_ios && !ios_done && worth_ios(ev.latency(q), best, name)) q = intra_gpu_pass(g, cost, ev, opt, q);
     const double ms = ev.latency(q);

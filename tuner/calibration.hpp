@@ -86,12 +86,12 @@ struct CalibrationPeer {
 // has any: (1) the same kind as i (CalibrationKind) and the same receive lead; (2) the
 // same kind, receives posted at once. Leads are told apart by their value: calibrated on the
 // lead-0 variants too, whose consumers wait for whole transfers, nasnet_large 512's lead-2
-// variant was predicted 10.3% above its measurement (two H200s). Never another kind: fitted to unsplit schedules, whose
-// few transfers are whole tensors, the cost per transfer put a split's prediction 15% above its
-// measurement (nasnet_large 2048, two H100s; 8.8% uncalibrated); fitted to a mixed split whose
-// halos hide behind its interior rows (a transfer 9.7 us below the link's 13.7 us), it put a
-// recompute split of randwire 512 13.5% below (uncalibrated: -0.1%). Empty: i keeps its
-// uncalibrated prediction.
+// variant was predicted 10.3% above its measurement (two H200s). Never another kind: fitted
+// to unsplit schedules, whose few transfers are whole tensors, the cost per transfer put a
+// split's prediction 15% above its measurement (nasnet_large 2048, two H100s; 8.8%
+// uncalibrated); fitted to a mixed split whose halos hide behind its interior rows (a
+// transfer 9.7 us below the link's 13.7 us), it put a recompute split of randwire 512 13.5%
+// below (uncalibrated: -0.1%). Empty: i keeps its uncalibrated prediction.
 std::vector<size_t> calibration_peers(const std::vector<CalibrationPeer>& peers, size_t i);
 
 // The x in [lowest, the slowest measured pass] (no single launch or transfer can cost more)
