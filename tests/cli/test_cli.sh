@@ -436,8 +436,14 @@ def printed(out):
 d, out = load(1)
 runs = [(r["policy"], r["load"]) for r in d["runs"]]
 assert runs == [("fifo", 0.3), ("adaptive", 0.3), ("fifo", 0.6), ("adaptive", 0.6)], runs
+# fifo's p99 at the lowest load is the budget; on a slow machine (sanitizers) its 0.3 s run may
+# be offered no request, and then the budget is the documented default instead.
 p99 = d["runs"][0]["models"][-1]["p99_ms"]
-assert abs(d["latency_budget_ms"] - p99) < 1e-9 and d["latency_budget_source"] == "fifo's p99 at load 0.3", d
+if d["runs"][0]["models"][-1]["answered"] > 0:
+    assert abs(d["latency_budget_ms"] - p99) < 1e-9 and d["latency_budget_source"] == "fifo's p99 at load 0.3", d
+else:
+    p99 = d["latency_budget_ms"]
+    assert d["latency_budget_source"].startswith("default: 4x") and "answered nothing" in d["latency_budget_source"], d
 assert all(abs(r["latency_budget_ms"] - p99) < 1e-9 for r in d["runs"] if r["policy"] == "adaptive")
 assert all("latency_budget_ms" not in r for r in d["runs"] if r["policy"] == "fifo")
 assert abs(printed(out)[0] - p99) < 1e-3, (printed(out), p99)
