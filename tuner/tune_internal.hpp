@@ -244,6 +244,7 @@ class Tuner {
   std::vector<int> leads_to_time(const Candidate& base);
   static std::string lead_label(const std::string& base, int lead);
   int last_choice_base() const;
+  int last_chosen_lead(const std::string& base) const;
   static const std::vector<int>& leads_tried();
   void calibrate_and_search_again();
   Calibration calibrate(bool predict);

@@ -134,14 +134,18 @@ void Tuner::time_receive_leads() {
 // In a re-tune, the verified searched candidate whose receive-lead variant the last tune chose;
 // -1 where the last choice was no lead variant, or outside a re-tune.
 int Tuner::last_choice_base() const {
-  const std::string last = last_choice();
-  if (last.empty()) return -1;
   for (size_t i = 0; i < res_.candidates.size(); ++i) {
     const Candidate& c = res_.candidates[i];
-    if (!c.ok || c.gpus < 2 || c.schedule.meta.recv_lead >= 0) continue;
-    for (int lead : leads_tried()) {
-      if (last == lead_label(c.label, lead)) return int(i);
-    }
+    if (c.ok && c.gpus > 1 && c.schedule.meta.recv_lead < 0 && last_chosen_lead(c.label) >= 0) return int(i);
+  }
+  return -1;
+}
+
+// The lead of the last tune's choice where that was a receive posting of `base`; -1 otherwise.
+int Tuner::last_chosen_lead(const std::string& base) const {
+  const std::string last = last_choice();
+  for (int lead : leads_tried()) {
+    if (!last.empty() && last == lead_label(base, lead)) return lead;
   }
   return -1;
 }
@@ -176,13 +180,12 @@ std::vector<int> Tuner::leads_to_time(const Candidate& base) {
                                            base.label.c_str(), base.stored_fastest_lead));
   std::vector<int> leads;
   if (base.stored_fastest_lead >= 0) leads.push_back(base.stored_fastest_lead);
-  for (int lead : leads_tried()) {
-    if (lead != base.stored_fastest_lead && last_choice() == lead_label(base.label, lead)) {
-      progress_.line("timing", strprintf("receive leads of %s: the last tune chose it posting %d stages ahead; "
-                                         "that lead is timed again too",
-                                         base.label.c_str(), lead));
-      leads.push_back(lead);
-    }
+  const int chosen = last_chosen_lead(base.label);
+  if (chosen >= 0 && chosen != base.stored_fastest_lead) {
+    progress_.line("timing", strprintf("receive leads of %s: the last tune chose it posting %d stages ahead; "
+                                       "that lead is timed again too",
+                                       base.label.c_str(), chosen));
+    leads.push_back(chosen);
   }
   return leads;
 }
