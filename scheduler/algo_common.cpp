@@ -64,7 +64,7 @@ double lower_bound_ms(const Graph& g, const CostModel& cost, int num_gpus) {
   if (g.size() > 2) {
     Stage all;
     for (int v = 1; v < g.size(); ++v) all.groups.push_back(Group{{v}});
-    for (int d = 0; d < num_gpus; ++d) work = std::min(work, cost.stage_ms(g, all, d));
+    for (int d = 0; d < num_gpus; ++d) work = std::min(work, cost.stage_floor_ms(g, all, d));
   }
   Dag d = Dag::from_graph(g);
   double cp = longest_path(d, [&](int v) { return w[v]; }).length;

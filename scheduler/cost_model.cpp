@@ -54,6 +54,8 @@ std::vector<DevicePreset> device_presets_from_json(const json& j, const std::str
     }
     HIOS_CHECK(p.alpha >= 0 && p.alpha <= 1, "%s: must be in [0, 1] (got %g)", o.child_path("alpha").c_str(), p.alpha);
     p.conv_efficiency = fraction("conv_efficiency", p.conv_efficiency);
+    if (o.has("spatial_conv_efficiency")) p.spatial_conv_efficiency = fraction("spatial_conv_efficiency", 1);
+    if (o.has("tensor_core_channels")) p.tensor_core_channels = static_cast<int>(o.get_int_in("tensor_core_channels", 1, 64));
     p.depthwise_efficiency = fraction("depthwise_efficiency", p.depthwise_efficiency);
     p.gemm_efficiency = fraction("gemm_efficiency", p.gemm_efficiency);
     p.memory_efficiency = fraction("memory_efficiency", p.memory_efficiency);
@@ -81,9 +83,15 @@ json device_preset_to_json(const DevicePreset& p) {
               {"alpha", p.alpha},
               {"short_node_us", p.short_node_us},
               {"conv_efficiency", p.conv_efficiency},
+              {"spatial_conv_efficiency", spatial_conv_efficiency(p)},
+              {"tensor_core_channels", p.tensor_core_channels},
               {"depthwise_efficiency", p.depthwise_efficiency},
               {"gemm_efficiency", p.gemm_efficiency},
               {"memory_efficiency", p.memory_efficiency}};
+}
+
+double spatial_conv_efficiency(const DevicePreset& p) {
+  return p.spatial_conv_efficiency > 0 ? p.spatial_conv_efficiency : p.conv_efficiency;
 }
 
 std::vector<DevicePreset> load_device_presets(const std::string& file) {
@@ -125,6 +133,14 @@ struct Kernel {
   double parallel = 0;    // share of the SMs it can occupy, (0, 1]
 };
 
+// A conv whose channels per group miss the tensor cores' multiple (a 3-channel image, randwire's
+// 39- and 78-channel stems) runs on CUDA cores: measured 2-6x slower than the same FLOPs in
+// aligned channels on an H200.
+bool on_tensor_cores(const DevicePreset& p, int64_t in_per_group, int64_t out_per_group) {
+  const int64_t m = std::max(1, p.tensor_core_channels);
+  return in_per_group % m == 0 && out_per_group % m == 0;
+}
+
 Kernel kernel_for(const DevicePreset& p, const Op& op, const Shape& in, const Shape& out, const OpCost& c) {
   Kernel k;
   k.flops = c.flops;
@@ -143,8 +159,9 @@ Kernel kernel_for(const DevicePreset& p, const Op& op, const Shape& in, const Sh
         double m = double(out.n) * out.h * out.w;
         double per_group = double(a.out_channels / a.groups);
         double tiles = double(a.groups) * std::ceil(m / kTile) * std::ceil(per_group / kTile);
-        k.tflops = p.peak_tflops;
-        k.efficiency = p.conv_efficiency;
+        const bool spatial = a.kernel[0] * a.kernel[1] > 1;
+        k.tflops = on_tensor_cores(p, in.c / a.groups, a.out_channels / a.groups) ? p.peak_tflops : fp32;
+        k.efficiency = spatial ? spatial_conv_efficiency(p) : p.conv_efficiency;
         k.parallel = tiles / sms;
       }
       break;
@@ -282,6 +299,14 @@ double combine_stage_ms(const DevicePreset& p, const std::vector<std::vector<Sta
   return alpha * sum + (1 - alpha) * contended + p.stage_overhead_us * 1e-3;
 }
 
+double combine_stage_floor_ms(const DevicePreset& p, const std::vector<std::vector<StageItem>>& groups) {
+  // The short-node term raises alpha for stages of short nodes only; base alpha is its floor,
+  // under which the sum and the contended resources only add up across stages.
+  DevicePreset floor = p;
+  floor.short_node_us = 0;
+  return combine_stage_ms(floor, groups);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The analytic cost model
 
@@ -298,7 +323,13 @@ class AnalyticCostModel : public CostModel {
     // Every pair is assumed one NVLink/NVSwitch hop apart (the DGX/HGX topology).
     return p_.link_latency_us * 1e-3 + bytes / (p_.link_bandwidth_gbs * 1e6);
   }
-  double stage_ms(const Graph& g, const Stage& stage, int) const override {
+  double stage_ms(const Graph& g, const Stage& stage, int) const override { return combine_stage_ms(p_, items(g, stage)); }
+  double stage_floor_ms(const Graph& g, const Stage& stage, int) const override {
+    return combine_stage_floor_ms(p_, items(g, stage));
+  }
+
+ private:
+  std::vector<std::vector<StageItem>> items(const Graph& g, const Stage& stage) const {
     std::vector<std::vector<StageItem>> groups;
     for (const Group& gr : stage.groups) {
       std::vector<StageItem> items;
@@ -308,10 +339,9 @@ class AnalyticCostModel : public CostModel {
       }
       groups.push_back(std::move(items));
     }
-    return combine_stage_ms(p_, groups);
+    return groups;
   }
 
- private:
   DevicePreset p_;
 };
 

@@ -27,6 +27,10 @@ class CostModel {
   virtual double transfer_ms(double bytes, int src, int dst) const = 0;
   // Latency of a stage: its groups run concurrently on one GPU, each group's nodes in order.
   virtual double stage_ms(const Graph& g, const Stage& stage, int gpu) const = 0;
+  // A latency for running all of a stage's groups that no split of them into stages beats:
+  // lower_bound_ms's work term. stage_ms, unless a model's stages cost more the more short
+  // nodes they hold (short_node_us), which splitting a stage can avoid.
+  virtual double stage_floor_ms(const Graph& g, const Stage& stage, int gpu) const { return stage_ms(g, stage, gpu); }
 };
 
 struct DevicePreset {
@@ -48,7 +52,15 @@ struct DevicePreset {
   // linear layers (run without TF32) and element-wise work see. 0 means "same as peak_tflops".
   std::string description;
   double fp32_tflops = 0;
-  double conv_efficiency = 0.5;        // dense/grouped conv (implicit GEMM), share of peak_tflops
+  double conv_efficiency = 0.5;        // dense/grouped 1x1 conv (a plain GEMM), share of peak_tflops
+  // Dense/grouped convs with a filter wider than 1x1 (implicit GEMM gathering its taps), share
+  // of peak_tflops. cuDNN runs them further from peak than 1x1s, by a factor that differs by
+  // device and math (docs/cost-model.md). 0: the same as conv_efficiency.
+  double spatial_conv_efficiency = 0;
+  // Tensor cores need the channels per group of a conv's input and output in multiples of this
+  // (16 bytes: 4 for TF32, 8 for bf16); a conv that misses it runs on CUDA cores at fp32_tflops.
+  // 1: every conv on tensor cores.
+  int tensor_core_channels = 1;
   double depthwise_efficiency = 0.25;  // depthwise conv (one input channel per group), of fp32_tflops
   double gemm_efficiency = 0.6;        // linear layers, share of fp32_tflops
   double memory_efficiency = 0.8;      // share of mem_bandwidth_gbs a streaming kernel reaches
@@ -59,6 +71,9 @@ struct DevicePreset {
 // at configure time so that it works from any folder. A non-empty `file` reads that file
 // instead (same format), e.g. a calibrated copy passed with --devices.
 std::vector<DevicePreset> load_device_presets(const std::string& file = "");
+// The efficiency of convs with a filter wider than 1x1: spatial_conv_efficiency, or
+// conv_efficiency where a preset sets none.
+double spatial_conv_efficiency(const DevicePreset& p);
 DevicePreset find_device_preset(const std::string& name, const std::string& file = "");
 
 // What a node achieved in `ms`: its counted FLOPs and bytes over that time, as shares of the
@@ -109,6 +124,9 @@ struct StageItem {
 // take max(longest group, total SM demand, total bandwidth demand, total launch time) blended
 // with the plain sum by p.alpha, plus p.stage_overhead_us for the cross-stream events.
 double combine_stage_ms(const DevicePreset& p, const std::vector<std::vector<StageItem>>& groups);
+// combine_stage_ms without the short-node term: no split of the groups into stages is faster
+// (docs/cost-model.md, "One stage"), the floor that stage_floor_ms gives.
+double combine_stage_floor_ms(const DevicePreset& p, const std::vector<std::vector<StageItem>>& groups);
 
 std::unique_ptr<CostModel> make_analytic_cost_model(const DevicePreset& preset);
 

@@ -65,11 +65,14 @@ PresetFit fit_device_preset(const DevicePreset& base, const std::vector<PresetSa
   f.error_before = score(base, usable).error;
   // The launch overhead is searched from a small positive floor: a log scale has no zero.
   if (f.preset.launch_overhead_us <= 0) f.preset.launch_overhead_us = 0.5;
+  // Spatial convs start at the 1x1s' efficiency where the base does not tell them apart.
+  f.preset.spatial_conv_efficiency = spatial_conv_efficiency(f.preset);
   // The parameters are coupled (a node costs the larger of its compute and memory terms plus
   // the launch), so sweep until a sweep gains nothing.
   double loss = score(f.preset, usable).loss;
   for (int sweep = 0; sweep < 40; ++sweep) {
     search(f.preset, &DevicePreset::conv_efficiency, 0.01, 1.0, usable);
+    search(f.preset, &DevicePreset::spatial_conv_efficiency, 0.01, 1.0, usable);
     search(f.preset, &DevicePreset::memory_efficiency, 0.01, 1.0, usable);
     search(f.preset, &DevicePreset::depthwise_efficiency, 0.01, 1.0, usable);
     search(f.preset, &DevicePreset::gemm_efficiency, 0.01, 1.0, usable);

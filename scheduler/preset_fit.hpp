@@ -28,7 +28,7 @@ struct PresetFit {
   double error_before = 0, error_after = 0;
 };
 
-// Fits conv_efficiency, depthwise_efficiency, gemm_efficiency, memory_efficiency (each in
+// Fits conv_efficiency, spatial_conv_efficiency, depthwise_efficiency, gemm_efficiency, memory_efficiency (each in
 // [0.01, 1]) and launch_overhead_us (in [0.05, 20]) of `base` to the samples: coordinate descent
 // until a sweep gains nothing, a golden-section search per parameter on a log scale, minimising the time-weighted sum of
 // squared log errors of analytic_node_estimate. A parameter no sample depends on keeps its

@@ -306,6 +306,9 @@ class SplitCostModel final : public CostModel {
     if (busy <= 1) return sum;
     return combine_stage_ms(preset_, measured_stage_items(g, stage, *this, preset_, gpu));
   }
+  double stage_floor_ms(const Graph& g, const Stage& stage, int gpu) const override {
+    return std::min(stage_ms(g, stage, gpu), combine_stage_floor_ms(preset_, measured_stage_items(g, stage, *this, preset_, gpu)));
+  }
 
  private:
   const Graph& g_;

@@ -16,7 +16,7 @@ the receive-lead variants, whose fastest stands for the schedule, as the simulat
 them apart). Candidates of the calibrated second round are left out. The fit minimises the mean
 squared log error over all schedules, every tune weighted alike and errors past 10% weighted
 more, by Nelder-Mead over the
-compute, depthwise, gemm and memory efficiencies, the launch and stage overheads, the
+compute (1x1 and wider filters), depthwise, gemm and memory efficiencies, the launch and stage overheads, the
 concurrency alpha and short_node_us (docs/cost-model.md, "One stage"; the search starts it at
 10 us when the base preset has none); the peaks, SM count and links stay the base preset's. It prints every
 schedule's error before and after, and writes the fitted preset as a devices file for
@@ -33,9 +33,9 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from preset_check import best_postings, fail, load, searched_candidates, simulated_ms, write_schedule  # noqa: E402
 
-PARAMS = ["conv_efficiency", "depthwise_efficiency", "gemm_efficiency", "memory_efficiency",
+PARAMS = ["conv_efficiency", "spatial_conv_efficiency", "depthwise_efficiency", "gemm_efficiency", "memory_efficiency",
           "launch_overhead_us", "stage_overhead_us", "alpha", "short_node_us"]
-BOUNDS = {"conv_efficiency": (0.02, 1.0), "depthwise_efficiency": (0.01, 1.0), "gemm_efficiency": (0.01, 1.0),
+BOUNDS = {"conv_efficiency": (0.02, 1.0), "spatial_conv_efficiency": (0.02, 1.0), "depthwise_efficiency": (0.01, 1.0), "gemm_efficiency": (0.01, 1.0),
           "memory_efficiency": (0.05, 1.0), "launch_overhead_us": (0.0, 30.0), "stage_overhead_us": (0.0, 30.0),
           "alpha": (0.0, 1.0), "short_node_us": (0.0, 200.0)}
 # Errors past this cost more than their square: the aim is every schedule within 15%.
@@ -116,6 +116,8 @@ def main():
     from scipy.optimize import minimize  # Debian's python3-scipy
 
     start = {k: float(base.get(k, 0.0)) for k in PARAMS}  # short_node_us is absent from older presets
+    # A preset without its own efficiency for wider filters prices them as 1x1s.
+    start["spatial_conv_efficiency"] = start["spatial_conv_efficiency"] or start["conv_efficiency"]
     before = predict(start)
     loss_before = loss(start)
     # The simplex moves each value by a share of itself: one at its lower bound would stay there.

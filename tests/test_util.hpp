@@ -46,6 +46,9 @@ inline DevicePreset test_device_preset() {
   p.depthwise_efficiency = 0.25;
   p.gemm_efficiency = 0.6;
   p.memory_efficiency = 0.8;
+  p.spatial_conv_efficiency = 0;  // as conv_efficiency
+  p.tensor_core_channels = 1;
+  p.short_node_us = 0;
   return p;
 }
 

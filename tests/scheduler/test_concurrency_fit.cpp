@@ -52,6 +52,17 @@ std::vector<Groups> random_stages(int n, uint64_t seed) {
   return out;
 }
 
+// h200's node rates with the plain blend of the stage model (alpha 0.1, 3 us per stage, no
+// short-node term), the starting point these fits are checked from, whatever the shipped preset
+// was refitted to.
+DevicePreset stage_base() {
+  DevicePreset p = find_device_preset("h200");
+  p.alpha = 0.1;
+  p.stage_overhead_us = 3.0;
+  p.short_node_us = 0;
+  return p;
+}
+
 DevicePreset with(DevicePreset p, double alpha, double overhead_us) {
   p.alpha = alpha;
   p.stage_overhead_us = overhead_us;
@@ -70,7 +81,7 @@ std::vector<StageObservation> observe(const DevicePreset& truth, const std::vect
 }  // namespace
 
 TEST_CASE("concurrency fit recovers the parameters that generated the stages") {
-  DevicePreset h200 = find_device_preset("h200");
+  DevicePreset h200 = stage_base();
   REQUIRE(h200.alpha == Approx(0.1));
   std::vector<Groups> stages = random_stages(60, 1);
 
@@ -116,7 +127,7 @@ TEST_CASE("concurrency fit recovers the parameters that generated the stages") {
 }
 
 TEST_CASE("concurrency fit with +-5% measurement noise") {
-  DevicePreset h200 = find_device_preset("h200");
+  DevicePreset h200 = stage_base();
   std::vector<Groups> stages = random_stages(300, 2);
   std::vector<StageObservation> obs = observe(with(h200, 0.35, 7.5), stages, 0.05, 11);
   ConcurrencyFit f = fit_concurrency(h200, obs);
@@ -164,7 +175,7 @@ TEST_CASE("concurrency fit with +-5% measurement noise") {
 }
 
 TEST_CASE("concurrency fit skips unusable observations and needs three") {
-  DevicePreset h200 = find_device_preset("h200");
+  DevicePreset h200 = stage_base();
   DevicePreset truth = with(h200, 0.5, 10.0);
   std::vector<Groups> stages = random_stages(2, 3);
   std::vector<StageObservation> obs = observe(truth, stages);
@@ -216,7 +227,7 @@ TEST_CASE("concurrency fit skips unusable observations and needs three") {
 TEST_CASE("concurrency fit keeps the preset's alpha when the stages cannot separate it from the overhead") {
   // Every stage is two nodes, a short one of 20 us beside a longer one, both using few SMs: Σ groups
   // - contended is 20 us everywhere, so alpha · 20 us and the overhead are interchangeable.
-  DevicePreset h200 = find_device_preset("h200");
+  DevicePreset h200 = stage_base();
   Lcg r(5);
   std::vector<Groups> stages;
   for (int i = 0; i < 20; ++i) {
@@ -231,7 +242,7 @@ TEST_CASE("concurrency fit keeps the preset's alpha when the stages cannot separ
 }
 
 TEST_CASE("stage model: short nodes move a stage toward the serial sum, within the model's bounds") {
-  DevicePreset p = with(find_device_preset("h200"), 0.1, 3.0);
+  DevicePreset p = stage_base();
   DevicePreset shortish = p;
   shortish.short_node_us = 13;
   // Two groups of one node each, at the same SM and bandwidth shares, long and then short.
@@ -243,6 +254,7 @@ TEST_CASE("stage model: short nodes move a stage toward the serial sum, within t
     const Groups gs = stage(ms);
     const double plain = combine_stage_ms(p, gs), with_short = combine_stage_ms(shortish, gs);
     CHECK(with_short >= plain);                      // never more overlap than without
+    CHECK(combine_stage_floor_ms(shortish, gs) == Approx(plain));  // the floor leaves the term out
     CHECK(with_short >= ms);                         // at least the longest group
     CHECK(with_short <= 2 * ms + 3e-3 + 1e-12);      // at most the serial sum and the overhead
     // The share of the serial sum: alpha, plus (1 - alpha) * tau / (tau + mean node).
@@ -265,7 +277,7 @@ TEST_CASE("stage model: short nodes move a stage toward the serial sum, within t
 }
 
 TEST_CASE("concurrency fit: a fitted preset predicts what combine_stage_ms predicts") {
-  DevicePreset h200 = find_device_preset("h200");
+  DevicePreset h200 = stage_base();
   ConcurrencyFit f;
   f.alpha = 0.27;
   f.stage_overhead_us = 6.5;
@@ -298,7 +310,7 @@ TEST_CASE("concurrency fit: a fitted preset predicts what combine_stage_ms predi
 }
 
 TEST_CASE("concurrency fit: JSON round trip and strict reading") {
-  DevicePreset h200 = find_device_preset("h200");
+  DevicePreset h200 = stage_base();
   ConcurrencyFit f = fit_concurrency(h200, observe(with(h200, 0.3, 4.0), random_stages(30, 10), 0.05, 12));
   json j = concurrency_fit_to_json(f);
   CHECK(j.dump().rfind("{\"alpha\":", 0) == 0);

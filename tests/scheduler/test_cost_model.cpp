@@ -73,6 +73,8 @@ TEST_CASE("device presets: the shipped GPUs, compiled in") {
     DevicePreset toy = find_device_preset("toy", file);
     CHECK(toy.sm_count == 10);
     CHECK(toy.conv_efficiency == Approx(0.5));  // defaults for the optional fields
+    CHECK(spatial_conv_efficiency(toy) == Approx(0.5));  // wider filters priced as 1x1s
+    CHECK(toy.tensor_core_channels == 1);
     CHECK(toy.fp32_tflops == Approx(1.0));
     CHECK(error_of([&] { find_device_preset("h200", file); }).find("unknown device 'h200'") != std::string::npos);
     auto cost = make_cost_model("analytic", "toy", file);
@@ -114,11 +116,11 @@ TEST_CASE("analytic model: roofline sanity and monotonicity") {
   SECTION("a large conv is compute-bound at the conv efficiency") {
     Graph g = one_conv(256, 128, 256, 3);
     NodeEstimate e = analytic_node_estimate(p, g, 1);
-    double ideal = g.nodes[1].cost.flops / (p.peak_tflops * 1e9 * p.conv_efficiency);
+    double ideal = g.nodes[1].cost.flops / (p.peak_tflops * 1e9 * spatial_conv_efficiency(p));
     CHECK(e.compute_ms == Approx(ideal));
     auto fp32 = find_device_preset("h200-fp32");
     CHECK(analytic_node_estimate(fp32, g, 1).compute_ms ==
-          Approx(g.nodes[1].cost.flops / (fp32.peak_tflops * 1e9 * fp32.conv_efficiency)));
+          Approx(g.nodes[1].cost.flops / (fp32.peak_tflops * 1e9 * spatial_conv_efficiency(fp32))));
     CHECK(e.compute_ms > e.memory_ms);
     CHECK(e.ms == Approx(ideal + launch));
     CHECK(e.kernels == 1);
@@ -127,9 +129,33 @@ TEST_CASE("analytic model: roofline sanity and monotonicity") {
   SECTION("a tiny conv cannot fill the GPU") {
     Graph g = one_conv(64, 8, 64, 3);  // 64 output pixels, 64 channels: one 64x64 tile
     NodeEstimate e = analytic_node_estimate(p, g, 1);
-    double ideal = g.nodes[1].cost.flops / (p.peak_tflops * 1e9 * p.conv_efficiency);
+    double ideal = g.nodes[1].cost.flops / (p.peak_tflops * 1e9 * spatial_conv_efficiency(p));
     CHECK(e.compute_ms == Approx(ideal * p.sm_count));
     CHECK(e.sm_ms == Approx(std::max(e.compute_ms, e.memory_ms) / p.sm_count));
+  }
+  SECTION("1x1 and wider filters have their own efficiencies") {
+    DevicePreset q = p;
+    q.conv_efficiency = 0.4;
+    q.spatial_conv_efficiency = 0.2;
+    Graph pointwise = one_conv(256, 128, 256, 1), spatial = one_conv(256, 128, 256, 3);
+    CHECK(analytic_node_estimate(q, pointwise, 1).compute_ms ==
+          Approx(pointwise.nodes[1].cost.flops / (q.peak_tflops * 1e9 * 0.4)));
+    CHECK(analytic_node_estimate(q, spatial, 1).compute_ms ==
+          Approx(spatial.nodes[1].cost.flops / (q.peak_tflops * 1e9 * 0.2)));
+    q.spatial_conv_efficiency = 0;  // unset: the 1x1s' efficiency
+    CHECK(analytic_node_estimate(q, spatial, 1).compute_ms ==
+          Approx(spatial.nodes[1].cost.flops / (q.peak_tflops * 1e9 * 0.4)));
+  }
+  SECTION("channels off the tensor cores' multiple run at the CUDA-core rate") {
+    DevicePreset q = p;
+    q.tensor_core_channels = 4;
+    Graph aligned = one_conv(64, 128, 64, 3), odd_in = one_conv(39, 128, 64, 3), odd_out = one_conv(64, 128, 78, 3);
+    auto rate = [&](const Graph& g) { return g.nodes[1].cost.flops / analytic_node_estimate(q, g, 1).compute_ms; };
+    CHECK(rate(aligned) == Approx(q.peak_tflops * 1e9 * spatial_conv_efficiency(q)));
+    CHECK(rate(odd_in) == Approx(q.fp32_tflops * 1e9 * spatial_conv_efficiency(q)));
+    CHECK(rate(odd_out) == Approx(q.fp32_tflops * 1e9 * spatial_conv_efficiency(q)));
+    q.tensor_core_channels = 1;
+    CHECK(rate(odd_in) == Approx(rate(aligned)));
   }
   SECTION("an element-wise op is memory-bound") {
     Graph g = one_relu(256, 128);

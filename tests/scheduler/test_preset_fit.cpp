@@ -34,6 +34,7 @@ TEST_CASE("preset fit: recovers the efficiencies and launch overhead a preset's 
   const Graph g = inception(299);
   DevicePreset truth = find_device_preset("h100");
   truth.conv_efficiency = 0.42;
+  truth.spatial_conv_efficiency = 0.27;
   truth.memory_efficiency = 0.55;
   truth.launch_overhead_us = 3.0;
   DevicePreset start = truth;
@@ -45,6 +46,7 @@ TEST_CASE("preset fit: recovers the efficiencies and launch overhead a preset's 
   CHECK(f.error_before > 0.2);
   CHECK(f.error_after < 0.01);
   CHECK(f.preset.conv_efficiency == Approx(0.42).epsilon(0.03));
+  CHECK(f.preset.spatial_conv_efficiency == Approx(0.27).epsilon(0.03));
   CHECK(f.preset.launch_overhead_us == Approx(3.0).epsilon(0.1));
   // Inception has no depthwise convolution: that efficiency keeps its starting value.
   CHECK(f.preset.depthwise_efficiency == start.depthwise_efficiency);
@@ -73,6 +75,8 @@ TEST_CASE("preset fit: a database's samples follow node signatures, and the entr
   REQUIRE(back.size() == 1);
   CHECK(back[0].name == "mine");
   CHECK(back[0].conv_efficiency == Approx(p.conv_efficiency));
+  CHECK(spatial_conv_efficiency(back[0]) == Approx(spatial_conv_efficiency(p)));
+  CHECK(back[0].tensor_core_channels == p.tensor_core_channels);
   CHECK(back[0].launch_overhead_us == Approx(p.launch_overhead_us));
 }
 
