@@ -15,9 +15,7 @@ DEVICE=${DEVICE:-h200}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 source scripts/gpu-build.sh
-[ -x "$B/cli/hios" ] && [ -z "${REBUILD:-}" ] || JOBS=${JOBS:-32} gpu_build hios
-H=$B/cli/hios
-{ nvidia-smi --query-gpu=index,name,driver_version --format=csv; git rev-parse --short HEAD; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
+gpu_hios_and_env
 echo "| configuration | schedule | preset | predicted ms | measured ms | error |" >"$OUT/table.md"
 echo "|---|---|---|---:|---:|---:|" >>"$OUT/table.md"
 for spec in "$@"; do

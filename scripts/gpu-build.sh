@@ -16,3 +16,11 @@ gpu_build() {
     cmake --build "$B" -j "${JOBS:-16}" --target "$@"; } >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s"
 }
+
+# The hios binary in $B (built when missing or when REBUILD is set) as $H, and the machine's
+# GPUs, commit and time in $OUT/env.txt: the start of every one-call script that runs hios only.
+gpu_hios_and_env() {
+  [ -x "$B/cli/hios" ] && [ -z "${REBUILD:-}" ] || JOBS=${JOBS:-32} gpu_build hios
+  H=$B/cli/hios
+  { nvidia-smi --query-gpu=index,name,driver_version --format=csv; git rev-parse --short HEAD; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
+}

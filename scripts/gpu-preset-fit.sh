@@ -20,9 +20,7 @@ MATHS=${MATHS:-tf32 bf16}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 source scripts/gpu-build.sh
-[ -x "$B/cli/hios" ] && [ -z "${REBUILD:-}" ] || JOBS=${JOBS:-32} gpu_build hios
-H=$B/cli/hios
-{ nvidia-smi --query-gpu=index,name,driver_version --format=csv; git rev-parse --short HEAD; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
+gpu_hios_and_env
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(inception_v3:331 inception_v3:1024 inception_v3:2048 nasnet_large:331 nasnet_large:1024)
 
