@@ -19,8 +19,10 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Tests run two at a time, each CPU test with an OpenMP team as wide as the machine: waiting
+# threads sleep (OMP_WAIT_POLICY=passive) instead of spinning on the other test's core.
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+	cd $(BUILD_DIR) && OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # The command-line and serving tests with two busy loops beside them (CI runs it too);
 # LOAD_TESTS=. runs every test that way.

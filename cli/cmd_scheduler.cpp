@@ -94,34 +94,26 @@ void add_fit_preset_command(CLI::App& app) {
     std::vector<Graph> graphs;
     graphs.reserve(o->graphs.size());  // samples point into it
     std::vector<PresetSample> samples;
-    std::vector<ProfileLink> links;
+    std::vector<ProfileDb> dbs;  // their links
     json concurrency = nullptr;
     std::string concurrency_from;
     for (size_t i = 0; i < o->graphs.size(); ++i) {
       graphs.push_back(load_graph(o->graphs[i]));
-      const ProfileDb db = load_profile_db(o->dbs[i]);
+      ProfileDb db = load_profile_db(o->dbs[i]);
       const std::vector<PresetSample> s = preset_samples(graphs.back(), db, node_time_of(o->node_time, db, o->dbs[i]));
       HIOS_CHECK(!s.empty(), "fit-preset: %s measured no node of %s (another graph's database?)", o->dbs[i].c_str(),
                  o->graphs[i].c_str());
       samples.insert(samples.end(), s.begin(), s.end());
-      links.insert(links.end(), db.links.begin(), db.links.end());
       if (concurrency.is_null() && !db.concurrency.is_null()) {
         concurrency = db.concurrency;
         concurrency_from = o->dbs[i];
       }
+      dbs.push_back(std::move(db));
     }
     PresetFit fit = fit_device_preset(base, samples);
     DevicePreset& p = fit.preset;
     p.name = o->name.empty() ? o->base : o->name;
-    if (!links.empty()) {
-      double lat = 0, bw = 0;
-      for (const ProfileLink& l : links) {
-        lat += l.latency_us;
-        bw += l.bandwidth_gbs;
-      }
-      p.link_latency_us = lat / double(links.size());
-      p.link_bandwidth_gbs = bw / double(links.size());
-    }
+    p = with_measured_links(p, dbs);
     if (!concurrency.is_null()) p = apply_concurrency_fit(p, concurrency_fit_from_json(concurrency, concurrency_from + ": concurrency"));
     p.description = o->description.empty()
                         ? strprintf("fitted by hios fit-preset from %d measured nodes (base %s)", fit.samples, o->base.c_str())

@@ -212,6 +212,13 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source = "$");
 // "device 'NVIDIA H100 80GB HBM3' here, 'NVIDIA H200' in the database; cudnn '9.14.0' here, ...".
 std::string profile_identity_difference(const json& database, const json& here);
 ProfileDb load_profile_db(const std::string& file);
+// How the database was measured, "layout" or "math": hios tune records it in the identity,
+// hios profile in its provenance (meta); "" where neither says (older databases).
+std::string profile_measured(const ProfileDb& db, const std::string& key);
+// Bytes its links moved per byte a scheduler counts: the graph counts every tensor at float32
+// size, and under --math bf16|fp16 the executor stores and sends 2 bytes per element (0.5),
+// else 1. A link bandwidth measured there, applied to graph bytes, is divided by this.
+double profile_link_bytes_per_graph_byte(const ProfileDb& db);
 std::string profile_db_to_text(const ProfileDb& db);  // canonical, one entry per line
 void save_profile_db(const ProfileDb& db, const std::string& file);  // atomic
 

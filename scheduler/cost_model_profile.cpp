@@ -263,6 +263,20 @@ std::string profile_db_to_text(const ProfileDb& db) {
 
 void save_profile_db(const ProfileDb& db, const std::string& file) { write_file_atomic(file, profile_db_to_text(db)); }
 
+std::string profile_measured(const ProfileDb& db, const std::string& key) {
+  for (const json* where : {&db.identity, &db.meta}) {
+    if (!where->is_object()) continue;
+    const auto it = where->find(key);
+    if (it != where->end() && it->is_string()) return it->get<std::string>();
+  }
+  return "";
+}
+
+double profile_link_bytes_per_graph_byte(const ProfileDb& db) {
+  const std::string math = profile_measured(db, "math");
+  return math == "bf16" || math == "fp16" ? 0.5 : 1.0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The profile cost model
 
@@ -294,7 +308,8 @@ class ProfileCostModel : public CostModel {
     }
     for (const ProfileEntry& e : db_.entries) nodes_.emplace(e.key, e.ms);
     for (const ProfileStage& s : db_.stages) stages_.emplace(s.key.dump(), s.ms);
-    nhwc_ = measured_layout(db_) == "nhwc";
+    nhwc_ = profile_measured(db_, "layout") == "nhwc";
+    moved_per_graph_byte_ = profile_link_bytes_per_graph_byte(db_);
   }
   std::string name() const override { return name_; }
   std::string device() const override { return db_.device; }
@@ -319,7 +334,7 @@ class ProfileCostModel : public CostModel {
   double transfer_ms(double bytes, int src, int dst) const override {
     if (src == dst) return 0;
     for (const ProfileLink& l : db_.links) {
-      if (l.src == src && l.dst == dst) return l.latency_us * 1e-3 + bytes / (l.bandwidth_gbs * 1e6);
+      if (l.src == src && l.dst == dst) return l.latency_us * 1e-3 + bytes * moved_per_graph_byte_ / (l.bandwidth_gbs * 1e6);
     }
     throw_error("profile %s has no link entry for GPU %d -> GPU %d (device %s)", name_.c_str(), src, dst,
                 db_.device.c_str());
@@ -340,17 +355,8 @@ class ProfileCostModel : public CostModel {
   }
 
  private:
-  // The layout the nodes were measured in: hios tune records it in the identity, hios profile
-  // in its provenance (meta.layout); "" where neither says (databases from before layouts).
-  static std::string measured_layout(const ProfileDb& db) {
-    for (const json* where : {&db.identity, &db.meta}) {
-      if (!where->is_object()) continue;
-      const auto it = where->find("layout");
-      if (it != where->end() && it->is_string()) return it->get<std::string>();
-    }
-    return "";
-  }
   bool nhwc_ = false;  // measured in NHWC: bands of rows can be held in place
+  double moved_per_graph_byte_ = 1;  // the links were timed on moved bytes: 0.5 in 16-bit math
   ProfileDb db_;
   std::string name_;
   DevicePreset preset_;

@@ -115,4 +115,21 @@ std::vector<PresetSample> preset_samples(const Graph& g, const ProfileDb& db, No
   return out;
 }
 
+DevicePreset with_measured_links(DevicePreset p, const std::vector<ProfileDb>& dbs) {
+  double latency = 0, bandwidth = 0;
+  int links = 0;
+  for (const ProfileDb& db : dbs) {
+    for (const ProfileLink& l : db.links) {
+      latency += l.latency_us;
+      bandwidth += l.bandwidth_gbs / profile_link_bytes_per_graph_byte(db);
+      ++links;
+    }
+  }
+  if (links > 0) {
+    p.link_latency_us = latency / links;
+    p.link_bandwidth_gbs = bandwidth / links;
+  }
+  return p;
+}
+
 }  // namespace hios

@@ -51,4 +51,9 @@ enum class NodeTime { Wall, Kernels };
 // Kernels, also entries measured without CUPTI).
 std::vector<PresetSample> preset_samples(const Graph& g, const ProfileDb& db, NodeTime which = NodeTime::Wall);
 
+// `p` with the mean latency and bandwidth of every link the databases timed, the bandwidth per
+// byte the graph counts (profile_link_bytes_per_graph_byte: links timed under --math bf16 moved
+// half as many), as a preset's memory bandwidth is. `p` unchanged when no database timed a link.
+DevicePreset with_measured_links(DevicePreset p, const std::vector<ProfileDb>& dbs);
+
 }  // namespace hios

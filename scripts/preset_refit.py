@@ -18,7 +18,8 @@ squared log error over all schedules, every tune weighted alike and errors past 
 more, by Nelder-Mead over the
 compute (1x1 and wider filters), depthwise, gemm and memory efficiencies, the launch and stage overheads, the
 concurrency alpha and short_node_us (docs/cost-model.md, "One stage"; the search starts it at
-10 us when the base preset has none); the peaks, SM count and links stay the base preset's. It prints every
+10 us when the base preset has none), less any that --fix names; the peaks, SM count and links
+stay the base preset's. It prints every
 schedule's error before and after, and writes the fitted preset as a devices file for
 `--devices` (atomically; an existing file of another kind is refused).
 """
@@ -47,7 +48,10 @@ def schedules_of(graph, db_path, tuned_path):
     its fastest measurement with any receive posting."""
     cands = searched_candidates(db_path)
     best = best_postings(tuned_path)
-    return [{"tune": os.path.basename(db_path), "graph": graph, "label": c["label"], "file": write_schedule(c["schedule"]),
+    # Named by the database's folder and file: tunes of one configuration on two days (or one
+    # and two GPUs) keep their file names and must still count as separate tunes.
+    tune = os.path.join(os.path.basename(os.path.dirname(os.path.abspath(db_path))), os.path.basename(db_path))
+    return [{"tune": tune, "graph": graph, "label": c["label"], "file": write_schedule(c["schedule"]),
              "measured": min([c["measured_ms"]] + best.get(c["label"], []))} for c in cands]
 
 
@@ -69,6 +73,9 @@ def main():
     ap.add_argument("--name", help="the fitted preset's name (default: --device)")
     ap.add_argument("--description", help="its description (default: what it was fitted to)")
     ap.add_argument("--tune", nargs=3, action="append", required=True, metavar=("GRAPH", "DB", "TUNED"))
+    ap.add_argument("--fix", default="", metavar="P1,P2",
+                    help="parameters kept at the base preset's values, e.g. depthwise_efficiency when no tune has "
+                         "depthwise convs (choices: " + ", ".join(PARAMS) + ")")
     ap.add_argument("--evaluations", type=int, default=400, help="most simulations of the whole set (default 400)")
     ap.add_argument("-o", "--output", required=True, help="devices file to write")
     a = ap.parse_args()
@@ -79,6 +86,11 @@ def main():
         fail(f"--device {a.device}: not in {a.devices} (has {', '.join(sorted(presets))})")
     base = dict(presets[a.device])
     name = a.name or a.device
+    fixed = [k for k in a.fix.split(",") if k]
+    for k in fixed:
+        if k not in PARAMS:
+            fail(f"--fix {k}: not a fitted parameter (choices: {', '.join(PARAMS)})")
+    free = [k for k in PARAMS if k not in fixed]
     scheds = [s for t in a.tune for s in schedules_of(*t)]
     tunes = sorted({s["tune"] for s in scheds})
     workdir = tempfile.mkdtemp(prefix="preset_refit.")
@@ -99,15 +111,15 @@ def main():
         return sum(sum(v) / len(v) for v in per.values()) / len(per)
 
     def to_values(x):
-        out = {}
-        for k, xi in zip(PARAMS, x):
+        out = {k: start[k] for k in fixed}
+        for k, xi in zip(free, x):
             lo, hi = BOUNDS[k]
             out[k] = lo + (hi - lo) / (1 + math.exp(-xi))  # a logistic map keeps every value in bounds
         return out
 
     def from_values(v):
         x = []
-        for k in PARAMS:
+        for k in free:
             lo, hi = BOUNDS[k]
             f = min(max((v[k] - lo) / (hi - lo), 1e-4), 1 - 1e-4)
             x.append(math.log(f / (1 - f)))

@@ -25,10 +25,14 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # at 1 to 4 GPUs, and the partial-pool split of inception_v3). They are the suite's longest
 # under the sanitizers (80-110 s each) and reach no code that the smaller scheduler, random-DAG
 # and row-split tests do not run under the sanitizers too.
-# Also left out: two serving cases (75-100 s each under the sanitizers, most of it preparing
+# Also left out: the row-split case that runs every split of demo 2 and 3 ways in both modes
+# on 1 to 3 ranks (70 s under the sanitizers): the split of inception_v3 2 and 3 ways and the
+# shared halo messages of parallel branches run the same splitting, exchange and assembly code.
+# And two serving cases (75-100 s each under the sanitizers, most of it preparing
 # and timing models at three batch sizes) whose code runs under the sanitizers anyway: every
 # launcher in the serving staging and replica cases, and the latency budget, its range and the
 # result's JSON in the command-line serve test.
 heavy="multi-GPU algorithms are never slower|every algorithm on every model at 1, 2 and 4 GPUs|a region ending in partial global pools"
+heavy+="|split equals unsplit bit for bit, 2 and 3 parts, halo and recompute, on 1 to 3 ranks"
 heavy+="|serving: every launcher answers every request once|serving: the latency budget, its default and range"
 cd "$B" && ctest --output-on-failure -j "$JOBS" --timeout 900 -E "$heavy"

@@ -170,6 +170,24 @@ TEST_CASE("profile cost model: lookups, misses, stages and links") {
     CHECK(cost->transfer_ms(3e6, 1, 1) == 0);
     CHECK(error_of([&] { cost->transfer_ms(1, 1, 0); }) == "profile db.json has no link entry for GPU 1 -> GPU 0 (device h200)");
   }
+  SECTION("links timed in 16-bit math move half the graph's float32 bytes") {
+    // hios tune times its links on the bytes the executor sends, 2 per element under bf16 and
+    // fp16; the schedulers count a tensor at 4 bytes per element. The latency is per message.
+    for (const char* math : {"bf16", "fp16"}) {
+      ProfileDb half = db;
+      half.identity = json{{"math", math}, {"layout", "nhwc"}};
+      auto c = make_profile_cost_model(half, "half.json", h200);
+      CHECK(c->transfer_ms(3e6, 0, 1) == Approx(12e-3 + 1.5e6 / 300e6));
+      CHECK(c->transfer_ms(0, 0, 1) == Approx(12e-3));
+      CHECK(profile_link_bytes_per_graph_byte(half) == 0.5);
+    }
+    ProfileDb profiled = db;  // hios profile writes the math into its provenance instead
+    profiled.meta = json{{"math", "bf16"}};
+    CHECK(profile_link_bytes_per_graph_byte(profiled) == 0.5);
+    profiled.meta = json{{"math", "tf32"}};
+    CHECK(profile_link_bytes_per_graph_byte(profiled) == 1.0);
+    CHECK(make_profile_cost_model(profiled, "tf32.json", h200)->transfer_ms(3e6, 0, 1) == Approx(12e-3 + 3e6 / 300e6));
+  }
 }
 
 TEST_CASE("profile cost model: a row split's band copies held in place cost nothing in NHWC") {

@@ -126,3 +126,22 @@ TEST_CASE("preset fit: no usable sample is one error naming the preset") {
   CHECK_THAT(error_of([&] { fit_device_preset(base, {{&g, 1, 0.0}, {&g, 2, -1.0}, {&g, g.input(), 1.0}}); }),
              Catch::Contains("no measured node"));
 }
+
+TEST_CASE("preset fit: measured links set the preset's, per graph byte under 16-bit math") {
+  DevicePreset p = find_device_preset("h200");
+  CHECK(with_measured_links(p, {}).link_bandwidth_gbs == p.link_bandwidth_gbs);  // nothing timed: unchanged
+  ProfileDb tf32, bf16;
+  tf32.identity = json{{"math", "tf32"}};
+  tf32.links = {{0, 1, 12.0, 340.0}, {1, 0, 11.0, 330.0}};
+  bf16.identity = json{{"math", "bf16"}};
+  bf16.links = {{0, 1, 10.0, 345.0}};
+  const DevicePreset a = with_measured_links(p, {tf32});
+  CHECK(a.link_latency_us == Approx(11.5));
+  CHECK(a.link_bandwidth_gbs == Approx(335.0));
+  // A bf16 run sends 2 bytes of each element the graph counts at 4: per graph byte its link is
+  // twice as fast, as a bf16 preset's memory bandwidth is doubled.
+  const DevicePreset b = with_measured_links(p, {bf16});
+  CHECK(b.link_latency_us == Approx(10.0));
+  CHECK(b.link_bandwidth_gbs == Approx(690.0));
+  CHECK(with_measured_links(p, {tf32, bf16}).link_bandwidth_gbs == Approx((340.0 + 330.0 + 690.0) / 3));
+}
