@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
           node_ms = r.node_times_ms(std::max(profile, 3));
           if (profile > 0) {
             print_profile(g, node_ms);
-            const bool half = math == "fp16" || math == "bf16";
+            const bool half = math_stores_16_bit(math);
             const double gbs = cuda::copy_bandwidth_gbs();
             print_memory_bound(g, node_ms, half ? 0.5 : 1.0, gbs, "event time");
 #ifdef HIOS_BENCH_WITH_CUPTI
@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
             exec::LaunchOrder order;
             if (order_name == "opara") order = exec::opara_order(g);
             if (order_name == "measured") {
-              order = exec::measured_order(g, node_ms, find_device_preset("h200"), math == "fp16" || math == "bf16");
+              order = exec::measured_order(g, node_ms, find_device_preset("h200"), math_stores_16_bit(math));
               std::fprintf(stderr, "# %s: %s\n", variant.c_str(), exec::launch_order_summary(order).c_str());
             }
             for (bool graph : modes) {

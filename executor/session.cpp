@@ -359,7 +359,7 @@ LaunchOrder make_launch_order(const std::string& name, const Graph& g, const Ses
     std::unique_ptr<Comm> self = make_self_comm();
     const std::vector<double> ms = measure_node_times(g, opt, *self);
     const LaunchOrder o =
-        measured_order(g, ms, find_device_preset("h200"), opt.math == "fp16" || opt.math == "bf16");
+        measured_order(g, ms, find_device_preset("h200"), math_stores_16_bit(opt.math));
     for (uint8_t m : o.memory_bound) classes += m ? '1' : '0';
   }
   // Every rank lowers with rank 0's classes.

@@ -211,6 +211,8 @@ Shape assembled_input(const Graph& g, const Node& nd) {
 
 }  // namespace
 
+bool math_stores_16_bit(const std::string& math) { return math == "fp16" || math == "bf16"; }
+
 KernelClass kernel_class(const Op& op, const Shape& in) {
   if (op.kind == OpKind::Linear) return KernelClass::Gemm;
   if (op.kind != OpKind::Conv) return KernelClass::Memory;

@@ -86,6 +86,9 @@ struct NodeRates {
   bool memory_bound = false;
 };
 NodeRates node_rates(const Node& nd, double ms, const DevicePreset& device, bool half = false);
+// Whether a run under --math MATH stores and sends tensors in 16 bits (fp16, bf16): half the
+// bytes the graph counts at float32 size. The `half` of node_rates and measured_order.
+bool math_stores_16_bit(const std::string& math);
 // The devices file format: {"format": "hios-devices", "version": 1, "devices": [...]}.
 std::vector<DevicePreset> device_presets_from_json(const json& j, const std::string& source = "$");
 // One entry of that file's "devices" array, as device_presets_from_json reads it back.

@@ -273,8 +273,7 @@ std::string profile_measured(const ProfileDb& db, const std::string& key) {
 }
 
 double profile_link_bytes_per_graph_byte(const ProfileDb& db) {
-  const std::string math = profile_measured(db, "math");
-  return math == "bf16" || math == "fp16" ? 0.5 : 1.0;
+  return math_stores_16_bit(profile_measured(db, "math")) ? 0.5 : 1.0;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -508,7 +508,7 @@ void Tuner::measure_nodes_of(int variant) {
 // The samples of graph `variant`'s nodes, pooled by signature into the database.
 void Tuner::keep_node_samples(int variant, const std::vector<prof::NodeSamples>& samples) {
   const Graph& g = job_.graph(variant);
-  merge_entries(db_, prof::pool_by_signature(g, samples, &preset_, o_.session.math == "fp16" || o_.session.math == "bf16"));
+  merge_entries(db_, prof::pool_by_signature(g, samples, &preset_, math_stores_16_bit(o_.session.math)));
   double sum = 0;
   for (const prof::NodeSamples& ns : samples) sum += ns.wall_ms.empty() ? 0 : prof::median(ns.wall_ms);
   progress_.line("nodes", strprintf("%s: %d nodes x %d runs (%s): %.3f ms in nodes",

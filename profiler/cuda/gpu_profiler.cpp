@@ -258,7 +258,7 @@ ProfileDb profile_gpus(const Graph& g, const ProfileOptions& opt, ProfileReport*
 
   const std::vector<NodeSamples> nodes = profile_nodes(g, opt);
   const DevicePreset peaks = find_device_preset(db.device);
-  db.entries = pool_by_signature(g, nodes, &peaks, opt.math == "fp16" || opt.math == "bf16");
+  db.entries = pool_by_signature(g, nodes, &peaks, math_stores_16_bit(opt.math));
   for (const NodeSamples& ns : nodes) {
     if (ns.wall_ms.empty()) continue;
     rep.sequential_sum_ms += median(ns.wall_ms);
