@@ -54,7 +54,67 @@ std::string format_bytes(size_t bytes) {
   return strprintf("%zu B", bytes);
 }
 
+namespace {
+
+// Page-locked words mapped into the GPU's address space: [0] releases hold_kernel, [1] is set
+// by it when it stopped waiting. One pair per thread, as in-process multi-GPU runs make each
+// rank a thread; nullptr where the allocation failed (then nothing is held).
+class HoldWords {
+ public:
+  HoldWords() {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, 2 * sizeof(unsigned int), cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    void* d = nullptr;
+    if (cudaHostGetDevicePointer(&d, p, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      (void)cudaFreeHost(p);
+      return;
+    }
+    host_ = static_cast<unsigned int*>(p);
+    device_ = static_cast<unsigned int*>(d);
+  }
+  ~HoldWords() {
+    if (host_ != nullptr) (void)cudaFreeHost(host_);
+  }
+  HoldWords(const HoldWords&) = delete;
+  HoldWords& operator=(const HoldWords&) = delete;
+  bool usable() const { return host_ != nullptr; }
+  void arm() {
+    release()[0] = 0u;
+    release()[1] = 0u;
+  }
+  void let_go() { release()[0] = 1u; }
+  bool timed_out() const { return static_cast<volatile const unsigned int*>(host_)[1] != 0u; }
+  unsigned int* device() const { return device_; }
+
+ private:
+  volatile unsigned int* release() { return host_; }
+  unsigned int* host_ = nullptr;
+  unsigned int* device_ = nullptr;
+};
+
+HoldWords& hold_words() {
+  thread_local HoldWords words;
+  return words;
+}
+
+// Far longer than any submission. A work that waits for its own stream (held) costs this once;
+// the runs after it are not held.
+constexpr unsigned long long kHoldTimeoutNs = 20'000'000;
+
+}  // namespace
+
 double time_on_stream(cudaStream_t stream, const std::function<void()>& work) {
+  // Each run is queued behind a kernel that holds the stream until the host has queued the
+  // whole run, so the events time the GPU alone. Unheld, the first event fires at once on an
+  // idle GPU and the time includes the host's submission: a cuDNN graph's tens of us, or a
+  // descheduled thread's milliseconds, which a CUDA Graph replay never pays. Two H100 tunes
+  // chose the same convolution engine at 20 us in one and 134 us in the other that way.
+  HoldWords& hold = hold_words();
+  bool holding = hold.usable();
   cudaEvent_t a = nullptr, b = nullptr;
   HIOS_CUDA_CHECK(cudaEventCreate(&a));
   HIOS_CUDA_CHECK(cudaEventCreate(&b));
@@ -63,15 +123,32 @@ double time_on_stream(cudaStream_t stream, const std::function<void()>& work) {
     work();
     HIOS_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (int i = 0; i < 3; ++i) {
-      HIOS_CUDA_CHECK(cudaEventRecord(a, stream));
-      work();
-      HIOS_CUDA_CHECK(cudaEventRecord(b, stream));
+      const bool held = holding;
+      if (held) {
+        hold.arm();
+        launch_hold(hold.device(), hold.device() + 1, kHoldTimeoutNs, stream);
+        HIOS_CUDA_CHECK(cudaGetLastError());
+      }
+      {
+        // Released however this scope ends: a throwing work must not leave the stream held.
+        struct Release {
+          HoldWords* w;
+          ~Release() {
+            if (w != nullptr) w->let_go();
+          }
+        } release{held ? &hold : nullptr};
+        HIOS_CUDA_CHECK(cudaEventRecord(a, stream));
+        work();
+        HIOS_CUDA_CHECK(cudaEventRecord(b, stream));
+      }
       HIOS_CUDA_CHECK(cudaEventSynchronize(b));
+      if (held && hold.timed_out()) holding = false;
       float ms = 0;
       HIOS_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
       best = std::min(best, double(ms));
     }
   } catch (...) {
+    (void)cudaStreamSynchronize(stream);  // the hold, if any, has been released and ends
     (void)cudaEventDestroy(a);
     (void)cudaEventDestroy(b);
     throw;

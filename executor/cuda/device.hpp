@@ -90,7 +90,9 @@ class StreamResources {
 
 
 // Device time of `work` (enqueued on `stream`): the fastest of three runs after a warm-up, in
-// milliseconds. For choosing between implementations while planning, never inside a pass.
+// milliseconds, each queued behind a kernel that holds the stream until the host has queued it,
+// so that the host's time to submit it does not count. For choosing between implementations
+// while planning, never inside a pass.
 double time_on_stream(cudaStream_t stream, const std::function<void()>& work);
 
 // Host fp32 values into device storage of type `elem`, and back; both have landed when they

@@ -241,4 +241,9 @@ void launch_push(const void* src, void* dst, size_t bytes, unsigned int* ready, 
 // sends, while the peer waits for it.
 cudaError_t load_signal_kernels();
 
+// Holds `stream` until *release (mapped host memory) is non-zero, or for timeout_ns at most,
+// when it sets *timed_out to 1 (also mapped) and lets the stream go on.
+void launch_hold(const unsigned int* release, unsigned int* timed_out, unsigned long long timeout_ns,
+                 cudaStream_t stream);
+
 }  // namespace hios::cuda
