@@ -5,7 +5,9 @@
 # runs shows how steady those choices are, and the medians which build chooses better kernels.
 # The table is $OUT/table.md; the GPU tests of the timing ([timing]) run first.
 #   OUT=/some/dir REF=HEAD~1 bash scripts/gpu-timing-ab.sh inception_v3:1024 nasnet_large:331:bf16 ...
-# Environment: BUILD_DIR (/tmp/b), REF_BUILD_DIR (/tmp/b-ref), REF (HEAD~1), REPEATS (3).
+# Environment: BUILD_DIR (/tmp/b), REF_BUILD_DIR (/tmp/b-ref), REF (HEAD~1), REPEATS (3), CHOICES=1
+# also writes a profile database per build and repeat (`hios profile`, its "choices" are the
+# engines each convolution signature got) as NAME.SIDE.I.db.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-timing-ab}
@@ -21,7 +23,7 @@ git worktree prune
 git worktree add --detach "$ref_tree" "$REF" >"$OUT/ref-worktree.log" 2>&1 || { cat "$OUT/ref-worktree.log"; exit 1; }
 # The two builds share the machine's cores.
 mkdir -p "$OUT/ref"
-(cd "$ref_tree" && OUT=$OUT/ref B=$RB JOBS=8 && source scripts/gpu-build.sh && gpu_build hios >"$OUT/ref-build.txt" 2>&1) &
+(cd "$ref_tree" && OUT=$OUT/ref B=$RB JOBS=8 && source scripts/gpu-build.sh && gpu_build hios) >"$OUT/ref-build.txt" 2>&1 &
 ref_build=$!
 JOBS=8 gpu_build hios test_gpu
 wait $ref_build || { echo "reference build failed"; cat "$OUT/ref-build.txt"; exit 1; }
@@ -52,6 +54,10 @@ for spec in "$@"; do
         --repeat 7 --timeout 140 -o none >"$log" 2>&1
       ms=$(median_of "$log")
       [ $side = ref ] && ref_ms+=("${ms:-failed}") || new_ms+=("${ms:-failed}")
+      if [ -n "${CHOICES:-}" ]; then
+        timeout 150 "$h" profile --graph "$g" --math "$math" --iters 5 --no-cupti -o "$OUT/$name.$side.$i.db.json" \
+          >"$OUT/$name.$side.$i.profile.log" 2>&1 || echo "$name $side $i: profile failed"
+      fi
     done
   done
   python3 - "$name" "${ref_ms[*]}" "${new_ms[*]}" >>"$OUT/table.md" <<'PY'
