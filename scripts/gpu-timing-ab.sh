@@ -5,9 +5,9 @@
 # runs shows how steady those choices are, and the medians which build chooses better kernels.
 # The table is $OUT/table.md; the GPU tests of the timing ([timing]) run first.
 #   OUT=/some/dir REF=HEAD~1 bash scripts/gpu-timing-ab.sh inception_v3:1024 nasnet_large:331:bf16 ...
-# Environment: BUILD_DIR (/tmp/b), REF_BUILD_DIR (/tmp/b-ref), REF (HEAD~1), REPEATS (3), CHOICES=1
-# also writes a profile database per build and repeat (`hios profile`, its "choices" are the
-# engines each convolution signature got) as NAME.SIDE.I.db.json.
+# Environment: BUILD_DIR (/tmp/b), REF_BUILD_DIR (/tmp/b-ref), REF (HEAD~1), REPEATS (3), PROFILE=1
+# also writes a profile database per build and repeat (`hios profile`: every node timed with the
+# convolution engines that build chose) as NAME.SIDE.I.db.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu-timing-ab}
@@ -54,7 +54,7 @@ for spec in "$@"; do
         --repeat 7 --timeout 140 -o none >"$log" 2>&1
       ms=$(median_of "$log")
       [ $side = ref ] && ref_ms+=("${ms:-failed}") || new_ms+=("${ms:-failed}")
-      if [ -n "${CHOICES:-}" ]; then
+      if [ -n "${PROFILE:-}" ]; then
         timeout 150 "$h" profile --graph "$g" --math "$math" --iters 5 --no-cupti -o "$OUT/$name.$side.$i.db.json" \
           >"$OUT/$name.$side.$i.profile.log" 2>&1 || echo "$name $side $i: profile failed"
       fi

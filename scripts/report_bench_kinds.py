@@ -604,6 +604,39 @@ def bench_launch_order(data, t, sec):
     return out, [rel]
 
 
+def _ab_rows(text, rel):
+    """The rows of a table that scripts/gpu-timing-ab.sh wrote: configuration, both builds' runs,
+    their medians and the ratio."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 6 or cells[0] in ("configuration", "") or cells[0].startswith("---"):
+            continue
+        try:
+            rows.append({"config": cells[0], "ref": cells[1], "new": cells[2], "ref_ms": float(cells[3]),
+                         "new_ms": float(cells[4]), "ratio": float(cells[5])})
+        except ValueError:
+            raise ReportError(f"{rel}: not a gpu-timing-ab.sh row: {line.strip()[:80]}")
+    if not rows:
+        raise ReportError(f"{rel}: no gpu-timing-ab.sh rows")
+    return rows
+
+
+def bench_timing_ab(data, t, sec):
+    files = _need(t, "files", "timing-ab")
+    body, ratios = [], []
+    for round_, rel in enumerate(files, 1):
+        for r in _ab_rows(_bench_text(data, rel), rel):
+            ratios.append(r["ratio"])
+            body.append([r["config"], round_, r["ref"], r["new"], f"{r['ref_ms']:.3f}", f"{r['new_ms']:.3f}",
+                         f"**{r['ratio']:.3f}**"])
+    out = bench_table(["configuration", "round", "reference runs (ms)", "held timing's runs (ms)", "reference median",
+                       "held median", "held / reference"], body)
+    out += ["", f"{len(ratios)} rows: held / reference {min(ratios):.3f}-{max(ratios):.3f}, "
+                f"{sum(1 for r in ratios if r <= 1.0)} at or below 1.000."]
+    return out, list(files)
+
+
 def bench_transcribed(data, t, sec):
     return bench_table(_need(t, "columns", "transcribed table"), _need(t, "rows", "transcribed table"),
                        t.get("align")), []
@@ -612,4 +645,4 @@ def bench_transcribed(data, t, sec):
 BENCH_KINDS = {"torch-table": bench_torch_table, "tune-runs": bench_tune_runs, "memory-runs": bench_memory_runs,
                "make-run": bench_make_run, "tune-cost": bench_tune_cost, "tune-walls": bench_tune_walls,
                "split-runs": bench_split_runs, "tune-logs": bench_tune_logs, "serve": bench_serve, "shapes": bench_shapes,
-               "launch-order": bench_launch_order, "transcribed": bench_transcribed}
+               "launch-order": bench_launch_order, "timing-ab": bench_timing_ab, "transcribed": bench_transcribed}

@@ -15,7 +15,7 @@ from report_rows import ReportError
 # ("kind": "transcribed", with columns and rows). Nothing here needs matplotlib.
 
 BENCH_SECTIONS = ("one-gpu-vs-torch", "two-gpus", "tune", "row-splits", "serving", "shape-sets", "launch-orders",
-                  "kernels", "tried")
+                  "kernels", "kernel-choice", "tried")
 BENCH_COMMAND = "python3 scripts/report.py --benchmarks -o docs/benchmarks.md"
 
 
