@@ -140,6 +140,10 @@ std::unique_ptr<CostModel> make_analytic_cost_model(const DevicePreset& preset);
 // concurrency model to measured stages through it.
 std::vector<std::vector<StageItem>> measured_stage_items(const Graph& g, const Stage& stage, const CostModel& nodes,
                                                          const DevicePreset& preset, int gpu);
+// stage_floor_ms of such a model: the stage's own time (`nodes.stage_ms`), or the combination
+// of its measured items without the short-node term where that is lower.
+double measured_stage_floor_ms(const Graph& g, const Stage& stage, const CostModel& nodes, const DevicePreset& preset,
+                               int gpu);
 
 // ---------------------------------------------------------------------------------------------
 // Profile database (format in docs/cost-model.md). The profiler writes it; ProfileCostModel

@@ -295,6 +295,12 @@ std::vector<std::vector<StageItem>> measured_stage_items(const Graph& g, const S
   return groups;
 }
 
+double measured_stage_floor_ms(const Graph& g, const Stage& stage, const CostModel& nodes, const DevicePreset& preset,
+                               int gpu) {
+  return std::min(nodes.stage_ms(g, stage, gpu),
+                  combine_stage_floor_ms(preset, measured_stage_items(g, stage, nodes, preset, gpu)));
+}
+
 namespace {
 
 class ProfileCostModel : public CostModel {
@@ -349,8 +355,7 @@ class ProfileCostModel : public CostModel {
     return combine_stage_ms(preset_, measured_stage_items(g, stage, *this, preset_, gpu));
   }
   double stage_floor_ms(const Graph& g, const Stage& stage, int gpu) const override {
-    return std::min(stage_ms(g, stage, gpu),
-                    combine_stage_floor_ms(preset_, measured_stage_items(g, stage, *this, preset_, gpu)));
+    return measured_stage_floor_ms(g, stage, *this, preset_, gpu);
   }
 
  private:

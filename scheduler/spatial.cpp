@@ -307,7 +307,7 @@ class SplitCostModel final : public CostModel {
     return combine_stage_ms(preset_, measured_stage_items(g, stage, *this, preset_, gpu));
   }
   double stage_floor_ms(const Graph& g, const Stage& stage, int gpu) const override {
-    return std::min(stage_ms(g, stage, gpu), combine_stage_floor_ms(preset_, measured_stage_items(g, stage, *this, preset_, gpu)));
+    return measured_stage_floor_ms(g, stage, *this, preset_, gpu);
   }
 
  private:
