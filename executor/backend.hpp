@@ -94,6 +94,10 @@ class Backend {
   virtual std::string versions() const = 0;     // e.g. "CUDA 13.0, cuDNN 9.10" for the report preamble
   virtual std::string math() const = 0;         // the math mode actually in effect
   virtual std::string layout() const { return "nchw"; }  // BackendConfig::layout in effect
+  // How the backend times the implementations it chooses between while planning, "" where it
+  // chooses none. Its choices, and so the node times measured with them, depend on it: the
+  // tuner's database identity names it.
+  virtual std::string choice_timing() const { return ""; }
   // Bytes per stored tensor element: 4 (float32), or 2 where the math mode stores 16-bit
   // floats (CUDA --math fp16|bf16). Programs are lowered in float32 bytes; RankSession::load
   // rescales them to this before prepare(), so Allocs, arenas and messages match the storage.

@@ -25,6 +25,7 @@ class CudaBackend final : public exec::Backend {
   void make_current() override;
   std::string device_name() const override;
   std::string versions() const override;
+  std::string choice_timing() const override { return "gpu time, stream held while queued"; }
   std::string math() const override { return math_mode_name(math_); }
   size_t element_bytes() const override { return math_element_bytes(math_); }
   void encode_host(const float* src, size_t count, void* dst) const override;
