@@ -569,40 +569,50 @@ std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r)
   return ch;
 }
 
-std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::string& key) {
-  Engine& eng = c.eng;
-  StreamResources& res = c.res;
-  size_t ws_bytes = 0;
-  void* ws = eng.find_workspace(&ws_bytes);
-  // With a ReLU in front, the cuDNN candidates read the ReLU's output from scratch.
-  const void* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
-  const Elem elem = p.y.elem;
-  std::vector<std::shared_ptr<Choice>> cands;
+// The implementations one convolution may run, each with the trial that times it.
+struct Candidates {
+  std::vector<std::shared_ptr<Choice>> choices;
   std::vector<Trial> trials;
-  auto pre = [p](cudaStream_t st) {
+  void add(std::shared_ptr<Choice> ch, Trial t) {
+    choices.push_back(std::move(ch));
+    trials.push_back(std::move(t));
+  }
+};
+
+// What the cuDNN candidates' trials share: the input they read (the ReLU's output in scratch
+// when a ReLU comes first), the ReLU pre-pass, and the epilogue's activation and geometry.
+struct TrialInputs {
+  const void* x = nullptr;
+  std::function<void(cudaStream_t)> pre;
+  int act = 0;
+  Shape ys;
+  int nhwc = 0;
+  Elem elem = Elem::F32;
+};
+
+TrialInputs trial_inputs(const ConvProblem& p) {
+  TrialInputs in;
+  in.x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  in.pre = [p](cudaStream_t st) {
     if (p.input_relu) relu_pass(st, p);
   };
-  const int act = act_code(p.act);
-  const Shape ys = p.y.shape;
-  const int nhwc = p.y.nhwc() ? 1 : 0;
+  in.act = act_code(p.act);
+  in.ys = p.y.shape;
+  in.nhwc = p.y.nhwc() ? 1 : 0;
+  in.elem = p.y.elem;
+  return in;
+}
 
-  const ConvImpl only = eng.conv_impl();
-  const bool want_hios = only == ConvImpl::Auto || only == ConvImpl::Hios;
-  const bool legacy_ok = legacy_fits(p);
-  const bool depthwise_ok = depthwise_kernel_fits(p);
-  // A forced family that cannot compute a band (the legacy API and unequal paddings, hios on a
-  // convolution that is not depthwise) gives way to the graph API.
-  const bool want_graph = p.cudnn_ok && (only == ConvImpl::Auto || only == ConvImpl::Graph ||
-                                         (only == ConvImpl::Legacy && !legacy_ok) ||
-                                         (only == ConvImpl::Hios && !depthwise_ok && !legacy_ok));
-  const bool want_legacy = only == ConvImpl::Auto || only == ConvImpl::Legacy;
-
-  // Graph API: fused, then convolution alone with the epilogue kernel.
+// cuDNN's graph API: the fused convolution (up to 3 engines of the heuristics), then the
+// convolution alone with the epilogue kernel (up to 6), each within the workspace.
+void add_graph_candidates(PlanCtx& c, const ConvProblem& p, const TrialInputs& in, Candidates& out) {
+  StreamResources& res = c.res;
+  size_t ws_bytes = 0;
+  (void)c.eng.find_workspace(&ws_bytes);
   for (bool fused : {true, false}) {
-    if (!want_graph) break;
     if (fused && p.b == nullptr && p.act == Activation::None) continue;  // nothing to fuse
     if (fused && p.act == Activation::Relu6) continue;  // no clipped pointwise op here: the epilogue kernel clips
-    std::shared_ptr<BeGraph> g = build_graph(res.cudnn(), p, x, fused);
+    std::shared_ptr<BeGraph> g = build_graph(res.cudnn(), p, in.x, fused);
     if (!g) continue;
     const std::vector<BeP> cfgs = heuristic_configs_for(*g);
     std::vector<int64_t> seen;
@@ -625,137 +635,171 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
       exec->graph = g;
       exec->plan = plan;
       exec->uids = {kUidX, kUidW, kUidY};
-      exec->ptrs = {const_cast<void*>(x), const_cast<void*>(p.w), p.y.ptr};
+      exec->ptrs = {const_cast<void*>(in.x), const_cast<void*>(p.w), p.y.ptr};
       if (ch->graph_bias) {
         exec->uids.push_back(kUidB);
         exec->ptrs.push_back(const_cast<void*>(p.b));
       }
       const void* b = p.b;
       void* y = p.y.ptr;
-      trials.push_back([exec, fused, b, act, ys, y, pre, nhwc, elem](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
-        pre(st);
+      out.add(ch, [exec, fused, b, y, in](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
+        in.pre(st);
         exec->run(h, w);
-        if (!fused) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, st);
+        if (!fused) launch_bias_act(y, y, b, in.act, in.ys.n, in.ys.c, in.ys.h * in.ys.w, in.nhwc, in.elem, st);
       });
-      cands.push_back(ch);
     }
   }
+}
 
-  // Legacy API: always a candidate when nothing else is (forcing hios on a convolution its
-  // depthwise kernel cannot compute, or the graph API finding no engine).
-  if (legacy_ok && (want_legacy || (only == ConvImpl::Hios && !depthwise_ok) || (only == ConvImpl::Graph && cands.empty()))) {
-    auto d = std::make_shared<LegacyDescs>(p);
-    ConvChoice& lc = eng.find_conv(key, res, d->x, x, d->w, p.w, d->conv, d->y, p.y.ptr, p.fp32);
-    HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, lc.math));
+// The legacy API: the algorithm cudnnFind chose, fused with the bias and activation
+// (cudnnConvolutionBiasActivationForward) where that call takes the problem.
+void add_legacy_candidate(PlanCtx& c, const ConvProblem& p, const std::string& key, const TrialInputs& in,
+                          Candidates& out) {
+  Engine& eng = c.eng;
+  StreamResources& res = c.res;
+  size_t ws_bytes = 0;
+  void* ws = eng.find_workspace(&ws_bytes);
+  const void* x = in.x;
+  auto d = std::make_shared<LegacyDescs>(p);
+  ConvChoice& lc = eng.find_conv(key, res, d->x, x, d->w, p.w, d->conv, d->y, p.y.ptr, p.fp32);
+  HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, lc.math));
+  auto ch = std::make_shared<Choice>();
+  ch->impl = Impl::Legacy;
+  ch->algo = lc.algo;
+  ch->math = lc.math;
+  ch->workspace = lc.workspace;
+  // cudnnConvolutionBiasActivationForward: ReLU with any algorithm; no activation only with
+  // IMPLICIT_PRECOMP_GEMM; a bias is required (the zero one stands in).
+  ch->legacy_fused = p.act == Activation::Relu ||
+                     (p.act == Activation::None && p.b && lc.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  const void* bias = p.b ? p.b : eng.zeros(p.out_channels, res.stream());
+  if (ch->legacy_fused) {
+    HIOS_CUDA_CHECK(cudaStreamSynchronize(res.stream()));
+    // With the workspace a launch will have (cudnnFind's, for the plain convolution): the
+    // fused call may want more, and would then refuse with BAD_PARAM only when it runs.
+    const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(res.cudnn(), &kOne, d->x, x, d->w, p.w, d->conv,
+                                                                  lc.algo, ws, std::min(ws_bytes, lc.workspace),
+                                                                  &kZero, d->y, p.y.ptr, d->b, bias, d->act, d->y,
+                                                                  p.y.ptr);
+    if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
+      ch->legacy_fused = false;
+    } else if (s != CUDNN_STATUS_SUCCESS) {
+      fail_cudnn(s, "cudnnConvolutionBiasActivationForward (trial)", __FILE__, __LINE__);
+    }
+  }
+  ch->what = strprintf("legacy algo %d%s", int(lc.algo), ch->legacy_fused ? " fused" : " + epilogue");
+  const bool lf = ch->legacy_fused;
+  const cudnnConvolutionFwdAlgo_t algo = lc.algo;
+  const void* w = p.w;
+  const void* b = p.b;
+  void* y = p.y.ptr;
+  out.add(ch, [d, lf, algo, x, w, b, bias, y, in](cudaStream_t st, cudnnHandle_t h, void* wsp, size_t wsb) {
+    in.pre(st);
+    if (lf) {
+      HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb,
+                                                             &kZero, d->y, y, d->b, bias, d->act, d->y, y));
+    } else {
+      HIOS_CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb, &kZero, d->y, y));
+      launch_bias_act(y, y, b, in.act, in.ys.n, in.ys.c, in.ys.h * in.ys.w, in.nhwc, in.elem, st);
+    }
+  });
+}
+
+// hios's depthwise kernel. NHWC square windows have two (4 x 4 output tiles, or runs of one
+// row); which is faster depends on the shape, so both are timed.
+void add_depthwise_candidates(const ConvProblem& p, Candidates& out) {
+  const bool two = p.x.nhwc() && p.kernel[0] == p.kernel[1] && p.stride[0] == p.stride[1] &&
+                   (p.kernel[0] == 3 || p.kernel[0] == 5 || p.kernel[0] == 7);
+  for (int variant = 0; variant < (two ? 2 : 1); ++variant) {
     auto ch = std::make_shared<Choice>();
-    ch->impl = Impl::Legacy;
-    ch->algo = lc.algo;
-    ch->math = lc.math;
-    ch->workspace = lc.workspace;
-    // cudnnConvolutionBiasActivationForward: ReLU with any algorithm; no activation only with
-    // IMPLICIT_PRECOMP_GEMM; a bias is required (the zero one stands in).
-    ch->legacy_fused = p.act == Activation::Relu ||
-                       (p.act == Activation::None && p.b && lc.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
-    const void* bias = p.b ? p.b : eng.zeros(p.out_channels, res.stream());
-    if (ch->legacy_fused) {
-      HIOS_CUDA_CHECK(cudaStreamSynchronize(res.stream()));
-      // With the workspace a launch will have (cudnnFind's, for the plain convolution): the
-      // fused call may want more, and would then refuse with BAD_PARAM only when it runs.
-      const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(res.cudnn(), &kOne, d->x, x, d->w, p.w, d->conv,
-                                                                    lc.algo, ws, std::min(ws_bytes, lc.workspace),
-                                                                    &kZero, d->y, p.y.ptr, d->b, bias, d->act, d->y,
-                                                                    p.y.ptr);
-      if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
-        ch->legacy_fused = false;
-      } else if (s != CUDNN_STATUS_SUCCESS) {
-        fail_cudnn(s, "cudnnConvolutionBiasActivationForward (trial)", __FILE__, __LINE__);
-      }
-    }
-    ch->what = strprintf("legacy algo %d%s", int(lc.algo), ch->legacy_fused ? " fused" : " + epilogue");
-    const bool lf = ch->legacy_fused;
-    const cudnnConvolutionFwdAlgo_t algo = lc.algo;
-    const void* w = p.w;
-    const void* b = p.b;
-    void* y = p.y.ptr;
-    trials.push_back([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc, elem](cudaStream_t st, cudnnHandle_t h,
-                                                                         void* wsp, size_t wsb) {
-      pre(st);
-      if (lf) {
-        HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb,
-                                                               &kZero, d->y, y, d->b, bias, d->act, d->y, y));
-      } else {
-        HIOS_CUDNN_CHECK(
-            cudnnConvolutionForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb, &kZero, d->y, y));
-        launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, st);
-      }
-    });
-    cands.push_back(ch);
+    ch->impl = Impl::Depthwise;
+    ch->depthwise_variant = variant;
+    ch->what = variant == 0 ? "hios depthwise" : "hios depthwise rows";
+    DepthwiseParams dp = depthwise_params(p);
+    dp.variant = variant;
+    out.add(ch, [dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_depthwise(dp, st); });
   }
+}
 
-  // hios's depthwise kernel.
-  if (want_hios && depthwise_ok) {
-    // NHWC square windows have two kernels (4 x 4 output tiles, or runs of one row); which is
-    // faster depends on the shape, so both are timed.
-    const bool two = p.x.nhwc() && p.kernel[0] == p.kernel[1] && p.stride[0] == p.stride[1] &&
-                     (p.kernel[0] == 3 || p.kernel[0] == 5 || p.kernel[0] == 7);
-    for (int variant = 0; variant < (two ? 2 : 1); ++variant) {
-      auto ch = std::make_shared<Choice>();
-      ch->impl = Impl::Depthwise;
-      ch->depthwise_variant = variant;
-      ch->what = variant == 0 ? "hios depthwise" : "hios depthwise rows";
-      DepthwiseParams dp = depthwise_params(p);
-      dp.variant = variant;
-      trials.push_back([dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_depthwise(dp, st); });
-      cands.push_back(ch);
-    }
-  }
+// hios's direct kernel, for a problem no other candidate takes (a band whose unequal paddings
+// no graph-API engine accepts, or every other candidate refused when it ran): slow, but it
+// computes any convolution.
+std::shared_ptr<Choice> direct_choice(const char* what) {
+  auto ch = std::make_shared<Choice>();
+  ch->impl = Impl::Direct;
+  ch->what = what;
+  return ch;
+}
+Trial direct_trial(const ConvProblem& p) {
+  const DirectConvParams dp = direct_params(p);
+  return [dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_conv_direct(dp, st); };
+}
 
-  // hios's direct kernel when nothing else takes the problem (a band whose unequal paddings no
-  // graph-API engine accepts): slow, but it computes any convolution.
-  if (cands.empty()) {
-    auto ch = std::make_shared<Choice>();
-    ch->impl = Impl::Direct;
-    ch->what = "hios direct";
-    const DirectConvParams dp = direct_params(p);
-    trials.push_back([dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_conv_direct(dp, st); });
-    cands.push_back(ch);
-  }
-
+// Times every candidate on the planning stream (time_on_stream) and keeps the fastest. One that
+// cuDNN refuses when it runs (it checks some constraints only then) drops out; if all do, the
+// direct kernel runs.
+std::shared_ptr<Choice> keep_fastest(PlanCtx& c, const ConvProblem& p, const std::string& key, Candidates& cands) {
+  StreamResources& res = c.res;
+  size_t ws_bytes = 0;
+  void* ws = c.eng.find_workspace(&ws_bytes);
+  const size_t n = cands.choices.size();
   size_t best = 0;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    const Trial& t = trials[i];
-    // A candidate that cuDNN refuses when it runs (it checks some constraints only then) drops
-    // out; only a problem no candidate runs is an error (below).
+  for (size_t i = 0; i < n; ++i) {
+    Choice& ch = *cands.choices[i];
+    const Trial& t = cands.trials[i];
     try {
       // Each candidate gets the workspace its launches will get, no more: one that needs more
       // than it asked for is refused here, not in a pass.
-      const size_t given = std::min(ws_bytes, cands[i]->workspace);
+      const size_t given = std::min(ws_bytes, ch.workspace);
       exec::note_main_thread_activity(strprintf("node '%s': timing convolution candidate %zu of %zu, %s, for %s",
-                                                c.node_name.c_str(), i + 1, cands.size(), cands[i]->what.c_str(),
-                                                key.c_str()));
-      cands[i]->ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), ws, given); });
+                                                c.node_name.c_str(), i + 1, n, ch.what.c_str(), key.c_str()));
+      ch.ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), ws, given); });
     } catch (const Error& e) {
-      cands[i]->ms = INFINITY;
-      cands[i]->what += std::string(" refused: ") + e.what();
+      ch.ms = INFINITY;
+      ch.what += std::string(" refused: ") + e.what();
     }
-    if (cands[i]->ms < cands[best]->ms) best = i;
+    if (ch.ms < cands.choices[best]->ms) best = i;
   }
-  if (cands.empty() || !std::isfinite(cands[best]->ms)) {
-    // Every candidate was refused when it ran: the direct kernel computes any convolution.
-    auto ch = std::make_shared<Choice>();
-    ch->impl = Impl::Direct;
-    ch->what = "hios direct (every other candidate refused)";
-    const DirectConvParams dp = direct_params(p);
-    ch->ms = time_on_stream(res.stream(), [&] { launch_conv_direct(dp, res.stream()); });
-    cands.push_back(ch);
-    best = cands.size() - 1;
+  if (n == 0 || !std::isfinite(cands.choices[best]->ms)) {
+    auto ch = direct_choice("hios direct (every other candidate refused)");
+    const Trial t = direct_trial(p);
+    ch->ms = time_on_stream(res.stream(), [&] { t(res.stream(), res.cudnn(), nullptr, 0); });
+    cands.add(ch, t);
+    best = cands.choices.size() - 1;
   }
   exec::note_main_thread_activity("");
-  HIOS_CHECK(!cands.empty() && std::isfinite(cands[best]->ms), "node '%s': no convolution implementation ran for %s",
+  HIOS_CHECK(std::isfinite(cands.choices[best]->ms), "node '%s': no convolution implementation ran for %s",
              c.node_name.c_str(), key.c_str());
-  std::shared_ptr<Choice> ch = cands[best];
-  ch->what += strprintf(" %.3f ms (of %zu candidates)", ch->ms, cands.size());
+  std::shared_ptr<Choice> ch = cands.choices[best];
+  ch->what += strprintf(" %.3f ms (of %zu candidates)", ch->ms, cands.choices.size());
   return ch;
+}
+
+// The implementation a convolution runs: the families --conv-impl allows, each candidate timed.
+std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::string& key) {
+  const ConvImpl only = c.eng.conv_impl();
+  const bool want_hios = only == ConvImpl::Auto || only == ConvImpl::Hios;
+  const bool legacy_ok = legacy_fits(p);
+  const bool depthwise_ok = depthwise_kernel_fits(p);
+  // A forced family that cannot compute a band (the legacy API and unequal paddings, hios on a
+  // convolution that is not depthwise) gives way to the graph API.
+  const bool want_graph = p.cudnn_ok && (only == ConvImpl::Auto || only == ConvImpl::Graph ||
+                                         (only == ConvImpl::Legacy && !legacy_ok) ||
+                                         (only == ConvImpl::Hios && !depthwise_ok && !legacy_ok));
+  const bool want_legacy = only == ConvImpl::Auto || only == ConvImpl::Legacy;
+  const TrialInputs in = trial_inputs(p);
+
+  Candidates cands;
+  if (want_graph) add_graph_candidates(c, p, in, cands);
+  // The legacy API is also a candidate when nothing else is (forcing hios on a convolution its
+  // depthwise kernel cannot compute, or the graph API finding no engine).
+  if (legacy_ok && (want_legacy || (only == ConvImpl::Hios && !depthwise_ok) ||
+                    (only == ConvImpl::Graph && cands.choices.empty()))) {
+    add_legacy_candidate(c, p, key, in, cands);
+  }
+  if (want_hios && depthwise_ok) add_depthwise_candidates(p, cands);
+  if (cands.choices.empty()) cands.add(direct_choice("hios direct"), direct_trial(p));
+  return keep_fastest(c, p, key, cands);
 }
 
 }  // namespace
