@@ -229,7 +229,18 @@ class Tuner {
   std::string spatial_setting() const { return N_ < 2 ? "off" : o_.spatial + "/" + o_.spatial_mode; }
 
   // ---- phase 7, row splits (tune_splits.cpp)
+  // A row-split plan as the phase ranks it: its parts, mode and latest estimate.
+  struct RankedSplit {
+    SpatialPlan plan;
+    int parts = 2;
+    SplitStyle style;
+    double ms = 0;
+  };
   void search_row_splits();
+  std::vector<RankedSplit> rank_split_plans(Clock::time_point t0);
+  std::vector<RankedSplit> split_shortlist(std::vector<RankedSplit> ranked) const;
+  void search_split_shortlist(std::vector<RankedSplit>& shortlist, Clock::time_point t0);
+  std::vector<const RankedSplit*> split_finalists(const std::vector<RankedSplit>& searched, Clock::time_point t0);
   SchedulerOptions split_search_options(const Graph& sg, int parts) const;
   int add_split_variant(const SpatialPlan& plan, const std::string& label);
   void add_split_candidate(int variant, int parts);

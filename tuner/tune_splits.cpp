@@ -32,19 +32,40 @@ std::string split_label(const SpatialPlan& plan, const SplitStyle& style) {
 void Tuner::search_row_splits() {
   if (N_ < 2 || o_.spatial == "off" || reuse_searches_) return;
   const auto t0 = Clock::now();
+  std::vector<RankedSplit> ranked = rank_split_plans(t0);
+  if (ranked.empty()) return;
+  ranked = split_shortlist(std::move(ranked));
+  search_split_shortlist(ranked, t0);
+  const std::vector<const RankedSplit*> finalists = split_finalists(ranked, t0);
+  // Every rank builds each finalist's graph; their nodes are measured side by side, one per GPU;
+  // then each is searched on measured costs, the best predicted first. A search of a split
+  // nasnet_large at 2048 takes about 15 s: past twice the budget, the finalists left are not
+  // searched.
+  std::vector<int> variants;
+  for (const RankedSplit* r : finalists) variants.push_back(add_split_variant(r->plan, split_label(r->plan, r->style)));
+  measure_split_parts(variants);
+  for (size_t k = 0; k < finalists.size(); ++k) {
+    if (k > 0 && seconds_since(t0) > 2 * o_.split_budget_s) {
+      progress_.line("splits", strprintf("%.0f s spent on splits (twice --split-budget): %zu finalist(s) not searched",
+                                         seconds_since(t0), finalists.size() - k));
+      break;
+    }
+    add_split_candidate(variants[k], finalists[k]->parts);
+  }
+  note_stage_counts();
+}
+
+// Every one-region plan of the part counts --spatial allows, in every mode, ranked by the quick
+// estimate (one stream per GPU) under costs derived from the measured nodes, within half the
+// split budget (the longest regions come first). Empty, with a line saying why, when none is.
+std::vector<Tuner::RankedSplit> Tuner::rank_split_plans(Clock::time_point t0) {
   std::vector<int> part_counts;
   if (o_.spatial == "auto") {
     for (int p = 2; p <= N_; ++p) part_counts.push_back(p);
   } else {
     part_counts.push_back(std::stoi(o_.spatial));
   }
-  struct Ranked {
-    SpatialPlan plan;
-    int parts = 2;
-    SplitStyle style;
-    double ms = 0;
-  };
-  std::vector<Ranked> ranked;
+  std::vector<RankedSplit> ranked;
   size_t total = 0;
   for (int parts : part_counts) {
     for (const auto& mode : split_modes(o_.spatial_mode)) {
@@ -59,36 +80,42 @@ void Tuner::search_row_splits() {
   }
   if (ranked.empty()) {
     progress_.line("splits", total == 0 ? "no run of blocks can be split by rows" : "no plan ranked within the budget");
-    return;
+    return ranked;
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
+  std::stable_sort(ranked.begin(), ranked.end(), [](const RankedSplit& a, const RankedSplit& b) { return a.ms < b.ms; });
   progress_.line("splits", strprintf("%zu of %zu plans ranked under the measured nodes (%.1f s); best estimate "
                                      "%.3f ms (%s)",
                                      ranked.size(), total, seconds_since(t0), ranked.front().ms,
                                      split_label(ranked.front().plan, ranked.front().style).c_str()));
-  // The shortlist: the best-ranked plan of every mode first (the quick estimate runs one stream
-  // per GPU, which favours some modes over others), then the best-ranked of the rest.
-  {
-    std::vector<Ranked> shortlist, rest;
-    std::set<SplitStyle> modes_in;
-    for (Ranked& r : ranked) {
-      if (modes_in.insert(r.style).second && shortlist.size() < size_t(o_.split_shortlist)) {
-        shortlist.push_back(std::move(r));
-      } else {
-        rest.push_back(std::move(r));
-      }
-    }
-    for (Ranked& r : rest) {
-      if (shortlist.size() == size_t(o_.split_shortlist)) break;
+  return ranked;
+}
+
+// The shortlist: the best-ranked plan of every mode first (the quick estimate runs one stream
+// per GPU, which favours some modes over others), then the best-ranked of the rest.
+std::vector<Tuner::RankedSplit> Tuner::split_shortlist(std::vector<RankedSplit> ranked) const {
+  std::vector<RankedSplit> shortlist, rest;
+  std::set<SplitStyle> modes_in;
+  for (RankedSplit& r : ranked) {
+    if (modes_in.insert(r.style).second && shortlist.size() < size_t(o_.split_shortlist)) {
       shortlist.push_back(std::move(r));
+    } else {
+      rest.push_back(std::move(r));
     }
-    ranked = std::move(shortlist);
   }
-  // The shortlist, searched under the derived costs.
-  for (size_t k = 0; k < ranked.size(); ++k) {
-    Ranked& r = ranked[k];
+  for (RankedSplit& r : rest) {
+    if (shortlist.size() == size_t(o_.split_shortlist)) break;
+    shortlist.push_back(std::move(r));
+  }
+  return shortlist;
+}
+
+// hios-lp on each shortlisted plan under the derived costs, within the split budget (the plans
+// left when it runs out are dropped), then sorted by that prediction.
+void Tuner::search_split_shortlist(std::vector<RankedSplit>& shortlist, Clock::time_point t0) {
+  for (size_t k = 0; k < shortlist.size(); ++k) {
+    RankedSplit& r = shortlist[k];
     if (seconds_since(t0) > o_.split_budget_s) {
-      ranked.resize(k);
+      shortlist.resize(k);
       break;
     }
     const Graph sg = apply_spatial(g_, r.plan);
@@ -96,29 +123,35 @@ void Tuner::search_row_splits() {
     SchedulerOptions so = split_search_options(sg, r.parts);
     so.time_budget_s = std::max(1.0, o_.split_budget_s - seconds_since(t0));
     r.ms = run_algorithm("hios-lp", sg, *derived, so).meta.predicted_ms;
-    progress_.line("splits", strprintf("shortlist %zu of %zu: %-44s predicted %8.3f ms", k + 1, ranked.size(),
+    progress_.line("splits", strprintf("shortlist %zu of %zu: %-44s predicted %8.3f ms", k + 1, shortlist.size(),
                                        split_label(r.plan, r.style).c_str(), r.ms));
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.ms < b.ms; });
+  std::stable_sort(shortlist.begin(), shortlist.end(),
+                   [](const RankedSplit& a, const RankedSplit& b) { return a.ms < b.ms; });
+}
+
+// The finalists: the best predicted, one per mode while other modes remain (a prediction on
+// derived costs may err for a whole mode; measuring two modes hedges that), at most
+// `split_finalists`, none predicted over 1.5x the whole graph's best measured-cost candidate.
+std::vector<const Tuner::RankedSplit*> Tuner::split_finalists(const std::vector<RankedSplit>& searched,
+                                                             Clock::time_point t0) {
   double best_whole = 0;
   for (const Candidate& c : res_.candidates) {
     if (c.cost == "measured" && (best_whole == 0 || c.predicted_ms < best_whole)) best_whole = c.predicted_ms;
   }
   // Splits predicted this much slower than the whole graph's best cannot win: not measured.
   constexpr double kHopeless = 1.5;
-  // The finalists: the best predicted, one per mode while other modes remain (a prediction on
-  // derived costs may err for a whole mode; measuring two modes hedges that).
-  std::vector<const Ranked*> order;
+  std::vector<const RankedSplit*> order;
   std::set<SplitStyle> modes_taken;
-  for (const Ranked& r : ranked) {
+  for (const RankedSplit& r : searched) {
     if (modes_taken.insert(r.style).second) order.push_back(&r);
   }
-  for (const Ranked& r : ranked) {
+  for (const RankedSplit& r : searched) {
     if (std::find(order.begin(), order.end(), &r) == order.end()) order.push_back(&r);
   }
-  std::vector<const Ranked*> finalists;
-  for (const Ranked* rp : order) {
-    const Ranked& r = *rp;
+  std::vector<const RankedSplit*> finalists;
+  for (const RankedSplit* rp : order) {
+    const RankedSplit& r = *rp;
     if (int(finalists.size()) == o_.split_finalists) break;
     // A finalist costs a measuring program, its nodes and a search (on nasnet_large at 2048,
     // about 30 s): past twice the budget only the first is measured.
@@ -135,22 +168,7 @@ void Tuner::search_row_splits() {
     }
     finalists.push_back(rp);
   }
-  // Every rank builds each finalist's graph; their nodes are measured side by side, one per GPU;
-  // then each is searched on measured costs, the best predicted first. A search of a split
-  // nasnet_large at 2048 takes about 15 s: past twice the budget, the finalists left are not
-  // searched.
-  std::vector<int> variants;
-  for (const Ranked* r : finalists) variants.push_back(add_split_variant(r->plan, split_label(r->plan, r->style)));
-  measure_split_parts(variants);
-  for (size_t k = 0; k < finalists.size(); ++k) {
-    if (k > 0 && seconds_since(t0) > 2 * o_.split_budget_s) {
-      progress_.line("splits", strprintf("%.0f s spent on splits (twice --split-budget): %zu finalist(s) not searched",
-                                         seconds_since(t0), finalists.size() - k));
-      break;
-    }
-    add_split_candidate(variants[k], finalists[k]->parts);
-  }
-  note_stage_counts();
+  return finalists;
 }
 
 // hios-lp on a split graph: on `parts` GPUs, with the suggested part-per-GPU mapping as one
