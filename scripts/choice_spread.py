@@ -13,18 +13,11 @@ and prints the worst.
 """
 import argparse
 import collections
-import gzip
-import json
+import os
 import sys
 
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit(f"choice_spread.py: {path}: not a readable JSON file ({e})")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from preset_check import fail, load  # noqa: E402  (a database, gzipped or not; one line on failure)
 
 
 def main():
@@ -34,12 +27,10 @@ def main():
     ap.add_argument("--show", type=int, default=10, help="worst signatures to print (default 10)")
     a = ap.parse_args()
     if a.ratio <= 1:
-        sys.exit("choice_spread.py: --ratio must be above 1")
+        fail("--ratio must be above 1")
     times = collections.defaultdict(list)  # (card, signature, impl, config) -> [(ms, file)]
     for path in a.db:
         d = load(path)
-        if not isinstance(d, dict):
-            sys.exit(f"choice_spread.py: {path}: not a profile database (a JSON object)")
         card = d.get("identity", {}).get("device", "?")
         for key, c in (d.get("choices") or {}).items():
             if isinstance(c, dict) and c.get("ms", 0) > 0:
