@@ -189,322 +189,415 @@ bool slice(const ConstTensor& data, std::vector<int64_t> starts, std::vector<int
 
 namespace {
 
-bool evaluate(const OnnxModel& m, const onnx::NodeProto& n, const std::vector<const ConstTensor*>& in,
-              std::vector<ConstTensor>& out, std::string& why) {
-  const std::string& op = n.op_type();
-  const NodeAttrs at(n);
-  auto input = [&](size_t k) -> const ConstTensor* { return k < in.size() ? in[k] : nullptr; };
-  auto arg = [&](size_t k) -> const ConstTensor& {
+// What a folder sees of the node it evaluates.
+struct FoldCall {
+  const OnnxModel& m;
+  const onnx::NodeProto& n;
+  const NodeAttrs& at;
+  const std::vector<const ConstTensor*>& in;
+  const ConstTensor* input(size_t k) const { return k < in.size() ? in[k] : nullptr; }
+  const ConstTensor& arg(size_t k) const {
     if (!input(k)) throw Error(strprintf("input %zu is missing", k));
     return *input(k);
+  }
+};
+
+// A folder writes the node's first output, or says in `why` what it could not evaluate.
+using Folder = std::function<bool(const FoldCall&, ConstTensor&, std::string&)>;
+
+constexpr const char* kNotEvaluated = "not evaluated at import time";
+
+bool fold_constant(const FoldCall& c, ConstTensor& r, std::string& why) {
+  const NodeAttrs& at = c.at;
+  if (const auto* a = at.find("value")) {
+    r = read_tensor(c.m, a->t(), c.n.name());
+  } else if (at.has("value_float")) {
+    r = ConstTensor::floats({}, {at.f("value_float", 0)});
+  } else if (at.has("value_floats")) {
+    auto v = at.floats("value_floats");
+    r = ConstTensor::floats({int64_t(v.size())}, v);
+  } else if (at.has("value_int")) {
+    r = ConstTensor::ints({}, {at.i("value_int", 0)});
+  } else if (at.has("value_ints")) {
+    auto v = at.ints("value_ints");
+    r = ConstTensor::ints({int64_t(v.size())}, v);
+  } else {
+    why = "a Constant without a numeric value";
+    return false;
+  }
+  return true;
+}
+
+bool fold_identity(const FoldCall& c, ConstTensor& r, std::string&) {
+  r = c.arg(0);
+  return true;
+}
+
+// Dropout is the identity at inference, unless its mask output is wanted.
+bool fold_dropout(const FoldCall& c, ConstTensor& r, std::string& why) {
+  if (c.n.output_size() > 1) {
+    why = kNotEvaluated;
+    return false;
+  }
+  return fold_identity(c, r, why);
+}
+
+bool fold_cast(const FoldCall& c, ConstTensor& r, std::string&) {
+  const int to = int(c.at.i("to", onnx::TensorProto::FLOAT));
+  const bool to_float = to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE ||
+                        to == onnx::TensorProto::FLOAT16 || to == onnx::TensorProto::BFLOAT16;
+  const ConstTensor& a = c.arg(0);
+  r = ConstTensor{};
+  r.dims = a.dims;
+  r.integer = !to_float;
+  for (int64_t k = 0; k < a.numel(); ++k) {
+    if (to_float) r.f.push_back(float(a.at(k)));
+    else r.i.push_back(to == onnx::TensorProto::BOOL ? int64_t(a.at(k) != 0) : int64_t(a.at(k)));
+  }
+  return true;
+}
+
+bool fold_shape(const FoldCall& c, ConstTensor& r, std::string&) {
+  const auto& d = c.arg(0).dims;
+  const int64_t rank = int64_t(d.size());
+  const int64_t b = std::clamp<int64_t>(norm_axis(c.at.i("start", 0), rank), 0, rank);
+  const int64_t e = std::clamp<int64_t>(norm_axis(c.at.i("end", rank), rank), 0, rank);
+  r = ConstTensor::ints({std::max<int64_t>(0, e - b)}, std::vector<int64_t>(d.begin() + b, d.begin() + std::max(b, e)));
+  return true;
+}
+
+bool fold_size(const FoldCall& c, ConstTensor& r, std::string&) {
+  r = ConstTensor::ints({}, {c.arg(0).numel()});
+  return true;
+}
+
+bool fold_gather(const FoldCall& c, ConstTensor& r, std::string& why) {
+  return gather(c.arg(0), c.arg(1), c.at.i("axis", 0), r, why);
+}
+
+// The axes of Squeeze and Unsqueeze: an input since opset 13, an attribute before.
+std::vector<int64_t> squeeze_axes(const FoldCall& c) { return c.input(1) ? values_of(c.arg(1)) : c.at.ints("axes"); }
+
+bool fold_unsqueeze(const FoldCall& c, ConstTensor& r, std::string& why) {
+  const ConstTensor& a = c.arg(0);
+  std::vector<int64_t> axes = squeeze_axes(c);
+  std::vector<int64_t> dims = a.dims;
+  const int64_t rank = int64_t(dims.size() + axes.size());
+  for (auto& x : axes) x = norm_axis(x, rank);
+  std::sort(axes.begin(), axes.end());
+  for (int64_t x : axes) {
+    if (x < 0 || x > int64_t(dims.size())) {
+      why = "axis out of range";
+      return false;
+    }
+    dims.insert(dims.begin() + x, 1);
+  }
+  r = a;
+  r.dims = dims;
+  return true;
+}
+
+bool fold_squeeze(const FoldCall& c, ConstTensor& r, std::string&) {
+  const ConstTensor& a = c.arg(0);
+  const std::vector<int64_t> axes = squeeze_axes(c);
+  const int64_t rank = int64_t(a.dims.size());
+  std::vector<int64_t> keep;
+  for (int64_t k = 0; k < rank; ++k) {
+    const bool named = axes.empty() ? a.dims[size_t(k)] == 1
+                                    : std::any_of(axes.begin(), axes.end(), [&](int64_t x) { return norm_axis(x, rank) == k; });
+    if (!named) keep.push_back(a.dims[size_t(k)]);
+  }
+  r = a;
+  r.dims = keep;
+  return true;
+}
+
+bool fold_reshape(const FoldCall& c, ConstTensor& r, std::string& why) {
+  const ConstTensor& a = c.arg(0);
+  std::vector<int64_t> shape = values_of(c.arg(1));
+  int64_t known = 1, infer = -1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 0 && !c.at.i("allowzero", 0)) shape[k] = k < a.dims.size() ? a.dims[k] : 1;
+    if (shape[k] == -1) infer = int64_t(k);
+    else known *= shape[k];
+  }
+  if (infer >= 0) shape[size_t(infer)] = known ? a.numel() / known : 0;
+  r = a;
+  r.dims = shape;
+  if (checked_numel(shape) != a.numel()) {
+    why = "the target shape has another size";
+    return false;
+  }
+  return true;
+}
+
+bool fold_flatten(const FoldCall& c, ConstTensor& r, std::string& why) {
+  const ConstTensor& a = c.arg(0);
+  const int64_t axis = norm_axis(c.at.i("axis", 1), int64_t(a.dims.size()));
+  if (axis < 0 || axis > int64_t(a.dims.size())) {
+    why = "axis out of range";
+    return false;
+  }
+  int64_t outer = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= a.dims[size_t(k)];
+  r = a;
+  r.dims = {outer, outer ? a.numel() / outer : 0};
+  return true;
+}
+
+bool fold_concat(const FoldCall& c, ConstTensor& r, std::string& why) {
+  const ConstTensor& first = c.arg(0);
+  const int64_t rank = int64_t(first.dims.size());
+  const int64_t axis = norm_axis(c.at.i("axis", 0), rank);
+  for (const ConstTensor* t : c.in) {
+    bool same = t && int64_t(t->dims.size()) == rank;
+    for (int64_t k = 0; same && k < rank; ++k) same = k == axis || t->dims[size_t(k)] == first.dims[size_t(k)];
+    if (!same) {
+      why = "inputs missing or of different shapes";
+      return false;
+    }
+  }
+  if (axis < 0 || axis >= rank) {
+    why = "axis out of range";
+    return false;
+  }
+  std::vector<int64_t> dims = first.dims;
+  dims[size_t(axis)] = 0;
+  bool integer = true;
+  for (const ConstTensor* t : c.in) {
+    dims[size_t(axis)] += t->dims[size_t(axis)];
+    integer = integer && t->integer;
+  }
+  r = ConstTensor{};
+  r.dims = dims;
+  r.integer = integer;
+  int64_t outer = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= dims[size_t(k)];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const ConstTensor* t : c.in) {
+      const int64_t chunk = outer ? t->numel() / outer : 0;
+      for (int64_t k = 0; k < chunk; ++k) {
+        if (integer) r.i.push_back(int64_t(t->at(o * chunk + k)));
+        else r.f.push_back(float(t->at(o * chunk + k)));
+      }
+    }
+  }
+  return true;
+}
+
+// Starts, ends and axes are attributes before opset 10, inputs since (with steps).
+bool fold_slice(const FoldCall& c, ConstTensor& r, std::string& why) {
+  if (c.m.opset < 10) return slice(c.arg(0), c.at.ints("starts"), c.at.ints("ends"), c.at.ints("axes"), {}, r, why);
+  const auto optional = [&](size_t k) { return c.input(k) ? values_of(c.arg(k)) : std::vector<int64_t>{}; };
+  return slice(c.arg(0), values_of(c.arg(1)), values_of(c.arg(2)), optional(3), optional(4), r, why);
+}
+
+bool fold_div(const FoldCall& c, ConstTensor& r, std::string& why) {
+  const bool integer = c.arg(0).integer && c.arg(1).integer;
+  return broadcast(c.arg(0), c.arg(1), [integer](double x, double y) { return divide(x, y, integer); }, r, why);
+}
+
+// An element-wise op of two operands; Max and Min of more than two are left to the runtime.
+Folder binary_folder(double (*op)(double, double)) {
+  return [op](const FoldCall& c, ConstTensor& r, std::string& why) {
+    if (c.in.size() != 2) {
+      why = kNotEvaluated;
+      return false;
+    }
+    return broadcast(c.arg(0), c.arg(1), op, r, why);
   };
+}
+
+// A comparison or logical op: a boolean result.
+Folder compare_folder(double (*op)(double, double)) {
+  return [op](const FoldCall& c, ConstTensor& r, std::string& why) { return broadcast(c.arg(0), c.arg(1), op, r, why, true); };
+}
+
+Folder unary_folder(double (*op)(double)) {
+  return [op](const FoldCall& c, ConstTensor& r, std::string&) { return unary(c.arg(0), op, r); };
+}
+
+bool fold_where(const FoldCall& c, ConstTensor& r, std::string& why) {  // cond ? x : y, all three broadcast to one shape
+  const auto first = [](double v, double) { return v; };
+  const auto second = [](double, double v) { return v; };
+  ConstTensor cx, cond, xs, ys;
+  if (!broadcast(c.arg(0), c.arg(1), first, cx, why, true) || !broadcast(cx, c.arg(2), first, cond, why, true) ||
+      !broadcast(cond, c.arg(1), second, xs, why) || !broadcast(cond, c.arg(2), second, ys, why)) {
+    return false;
+  }
+  const bool integer = xs.integer && ys.integer;
+  r = ConstTensor{};
+  r.dims = cond.dims;
+  r.integer = integer;
+  for (int64_t k = 0; k < cond.numel(); ++k) {
+    const double v = cond.at(k) != 0 ? xs.at(k) : ys.at(k);
+    if (integer) r.i.push_back(int64_t(v));
+    else r.f.push_back(float(v));
+  }
+  return true;
+}
+
+bool fold_clip(const FoldCall& c, ConstTensor& r, std::string&) {  // bounds from attributes before opset 11, from inputs since
+  double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  if (c.m.opset < 11) {
+    lo = c.at.f("min", -std::numeric_limits<float>::infinity());
+    hi = c.at.f("max", std::numeric_limits<float>::infinity());
+  } else {
+    if (c.input(1) && c.arg(1).numel()) lo = c.arg(1).at(0);
+    if (c.input(2) && c.arg(2).numel()) hi = c.arg(2).at(0);
+  }
+  return unary(c.arg(0), [lo, hi](double x) { return std::min(std::max(x, lo), hi); }, r);
+}
+
+bool fold_transpose(const FoldCall& c, ConstTensor& r, std::string& why) {
+  const ConstTensor& a = c.arg(0);
+  const int64_t rank = int64_t(a.dims.size());
+  std::vector<int64_t> perm = c.at.ints("perm");
+  if (perm.empty()) {
+    for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+  }
+  std::vector<char> seen(static_cast<size_t>(rank), 0);
+  for (int64_t x : perm) {
+    if (x < 0 || x >= rank || seen[size_t(x)]) {
+      why = "perm is not a permutation of the axes";
+      return false;
+    }
+    seen[size_t(x)] = 1;
+  }
+  if (int64_t(perm.size()) != rank) {
+    why = "perm does not match the rank";
+    return false;
+  }
+  std::vector<int64_t> dims(static_cast<size_t>(rank));
+  for (int64_t k = 0; k < rank; ++k) dims[size_t(k)] = a.dims[size_t(perm[size_t(k)])];
+  r = like(a, dims);
+  const auto si = strides_of(a.dims), so = strides_of(dims);
+  for (int64_t k = 0; k < r.numel(); ++k) {
+    int64_t src = 0, rest = k;
+    for (int64_t d = 0; d < rank; ++d) {
+      src += (rest / so[size_t(d)]) * si[size_t(perm[size_t(d)])];
+      rest %= so[size_t(d)];
+    }
+    copy_element(a, src, r, k);
+  }
+  return true;
+}
+
+bool fold_constant_of_shape(const FoldCall& c, ConstTensor& r, std::string& why) {
+  const std::vector<int64_t> dims = values_of(c.arg(0));
+  ConstTensor value = ConstTensor::floats({1}, {0.f});
+  if (const auto* a = c.at.find("value")) value = read_tensor(c.m, a->t(), c.n.name());
+  if (value.numel() < 1) {
+    why = "an empty value";
+    return false;
+  }
+  r = like(value, dims);
+  if (r.numel() > kMaxFoldedElements) {
+    why = "too large to evaluate";
+    return false;
+  }
+  for (int64_t k = 0; k < r.numel(); ++k) copy_element(value, 0, r, k);
+  return true;
+}
+
+bool fold_range(const FoldCall& c, ConstTensor& r, std::string& why) {
+  if (c.arg(0).numel() < 1 || c.arg(1).numel() < 1 || c.arg(2).numel() < 1) {
+    why = "an empty bound";
+    return false;
+  }
+  const double start = c.arg(0).at(0), limit = c.arg(1).at(0), delta = c.arg(2).at(0);
+  if (delta == 0) {
+    why = "a zero step";
+    return false;
+  }
+  const int64_t count = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+  if (count > kMaxFoldedElements) {
+    why = "too large to evaluate";
+    return false;
+  }
+  const bool integer = c.arg(0).integer;
+  r = ConstTensor{};
+  r.dims = {count};
+  r.integer = integer;
+  for (int64_t k = 0; k < count; ++k) {
+    if (integer) r.i.push_back(int64_t(start + double(k) * delta));
+    else r.f.push_back(float(start + double(k) * delta));
+  }
+  return true;
+}
+
+bool fold_expand(const FoldCall& c, ConstTensor& r, std::string& why) {
+  ConstTensor shape_ones = ConstTensor::ints(values_of(c.arg(1)), {});
+  const int64_t count = checked_numel(shape_ones.dims);
+  if (count < 0) {
+    why = "too large to evaluate";
+    return false;
+  }
+  shape_ones.i.assign(size_t(count), 0);
+  return broadcast(c.arg(0), shape_ones, [](double x, double) { return x; }, r, why);
+}
+
+// Every op the importer evaluates when all its inputs are constants.
+const std::map<std::string, Folder>& folders() {
+  static const std::map<std::string, Folder> table = {
+      {"Constant", fold_constant},
+      {"Identity", fold_identity},
+      {"Dropout", fold_dropout},
+      {"Cast", fold_cast},
+      {"Shape", fold_shape},
+      {"Size", fold_size},
+      {"Gather", fold_gather},
+      {"Unsqueeze", fold_unsqueeze},
+      {"Squeeze", fold_squeeze},
+      {"Reshape", fold_reshape},
+      {"Flatten", fold_flatten},
+      {"Concat", fold_concat},
+      {"Slice", fold_slice},
+      {"Div", fold_div},
+      {"Add", binary_folder([](double x, double y) { return x + y; })},
+      {"Sub", binary_folder([](double x, double y) { return x - y; })},
+      {"Mul", binary_folder([](double x, double y) { return x * y; })},
+      {"Max", binary_folder([](double x, double y) { return std::max(x, y); })},
+      {"Min", binary_folder([](double x, double y) { return std::min(x, y); })},
+      {"Pow", binary_folder([](double x, double y) { return std::pow(x, y); })},
+      {"Mod", binary_folder([](double x, double y) { return y == 0 ? 0 : std::fmod(x, y); })},
+      {"Equal", compare_folder([](double x, double y) { return x == y ? 1.0 : 0.0; })},
+      {"Less", compare_folder([](double x, double y) { return x < y ? 1.0 : 0.0; })},
+      {"Greater", compare_folder([](double x, double y) { return x > y ? 1.0 : 0.0; })},
+      {"And", compare_folder([](double x, double y) { return (x != 0 && y != 0) ? 1.0 : 0.0; })},
+      {"Or", compare_folder([](double x, double y) { return (x != 0 || y != 0) ? 1.0 : 0.0; })},
+      {"Neg", unary_folder([](double x) { return -x; })},
+      {"Floor", unary_folder([](double x) { return std::floor(x); })},
+      {"Ceil", unary_folder([](double x) { return std::ceil(x); })},
+      {"Sqrt", unary_folder([](double x) { return std::sqrt(x); })},
+      {"Abs", unary_folder([](double x) { return std::fabs(x); })},
+      {"Not", unary_folder([](double x) { return x == 0 ? 1.0 : 0.0; })},
+      {"Reciprocal", unary_folder([](double x) { return 1.0 / x; })},
+      {"Where", fold_where},
+      {"Clip", fold_clip},
+      {"Transpose", fold_transpose},
+      {"ConstantOfShape", fold_constant_of_shape},
+      {"Range", fold_range},
+      {"Expand", fold_expand},
+  };
+  return table;
+}
+
+bool evaluate(const OnnxModel& m, const onnx::NodeProto& n, const std::vector<const ConstTensor*>& in,
+              std::vector<ConstTensor>& out, std::string& why) {
   out.assign(size_t(std::max(1, n.output_size())), ConstTensor{});
-  ConstTensor& r = out[0];
-  static const std::map<std::string, std::function<double(double, double)>> binary = {
-      {"Add", [](double x, double y) { return x + y; }},
-      {"Sub", [](double x, double y) { return x - y; }},
-      {"Mul", [](double x, double y) { return x * y; }},
-      {"Max", [](double x, double y) { return std::max(x, y); }},
-      {"Min", [](double x, double y) { return std::min(x, y); }},
-      {"Pow", [](double x, double y) { return std::pow(x, y); }},
-      {"Mod", [](double x, double y) { return y == 0 ? 0 : std::fmod(x, y); }},
-  };
-  static const std::map<std::string, std::function<double(double, double)>> compare = {
-      {"Equal", [](double x, double y) { return x == y ? 1.0 : 0.0; }},
-      {"Less", [](double x, double y) { return x < y ? 1.0 : 0.0; }},
-      {"Greater", [](double x, double y) { return x > y ? 1.0 : 0.0; }},
-      {"And", [](double x, double y) { return (x != 0 && y != 0) ? 1.0 : 0.0; }},
-      {"Or", [](double x, double y) { return (x != 0 || y != 0) ? 1.0 : 0.0; }},
-  };
-  static const std::map<std::string, std::function<double(double)>> unaries = {
-      {"Neg", [](double x) { return -x; }},       {"Floor", [](double x) { return std::floor(x); }},
-      {"Ceil", [](double x) { return std::ceil(x); }}, {"Sqrt", [](double x) { return std::sqrt(x); }},
-      {"Abs", [](double x) { return std::fabs(x); }},  {"Not", [](double x) { return x == 0 ? 1.0 : 0.0; }},
-      {"Reciprocal", [](double x) { return 1.0 / x; }},
-  };
+  const auto it = folders().find(n.op_type());
+  if (it == folders().end()) {
+    why = kNotEvaluated;
+    return false;
+  }
+  const NodeAttrs at(n);
   try {
-    if (op == "Constant") {
-      if (const auto* a = at.find("value")) {
-        r = read_tensor(m, a->t(), n.name());
-      } else if (at.has("value_float")) {
-        r = ConstTensor::floats({}, {at.f("value_float", 0)});
-      } else if (at.has("value_floats")) {
-        auto v = at.floats("value_floats");
-        r = ConstTensor::floats({int64_t(v.size())}, v);
-      } else if (at.has("value_int")) {
-        r = ConstTensor::ints({}, {at.i("value_int", 0)});
-      } else if (at.has("value_ints")) {
-        auto v = at.ints("value_ints");
-        r = ConstTensor::ints({int64_t(v.size())}, v);
-      } else {
-        why = "a Constant without a numeric value";
-        return false;
-      }
-      return true;
-    }
-    if (op == "Identity" || (op == "Dropout" && n.output_size() <= 1)) {
-      r = arg(0);
-      return true;
-    }
-    if (op == "Cast") {
-      const int to = int(at.i("to", onnx::TensorProto::FLOAT));
-      const bool to_float = to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE ||
-                            to == onnx::TensorProto::FLOAT16 || to == onnx::TensorProto::BFLOAT16;
-      const ConstTensor& a = arg(0);
-      r = ConstTensor{};
-      r.dims = a.dims;
-      r.integer = !to_float;
-      for (int64_t k = 0; k < a.numel(); ++k) {
-        if (to_float) r.f.push_back(float(a.at(k)));
-        else r.i.push_back(to == onnx::TensorProto::BOOL ? int64_t(a.at(k) != 0) : int64_t(a.at(k)));
-      }
-      return true;
-    }
-    if (op == "Shape") {
-      const auto& d = arg(0).dims;
-      const int64_t rank = int64_t(d.size());
-      const int64_t b = std::clamp<int64_t>(norm_axis(at.i("start", 0), rank), 0, rank);
-      const int64_t e = std::clamp<int64_t>(norm_axis(at.i("end", rank), rank), 0, rank);
-      r = ConstTensor::ints({std::max<int64_t>(0, e - b)}, std::vector<int64_t>(d.begin() + b, d.begin() + std::max(b, e)));
-      return true;
-    }
-    if (op == "Size") {
-      r = ConstTensor::ints({}, {arg(0).numel()});
-      return true;
-    }
-    if (op == "Gather") return gather(arg(0), arg(1), at.i("axis", 0), r, why);
-    if (op == "Unsqueeze" || op == "Squeeze") {
-      const ConstTensor& a = arg(0);
-      std::vector<int64_t> axes = input(1) ? values_of(arg(1)) : at.ints("axes");
-      std::vector<int64_t> dims = a.dims;
-      if (op == "Unsqueeze") {
-        const int64_t rank = int64_t(dims.size() + axes.size());
-        for (auto& x : axes) x = norm_axis(x, rank);
-        std::sort(axes.begin(), axes.end());
-        for (int64_t x : axes) {
-          if (x < 0 || x > int64_t(dims.size())) {
-            why = "axis out of range";
-            return false;
-          }
-          dims.insert(dims.begin() + x, 1);
-        }
-      } else {
-        const int64_t rank = int64_t(dims.size());
-        std::vector<int64_t> keep;
-        for (int64_t k = 0; k < rank; ++k) {
-          const bool named = axes.empty() ? dims[size_t(k)] == 1
-                                          : std::any_of(axes.begin(), axes.end(), [&](int64_t x) { return norm_axis(x, rank) == k; });
-          if (!named) keep.push_back(dims[size_t(k)]);
-        }
-        dims = keep;
-      }
-      r = a;
-      r.dims = dims;
-      return true;
-    }
-    if (op == "Reshape") {
-      const ConstTensor& a = arg(0);
-      std::vector<int64_t> shape = values_of(arg(1));
-      int64_t known = 1, infer = -1;
-      for (size_t k = 0; k < shape.size(); ++k) {
-        if (shape[k] == 0 && !at.i("allowzero", 0)) shape[k] = k < a.dims.size() ? a.dims[k] : 1;
-        if (shape[k] == -1) infer = int64_t(k);
-        else known *= shape[k];
-      }
-      if (infer >= 0) shape[size_t(infer)] = known ? a.numel() / known : 0;
-      r = a;
-      r.dims = shape;
-      if (checked_numel(shape) != a.numel()) {
-        why = "the target shape has another size";
-        return false;
-      }
-      return true;
-    }
-    if (op == "Flatten") {
-      const ConstTensor& a = arg(0);
-      const int64_t axis = norm_axis(at.i("axis", 1), int64_t(a.dims.size()));
-      if (axis < 0 || axis > int64_t(a.dims.size())) {
-        why = "axis out of range";
-        return false;
-      }
-      int64_t outer = 1;
-      for (int64_t k = 0; k < axis; ++k) outer *= a.dims[size_t(k)];
-      r = a;
-      r.dims = {outer, outer ? a.numel() / outer : 0};
-      return true;
-    }
-    if (op == "Concat") {
-      const int64_t rank = int64_t(arg(0).dims.size());
-      const int64_t axis = norm_axis(at.i("axis", 0), rank);
-      for (const ConstTensor* t : in) {
-        bool same = t && int64_t(t->dims.size()) == rank;
-        for (int64_t k = 0; same && k < rank; ++k) same = k == axis || t->dims[size_t(k)] == arg(0).dims[size_t(k)];
-        if (!same) {
-          why = "inputs missing or of different shapes";
-          return false;
-        }
-      }
-      if (axis < 0 || axis >= rank) {
-        why = "axis out of range";
-        return false;
-      }
-      std::vector<int64_t> dims = arg(0).dims;
-      dims[size_t(axis)] = 0;
-      bool integer = true;
-      for (const ConstTensor* t : in) {
-        dims[size_t(axis)] += t->dims[size_t(axis)];
-        integer = integer && t->integer;
-      }
-      r = ConstTensor{};
-      r.dims = dims;
-      r.integer = integer;
-      int64_t outer = 1;
-      for (int64_t k = 0; k < axis; ++k) outer *= dims[size_t(k)];
-      for (int64_t o = 0; o < outer; ++o) {
-        for (const ConstTensor* t : in) {
-          const int64_t chunk = outer ? t->numel() / outer : 0;
-          for (int64_t k = 0; k < chunk; ++k) {
-            if (integer) r.i.push_back(int64_t(t->at(o * chunk + k)));
-            else r.f.push_back(float(t->at(o * chunk + k)));
-          }
-        }
-      }
-      return true;
-    }
-    if (op == "Slice") {
-      if (m.opset < 10) {
-        return slice(arg(0), at.ints("starts"), at.ints("ends"), at.ints("axes"), {}, r, why);
-      }
-      return slice(arg(0), values_of(arg(1)), values_of(arg(2)), input(3) ? values_of(arg(3)) : std::vector<int64_t>{},
-                   input(4) ? values_of(arg(4)) : std::vector<int64_t>{}, r, why);
-    }
-    if (op == "Div") {
-      const bool integer = arg(0).integer && arg(1).integer;
-      return broadcast(arg(0), arg(1), [integer](double x, double y) { return divide(x, y, integer); }, r, why);
-    }
-    if (auto it = binary.find(op); it != binary.end() && in.size() == 2) return broadcast(arg(0), arg(1), it->second, r, why);
-    if (auto it = compare.find(op); it != compare.end()) return broadcast(arg(0), arg(1), it->second, r, why, true);
-    if (auto it = unaries.find(op); it != unaries.end()) return unary(arg(0), it->second, r);
-    if (op == "Where") {  // cond ? x : y, all three broadcast to one shape
-      const auto first = [](double c, double) { return c; };
-      const auto second = [](double, double v) { return v; };
-      ConstTensor cx, cond, xs, ys;
-      if (!broadcast(arg(0), arg(1), first, cx, why, true) || !broadcast(cx, arg(2), first, cond, why, true) ||
-          !broadcast(cond, arg(1), second, xs, why) || !broadcast(cond, arg(2), second, ys, why)) {
-        return false;
-      }
-      const bool integer = xs.integer && ys.integer;
-      r = ConstTensor{};
-      r.dims = cond.dims;
-      r.integer = integer;
-      for (int64_t k = 0; k < cond.numel(); ++k) {
-        const double v = cond.at(k) != 0 ? xs.at(k) : ys.at(k);
-        if (integer) r.i.push_back(int64_t(v));
-        else r.f.push_back(float(v));
-      }
-      return true;
-    }
-    if (op == "Clip") {  // bounds from attributes before opset 11, from inputs since
-      double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
-      if (m.opset < 11) {
-        lo = at.f("min", -std::numeric_limits<float>::infinity());
-        hi = at.f("max", std::numeric_limits<float>::infinity());
-      } else {
-        if (input(1) && arg(1).numel()) lo = arg(1).at(0);
-        if (input(2) && arg(2).numel()) hi = arg(2).at(0);
-      }
-      return unary(arg(0), [lo, hi](double x) { return std::min(std::max(x, lo), hi); }, r);
-    }
-    if (op == "Transpose") {
-      const ConstTensor& a = arg(0);
-      const int64_t rank = int64_t(a.dims.size());
-      std::vector<int64_t> perm = at.ints("perm");
-      if (perm.empty()) {
-        for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
-      }
-      std::vector<char> seen(static_cast<size_t>(rank), 0);
-      for (int64_t x : perm) {
-        if (x < 0 || x >= rank || seen[size_t(x)]) {
-          why = "perm is not a permutation of the axes";
-          return false;
-        }
-        seen[size_t(x)] = 1;
-      }
-      if (int64_t(perm.size()) != rank) {
-        why = "perm does not match the rank";
-        return false;
-      }
-      std::vector<int64_t> dims(static_cast<size_t>(rank));
-      for (int64_t k = 0; k < rank; ++k) dims[size_t(k)] = a.dims[size_t(perm[size_t(k)])];
-      r = like(a, dims);
-      const auto si = strides_of(a.dims), so = strides_of(dims);
-      for (int64_t k = 0; k < r.numel(); ++k) {
-        int64_t src = 0, rest = k;
-        for (int64_t d = 0; d < rank; ++d) {
-          src += (rest / so[size_t(d)]) * si[size_t(perm[size_t(d)])];
-          rest %= so[size_t(d)];
-        }
-        copy_element(a, src, r, k);
-      }
-      return true;
-    }
-    if (op == "ConstantOfShape") {
-      const std::vector<int64_t> dims = values_of(arg(0));
-      ConstTensor value = ConstTensor::floats({1}, {0.f});
-      if (const auto* a = at.find("value")) value = read_tensor(m, a->t(), n.name());
-      if (value.numel() < 1) {
-        why = "an empty value";
-        return false;
-      }
-      r = like(value, dims);
-      if (r.numel() > kMaxFoldedElements) {
-        why = "too large to evaluate";
-        return false;
-      }
-      for (int64_t k = 0; k < r.numel(); ++k) copy_element(value, 0, r, k);
-      return true;
-    }
-    if (op == "Range") {
-      if (arg(0).numel() < 1 || arg(1).numel() < 1 || arg(2).numel() < 1) {
-        why = "an empty bound";
-        return false;
-      }
-      const double start = arg(0).at(0), limit = arg(1).at(0), delta = arg(2).at(0);
-      if (delta == 0) {
-        why = "a zero step";
-        return false;
-      }
-      const int64_t count = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
-      if (count > kMaxFoldedElements) {
-        why = "too large to evaluate";
-        return false;
-      }
-      const bool integer = arg(0).integer;
-      r = ConstTensor{};
-      r.dims = {count};
-      r.integer = integer;
-      for (int64_t k = 0; k < count; ++k) {
-        if (integer) r.i.push_back(int64_t(start + double(k) * delta));
-        else r.f.push_back(float(start + double(k) * delta));
-      }
-      return true;
-    }
-    if (op == "Expand") {
-      ConstTensor shape_ones = ConstTensor::ints(values_of(arg(1)), {});
-      const int64_t count = checked_numel(shape_ones.dims);
-      if (count < 0) {
-        why = "too large to evaluate";
-        return false;
-      }
-      shape_ones.i.assign(size_t(count), 0);
-      return broadcast(arg(0), shape_ones, [](double x, double) { return x; }, r, why);
-    }
+    return it->second(FoldCall{m, n, at, in}, out[0], why);
   } catch (const Error& e) {
     why = e.what();
     return false;
   }
-  why = "not evaluated at import time";
-  return false;
 }
 
 }  // namespace
