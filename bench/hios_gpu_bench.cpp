@@ -130,196 +130,269 @@ static int gpus_used(const Schedule& s) {
   return int(std::count(used.begin(), used.end(), true));
 }
 
-int main(int argc, char** argv) {
-  CLI::App app{"Time one model on this machine's GPUs (hios sequential, one-GPU and two-GPU schedules)"};
+namespace {
+
+struct BenchOptions {
   std::string model = "inception_v3", maths = "tf32", algo = "hios-lp", json_file, graph_mode = "on";
-  std::string math;  // of the rows being timed
-  std::string cost_name = "analytic", layouts = "nhwc";
-  std::string launch_orders = "topo";
-  std::string relu_fold = "on";
+  std::string cost_name = "analytic", layouts = "nhwc", launch_orders = "topo", relu_fold = "on";
   int size = 0, batch = 1, warmup = 10, iters = 30, gpus = 2, streams = 4;
   bool summary = false;
   int profile = 0;
-  app.add_option("--model", model, "model name (hios models)");
-  app.add_option("--cost", cost_name,
+};
+
+void add_bench_options(CLI::App& app, BenchOptions& o) {
+  app.add_option("--model", o.model, "model name (hios models)");
+  app.add_option("--cost", o.cost_name,
                  "cost model the schedules are made with: analytic (H200 preset) or a profile database "
                  "(hios profile) of this model at this size");
-  app.add_option("--size", size, "square input resolution (0: the model's default)");
-  app.add_option("--batch", batch, "batch size, 1 to 4096")->check(CLI::Range(1, 4096));
-  app.add_option("--launch-order", launch_orders,
+  app.add_option("--size", o.size, "square input resolution (0: the model's default)");
+  app.add_option("--batch", o.batch, "batch size, 1 to 4096")->check(CLI::Range(1, 4096));
+  app.add_option("--launch-order", o.launch_orders,
                  "topo, opara, measured, or a comma-separated list: the schedule rows in each (executor/launch_order.hpp)");
-  app.add_option("--math", maths,
+  app.add_option("--math", o.maths,
                  "tf32, fp32, fp16 or bf16, or a comma-separated list of them (every row in each, in order)");
-  app.add_option("--layout", layouts, "nchw, nhwc or both: how activations are stored (both: every row in each)")
+  app.add_option("--layout", o.layouts, "nchw, nhwc or both: how activations are stored (both: every row in each)")
       ->check(CLI::IsMember({"nchw", "nhwc", "both"}));
-  app.add_option("--relu-fold", relu_fold,
+  app.add_option("--relu-fold", o.relu_fold,
                  "on: nodes whose readers all start with a ReLU store relu(value) and the readers skip it "
                  "(graph/relu_fold.hpp); off: no folding; both: every row each way (off rows end in -unfolded)")
       ->check(CLI::IsMember({"on", "off", "both"}));
-  app.add_option("--cuda-graph", graph_mode, "on: capture and replay; off: issue every pass; both")
+  app.add_option("--cuda-graph", o.graph_mode, "on: capture and replay; off: issue every pass; both")
       ->check(CLI::IsMember({"on", "off", "both"}));
-  app.add_option("--warmup", warmup, "untimed passes");
-  app.add_option("--iters", iters, "timed passes (the median is reported)");
-  app.add_option("--algo", algo, "schedule for the multi-stream and multi-GPU rows ('' for none)");
-  app.add_option("--gpus", gpus, "most GPUs for the schedule rows (1 or 2)");
-  app.add_option("--streams", streams, "most concurrent streams per GPU for the schedule");
-  app.add_option("--json", json_file, "append one JSON object per row to this file");
-  app.add_flag("--summary", summary, "print the chosen cuDNN algorithms and memory");
-  app.add_option("--profile", profile, "print where a sequential eager pass spends its time (N passes)");
+  app.add_option("--warmup", o.warmup, "untimed passes");
+  app.add_option("--iters", o.iters, "timed passes (the median is reported)");
+  app.add_option("--algo", o.algo, "schedule for the multi-stream and multi-GPU rows ('' for none)");
+  app.add_option("--gpus", o.gpus, "most GPUs for the schedule rows (1 or 2)");
+  app.add_option("--streams", o.streams, "most concurrent streams per GPU for the schedule");
+  app.add_option("--json", o.json_file, "append one JSON object per row to this file");
+  app.add_flag("--summary", o.summary, "print the chosen cuDNN algorithms and memory");
+  app.add_option("--profile", o.profile, "print where a sequential eager pass spends its time (N passes)");
+}
+
+std::vector<std::string> comma_list(const std::string& s) {
+  std::vector<std::string> items;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
+  return items;
+}
+
+// The settings one set of rows is timed in: every combination of --math, --layout and --relu-fold.
+struct RowSetting {
+  std::string math, layout;
+  bool fold = true;
+  std::string suffix() const { return fold ? "" : "-unfolded"; }
+};
+
+// One timed row: a readable line on stdout and, with --json, one JSON object per line.
+struct Row {
+  std::string variant;
+  int gpus = 1;
+  bool cuda_graph = true;
+  cuda::TimingResult timing;
+  double peak_mib = 0;
+  double err = NAN;        // against the first sequential run
+  int streams = 1, transfers = 0;
+  double predicted = NAN;  // the schedule's simulated latency, for rows that ran a schedule
+};
+
+class RowWriter {
+ public:
+  RowWriter(const BenchOptions& o, int64_t resolution) : o_(o), resolution_(resolution) {
+    if (!o.json_file.empty()) json_.open(o.json_file, std::ios::app);
+  }
+
+  void write(const RowSetting& set, const Row& r) {
+    const cuda::TimingResult& t = r.timing;
+    std::printf("%-14s %-22s %5lld  %d  %-4s %-4s %-5s %9.3f %9.3f %9.3f %10.1f  %-9s %3d %5d\n", o_.model.c_str(),
+                r.variant.c_str(), (long long)resolution_, r.gpus, set.math.c_str(), set.layout.c_str(),
+                r.cuda_graph ? "graph" : "eager", t.median_ms, t.min_ms, t.max_ms, r.peak_mib,
+                std::isnan(r.err) ? "n/a" : strprintf("%.2e", r.err).c_str(), r.streams, r.transfers);
+    std::fflush(stdout);
+    if (!json_.is_open()) return;
+    json j = {{"impl", "hios"},         {"variant", r.variant},     {"model", o_.model},     {"size", resolution_},
+              {"batch", o_.batch},      {"gpus", r.gpus},           {"math", set.math},      {"layout", set.layout},
+              {"cuda_graph", r.cuda_graph}, {"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms},
+              {"peak_mib", r.peak_mib}, {"streams", r.streams},     {"transfers", r.transfers},
+              {"iters", int(t.samples_ms.size())}, {"device", cuda::device_description(0)}};
+    if (!std::isnan(r.err)) j["rel_err_vs_sequential"] = r.err;
+    if (!std::isnan(r.predicted)) {
+      j["predicted_ms"] = r.predicted;
+      j["cost"] = o_.cost_name;
+    }
+    json_ << j.dump() << "\n";
+    json_.flush();
+  }
+
+ private:
+  const BenchOptions& o_;
+  int64_t resolution_;
+  std::ofstream json_;
+};
+
+// --profile: where an eager sequential pass spends its time, by events and (with CUPTI) by
+// kernel records; `node_ms` are the event times already taken.
+void print_sequential_profile(const Graph& g, cuda::SingleGpuRunner& r, const std::vector<double>& node_ms, int passes,
+                              const std::string& math) {
+  print_profile(g, node_ms);
+  const double elem_scale = math_stores_16_bit(math) ? 0.5 : 1.0;
+  const double gbs = cuda::copy_bandwidth_gbs();
+  print_memory_bound(g, node_ms, elem_scale, gbs, "event time");
+#ifdef HIOS_BENCH_WITH_CUPTI
+  // CUPTI in passes of its own: its bookkeeping would otherwise land in the event times.
+  std::vector<double> kernel_ms(size_t(g.size()), 0.0);
+  prof::CuptiTracer tracer;
+  for (int it = 0; it < passes; ++it) {
+    r.node_times_ms(1, [&](int node, bool begin) {
+      if (begin) {
+        tracer.push(uint64_t(node) + 1);  // 0 would read as "no tag"
+      } else {
+        tracer.pop();
+      }
+    });
+    for (const auto& [tag, busy] : tracer.collect()) kernel_ms[size_t(tag - 1)] += busy.ms / passes;
+  }
+  print_memory_bound(g, kernel_ms, elem_scale, gbs, "kernel time (CUPTI)");
+#else
+  (void)r;
+  (void)passes;
+#endif
+}
+
+// The sequential rows, one per CUDA Graph mode. The first one run anywhere becomes `ref`, the
+// output every later row is compared with. Returns the sequential pass's node times when
+// `want_node_times` (the measured launch order) or --profile asks for them.
+std::vector<double> time_sequential_rows(const Graph& g, const BenchOptions& o, const RowSetting& set,
+                                         const std::vector<bool>& modes, bool want_node_times, std::vector<float>& ref,
+                                         RowWriter& rows) {
+  std::vector<double> node_ms;
+  for (bool graph : modes) {
+    cuda::SingleGpuOptions so;
+    so.math = cuda::parse_math_mode(set.math);
+    so.cuda_graph = graph;
+    so.layout = exec::parse_layout(set.layout);
+    so.fold_relu = set.fold;
+    cuda::SingleGpuRunner r(g, so);
+    Row row;
+    row.variant = "sequential" + set.suffix();
+    row.cuda_graph = graph;
+    row.timing = r.time(o.warmup, o.iters);
+    const std::vector<float> out = r.output();
+    if (ref.empty()) {
+      ref = out;
+    } else {
+      row.err = rel_error(out, ref);
+    }
+    if (o.summary) std::fputs(r.summary().c_str(), stderr);
+    if ((o.profile > 0 || want_node_times) && graph == modes.front()) {
+      const int passes = std::max(o.profile, 3);
+      node_ms = r.node_times_ms(passes);
+      if (o.profile > 0) print_sequential_profile(g, r, node_ms, passes, set.math);
+    }
+    row.peak_mib = double(r.peak_bytes()) / (1 << 20);
+    rows.write(set, row);
+  }
+  return node_ms;
+}
+
+// The schedules of --algo on 1 to --gpus GPUs. Where the scheduler keeps everything on one GPU
+// (it predicts the transfers cost more than they save), also the algorithm's own n-GPU
+// mapping, so the table shows what spreading would have measured.
+std::vector<std::pair<std::string, Schedule>> bench_schedules(const Graph& g, const BenchOptions& o, const CostModel& cost,
+                                                              int n) {
+  SchedulerOptions so;
+  so.num_gpus = n;
+  so.max_streams = o.streams;
+  std::vector<std::pair<std::string, Schedule>> runs = {
+      {strprintf("%s-%dgpu", o.algo.c_str(), n), run_algorithm(o.algo, g, cost, so)}};
+  if (n > 1 && gpus_used(runs[0].second) < n) {
+    so.single_gpu_fallback = false;
+    runs.emplace_back(strprintf("%s-%dgpu-spread", o.algo.c_str(), n), run_algorithm(o.algo, g, cost, so));
+  }
+  return runs;
+}
+
+// Every schedule row: each schedule in each launch order and CUDA Graph mode, in process.
+void time_schedule_rows(const Graph& g, const BenchOptions& o, const RowSetting& set, const std::vector<bool>& modes,
+                        const std::vector<std::string>& orders, const std::vector<double>& node_ms,
+                        const std::vector<float>& ref, RowWriter& rows) {
+  auto cost = o.cost_name == "analytic" ? make_analytic_cost_model(find_device_preset("h200"))
+                                        : load_profile_cost_model(o.cost_name);
+  for (int n = 1; n <= std::min(o.gpus, cuda::device_count()); ++n) {
+    for (const auto& [name, s] : bench_schedules(g, o, *cost, n)) {
+      const double predicted = simulate(g, s, *cost).latency_ms;
+      for (const std::string& order_name : orders) {
+        const std::string variant = (order_name == "topo" ? name : name + "-" + order_name) + set.suffix();
+        exec::LaunchOrder order;
+        if (order_name == "opara") order = exec::opara_order(g);
+        if (order_name == "measured") {
+          order = exec::measured_order(g, node_ms, find_device_preset("h200"), math_stores_16_bit(set.math));
+          std::fprintf(stderr, "# %s: %s\n", variant.c_str(), exec::launch_order_summary(order).c_str());
+        }
+        for (bool graph : modes) {
+          cuda::InProcessOptions io;
+          io.launch_order = order;
+          io.math = set.math;
+          io.layout = set.layout;
+          io.fold_relu = set.fold;
+          io.cuda_graph = graph;
+          io.warmup = o.warmup;
+          io.iters = o.iters;
+          const cuda::InProcessResult r = cuda::run_schedule_in_process(g, s, io);
+          Row row;
+          row.variant = variant;
+          row.gpus = n;
+          row.cuda_graph = graph;
+          row.timing = r.timing;
+          for (size_t b : r.peak_bytes) row.peak_mib = std::max(row.peak_mib, double(b) / (1 << 20));
+          row.err = rel_error(r.output, ref);
+          row.streams = r.compute_streams;
+          row.transfers = r.transfers;
+          row.predicted = predicted;
+          rows.write(set, row);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Time one model on this machine's GPUs (hios sequential, one-GPU and two-GPU schedules)"};
+  BenchOptions o;
+  add_bench_options(app, o);
   CLI11_PARSE(app, argc, argv);
 
   try {
     HIOS_CHECK(cuda::device_count() > 0, "no CUDA device visible");
-    const Graph g = build_model(model, ModelParams{batch, size, size});
-    const int64_t res = g.height;
-    std::ofstream jout;
-    if (!json_file.empty()) jout.open(json_file, std::ios::app);
-    double predicted = NAN;  // the schedule's simulated latency, for rows that ran a schedule
-    std::string layout = "nchw";  // of the rows being timed
-    auto emit = [&](const std::string& variant, int ngpus, bool graph, const cuda::TimingResult& t, double peak_mib,
-                    double err, int nstreams, int transfers) {
-      std::printf("%-14s %-22s %5lld  %d  %-4s %-4s %-5s %9.3f %9.3f %9.3f %10.1f  %-9s %3d %5d\n", model.c_str(),
-                  variant.c_str(), (long long)res, ngpus, math.c_str(), layout.c_str(), graph ? "graph" : "eager",
-                  t.median_ms,
-                  t.min_ms, t.max_ms, peak_mib, std::isnan(err) ? "n/a" : strprintf("%.2e", err).c_str(), nstreams,
-                  transfers);
-      std::fflush(stdout);
-      if (!jout.is_open()) return;
-      json j = {{"impl", "hios"},       {"variant", variant},    {"model", model},          {"size", res},
-                {"batch", batch},
-                {"gpus", ngpus},        {"math", math},          {"layout", layout},
-                {"cuda_graph", graph},  {"median_ms", t.median_ms},
-                {"min_ms", t.min_ms},   {"max_ms", t.max_ms},    {"peak_mib", peak_mib},    {"streams", nstreams},
-                {"transfers", transfers}, {"iters", int(t.samples_ms.size())},
-                {"device", cuda::device_description(0)}};
-      if (!std::isnan(err)) j["rel_err_vs_sequential"] = err;
-      if (!std::isnan(predicted)) {
-        j["predicted_ms"] = predicted;
-        j["cost"] = cost_name;
-      }
-      jout << j.dump() << "\n";
-      jout.flush();
-    };
+    // Every bad list item named in one line before anything runs.
+    const std::vector<std::string> maths = comma_list(o.maths), orders = comma_list(o.launch_orders);
+    HIOS_CHECK(!maths.empty(), "--math: no math mode given");
+    for (const std::string& m : orders) (void)exec::parse_launch_order(m);
+    for (const std::string& m : maths) (void)cuda::parse_math_mode(m);
+    const bool want_node_times = std::find(orders.begin(), orders.end(), "measured") != orders.end();
+    const std::vector<std::string> layouts =
+        o.layouts == "both" ? std::vector<std::string>{"nchw", "nhwc"} : std::vector<std::string>{o.layouts};
+    std::vector<bool> folds, modes;
+    if (o.relu_fold != "off") folds.push_back(true);
+    if (o.relu_fold != "on") folds.push_back(false);
+    if (o.graph_mode != "off") modes.push_back(true);
+    if (o.graph_mode != "on") modes.push_back(false);
 
-    std::vector<bool> modes;
-    if (graph_mode != "off") modes.push_back(true);
-    if (graph_mode != "on") modes.push_back(false);
+    const Graph g = build_model(o.model, ModelParams{o.batch, o.size, o.size});
+    RowWriter rows(o, g.height);
     // Every row's error is against the first sequential run (NCHW when both layouts run), so
     // the NHWC rows also show how far channels-last lands from channels-first.
     std::vector<float> ref;
-    std::vector<std::string> layout_list = {layouts};
-    if (layouts == "both") layout_list = {"nchw", "nhwc"};
-    std::vector<std::string> math_list;
-    {
-      std::stringstream ss(maths);
-      for (std::string m; std::getline(ss, m, ',');) math_list.push_back(m);
-    }
-    HIOS_CHECK(!math_list.empty(), "--math: no math mode given");
-    std::vector<std::string> order_list;
-    {
-      std::stringstream ss(launch_orders);
-      for (std::string m; std::getline(ss, m, ',');) order_list.push_back(m);
-    }
-    for (const std::string& m : order_list) (void)exec::parse_launch_order(m);
-    const bool want_measured = std::find(order_list.begin(), order_list.end(), "measured") != order_list.end();
-    for (const std::string& m : math_list) (void)cuda::parse_math_mode(m);  // one line naming a bad one, first
-    std::vector<bool> fold_list;
-    if (relu_fold != "off") fold_list.push_back(true);
-    if (relu_fold != "on") fold_list.push_back(false);
-    for (const std::string& mth : math_list)
-    for (const std::string& lay : layout_list)
-    for (bool fold : fold_list) {
-      layout = lay;
-      math = mth;
-      const std::string fold_suffix = fold ? "" : "-unfolded";
-      std::vector<double> node_ms;  // the sequential pass's, for the measured launch order
-      for (bool graph : modes) {
-        cuda::SingleGpuOptions o;
-        o.math = cuda::parse_math_mode(math);
-        o.cuda_graph = graph;
-        o.layout = exec::parse_layout(lay);
-        o.fold_relu = fold;
-        cuda::SingleGpuRunner r(g, o);
-        const cuda::TimingResult t = r.time(warmup, iters);
-        const bool first = ref.empty();
-        const std::vector<float> out = r.output();
-        if (first) ref = out;
-        if (summary) std::fputs(r.summary().c_str(), stderr);
-        if ((profile > 0 || want_measured) && graph == modes.front()) {
-          node_ms = r.node_times_ms(std::max(profile, 3));
-          if (profile > 0) {
-            print_profile(g, node_ms);
-            const bool half = math_stores_16_bit(math);
-            const double gbs = cuda::copy_bandwidth_gbs();
-            print_memory_bound(g, node_ms, half ? 0.5 : 1.0, gbs, "event time");
-#ifdef HIOS_BENCH_WITH_CUPTI
-            // CUPTI in passes of its own: its bookkeeping would otherwise land in the event times.
-            std::vector<double> kernel_ms(size_t(g.size()), 0.0);
-            {
-              prof::CuptiTracer tracer;
-              const int passes = std::max(profile, 3);
-              for (int it = 0; it < passes; ++it) {
-                r.node_times_ms(1, [&](int node, bool begin) {
-                  if (begin) {
-                    tracer.push(uint64_t(node) + 1);  // 0 would read as "no tag"
-                  } else {
-                    tracer.pop();
-                  }
-                });
-                for (const auto& [tag, busy] : tracer.collect()) kernel_ms[size_t(tag - 1)] += busy.ms / passes;
-              }
-            }
-            print_memory_bound(g, kernel_ms, half ? 0.5 : 1.0, gbs, "kernel time (CUPTI)");
-#endif
-          }
-        }
-        emit("sequential" + fold_suffix, 1, graph, t, double(r.peak_bytes()) / (1 << 20), first ? NAN : rel_error(out, ref), 1, 0);
-      }
-      if (!algo.empty()) {
-        auto cost = cost_name == "analytic" ? make_analytic_cost_model(find_device_preset("h200"))
-                                            : load_profile_cost_model(cost_name);
-        for (int n = 1; n <= std::min(gpus, cuda::device_count()); ++n) {
-          SchedulerOptions so;
-          so.num_gpus = n;
-          so.max_streams = streams;
-          std::vector<std::pair<std::string, Schedule>> runs = {
-              {strprintf("%s-%dgpu", algo.c_str(), n), run_algorithm(algo, g, *cost, so)}};
-          // Where the scheduler keeps everything on one GPU (it predicts the transfers cost more
-          // than they save), also time the algorithm's own n-GPU mapping, so the table shows
-          // what spreading would have measured.
-          if (n > 1 && gpus_used(runs[0].second) < n) {
-            so.single_gpu_fallback = false;
-            runs.emplace_back(strprintf("%s-%dgpu-spread", algo.c_str(), n), run_algorithm(algo, g, *cost, so));
-          }
-          for (const auto& [variant0, s] : runs)
-          for (const std::string& order_name : order_list) {
-            predicted = simulate(g, s, *cost).latency_ms;
-            const std::string variant = (order_name == "topo" ? variant0 : variant0 + "-" + order_name) + fold_suffix;
-            exec::LaunchOrder order;
-            if (order_name == "opara") order = exec::opara_order(g);
-            if (order_name == "measured") {
-              order = exec::measured_order(g, node_ms, find_device_preset("h200"), math_stores_16_bit(math));
-              std::fprintf(stderr, "# %s: %s\n", variant.c_str(), exec::launch_order_summary(order).c_str());
-            }
-            for (bool graph : modes) {
-              cuda::InProcessOptions io;
-              io.launch_order = order;
-              io.math = math;
-              io.layout = lay;
-              io.fold_relu = fold;
-              io.cuda_graph = graph;
-              io.warmup = warmup;
-              io.iters = iters;
-              const cuda::InProcessResult r = cuda::run_schedule_in_process(g, s, io);
-              size_t peak = 0;
-              for (size_t b : r.peak_bytes) peak = std::max(peak, b);
-              emit(variant, n, graph, r.timing, double(peak) / (1 << 20), rel_error(r.output, ref), r.compute_streams,
-                   r.transfers);
-            }
-          }
+    for (const std::string& math : maths) {
+      for (const std::string& layout : layouts) {
+        for (bool fold : folds) {
+          const RowSetting set{math, layout, fold};
+          const std::vector<double> node_ms = time_sequential_rows(g, o, set, modes, want_node_times, ref, rows);
+          if (!o.algo.empty()) time_schedule_rows(g, o, set, modes, orders, node_ms, ref, rows);
         }
       }
-    }  // math modes, layouts and ReLU folding
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hios-gpu-bench: error: %s\n", e.what());
     return 2;
