@@ -329,142 +329,155 @@ class Server::Run {
     res_.queue.push_back({now_s(), double(policy_ == Policy::Fifo ? -1 : int(q)), double(queues_[q].size())});
   }
 
+  // A batch a worker took from its queue: the requests, their model and first staged slot, the
+  // rows it runs (padding included), and when it was taken.
+  struct TakenBatch {
+    std::vector<int64_t> ids;
+    size_t model = 0;
+    int64_t first = 0;
+    int rows = 0;
+    bool drained = false;  // the batch controller's drain state when it was taken
+    double start = 0;
+  };
+
+  // Under mu_: moves the first n requests of queue q into `t` and takes their ring window (with
+  // its padding rows), checking that the staged slots are in order.
+  void take_window(size_t q, int n, TakenBatch& t) {
+    const std::vector<Request>& trace = trace_;
+    RingState& r = rings_[t.model];
+    for (int i = 0; i < n; ++i) {  // fifo takes one; the others take a run of one model's requests
+      t.ids.push_back(queues_[q].front());
+      queues_[q].pop_front();
+    }
+    t.first = slot_of_[size_t(t.ids.front())];
+    for (int i = 0; i < n; ++i) {
+      HIOS_CHECK(slot_of_[size_t(t.ids[size_t(i)])] == t.first + i && trace[size_t(t.ids[size_t(i)])].model == int(t.model),
+                 "internal error: request %lld is not staged after the one before it", (long long)t.ids[size_t(i)]);
+    }
+    // Windows are taken in arrival order, each where the last one (padding included) ended, and
+    // at most one per worker is outstanding.
+    HIOS_CHECK(t.first == r.taken && r.head <= r.taken, "internal error: '%s' staged slots are taken out of order",
+               s_.models_[t.model]->name.c_str());
+    if (t.rows > n) {
+      HIOS_CHECK(queues_[q].empty() && r.next == t.first + n,
+                 "internal error: a padded batch of '%s' left requests behind", s_.models_[t.model]->name.c_str());
+      r.next = t.first + t.rows;
+    }
+    r.windows.emplace_back(t.first, false);
+    r.taken = t.first + t.rows;
+    HIOS_CHECK(r.windows.size() <= s_.models_[t.model]->reps.size() && r.taken <= r.next,
+               "internal error: '%s' has %zu windows taken and not staged", s_.models_[t.model]->name.c_str(),
+               r.windows.size());
+  }
+
+  // Waits until the batch controller lets this worker take a batch of queue q, and takes it.
+  // False when the queue is done or the run stops (what was still waiting is then rejected).
+  bool wait_for_batch(size_t q, BatchController& ctl, TakenBatch& t) {
+    const std::vector<Request>& trace = trace_;
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      if (stopping() || !worker_error_.empty()) {
+        for (int64_t id : queues_[q]) res_.requests[size_t(id)].rejected = "server stopped while it waited";
+        queues_[q].clear();
+        sample(q);
+        return false;
+      }
+      const int waiting = int(queues_[q].size());
+      const double oldest = waiting ? now_s() - trace[size_t(queues_[q].front())].arrival_s : 0;
+      const int n = ctl.take(waiting, oldest, dispatch_done_,
+                             waiting ? arrival_gap_s_[size_t(trace[size_t(queues_[q].front())].model)] : 0);
+      if (n > 0) {
+        t.model = size_t(trace[size_t(queues_[q].front())].model);
+        t.rows = ctl.batch_for(n);
+        // Padding rows are the slots after the last waiting request, and the dispatcher is
+        // writing one of them now: it is a request arriving this instant, so wait for it (and
+        // perhaps take it too) rather than pad over it.
+        if (t.rows > n && rings_[t.model].staging) {
+          cv_.wait(lk);
+          continue;
+        }
+        t.drained = ctl.drained();
+        take_window(q, n, t);
+        t.start = now_s();
+        sample(q);
+        return true;
+      }
+      if (dispatch_done_ && waiting == 0) return false;
+      if (policy_ == Policy::Static && waiting > 0) {
+        cv_.wait_for(lk, std::chrono::duration<double>(std::max(s_.opt_.static_wait_s - oldest, 1e-5)));
+      } else if (policy_ == Policy::Adaptive && waiting > 0) {
+        cv_.wait_for(lk, std::chrono::duration<double>(std::max(ctl.hold_s(), 1e-5)));
+      } else {
+        cv_.wait(lk);
+      }
+    }
+  }
+
+  // Staged: the window's slots return to the ring with every staged window before them.
+  void release_window(size_t model, int64_t first) {
+    std::lock_guard<std::mutex> lk(mu_);
+    RingState& r = rings_[model];
+    auto w = std::find(r.windows.begin(), r.windows.end(), std::make_pair(first, false));
+    HIOS_CHECK(w != r.windows.end(), "internal error: a staged window of '%s' was not taken",
+               s_.models_[model]->name.c_str());
+    w->second = true;
+    while (!r.windows.empty() && r.windows.front().second) r.windows.pop_front();
+    r.head = r.windows.empty() ? r.taken : r.windows.front().first;
+  }
+
+  // A worker's time by device, added to the run's when the worker ends.
+  void merge_device_time(const std::map<int, ServeResult::DeviceTime>& spent) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& [d, t] : spent) {
+      ServeResult::DeviceTime& all = res_.device_time[d];
+      all.passes += t.passes;
+      all.requests += t.requests;
+      all.wait_ms += t.wait_ms;
+      all.stage_ms += t.stage_ms;
+      all.pass_ms += t.pass_ms;
+      all.book_ms += t.book_ms;
+    }
+  }
+
   // One worker's loop over its queue; returns when the queue is done or the run stops. `rep`:
   // the replica it runs its batches on (fifo: 0, of whichever model the request is for).
   void serve_queue(size_t q, size_t rep, BatchController& ctl) {
-    ServeResult& res = res_;
-    const std::vector<Request>& trace = trace_;
-    const Policy policy = policy_;
     bool bound = false;
     int bound_device = -1;  // the device this thread last made current (see Replica::bind)
     std::map<int, ServeResult::DeviceTime> spent;  // this worker's time by device, merged at the end
-    auto merge_spent = [&] {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (const auto& [d, t] : spent) {
-        ServeResult::DeviceTime& all = res.device_time[d];
-        all.passes += t.passes;
-        all.requests += t.requests;
-        all.wait_ms += t.wait_ms;
-        all.stage_ms += t.stage_ms;
-        all.pass_ms += t.pass_ms;
-        all.book_ms += t.book_ms;
-      }
-    };
     for (;;) {
       const double wait_from = now_s();
-      std::vector<int64_t> batch;
-      size_t mi = 0;
-      int64_t first = 0;
-      int b = 0;
-      bool drained = false;
-      double start = 0;
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        for (;;) {
-          if (stopping() || !worker_error_.empty()) {
-            for (int64_t id : queues_[q]) res.requests[size_t(id)].rejected = "server stopped while it waited";
-            queues_[q].clear();
-            sample(q);
-            lk.unlock();
-            merge_spent();
-            return;
-          }
-          const int waiting = int(queues_[q].size());
-          const double oldest = waiting ? now_s() - trace[size_t(queues_[q].front())].arrival_s : 0;
-          const int n = ctl.take(waiting, oldest, dispatch_done_,
-                                 waiting ? arrival_gap_s_[size_t(trace[size_t(queues_[q].front())].model)] : 0);
-          if (n > 0) {
-            mi = size_t(trace[size_t(queues_[q].front())].model);
-            b = ctl.batch_for(n);
-            RingState& r = rings_[mi];
-            // Padding rows are the slots after the last waiting request, and the dispatcher is
-            // writing one of them now: it is a request arriving this instant, so wait for it
-            // (and perhaps take it too) rather than pad over it.
-            if (b > n && r.staging) {
-              cv_.wait(lk);
-              continue;
-            }
-            drained = ctl.drained();
-            // fifo takes one; the others take a run of one model's requests.
-            for (int i = 0; i < n; ++i) {
-              batch.push_back(queues_[q].front());
-              queues_[q].pop_front();
-            }
-            first = slot_of_[size_t(batch.front())];
-            for (int i = 0; i < n; ++i) {
-              HIOS_CHECK(slot_of_[size_t(batch[size_t(i)])] == first + i && trace[size_t(batch[size_t(i)])].model == int(mi),
-                         "internal error: request %lld is not staged after the one before it",
-                         (long long)batch[size_t(i)]);
-            }
-            // Windows are taken in arrival order, each where the last one (padding included)
-            // ended, and at most one per worker is outstanding.
-            HIOS_CHECK(first == r.taken && r.head <= r.taken,
-                       "internal error: '%s' staged slots are taken out of order", s_.models_[mi]->name.c_str());
-            if (b > n) {
-              HIOS_CHECK(queues_[q].empty() && r.next == first + n,
-                         "internal error: a padded batch of '%s' left requests behind", s_.models_[mi]->name.c_str());
-              r.next = first + b;
-            }
-            r.windows.emplace_back(first, false);
-            r.taken = first + b;
-            HIOS_CHECK(r.windows.size() <= s_.models_[mi]->reps.size() && r.taken <= r.next,
-                       "internal error: '%s' has %zu windows taken and not staged", s_.models_[mi]->name.c_str(),
-                       r.windows.size());
-            start = now_s();
-            sample(q);
-            break;
-          }
-          if (dispatch_done_ && waiting == 0) {
-            lk.unlock();
-            merge_spent();
-            return;
-          }
-          if (policy == Policy::Static && waiting > 0) {
-            cv_.wait_for(lk, std::chrono::duration<double>(std::max(s_.opt_.static_wait_s - oldest, 1e-5)));
-          } else if (policy == Policy::Adaptive && waiting > 0) {
-            cv_.wait_for(lk, std::chrono::duration<double>(std::max(ctl.hold_s(), 1e-5)));
-          } else {
-            cv_.wait(lk);
-          }
-        }
-      }
-      Model& m = *s_.models_[mi];
+      TakenBatch t;
+      if (!wait_for_batch(q, ctl, t)) break;
+      Model& m = *s_.models_[t.model];
       Model::Replica& rp = *m.reps.at(rep);
       if (!bound || bound_device != rp.device) {
         rp.bind();
         bound = true;
         bound_device = rp.device;
       }
-      const ShapeKey& key = m.key.at(b);
-      rp.stage(key, m.window(first));
-      {
-        // Staged: this window's slots return to the ring with every staged window before them.
-        std::lock_guard<std::mutex> lk(mu_);
-        RingState& r = rings_[mi];
-        auto w = std::find(r.windows.begin(), r.windows.end(), std::make_pair(first, false));
-        HIOS_CHECK(w != r.windows.end(), "internal error: a staged window of '%s' was not taken", m.name.c_str());
-        w->second = true;
-        while (!r.windows.empty() && r.windows.front().second) r.windows.pop_front();
-        r.head = r.windows.empty() ? r.taken : r.windows.front().first;
-      }
+      const ShapeKey& key = m.key.at(t.rows);
+      rp.stage(key, m.window(t.first));
+      release_window(t.model, t.first);
       const double staged = now_s();
       const std::vector<float> out = rp.answer(key);
       const double done = now_s();
-      ctl.observe(b, done - start);
+      ctl.observe(t.rows, done - t.start);
       {
         std::lock_guard<std::mutex> lk(mu_);
-        busy_[rp.device].emplace_back(start, done);
+        busy_[rp.device].emplace_back(t.start, done);
         pass_iv_[rp.device].emplace_back(staged, done);
-        record_answers(batch, out, m, start, done, b, rep, drained);
+        record_answers(t.ids, out, m, t.start, done, t.rows, rep, t.drained);
       }
-      ServeResult::DeviceTime& t = spent[rp.device];
-      ++t.passes;
-      t.requests += int64_t(batch.size());
-      t.wait_ms += 1e3 * (start - wait_from);
-      t.stage_ms += 1e3 * (staged - start);
-      t.pass_ms += 1e3 * (done - staged);
-      t.book_ms += 1e3 * (now_s() - done);
+      ServeResult::DeviceTime& d = spent[rp.device];
+      ++d.passes;
+      d.requests += int64_t(t.ids.size());
+      d.wait_ms += 1e3 * (t.start - wait_from);
+      d.stage_ms += 1e3 * (staged - t.start);
+      d.pass_ms += 1e3 * (done - staged);
+      d.book_ms += 1e3 * (now_s() - done);
     }
+    merge_device_time(spent);
   }
 
   // A finished pass's requests: their times, batch and replica, and the verified ones' answers
