@@ -302,26 +302,26 @@ void emit_hios_pool(PlanCtx& c, const PoolParams& pp, bool tiled_fits) {
   });
 }
 
-void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
-  const PoolAttrs& a = op.pool();
-  const View x = in.at(0);
-  if (c.dry) return;
-  const std::string& node = c.node_name;
-  const bool global = a.kind == PoolKind::GlobalAvg || a.kind == PoolKind::GlobalMax;
-  const bool is_max = a.kind == PoolKind::Max || a.kind == PoolKind::GlobalMax;
-  std::array<int, 2> k = a.kernel, s = a.stride, p = a.padding;
-  if (global) {
-    k = {to_int(x.shape.h, node, "height"), to_int(x.shape.w, node, "width")};
-    s = k;
-    p = {0, 0};
+// A pool's window; a global pool's is its whole input.
+struct PoolWindow {
+  std::array<int, 2> k, s, p;
+  bool global = false, is_max = false;
+};
+
+PoolWindow pool_window(const PoolAttrs& a, const View& x, const std::string& node) {
+  PoolWindow w{a.kernel, a.stride, a.padding};
+  w.global = a.kind == PoolKind::GlobalAvg || a.kind == PoolKind::GlobalMax;
+  w.is_max = a.kind == PoolKind::Max || a.kind == PoolKind::GlobalMax;
+  if (w.global) {
+    w.k = {to_int(x.shape.h, node, "height"), to_int(x.shape.w, node, "width")};
+    w.s = w.k;
+    w.p = {0, 0};
   }
-  // cuDNN's windows follow floor mode; a ceil_mode window hanging past the padding is ours.
-  const bool cudnn_ok = floor_window_out(x.shape.h, k[0], s[0], p[0]) == y.shape.h &&
-                        floor_window_out(x.shape.w, k[1], s[1], p[1]) == y.shape.w;
-  const bool nhwc = x.nhwc();
-  const bool tiled_ok = !nhwc && !global && k[0] <= kMaxTiledPoolWindow && k[1] <= kMaxTiledPoolWindow &&
-                        s[0] <= kMaxTiledPoolStride && s[1] <= kMaxTiledPoolStride && x.shape.c <= 65535 &&
-                        x.shape.n <= 65535;
+  return w;
+}
+
+// hios's own pooling kernels' parameters for the whole tensor (a band's rows are set apart).
+PoolParams hios_pool_params(const PoolAttrs& a, const PoolWindow& w, const View& x, const View& y, const std::string& node) {
   PoolParams pp;
   pp.x = x.ptr;
   pp.y = y.ptr;
@@ -332,86 +332,81 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   pp.w = to_int(x.shape.w, node, "width");
   pp.oh = to_int(y.shape.h, node, "output height");
   pp.ow = to_int(y.shape.w, node, "output width");
-  pp.kh = k[0];
-  pp.kw = k[1];
-  pp.sh = s[0];
-  pp.sw = s[1];
-  pp.ph = p[0];
-  pp.pw = p[1];
-  pp.is_max = is_max;
+  pp.kh = w.k[0];
+  pp.kw = w.k[1];
+  pp.sh = w.s[0];
+  pp.sw = w.s[1];
+  pp.ph = w.p[0];
+  pp.pw = w.p[1];
+  pp.is_max = w.is_max;
   pp.count_include_pad = a.count_include_pad;
   pp.x_batch_stride = x.shape.n == 1 ? x.item() : x.batch_stride;
-  pp.nhwc = nhwc;
+  pp.nhwc = x.nhwc();
   pp.x_pixel_stride = x.pixel_stride;
   pp.full_h = pp.h;
-  // A partial global average (the part of a row split ending in a global pool, graph/ops.hpp):
-  // x holds some of the tensor's rows, and the parts' results add up to the whole mean, so
-  // each divides by the whole tensor's in_full * W: cuDNN's mean over the rows held, scaled by
-  // rows held / in_full.
-  const bool partial = global && a.rows.banded();
-  if (partial) {
-    HIOS_CHECK(a.kind == PoolKind::GlobalAvg && a.rows.in_full >= x.shape.h && y.shape.h == 1,
-               "node '%s': a partial global pool must be an average over at most %lld rows, not %s of %s",
-               node.c_str(), (long long)a.rows.in_full, pool_kind_name(a.kind), x.shape.str().c_str());
-  }
-  if (a.rows.banded() && !partial) {
-    // A band: cuDNN would clip windows and count divisors at the band's edges, not the whole
-    // tensor's, so hios's kernels compute it (windows in whole-tensor rows, PoolParams).
-    HIOS_CHECK(!global && y.shape.h == a.rows.out_count,
-               "node '%s': a band of %lld pooled rows has an output of %s", node.c_str(),
-               (long long)a.rows.out_count, y.shape.str().c_str());
-    pp.r0 = to_int(a.rows.out_first, node, "band's first row");
-    pp.i0 = to_int(a.rows.in_first, node, "band's first input row");
-    pp.full_h = to_int(a.rows.in_full, node, "whole input height");
-    emit_hios_pool(c, pp, tiled_ok);
-    return;
-  }
+  return pp;
+}
 
-  if (half(x) && global) {
-    GlobalPoolParams gp;
-    gp.x = x.ptr;
-    gp.y = y.ptr;
-    gp.elem = x.elem;
-    gp.n = pp.n;
-    gp.c = pp.c;
-    gp.hw = x.shape.h * x.shape.w;
-    gp.x_batch_stride = pp.x_batch_stride;
-    gp.x_pixel_stride = nhwc ? x.pixel_stride : 1;
-    gp.nhwc = nhwc;
-    gp.is_max = is_max;
-    // A partial average divides by the whole tensor's pixels (see above).
-    gp.divisor = float(double(partial ? a.rows.in_full : x.shape.h) * double(x.shape.w));
-    c.emit([gp](StreamResources& r) { launch_global_pool(gp, r.stream()); });
-    return;
-  }
-  if (half(x)) {
-    emit_hios_pool(c, pp, tiled_ok);
-    return;
-  }
+// A band: cuDNN would clip windows and count divisors at the band's edges, not the whole
+// tensor's, so hios's kernels compute it (windows in whole-tensor rows, PoolParams).
+void plan_pool_band(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w, const View& y, PoolParams pp, bool tiled_ok) {
+  const std::string& node = c.node_name;
+  HIOS_CHECK(!w.global && y.shape.h == a.rows.out_count, "node '%s': a band of %lld pooled rows has an output of %s",
+             node.c_str(), (long long)a.rows.out_count, y.shape.str().c_str());
+  pp.r0 = to_int(a.rows.out_first, node, "band's first row");
+  pp.i0 = to_int(a.rows.in_first, node, "band's first input row");
+  pp.full_h = to_int(a.rows.in_full, node, "whole input height");
+  emit_hios_pool(c, pp, tiled_ok);
+}
+
+// A global pool in 16-bit storage: hios's reduction kernel. A partial average divides by the
+// whole tensor's pixels, `full_rows` rows of them.
+void plan_global_pool_half(PlanCtx& c, const PoolParams& pp, const View& x, const View& y, int64_t full_rows) {
+  GlobalPoolParams gp;
+  gp.x = x.ptr;
+  gp.y = y.ptr;
+  gp.elem = x.elem;
+  gp.n = pp.n;
+  gp.c = pp.c;
+  gp.hw = x.shape.h * x.shape.w;
+  gp.x_batch_stride = pp.x_batch_stride;
+  gp.x_pixel_stride = pp.nhwc ? x.pixel_stride : 1;
+  gp.nhwc = pp.nhwc;
+  gp.is_max = pp.is_max;
+  gp.divisor = float(double(full_rows) * double(x.shape.w));
+  c.emit([gp](StreamResources& r) { launch_global_pool(gp, r.stream()); });
+}
+
+// fp32 storage: cuDNN's pooling, or hios's kernel where cuDNN's floor-mode windows cannot
+// express the pool or hios's measures faster (tiled in NCHW, channel-parallel in NHWC; global
+// pools stay with cuDNN's reduction). `scale` takes a partial average to its share of the whole.
+void plan_cudnn_or_hios_pool(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w, const View& x, const View& y,
+                             const PoolParams& pp, bool tiled_ok, float scale) {
+  const std::string& node = c.node_name;
+  const bool cudnn_ok = floor_window_out(x.shape.h, w.k[0], w.s[0], w.p[0]) == y.shape.h &&
+                        floor_window_out(x.shape.w, w.k[1], w.s[1], w.p[1]) == y.shape.w;
   auto pd = std::make_shared<PoolDesc>();
-  const cudnnPoolingMode_t mode = is_max ? CUDNN_POOLING_MAX
-                                  : a.count_include_pad || global ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-  HIOS_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pd->d, mode, CUDNN_NOT_PROPAGATE_NAN, k[0], k[1], p[0], p[1], s[0], s[1]));
+  const cudnnPoolingMode_t mode = w.is_max ? CUDNN_POOLING_MAX
+                                  : a.count_include_pad || w.global ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                                    : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  HIOS_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pd->d, mode, CUDNN_NOT_PROPAGATE_NAN, w.k[0], w.k[1], w.p[0], w.p[1],
+                                               w.s[0], w.s[1]));
   auto xd = tensor_desc(x, node);
   auto yd = tensor_desc(y, node);
   const void* xp = x.ptr;
   void* yp = y.ptr;
-  const float scale = partial ? float(double(x.shape.h) / double(a.rows.in_full)) : 1.0f;
   auto with_cudnn = [=](cudnnHandle_t h) {
     HIOS_CUDNN_CHECK(cudnnPoolingForward(h, pd->d, &scale, xd->d, xp, &kZero, yd->d, yp));
   };
-  // hios's candidate: the tiled kernel in NCHW, the channel-parallel one in NHWC (global pools
-  // stay with cuDNN's reduction).
-  const bool hios_ok = tiled_ok || (nhwc && !global);
-  bool tiled = !cudnn_ok;
+  const bool hios_ok = tiled_ok || (pp.nhwc && !w.global);
+  bool use_hios = !cudnn_ok;
   if (cudnn_ok && hios_ok) {
-    const std::string key = strprintf("pool %s %dx%d/%d,%d p%d,%d incl%d on %s b%lld%s", pool_kind_name(a.kind), k[0],
-                                      k[1], s[0], s[1], p[0], p[1], int(a.count_include_pad), x.shape.str().c_str(),
-                                      (long long)pp.x_batch_stride,
-                                      nhwc ? strprintf(" nhwc px%lld", (long long)pp.x_pixel_stride).c_str() : "");
+    const std::string key =
+        strprintf("pool %s %dx%d/%d,%d p%d,%d incl%d on %s b%lld%s", pool_kind_name(a.kind), w.k[0], w.k[1], w.s[0],
+                  w.s[1], w.p[0], w.p[1], int(a.count_include_pad), x.shape.str().c_str(), (long long)pp.x_batch_stride,
+                  pp.nhwc ? strprintf(" nhwc px%lld", (long long)pp.x_pixel_stride).c_str() : "");
     StreamResources& res = c.res;
-    tiled = tiled_pool_faster(c.eng.device(), key, [&] {
+    use_hios = tiled_pool_faster(c.eng.device(), key, [&] {
       const double t_cudnn = time_on_stream(res.stream(), [&] { with_cudnn(res.cudnn()); });
       const double t_hios = time_on_stream(res.stream(), [&] {
         if (tiled_ok) {
@@ -423,11 +418,43 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
       return t_hios < t_cudnn;
     });
   }
-  if (tiled) {
+  if (use_hios) {
     emit_hios_pool(c, pp, tiled_ok);
     return;
   }
   c.emit([with_cudnn](StreamResources& r) { with_cudnn(r.cudnn()); });
+}
+
+void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+  const PoolAttrs& a = op.pool();
+  const View x = in.at(0);
+  if (c.dry) return;
+  const std::string& node = c.node_name;
+  const PoolWindow w = pool_window(a, x, node);
+  const bool tiled_ok = !x.nhwc() && !w.global && w.k[0] <= kMaxTiledPoolWindow && w.k[1] <= kMaxTiledPoolWindow &&
+                        w.s[0] <= kMaxTiledPoolStride && w.s[1] <= kMaxTiledPoolStride && x.shape.c <= 65535 &&
+                        x.shape.n <= 65535;
+  const PoolParams pp = hios_pool_params(a, w, x, y, node);
+  // A partial global average (the part of a row split ending in a global pool, graph/ops.hpp):
+  // x holds some of the tensor's rows, and the parts' results add up to the whole mean, so
+  // each divides by the whole tensor's in_full * W: cuDNN's mean over the rows held, scaled by
+  // rows held / in_full.
+  const bool partial = w.global && a.rows.banded();
+  if (partial) {
+    HIOS_CHECK(a.kind == PoolKind::GlobalAvg && a.rows.in_full >= x.shape.h && y.shape.h == 1,
+               "node '%s': a partial global pool must be an average over at most %lld rows, not %s of %s",
+               node.c_str(), (long long)a.rows.in_full, pool_kind_name(a.kind), x.shape.str().c_str());
+  }
+  if (a.rows.banded() && !partial) {
+    plan_pool_band(c, a, w, y, pp, tiled_ok);
+  } else if (half(x) && w.global) {
+    plan_global_pool_half(c, pp, x, y, partial ? a.rows.in_full : x.shape.h);
+  } else if (half(x)) {
+    emit_hios_pool(c, pp, tiled_ok);
+  } else {
+    const float scale = partial ? float(double(x.shape.h) / double(a.rows.in_full)) : 1.0f;
+    plan_cudnn_or_hios_pool(c, a, w, x, y, pp, tiled_ok, scale);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
