@@ -221,6 +221,9 @@ PlanEvaluator::PlanEvaluator(const Graph& g, const CostModel& cost, int num_gpus
   done_stamp_.assign(n, 0);
   end_.assign(n, 0.0);
   arrive_.assign(size_t(n) * num_gpus, -1.0);
+  link_free_.assign(size_t(num_gpus) * num_gpus * size_t(lanes_), 0.0);
+  sent_.assign(size_t(num_gpus) * num_gpus, 0);
+  want_.assign(size_t(num_gpus), 0);
 }
 
 double PlanEvaluator::node_ms(int v, int gpu) const { return node_ms_[size_t(v) * num_gpus_ + gpu]; }
@@ -263,20 +266,11 @@ double PlanEvaluator::stage_ms(const PlanStage& st, int gpu) {
   return st.ms;
 }
 
-double PlanEvaluator::latency(const Plan& p) {
-  ++evaluations_;
-  const int G = num_gpus_;
-  HIOS_CHECK(p.num_gpus == G, "plan evaluator: plan has %d GPUs, evaluator %d", p.num_gpus, G);
-  // A new stamp marks this evaluation's placement and completions without clearing arrays.
-  if (++stamp_ == std::numeric_limits<int>::max()) {
-    std::fill(done_stamp_.begin(), done_stamp_.end(), 0);
-    stamp_ = 1;
-  }
-  const int placed = stamp_;
-  // done_stamp_ holds -stamp for "placed, not run" and +stamp for "finished".
-  std::fill(arrive_.begin(), arrive_.end(), -1.0);
+// done_stamp_ holds -stamp for "placed, not run" and +stamp for "finished" in the evaluation of
+// that stamp, so a new evaluation starts without clearing arrays.
+void PlanEvaluator::place(const Plan& p, int placed) {
   gpu_of_[0] = 0;
-  for (int gpu = 0; gpu < G; ++gpu) {
+  for (int gpu = 0; gpu < num_gpus_; ++gpu) {
     for (int id : p.gpu_stages[gpu]) {
       for (const auto& grp : p.stages[id].groups) {
         for (int v : grp) {
@@ -286,44 +280,104 @@ double PlanEvaluator::latency(const Plan& p) {
       }
     }
   }
-  // Lane l of link (src, dst) is free at link_free[(src * G + dst) * lanes + l]; a link's
-  // transfers take its lanes in turn (sent[src * G + dst] so far), as the executor's do.
-  std::vector<double> link_free(size_t(G) * G * size_t(lanes_), 0.0);
-  std::vector<int> sent(size_t(G) * G, 0);
-  std::vector<double> gpu_time(G, 0.0);
-  std::vector<size_t> next(G, 0);
+}
 
-  // Sends v's output from its GPU to every other GPU that reads it (and the graph output to
-  // GPU 0), in destination order; links serialise in the order transfers become ready.
-  std::vector<char> want(G);
-  auto send = [&](int v) {
-    const int src = gpu_of_[v];
-    std::fill(want.begin(), want.end(), 0);
-    for (int c : succs_[v]) {
-      if (done_stamp_[c] != -placed && done_stamp_[c] != placed) continue;  // not in the plan
-      if (gpu_of_[c] != src) want[gpu_of_[c]] = 1;
+// Sends v's output from its GPU to every other GPU that reads it (and the graph output to GPU
+// 0), in destination order. Lane l of link (src, dst) is free at link_free_[(src * G + dst) *
+// lanes + l]; a link's transfers take its lanes in turn (sent_[src * G + dst] so far), as the
+// executor's do.
+void PlanEvaluator::send_output(int v, int placed) {
+  const int G = num_gpus_;
+  const int src = gpu_of_[v];
+  std::fill(want_.begin(), want_.end(), 0);
+  for (int c : succs_[v]) {
+    if (done_stamp_[c] != -placed && done_stamp_[c] != placed) continue;  // not in the plan
+    if (gpu_of_[c] != src) want_[gpu_of_[c]] = 1;
+  }
+  if (v == g_.output() && src != 0) want_[0] = 1;
+  for (int d = 0; d < G; ++d) {
+    if (!want_[d]) continue;
+    const size_t link = size_t(src) * G + d;
+    double& lf = link_free_[link * size_t(lanes_) + size_t(sent_[link]++ % lanes_)];
+    const double start = std::max(end_[v], lf);
+    lf = start + transfer_ms(v, src, d);
+    arrive_[size_t(v) * G + d] = lf;
+  }
+}
+
+// When stage st can start on gpu, free from `free_at`: once every input from another GPU has
+// arrived. kNotReady while one has not been sent yet; kInf when a node is ordered before its
+// producer on the same GPU (the plan is invalid).
+double PlanEvaluator::stage_start(const PlanStage& st, int gpu, double free_at, int placed) const {
+  double start = free_at;
+  for (const auto& grp : st.groups) {
+    for (size_t i = 0; i < grp.size(); ++i) {
+      for (int q : preds_[grp[i]]) {
+        if (gpu_of_[q] == gpu) {
+          if (done_stamp_[q] == placed) continue;
+          // Not finished yet: legal only as an earlier member of the same group.
+          if (std::find(grp.begin(), grp.begin() + i, q) != grp.begin() + i) continue;
+          return kInf;
+        }
+        const double a = arrive_[size_t(q) * num_gpus_ + gpu];
+        if (a < 0) return kNotReady;
+        start = std::max(start, a);
+      }
     }
-    if (v == g_.output() && src != 0) want[0] = 1;
-    for (int d = 0; d < G; ++d) {
-      if (!want[d]) continue;
-      const size_t link = size_t(src) * G + d;
-      double& lf = link_free[link * size_t(lanes_) + size_t(sent[link]++ % lanes_)];
-      double start = std::max(end_[v], lf);
-      lf = start + transfer_ms(v, src, d);
-      arrive_[size_t(v) * G + d] = lf;
+  }
+  return start;
+}
+
+// Runs stage st on gpu from `start`: its groups laid back to back and stretched so the slowest
+// one ends with the stage, every node's output sent in the order the nodes finish (links
+// serialise in the order transfers become ready). Returns when the stage ends.
+double PlanEvaluator::run_stage(const PlanStage& st, int gpu, double start, int placed) {
+  const double dur = stage_ms(st, gpu);
+  double longest = 0;
+  for (const auto& grp : st.groups) {
+    double sum = 0;
+    for (int v : grp) sum += node_ms(v, gpu);
+    longest = std::max(longest, sum);
+  }
+  const double scale = longest > 0 ? dur / longest : 0.0;
+  finished_.clear();
+  for (const auto& grp : st.groups) {
+    double t = start;
+    for (int v : grp) {
+      t += node_ms(v, gpu) * scale;
+      end_[v] = t;  // all-zero groups end at the stage's start, as in simulate()
+      done_stamp_[v] = placed;
+      finished_.emplace_back(end_[v], v);
     }
-  };
+  }
+  std::sort(finished_.begin(), finished_.end());
+  for (const auto& [t, v] : finished_) send_output(v, placed);
+  return start + dur;
+}
+
+double PlanEvaluator::latency(const Plan& p) {
+  ++evaluations_;
+  const int G = num_gpus_;
+  HIOS_CHECK(p.num_gpus == G, "plan evaluator: plan has %d GPUs, evaluator %d", p.num_gpus, G);
+  if (++stamp_ == std::numeric_limits<int>::max()) {
+    std::fill(done_stamp_.begin(), done_stamp_.end(), 0);
+    stamp_ = 1;
+  }
+  const int placed = stamp_;
+  std::fill(arrive_.begin(), arrive_.end(), -1.0);
+  std::fill(link_free_.begin(), link_free_.end(), 0.0);
+  std::fill(sent_.begin(), sent_.end(), 0);
+  place(p, placed);
 
   // The graph input is resident on GPU 0 at time 0.
   end_[0] = 0;
   done_stamp_[0] = placed;
-  send(0);
+  send_output(0, placed);
 
-  struct Ready {
-    double t;
-    int v;
-  };
-  std::vector<Ready> sends;
+  // Every GPU runs its stages in order as far as their inputs allow, round after round, until
+  // all have run or a round runs none (a stage waits on a tensor that never comes: deadlock).
+  std::vector<double> gpu_time(G, 0.0);
+  std::vector<size_t> next(G, 0);
   size_t remaining = 0;
   for (int gpu = 0; gpu < G; ++gpu) remaining += p.gpu_stages[gpu].size();
   bool progress = true;
@@ -331,60 +385,18 @@ double PlanEvaluator::latency(const Plan& p) {
     progress = false;
     for (int gpu = 0; gpu < G; ++gpu) {
       while (next[gpu] < p.gpu_stages[gpu].size()) {
-        const int id = p.gpu_stages[gpu][next[gpu]];
-        const PlanStage& st = p.stages[id];
-        double start = gpu_time[gpu];
-        bool ready = true;
-        for (const auto& grp : st.groups) {
-          for (size_t i = 0; i < grp.size() && ready; ++i) {
-            for (int q : preds_[grp[i]]) {
-              if (gpu_of_[q] == gpu) {
-                if (done_stamp_[q] == placed) continue;
-                // Not finished yet: legal only as an earlier member of the same group.
-                if (std::find(grp.begin(), grp.begin() + i, q) != grp.begin() + i) continue;
-                return kInf;  // ordered before its producer on the same GPU
-              }
-              double a = arrive_[size_t(q) * G + gpu];
-              if (a < 0) {
-                ready = false;
-                break;
-              }
-              start = std::max(start, a);
-            }
-          }
-          if (!ready) break;
-        }
-        if (!ready) break;
-        const double dur = stage_ms(st, gpu);
-        double longest = 0;
-        for (const auto& grp : st.groups) {
-          double sum = 0;
-          for (int v : grp) sum += node_ms(v, gpu);
-          longest = std::max(longest, sum);
-        }
-        // Groups are laid back to back and stretched so the slowest one ends with the stage.
-        const double scale = longest > 0 ? dur / longest : 0.0;
-        sends.clear();
-        for (const auto& grp : st.groups) {
-          double t = start;
-          for (int v : grp) {
-            t += node_ms(v, gpu) * scale;
-            end_[v] = t;  // all-zero groups end at the stage's start, as in simulate()
-            done_stamp_[v] = placed;
-            sends.push_back({end_[v], v});
-          }
-        }
-        std::sort(sends.begin(), sends.end(),
-                  [](const Ready& a, const Ready& b) { return a.t < b.t || (a.t == b.t && a.v < b.v); });
-        for (const Ready& r : sends) send(r.v);
-        gpu_time[gpu] = start + dur;
+        const PlanStage& st = p.stages[p.gpu_stages[gpu][next[gpu]]];
+        const double start = stage_start(st, gpu, gpu_time[gpu], placed);
+        if (start == kInf) return kInf;
+        if (start == kNotReady) break;
+        gpu_time[gpu] = run_stage(st, gpu, start, placed);
         ++next[gpu];
         --remaining;
         progress = true;
       }
     }
   }
-  if (remaining > 0) return kInf;  // a stage waits on a tensor that never comes: deadlock
+  if (remaining > 0) return kInf;
   const int out = g_.output();
   if (done_stamp_[out] != placed) return kInf;
   return gpu_of_[out] == 0 ? end_[out] : arrive_[size_t(out) * G + 0];

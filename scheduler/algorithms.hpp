@@ -190,9 +190,19 @@ class PlanEvaluator {
   std::vector<double> bytes_;
   int64_t evaluations_ = 0;
   SearchBudget budget_;
+  // The phases of latency().
+  static constexpr double kNotReady = -1.0;
+  void place(const Plan& p, int placed);
+  void send_output(int v, int placed);
+  double stage_start(const PlanStage& st, int gpu, double free_at, int placed) const;
+  double run_stage(const PlanStage& st, int gpu, double start, int placed);
   // Scratch reused across evaluations.
   std::vector<int> gpu_of_, done_stamp_;
   std::vector<double> end_, arrive_;
+  std::vector<double> link_free_;  // [(src * G + dst) * lanes + lane]
+  std::vector<int> sent_;          // [src * G + dst]: transfers sent on the link so far
+  std::vector<char> want_;         // [dst]: GPUs the node being sent goes to
+  std::vector<std::pair<double, int>> finished_;  // (end, node) of the stage just run
   int stamp_ = 0;
 };
 
