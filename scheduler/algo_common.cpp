@@ -450,12 +450,81 @@ void hios_weights(const Graph& g, PlanEvaluator& ev, std::vector<double>& node_w
 // ---------------------------------------------------------------------------------------------
 // Intra-GPU sliding window (HIOS phase 2)
 
+namespace {
+
+// The subsets of a window of m stages that a merge may take (at most max_streams - 1 of them,
+// beside the visited node), largest first, then earlier window slots first.
+std::vector<uint32_t> window_masks(int m, int max_streams) {
+  std::vector<uint32_t> masks;
+  for (uint32_t mask = 1; mask < (1u << m); ++mask) {
+    if (__builtin_popcount(mask) + 1 <= max_streams) masks.push_back(mask);
+  }
+  std::stable_sort(masks.begin(), masks.end(), [](uint32_t a, uint32_t b) {
+    int ca = __builtin_popcount(a), cb = __builtin_popcount(b);
+    if (ca != cb) return ca > cb;
+    // Earlier window slots first: compare bit-reversed so slot 0 is most significant.
+    for (int i = 0; i < 32; ++i) {
+      bool ba = (a >> i) & 1u, bb = (b >> i) & 1u;
+      if (ba != bb) return ba;
+    }
+    return false;
+  });
+  return masks;
+}
+
+// One GPU's stage list while the window pass visits it.
+struct WindowState {
+  const Plan& p;
+  BlockReachability& reach;
+  // The node of a single-node stage, else -1.
+  int single(int id) const {
+    const PlanStage& st = p.stages[id];
+    return st.groups.size() == 1 && st.groups[0].size() == 1 ? st.groups[0][0] : -1;
+  }
+  // v with the window stages `mask` takes, when they are pairwise independent and no skipped
+  // stage between feeds a taken one (it would run after its reader); empty otherwise.
+  std::vector<int> merge_members(const std::vector<int>& list, const std::vector<int>& win, uint32_t mask, int v) {
+    std::vector<int> members{v};
+    for (int j = 0; j < int(win.size()); ++j) {
+      if (!((mask >> j) & 1u)) continue;
+      const int u = single(list[win[j]]);
+      for (int w : members) {
+        if (!reach.independent(w, u)) return {};
+      }
+      for (int k = 0; k < j; ++k) {
+        if (!((mask >> k) & 1u) && reach.reaches(single(list[win[k]]), u)) return {};
+      }
+      members.push_back(u);
+    }
+    return members;
+  }
+};
+
+// `list` with the stage at `pos` replaced by stage `id` and the window stages `mask` takes left out.
+std::vector<int> merged_list(const std::vector<int>& list, int pos, int id, const std::vector<int>& win, uint32_t mask) {
+  std::vector<int> merged;
+  merged.reserve(list.size());
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    if (i == pos) {
+      merged.push_back(id);
+      continue;
+    }
+    auto it = std::find(win.begin(), win.end(), i);
+    if (it != win.end() && ((mask >> (it - win.begin())) & 1u)) continue;
+    merged.push_back(list[i]);
+  }
+  return merged;
+}
+
+}  // namespace
+
 WindowStats window_pass(const Graph& g, PlanEvaluator& ev, Plan& p, const std::vector<int>& visit, int window,
                         int max_streams) {
   WindowStats stats;
   if (window <= 1 || max_streams <= 1) return stats;
   const int n = g.size();
   BlockReachability reach(g);  // a window never leaves its block
+  WindowState ws{p, reach};
   // Where every node's stage sits: GPU and position in that GPU's list. Only single-node
   // stages are merged, and a merge only touches the head of a GPU's pending suffix, so the
   // positions are refreshed for one GPU after each accepted merge.
@@ -474,10 +543,6 @@ WindowStats window_pass(const Graph& g, PlanEvaluator& ev, Plan& p, const std::v
   for (int gpu = 0; gpu < p.num_gpus; ++gpu) index_gpu(gpu);
   std::vector<int> head(p.num_gpus, 0);  // stages before head[gpu] are settled
   double current = ev.latency(p);
-  auto single = [&](int id) -> int {
-    const PlanStage& st = p.stages[id];
-    return st.groups.size() == 1 && st.groups[0].size() == 1 ? st.groups[0][0] : -1;
-  };
 
   size_t visited = 0;
   for (int v : visit) {
@@ -487,89 +552,44 @@ WindowStats window_pass(const Graph& g, PlanEvaluator& ev, Plan& p, const std::v
     const int gpu = gpu_of[v];
     if (gpu < 0) continue;
     const int pos = pos_of[v];
-    if (pos < head[gpu] || single(p.gpu_stages[gpu][pos]) != v) continue;  // already merged
-    head[gpu] = pos;
+    if (pos < head[gpu] || ws.single(p.gpu_stages[gpu][pos]) != v) continue;  // already merged
+    head[gpu] = pos + 1;
     std::vector<int>& list = p.gpu_stages[gpu];
     const int block = p.stages[list[pos]].block;
     // The window: the next stages on this GPU, same block, each a single pending node.
     std::vector<int> win;  // positions after pos
     for (int i = pos + 1; i < static_cast<int>(list.size()) && static_cast<int>(win.size()) < window - 1; ++i) {
-      if (p.stages[list[i]].block != block || single(list[i]) < 0) break;
+      if (p.stages[list[i]].block != block || ws.single(list[i]) < 0) break;
       win.push_back(i);
     }
-    if (win.empty()) {
-      head[gpu] = pos + 1;
-      continue;
-    }
-    // Candidate merges: v plus any subset of the window, largest first, then in window order,
-    // that is pairwise independent and never moves a node ahead of something it depends on.
-    const int m = static_cast<int>(win.size());
-    std::vector<uint32_t> masks;
-    for (uint32_t mask = 1; mask < (1u << m); ++mask) {
-      if (__builtin_popcount(mask) + 1 <= max_streams) masks.push_back(mask);
-    }
-    std::stable_sort(masks.begin(), masks.end(), [](uint32_t a, uint32_t b) {
-      int ca = __builtin_popcount(a), cb = __builtin_popcount(b);
-      if (ca != cb) return ca > cb;
-      // Earlier window slots first: compare bit-reversed so slot 0 is most significant.
-      for (int i = 0; i < 32; ++i) {
-        bool ba = (a >> i) & 1u, bb = (b >> i) & 1u;
-        if (ba != bb) return ba;
-      }
-      return false;
-    });
+    if (win.empty()) continue;
+    // Every legal merge of v with a subset of the window is evaluated; the best is kept when it
+    // is no slower than the plan as it stands.
     double best = std::numeric_limits<double>::infinity();
     std::vector<int> best_list;
-    int best_stage = -1;
-    for (uint32_t mask : masks) {
-      std::vector<int> members{v};
-      bool ok = true;
-      for (int j = 0; j < m && ok; ++j) {
-        if (!((mask >> j) & 1u)) continue;
-        int u = single(list[win[j]]);
-        for (int w : members) {
-          if (!reach.independent(w, u)) ok = false;
-        }
-        // Skipped stages between pos and this one stay behind it: none may feed it.
-        for (int k = 0; k < j && ok; ++k) {
-          if (!((mask >> k) & 1u) && reach.reaches(single(list[win[k]]), u)) ok = false;
-        }
-        members.push_back(u);
-      }
-      if (!ok) continue;
+    for (uint32_t mask : window_masks(static_cast<int>(win.size()), max_streams)) {
+      const std::vector<int> members = ws.merge_members(list, win, mask, v);
+      if (members.empty()) continue;
       ++stats.candidates;
       std::vector<std::vector<int>> groups;
       for (int u : members) groups.push_back({u});
-      int id = p.add_stage(block, std::move(groups));
-      std::vector<int> saved = list;
-      std::vector<int> merged;
-      merged.reserve(list.size());
-      for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-        if (i == pos) {
-          merged.push_back(id);
-          continue;
-        }
-        auto it = std::find(win.begin(), win.end(), i);
-        if (it != win.end() && ((mask >> (it - win.begin())) & 1u)) continue;
-        merged.push_back(list[i]);
-      }
-      list = std::move(merged);
-      double lat = ev.latency(p);
+      const int id = p.add_stage(block, std::move(groups));
+      std::vector<int> saved = merged_list(list, pos, id, win, mask);
+      std::swap(list, saved);
+      const double lat = ev.latency(p);
+      std::swap(list, saved);
       if (!(lat < std::numeric_limits<double>::infinity())) ++stats.rejected_deadlock;
       if (lat < best) {
         best = lat;
-        best_list = list;
-        best_stage = id;
+        best_list = std::move(saved);
       }
-      list = std::move(saved);
     }
-    if (best_stage >= 0 && best <= current) {
+    if (!best_list.empty() && best <= current) {
       list = std::move(best_list);
       current = best;
       ++stats.merges;
       index_gpu(gpu);
     }
-    head[gpu] = pos + 1;
   }
   return stats;
 }
