@@ -137,43 +137,41 @@ struct Shape {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"Time hios's NHWC depthwise and pooling kernels, variant against variant and against a copy"};
-  std::string math = "bf16";
+namespace {
+
+struct KernelBenchOptions {
+  std::string math = "bf16", only, variant;
   int iters = 50;
   double scale = 1.0;
-  std::string only;
-  app.add_option("--math", math, "Storage type: bf16, fp16 or fp32 (default bf16)");
-  app.add_option("--iters", iters, "Timed launches per variant, 1 to 10000 (default 50)")->check(CLI::Range(1, 10000));
-  app.add_option("--scale", scale, "Input sizes as a share of NASNet's at 2048, 0.01 to 1 (default 1)")
-      ->check(CLI::Range(0.01, 1.0));
-  std::string variant;
-  app.add_option("--only", only, "Only the shapes whose name contains this text");
-  app.add_option("--variant", variant, "Only the variants whose name contains this text (e.g. async; for ncu)");
-  CLI11_PARSE(app, argc, argv);
-  const Elem elem = math == "bf16" ? Elem::BF16 : math == "fp16" ? Elem::F16 : math == "fp32" ? Elem::F32 : Elem(-1);
-  if (int(elem) < 0) {
-    std::fprintf(stderr, "hios-kernel-bench: --math '%s': expected bf16, fp16 or fp32\n", math.c_str());
-    return 2;
-  }
+  Elem elem = Elem::BF16;
+  double copy_gbs = 0;  // the copy bandwidth (read + written bytes) every kernel is held against
+  int size(int h) const { return std::max(8, int(std::lround(h * scale))); }
+  bool shape_wanted(const char* what) const { return std::string(what).find(only) != std::string::npos; }
+  bool variant_wanted(const char* name) const { return std::string(name).find(variant) != std::string::npos; }
+};
 
-  // The copy bandwidth (read + written bytes) every kernel is held against.
-  const double copy_gbs = copy_bandwidth_gbs(size_t(256) << 20, iters);
-  std::printf("# %s, copy bandwidth %.0f GB/s (read + written)\n", math.c_str(), copy_gbs);
-  std::printf("# single: one launch between events; graph: per launch, 20 back to back in a CUDA graph\n");
-  std::printf("# %-34s %-16s %9s %9s %9s %7s %7s %10s\n", "shape", "variant", "single ms", "graph ms", "copy ms",
-              "x copy", "graph x", "max |diff|");
-  auto sz = [&](int h) { return std::max(8, int(std::lround(h * scale))); };
+std::string scientific(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", x);
+  return buf;
+}
 
-  // NASNet-Large at 2048: the stem's separable convolutions, then a normal cell's and a
-  // reduction cell's.
+void print_row(const char* shape, const char* variant, const Timing& ms, double copy_ms, const std::string& diff) {
+  std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10s\n", shape, variant, ms.single_ms, ms.graph_ms, copy_ms,
+              ms.single_ms / copy_ms, ms.graph_ms / copy_ms, diff.c_str());
+}
+
+// NASNet-Large at 2048: the stem's separable convolutions, then a normal cell's and a reduction
+// cell's; each depthwise variant against the first.
+void bench_depthwise(const KernelBenchOptions& o) {
   const Shape dw_shapes[] = {{"dw 7x7/2 c96 1023", 96, 1023, 7, 2}, {"dw 5x5/2 c96 1023", 96, 1023, 5, 2},
                              {"dw 5x5/2 c42 1023", 42, 1023, 5, 2}, {"dw 7x7/1 c42 512", 42, 512, 7, 1},
                              {"dw 5x5/1 c168 256", 168, 256, 5, 1}, {"dw 3x3/1 c168 256", 168, 256, 3, 1},
                              {"dw 7x7/2 c336 256", 336, 256, 7, 2}, {"dw 3x3/1 c672 64", 672, 64, 3, 1}};
   for (const Shape& sh : dw_shapes) {
-    if (std::string(sh.what).find(only) == std::string::npos) continue;
-    const int h = sz(sh.h), pad = sh.k / 2, oh = (h + 2 * pad - sh.k) / sh.s + 1;
+    if (!o.shape_wanted(sh.what)) continue;
+    const Elem elem = o.elem;
+    const int h = o.size(sh.h), pad = sh.k / 2, oh = (h + 2 * pad - sh.k) / sh.s + 1;
     Buffer x(int64_t(h) * h * sh.c, elem, 3), w(int64_t(sh.c) * sh.k * sh.k, elem, 4), b(sh.c, elem, 5);
     Buffer y(int64_t(oh) * oh * sh.c, elem, 6);
     DepthwiseParams p;
@@ -191,19 +189,36 @@ int main(int argc, char** argv) {
     p.ph = p.pw = pad;
     p.input_relu = 1;
     p.nhwc = 1;
-    const double copy_ms = double(x.bytes + y.bytes) / (copy_gbs * 1e6);
+    const double copy_ms = double(x.bytes + y.bytes) / (o.copy_gbs * 1e6);
     std::vector<float> first;
     for (int v : {1, 0}) {
-      if (std::string(v == 1 ? "row runs" : "4x4 tiles").find(variant) == std::string::npos) continue;
+      const char* name = v == 1 ? "row runs" : "4x4 tiles";
+      if (!o.variant_wanted(name)) continue;
       p.variant = v;
-      const Timing ms = time_ms([&](cudaStream_t s) { launch_depthwise(p, s); }, iters);
+      const Timing ms = time_ms([&](cudaStream_t s) { launch_depthwise(p, s); }, o.iters);
       const std::vector<float> out = y.read(elem);
       if (first.empty()) first = out;
-      std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10.2e\n", sh.what, v == 1 ? "row runs" : "4x4 tiles",
-                  ms.single_ms, ms.graph_ms, copy_ms, ms.single_ms / copy_ms, ms.graph_ms / copy_ms, max_abs_diff(out, first));
+      print_row(sh.what, name, ms, copy_ms, scientific(max_abs_diff(out, first)));
     }
   }
+}
 
+// What a device-to-device copy of `bytes` (half read, half written) takes: the bandwidth of a
+// 256 MB copy is out of reach of a kernel this small, and this says how far.
+void bench_copy_of(const KernelBenchOptions& o, const char* shape, size_t bytes, double copy_ms) {
+  const size_t half = bytes / 2;
+  void *from = nullptr, *to = nullptr;
+  CK(cudaMalloc(&from, half));
+  CK(cudaMalloc(&to, half));
+  const Timing ms =
+      time_ms([&](cudaStream_t s) { CK(cudaMemcpyAsync(to, from, half, cudaMemcpyDeviceToDevice, s)); }, o.iters);
+  print_row(shape, "d2d copy", ms, copy_ms, "-");
+  CK(cudaFree(from));
+  CK(cudaFree(to));
+}
+
+// NASNet's (and one Inception) 3x3 pools: every pooling kernel against the first.
+void bench_pools(const KernelBenchOptions& o) {
   const struct {
     const char* what;
     int c, h, s, is_max;
@@ -212,8 +227,9 @@ int main(int argc, char** argv) {
                      {"max 3x3/2 c96 1023", 96, 1023, 2, 1}, {"max 3x3/2 c336 256", 336, 256, 2, 1},
                      {"avg 3x3/2 c84 512", 84, 512, 2, 0},   {"avg 3x3/1 c288 253 (incep)", 288, 253, 1, 0}};
   for (const auto& sh : pool_shapes) {
-    if (std::string(sh.what).find(only) == std::string::npos) continue;
-    const int h = sz(sh.h), pad = 1, oh = (h + 2 * pad - 3) / sh.s + 1;
+    if (!o.shape_wanted(sh.what)) continue;
+    const Elem elem = o.elem;
+    const int h = o.size(sh.h), pad = 1, oh = (h + 2 * pad - 3) / sh.s + 1;
     Buffer x(int64_t(h) * h * sh.c, elem, 7), y(int64_t(oh) * oh * sh.c, elem, 8);
     PoolParams p;
     p.x = x.p;
@@ -231,36 +247,47 @@ int main(int argc, char** argv) {
     p.nhwc = 1;
     p.x_pixel_stride = sh.c;
     p.x_batch_stride = int64_t(h) * h * sh.c;
-    const double copy_ms = double(x.bytes + y.bytes) / (copy_gbs * 1e6);
+    const double copy_ms = double(x.bytes + y.bytes) / (o.copy_gbs * 1e6);
     std::vector<float> first;
     const std::pair<PoolKernel, const char*> kernels[] = {
         {PoolKernel::General, "general"}, {PoolKernel::Rows3x3, "3x3 rows"}, {PoolKernel::Tiles3x3, "3x3 tiles"},
         {PoolKernel::Tiles3x3Wide, "3x3 tiles c8"}, {PoolKernel::Auto, "auto"}};
     for (const auto& [kernel, name] : kernels) {
-      if (std::string(name).find(variant) == std::string::npos) continue;
+      if (!o.variant_wanted(name)) continue;
       p.kernel = kernel;
-      const Timing ms = time_ms([&](cudaStream_t s) { launch_pool(p, s); }, iters);
+      const Timing ms = time_ms([&](cudaStream_t s) { launch_pool(p, s); }, o.iters);
       const std::vector<float> out = y.read(elem);
       if (first.empty()) first = out;
-      std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10.2e\n", sh.what, name, ms.single_ms, ms.graph_ms,
-                  copy_ms, ms.single_ms / copy_ms, ms.graph_ms / copy_ms, max_abs_diff(out, first));
+      print_row(sh.what, name, ms, copy_ms, scientific(max_abs_diff(out, first)));
     }
-    // What a device-to-device copy of the same bytes (half read, half written) takes at this
-    // size: the bandwidth of a 256 MB copy is out of reach of a kernel this small, and this says
-    // how far.
-    if (std::string("d2d copy").find(variant) != std::string::npos) {
-      const size_t half = (x.bytes + y.bytes) / 2;
-      void *from = nullptr, *to = nullptr;
-      CK(cudaMalloc(&from, half));
-      CK(cudaMalloc(&to, half));
-      const Timing ms =
-          time_ms([&](cudaStream_t s) { CK(cudaMemcpyAsync(to, from, half, cudaMemcpyDeviceToDevice, s)); }, iters);
-      std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10s\n", sh.what, "d2d copy", ms.single_ms, ms.graph_ms,
-                  copy_ms, ms.single_ms / copy_ms, ms.graph_ms / copy_ms, "-");
-      CK(cudaFree(from));
-      CK(cudaFree(to));
-    }
+    if (o.variant_wanted("d2d copy")) bench_copy_of(o, sh.what, x.bytes + y.bytes, copy_ms);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Time hios's NHWC depthwise and pooling kernels, variant against variant and against a copy"};
+  KernelBenchOptions o;
+  app.add_option("--math", o.math, "Storage type: bf16, fp16 or fp32 (default bf16)");
+  app.add_option("--iters", o.iters, "Timed launches per variant, 1 to 10000 (default 50)")->check(CLI::Range(1, 10000));
+  app.add_option("--scale", o.scale, "Input sizes as a share of NASNet's at 2048, 0.01 to 1 (default 1)")
+      ->check(CLI::Range(0.01, 1.0));
+  app.add_option("--only", o.only, "Only the shapes whose name contains this text");
+  app.add_option("--variant", o.variant, "Only the variants whose name contains this text (e.g. async; for ncu)");
+  CLI11_PARSE(app, argc, argv);
+  o.elem = o.math == "bf16" ? Elem::BF16 : o.math == "fp16" ? Elem::F16 : o.math == "fp32" ? Elem::F32 : Elem(-1);
+  if (int(o.elem) < 0) {
+    std::fprintf(stderr, "hios-kernel-bench: --math '%s': expected bf16, fp16 or fp32\n", o.math.c_str());
+    return 2;
+  }
+  o.copy_gbs = copy_bandwidth_gbs(size_t(256) << 20, o.iters);
+  std::printf("# %s, copy bandwidth %.0f GB/s (read + written)\n", o.math.c_str(), o.copy_gbs);
+  std::printf("# single: one launch between events; graph: per launch, 20 back to back in a CUDA graph\n");
+  std::printf("# %-34s %-16s %9s %9s %9s %7s %7s %10s\n", "shape", "variant", "single ms", "graph ms", "copy ms",
+              "x copy", "graph x", "max |diff|");
+  bench_depthwise(o);
+  bench_pools(o);
   CK(cudaDeviceSynchronize());
   return 0;
 }
