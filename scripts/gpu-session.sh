@@ -81,7 +81,10 @@ if [ "$build_ok" -ge 0 ]; then
   timeout $(( SESSION_S / 3 )) ctest --test-dir "$B" -L gpu -V --timeout 240 >"$OUT/ctest-gpu.log" 2>&1
   rc=$?
   [ $rc -eq 0 ] && tests_ok=1
-  tests_line=$(grep -E "tests passed|tests failed" "$OUT/ctest-gpu.log" | tail -1)
+  # ctest's own summary ("100% tests passed, 0 tests failed out of N"), not a test's Catch2 line:
+  # a suite cut off by the timeout has none, and says so.
+  tests_line=$(grep -E "^[0-9]+% tests passed" "$OUT/ctest-gpu.log" | tail -1)
+  [ $rc -eq 124 ] && tests_line="cut off after $(( SESSION_S / 3 )) s: $(grep -cE '^ *[0-9]+/[0-9]+ Test' "$OUT/ctest-gpu.log") tests ran (raise SESSION_S)"
   [ -n "$tests_line" ] || tests_line="ctest exit $rc (see ctest-gpu.log)"
 fi
 # The production path the tests do not take: mpirun, the executor's host loop, MPI_Bcast of the

@@ -47,8 +47,13 @@ else
   echo "# make run: no GPU; $MODEL at ${SIZE}x${SIZE} on $GPUS CPU ranks (the embedded default)"
 fi
 
-mkdir -p output
 MATH=${MATH:-}
+# Bad settings are named in one line before anything is written.
+bad() { echo "make run: $1" >&2; exit 2; }
+case "$MATH" in "" | tf32 | fp32 | fp16 | bf16) ;; *) bad "MATH='$MATH': expected tf32, fp32, fp16 or bf16" ;; esac
+[[ "$SIZE" =~ ^[1-9][0-9]{0,4}$ ]] || bad "SIZE='$SIZE': expected an image size in pixels, 1 to 99999"
+[[ "$GPUS" =~ ^[1-9][0-9]{0,3}$ ]] || bad "GPUS='$GPUS': expected a number of GPUs or ranks, 1 to 9999"
+mkdir -p output
 # The analytic preset of this machine's card where hios has one (the printed predictions of
 # `hios schedule`; the tune measures).
 preset=()
