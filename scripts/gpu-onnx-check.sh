@@ -12,7 +12,7 @@
 #
 # Environment: MATHS (the one-GPU runs: fp32, tf32, bf16, fp16 and cpu, the CPU reference;
 # default fp32), TWO_MATH (the two-GPU runs', default fp32), TOP1_BATCH (the top-1 agreement
-# of TOP1_MODEL, default inception_v3, over this many random inputs in TF32), BUILTIN_SIZE (the
+# of TOP1_MODEL, default inception_v3, over this many random inputs in TF32; unset or 0: none), BUILTIN_SIZE (the
 # imported inception_v3 against the built-in one at this size, TF32), BUILD_DIR (/tmp/b), TWO_GPU (models also run on two GPUs, default inception_v3),
 # CHECK_S (the whole script's budget in seconds, default 480), TUNE_SIZE (with two GPUs: the
 # first model that runs on two is imported again at this size and tuned there with
@@ -78,7 +78,7 @@ for spec in "$@"; do
       | tee -a "$OUT/summary.txt"
   done
   # Top-1 agreement over TOP1_BATCH random inputs, in TF32: the graph imported at that batch.
-  if [ -n "${TOP1_BATCH:-}" ] && [ "$model" = "${TOP1_MODEL:-inception_v3}" ] && [ -z "${top1_done:-}" ]; then
+  if [[ "${TOP1_BATCH:-}" =~ ^[1-9][0-9]*$ ]] && [ "$model" = "${TOP1_MODEL:-inception_v3}" ] && [ -z "${top1_done:-}" ]; then
     top1_done=1
     timeout 120 python3 scripts/torch_onnx_export.py --model "$model" --size "$size" --exporter none --batch "$TOP1_BATCH" \
       --out "$W/b$TOP1_BATCH" >"$W/top1-export.log" 2>&1
