@@ -357,18 +357,6 @@ std::unique_ptr<CostModel> make_analytic_cost_model(const DevicePreset& preset) 
   return std::make_unique<AnalyticCostModel>(preset);
 }
 
-std::unique_ptr<CostModel> make_cost_model(const std::string& cost, const std::string& device,
-                                           const std::string& devices_file) {
-  if (cost.empty() || cost == "analytic") {
-    return make_analytic_cost_model(find_device_preset(device.empty() ? "h200" : device, devices_file));
-  }
-  ProfileDb db = load_profile_db(cost);
-  HIOS_CHECK(device.empty() || device == db.device, "--device %s, but profile %s was measured on '%s'",
-             device.c_str(), cost.c_str(), db.device.c_str());
-  DevicePreset preset = find_device_preset(db.device, devices_file);
-  return make_profile_cost_model(std::move(db), cost, preset);
-}
-
 NodeRates node_rates(const Node& nd, double ms, const DevicePreset& device, bool half) {
   NodeRates r;
   if (!(ms > 0)) return r;

@@ -380,4 +380,18 @@ std::unique_ptr<CostModel> load_profile_cost_model(const std::string& file) {
   return make_profile_cost_model(std::move(db), file, preset);
 }
 
+// What the CLI's --cost names: the analytic model with a device preset, or a profile database
+// (whose device must be --device's, when one is given).
+std::unique_ptr<CostModel> make_cost_model(const std::string& cost, const std::string& device,
+                                           const std::string& devices_file) {
+  if (cost.empty() || cost == "analytic") {
+    return make_analytic_cost_model(find_device_preset(device.empty() ? "h200" : device, devices_file));
+  }
+  ProfileDb db = load_profile_db(cost);
+  HIOS_CHECK(device.empty() || device == db.device, "--device %s, but profile %s was measured on '%s'",
+             device.c_str(), cost.c_str(), db.device.c_str());
+  DevicePreset preset = find_device_preset(db.device, devices_file);
+  return make_profile_cost_model(std::move(db), cost, preset);
+}
+
 }  // namespace hios
