@@ -681,122 +681,161 @@ std::vector<std::vector<char>> segment_far_pairs(const Graph& g, const Plan& p, 
   return far;
 }
 
+namespace {
+
+// The intra-GPU pass over one plan: each GPU's segment of each block repacked by IOS's DP, kept
+// where the whole plan gets faster.
+class IntraPass {
+ public:
+  IntraPass(const Graph& g, const CostModel& cost, PlanEvaluator& ev, const SchedulerOptions& opt, const Plan& own,
+            IntraStats& st)
+      : g_(g), cost_(cost), ev_(ev), opt_(opt), cur_(own), st_(st), gpu_of_(size_t(g.size()), 0) {
+    for (int gpu = 0; gpu < cur_.num_gpus; ++gpu) {
+      for (int id : cur_.gpu_stages[gpu]) {
+        for (const auto& grp : cur_.stages[id].groups) {
+          for (int v : grp) gpu_of_[v] = gpu;
+        }
+      }
+    }
+  }
+
+  Plan run() {
+    best_ = ev_.latency(cur_);
+    st_.own_ms = st_.best_ms = best_;
+    if (!(best_ < kInf)) return cur_;
+    best_flow_ = flow();
+    // One pass, block by block (the order things run in). A second pass over all segments,
+    // with the far pairs and release times of the improved plan, gained under 0.1% on the
+    // models and nothing on the random DAGs, for twice the DP work.
+    const int B = static_cast<int>(g_.blocks.size());
+    for (int b = 0; b < B && !ev_.budget().expired("intra-GPU IOS pass"); ++b) {
+      ev_.budget().note("intra-GPU IOS pass", strprintf("%d of %d blocks", b, B));
+      for (int gpu = 0; gpu < cur_.num_gpus; ++gpu) repack_segment(b, gpu);
+    }
+    st_.best_ms = best_;
+    return cur_;
+  }
+
+ private:
+  // Ties on latency (common: only the GPU on the critical path decides it) go to the plan whose
+  // nodes finish earlier in total, which leaves the other segments more room.
+  double flow() const {
+    double sum = 0;
+    for (int v = 1; v < g_.size(); ++v) sum += ev_.end_ms(v);
+    return sum;
+  }
+
+  // Block b's stages on gpu, [lo, hi) of its list: consecutive, since a GPU runs its stages
+  // block by block.
+  std::pair<int, int> segment(int b, int gpu) const {
+    const std::vector<int>& list = cur_.gpu_stages[gpu];
+    int lo = 0;
+    while (lo < static_cast<int>(list.size()) && cur_.stages[list[lo]].block < b) ++lo;
+    int hi = lo;
+    while (hi < static_cast<int>(list.size()) && cur_.stages[list[hi]].block == b) ++hi;
+    return {lo, hi};
+  }
+
+  // When each node of the segment may start, relative to when the GPU is free of the stages
+  // before it (lo), in the current plan: its inputs from other GPUs arrive later.
+  std::vector<double> release_times(int gpu, int lo, const std::vector<int>& seg) {
+    const std::vector<int>& list = cur_.gpu_stages[gpu];
+    ev_.latency(cur_);
+    double t0 = 0;
+    for (int i = 0; i < lo; ++i) {
+      for (const auto& grp : cur_.stages[list[i]].groups) {
+        for (int v : grp) t0 = std::max(t0, ev_.end_ms(v));
+      }
+    }
+    std::vector<double> release(size_t(g_.size()), 0.0);
+    for (int v : seg) {
+      for (int q : ev_.preds()[v]) {
+        if (gpu_of_[q] != gpu) release[v] = std::max(release[v], ev_.arrive_ms(q, gpu) - t0);
+      }
+    }
+    return release;
+  }
+
+  void repack_segment(int b, int gpu) {
+    const auto [lo, hi] = segment(b, gpu);
+    if (lo == hi) return;
+    ++st_.segments;
+    std::vector<int>& list = cur_.gpu_stages[gpu];
+    std::vector<int> seg;  // in the current run order, a topological order of everything
+    for (int i = lo; i < hi; ++i) {
+      for (const auto& grp : cur_.stages[list[i]].groups) seg.insert(seg.end(), grp.begin(), grp.end());
+    }
+    if (seg.size() < 2) return;
+    const std::vector<std::vector<char>> far = segment_far_pairs(g_, cur_, gpu, seg, ev_.preds());
+    const int m = static_cast<int>(seg.size());
+    std::vector<int> pos(size_t(g_.size()), -1);
+    for (int i = 0; i < m; ++i) pos[seg[i]] = i;
+    // Index order (IOS's, so a single GPU gets IOS's parts) when the far pairs allow it.
+    std::vector<int> nodes = seg;
+    std::sort(nodes.begin(), nodes.end());
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < m; ++j) {
+        if (far[i][j] && seg[i] > seg[j]) nodes = seg;
+      }
+    }
+    PackContext ctx;
+    ctx.far = [&](int u, int v) { return far[pos[u]][pos[v]] != 0; };
+    const std::vector<double> release = release_times(gpu, lo, seg);
+    const bool any_release = std::any_of(seg.begin(), seg.end(), [&](int v) { return release[v] > 0; });
+    const std::vector<int> saved = list;
+    const size_t pool = cur_.stages.size();
+    std::vector<int> keep;
+    // Variant 0 with the release times, 1 without (the same when nothing waits). The first
+    // brings most of the gains; the second, IOS's plain sum, still wins some segments of the
+    // models, where an early-ready output can matter more to the other GPUs than when this
+    // segment finishes.
+    for (int variant = any_release ? 0 : 1; variant < 2; ++variant) {
+      ctx.release = variant == 0 ? release : std::vector<double>{};
+      StageList stages = ios_stages(g_, cost_, opt_, nodes, gpu, &ctx,
+                                    strprintf("%s@gpu%d", g_.blocks[b].name.c_str(), gpu), st_.ios);
+      bool same = static_cast<int>(stages.size()) == hi - lo;
+      for (int i = 0; same && i < hi - lo; ++i) same = cur_.stages[saved[lo + i]].groups == stages[i];
+      if (same) continue;
+      std::vector<int> next(saved.begin(), saved.begin() + lo);
+      for (auto& sg : stages) next.push_back(cur_.add_stage(b, std::move(sg)));
+      next.insert(next.end(), saved.begin() + hi, saved.end());
+      list = next;
+      ++st_.candidates;
+      const double lat = ev_.latency(cur_);
+      const double fl = flow();
+      if (lat < best_ || (lat == best_ && fl < best_flow_)) {
+        best_ = lat;
+        best_flow_ = fl;
+        keep = std::move(next);
+      }
+      list = saved;
+    }
+    if (!keep.empty()) {
+      list = std::move(keep);
+      ++st_.packed_segments;
+    } else {
+      cur_.stages.resize(pool);  // nothing refers to the rejected stages
+    }
+  }
+
+  const Graph& g_;
+  const CostModel& cost_;
+  PlanEvaluator& ev_;
+  const SchedulerOptions& opt_;
+  Plan cur_;
+  IntraStats& st_;
+  std::vector<int> gpu_of_;
+  double best_ = kInf, best_flow_ = 0;
+};
+
+}  // namespace
+
 Plan intra_gpu_pass(const Graph& g, const CostModel& cost, PlanEvaluator& ev, const SchedulerOptions& opt,
                     const Plan& own, IntraStats* stats) {
-  const int G = own.num_gpus;
-  const int B = static_cast<int>(g.blocks.size());
-  const int n = g.size();
   IntraStats local;
   IntraStats& st = stats ? *stats : local;
   st = IntraStats{};
-  Plan cur = own;
-  double best = ev.latency(cur);
-  st.own_ms = st.best_ms = best;
-  if (!(best < kInf)) return cur;
-  // Ties on latency (common: only the GPU on the critical path decides it) go to the plan
-  // whose nodes finish earlier in total, which leaves the other segments more room.
-  auto flow = [&]() {
-    double sum = 0;
-    for (int v = 1; v < n; ++v) sum += ev.end_ms(v);
-    return sum;
-  };
-  double best_flow = flow();
-  const auto& preds = ev.preds();
-  std::vector<int> gpu_of(n, 0);
-  for (int gpu = 0; gpu < G; ++gpu) {
-    for (int id : cur.gpu_stages[gpu]) {
-      for (const auto& grp : cur.stages[id].groups) {
-        for (int v : grp) gpu_of[v] = gpu;
-      }
-    }
-  }
-  // One pass, block by block (the order things run in). A second pass over all segments, with
-  // the far pairs and release times of the improved plan, gained under 0.1% on the models and
-  // nothing on the random DAGs, for twice the DP work.
-  for (int b = 0; b < B && !ev.budget().expired("intra-GPU IOS pass"); ++b) {
-    ev.budget().note("intra-GPU IOS pass", strprintf("%d of %d blocks", b, B));
-    for (int gpu = 0; gpu < G; ++gpu) {
-      std::vector<int>& list = cur.gpu_stages[gpu];
-      // The segment: consecutive, since a GPU runs its stages block by block.
-      int lo = 0;
-      while (lo < static_cast<int>(list.size()) && cur.stages[list[lo]].block < b) ++lo;
-      int hi = lo;
-      while (hi < static_cast<int>(list.size()) && cur.stages[list[hi]].block == b) ++hi;
-      if (lo == hi) continue;
-      ++st.segments;
-      std::vector<int> seg;  // in the current run order, a topological order of everything
-      for (int i = lo; i < hi; ++i) {
-        for (const auto& grp : cur.stages[list[i]].groups) seg.insert(seg.end(), grp.begin(), grp.end());
-      }
-      if (seg.size() < 2) continue;
-      std::vector<std::vector<char>> far = segment_far_pairs(g, cur, gpu, seg, preds);
-      // Index order (IOS's, so a single GPU gets IOS's parts) when the far pairs allow it.
-      std::vector<int> nodes = seg;
-      std::sort(nodes.begin(), nodes.end());
-      const int m = static_cast<int>(seg.size());
-      std::vector<int> pos(n, -1);
-      for (int i = 0; i < m; ++i) pos[seg[i]] = i;
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < m; ++j) {
-          if (far[i][j] && seg[i] > seg[j]) nodes = seg;
-        }
-      }
-      PackContext ctx;
-      ctx.far = [&](int u, int v) { return far[pos[u]][pos[v]] != 0; };
-      // Timing of the current plan: the GPU is free at t0, remote inputs arrive later.
-      ev.latency(cur);
-      double t0 = 0;
-      for (int i = 0; i < lo; ++i) {
-        for (const auto& grp : cur.stages[list[i]].groups) {
-          for (int v : grp) t0 = std::max(t0, ev.end_ms(v));
-        }
-      }
-      std::vector<double> release(n, 0.0);
-      for (int v : seg) {
-        for (int q : preds[v]) {
-          if (gpu_of[q] != gpu) release[v] = std::max(release[v], ev.arrive_ms(q, gpu) - t0);
-        }
-      }
-      const std::vector<int> saved = list;
-      const size_t pool = cur.stages.size();
-      std::vector<int> keep;
-      bool any_release = false;
-      for (int v : seg) any_release = any_release || release[v] > 0;
-      // Variant 0 with the release times, 1 without (the same when nothing waits). The first
-      // brings most of the gains; the second, IOS's plain sum, still wins some segments of the
-      // models, where an early-ready output can matter more to the other GPUs than when this
-      // segment finishes.
-      for (int variant = any_release ? 0 : 1; variant < 2; ++variant) {
-        ctx.release = variant == 0 ? release : std::vector<double>{};
-        StageList stages = ios_stages(g, cost, opt, nodes, gpu, &ctx,
-                                      strprintf("%s@gpu%d", g.blocks[b].name.c_str(), gpu), st.ios);
-        bool same = static_cast<int>(stages.size()) == hi - lo;
-        for (int i = 0; same && i < hi - lo; ++i) same = cur.stages[saved[lo + i]].groups == stages[i];
-        if (same) continue;
-        std::vector<int> next(saved.begin(), saved.begin() + lo);
-        for (auto& sg : stages) next.push_back(cur.add_stage(b, std::move(sg)));
-        next.insert(next.end(), saved.begin() + hi, saved.end());
-        list = next;
-        ++st.candidates;
-        const double lat = ev.latency(cur);
-        const double fl = flow();
-        if (lat < best || (lat == best && fl < best_flow)) {
-          best = lat;
-          best_flow = fl;
-          keep = std::move(next);
-        }
-        list = saved;
-      }
-      if (!keep.empty()) {
-        list = std::move(keep);
-        ++st.packed_segments;
-      } else {
-        cur.stages.resize(pool);  // nothing refers to the rejected stages
-      }
-    }
-  }
-  st.best_ms = best;
-  return cur;
+  return IntraPass(g, cost, ev, opt, own, st).run();
 }
 
 // ---------------------------------------------------------------------------------------------
