@@ -340,6 +340,88 @@ double split_quick_estimate_ms(const Graph& split, const CostModel& cost, int gp
   return simulate(split, s, cost).latency_ms;
 }
 
+namespace {
+
+// --spatial auto: one region each, 2, 4, ... parts up to the GPUs (and the GPU count itself),
+// up to six region ends per splittable run, in every mode allowed. Most parts and longest
+// regions first: when the time budget runs out on many GPUs, what is left untried is the
+// variants least likely to win there.
+std::vector<SpatialPlan> auto_split_candidates(const Graph& g, const CostModel& cost, int num_gpus,
+                                               const std::vector<SplitStyle>& modes) {
+  std::vector<int> part_counts;
+  for (int p = 2; p <= std::min(num_gpus, 64); p *= 2) part_counts.push_back(p);
+  if (num_gpus >= 2 &&
+      std::find(part_counts.begin(), part_counts.end(), std::min(num_gpus, 64)) == part_counts.end()) {
+    part_counts.push_back(std::min(num_gpus, 64));
+  }
+  std::sort(part_counts.rbegin(), part_counts.rend());
+  std::vector<SpatialPlan> candidates;
+  for (int parts : part_counts) {
+    for (const auto& run : splittable_runs(g, parts)) {
+      std::vector<int> ends;
+      for (int e = run.first; e <= run.second; ++e) {
+        if (region_legal(g, run.first, e, parts)) ends.push_back(e);
+      }
+      std::vector<int> picked = spread(ends, 6);
+      std::reverse(picked.begin(), picked.end());
+      for (int e : picked) {
+        for (const SplitStyle& m : modes) {
+          candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m, &cost)}});
+        }
+      }
+    }
+  }
+  return candidates;
+}
+
+// A forced --spatial P: every splittable run of blocks split P ways, one plan per mode.
+std::vector<SpatialPlan> forced_split_candidates(const Graph& g, const CostModel& cost, int parts,
+                                                 const std::vector<SplitStyle>& modes) {
+  const auto runs = splittable_runs(g, parts);
+  std::vector<SpatialPlan> candidates;
+  for (const SplitStyle& m : modes) {
+    SpatialPlan plan;
+    for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m, &cost));
+    if (!plan.empty()) candidates.push_back(std::move(plan));
+  }
+  return candidates;
+}
+
+// One candidate as the schedule's meta.params.spatial.tried lists it.
+json tried_row(const SpatialPlan& plan, double predicted_ms) {
+  json row = json{{"regions", json::array()}, {"predicted_ms", predicted_ms}};
+  for (const SplitRegion& r : plan.regions) {
+    row["regions"].push_back(json{{"blocks", region_label(r)}, {"parts", r.parts}, {"mode", split_mode_name(r.mode)}});
+  }
+  return row;
+}
+
+void report_candidate(const SchedulerOptions& opt, int index, size_t count, const SpatialPlan& plan, double predicted_ms) {
+  if (!opt.progress) return;
+  const SplitRegion& r0 = plan.regions.front();
+  opt.progress(strprintf("spatial: candidate %d of %zu (%s, %d ways, %s%s): predicted %.4f ms", index, count,
+                         region_label(r0).c_str(), r0.parts, split_mode_name(r0.mode),
+                         plan.regions.size() > 1 ? strprintf(", %zu regions", plan.regions.size()).c_str() : "",
+                         predicted_ms));
+}
+
+// The chosen split's one-line summary and its record in the schedule's meta.
+void describe_chosen_split(const Graph& g, SpatialSchedule& best) {
+  best.summary = describe_spatial(g, best.plan);
+  if (!best.summary.empty() && best.summary.back() == '\n') best.summary.pop_back();
+  for (size_t i = 0; (i = best.summary.find('\n', i)) != std::string::npos;) best.summary.replace(i, 1, "; ");
+  json regions = spatial_to_json(best.plan)["regions"];
+  best.schedule.meta.spatial = json{{"graph_digest", graph_digest(g)}, {"regions", std::move(regions)}};
+  // A split moves many small tensors (halos, cuts of the region's input, the parts to the
+  // gather). Posted at the start of the pass, their receives would pin the received bands, and
+  // the bands held in place with them, for the whole pass; a lead of two stages gates them and
+  // fences the sends, so the memory plan shares that memory. On two H100s it was also the
+  // fastest of -1, 0 and 2 for inception_v3's splits at 2048 (docs/row-splits.md).
+  if (best.schedule.meta.recv_lead < 0) best.schedule.meta.recv_lead = kSplitRecvLead;
+}
+
+}  // namespace
+
 SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const CostModel& cost,
                                  const SchedulerOptions& opt, const SpatialOptions& sp) {
   check_spatial_options(sp);
@@ -350,47 +432,19 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
   json tried = json::array();
   tried.push_back(json{{"split", "none"}, {"predicted_ms", best.schedule.meta.predicted_ms}});
 
-  // The candidate plans: one region each under auto, every splittable region for a forced P.
   std::vector<SpatialPlan> candidates;
   const std::vector<SplitStyle> modes = split_modes(sp.mode);
   if (sp.spatial == "auto") {
     if (opt.num_gpus < 2) best.summary = "no row split: one GPU";
-    std::vector<int> part_counts;
-    for (int p = 2; p <= std::min(opt.num_gpus, 64); p *= 2) part_counts.push_back(p);
-    if (opt.num_gpus >= 2 && std::find(part_counts.begin(), part_counts.end(), std::min(opt.num_gpus, 64)) ==
-                                 part_counts.end()) {
-      part_counts.push_back(std::min(opt.num_gpus, 64));
-    }
-    // Most parts and longest regions first: when the time budget runs out on many GPUs, what is
-    // left untried is the variants least likely to win there.
-    std::sort(part_counts.rbegin(), part_counts.rend());
-    for (int parts : part_counts) {
-      for (const auto& run : splittable_runs(g, parts)) {
-        std::vector<int> ends;
-        for (int e = run.first; e <= run.second; ++e) {
-          if (region_legal(g, run.first, e, parts)) ends.push_back(e);
-        }
-        std::vector<int> picked = spread(ends, 6);
-        std::reverse(picked.begin(), picked.end());
-        for (int e : picked) {
-          for (const SplitStyle& m : modes) {
-            candidates.push_back(SpatialPlan{{plan_region(g, run.first, e, parts, m, &cost)}});
-          }
-        }
-      }
-    }
+    candidates = auto_split_candidates(g, cost, opt.num_gpus, modes);
   } else if (sp.spatial != "off") {
     const int parts = parse_parts(sp.spatial);
-    const auto runs = splittable_runs(g, parts);
-    if (runs.empty()) best.summary = strprintf("no row split: no run of blocks can be split %d ways", parts);
-    for (const SplitStyle& m : modes) {
-      SpatialPlan plan;
-      for (const auto& run : runs) plan.regions.push_back(plan_region(g, run.first, run.second, parts, m, &cost));
-      if (!plan.empty()) candidates.push_back(std::move(plan));
-    }
+    candidates = forced_split_candidates(g, cost, parts, modes);
+    if (candidates.empty()) best.summary = strprintf("no row split: no run of blocks can be split %d ways", parts);
   }
 
-  // A forced split is kept even when slower (that is what forcing means); auto keeps the fastest.
+  // Each candidate scheduled by the same algorithm within what is left of the time budget. A
+  // forced split is kept even when slower (that is what forcing means); auto keeps the fastest.
   const bool forced = sp.spatial != "off" && sp.spatial != "auto";
   bool have_split = false;
   int skipped = 0, index = 0;
@@ -410,19 +464,8 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     o.gpu_hint = suggested_part_gpus(sg);
     Schedule s = run_algorithm(algo, sg, cost, o);
     if (hoist_halo_edges(sg, s) > 0) s.meta.predicted_ms = simulate(sg, s, cost).latency_ms;
-    json row = json{{"regions", json::array()}, {"predicted_ms", s.meta.predicted_ms}};
-    for (const SplitRegion& r : plan.regions) {
-      row["regions"].push_back(
-          json{{"blocks", region_label(r)}, {"parts", r.parts}, {"mode", split_mode_name(r.mode)}});
-    }
-    if (opt.progress) {
-      const SplitRegion& r0 = plan.regions.front();
-      opt.progress(strprintf("spatial: candidate %d of %zu (%s, %d ways, %s%s): predicted %.4f ms", index,
-                             candidates.size(), region_label(r0).c_str(), r0.parts, split_mode_name(r0.mode),
-                             plan.regions.size() > 1 ? strprintf(", %zu regions", plan.regions.size()).c_str() : "",
-                             s.meta.predicted_ms));
-    }
-    tried.push_back(std::move(row));
+    report_candidate(opt, index, candidates.size(), plan, s.meta.predicted_ms);
+    tried.push_back(tried_row(plan, s.meta.predicted_ms));
     const bool better = s.meta.predicted_ms < best.schedule.meta.predicted_ms;
     if ((forced && (!have_split || better)) || (!forced && better)) {
       best = SpatialSchedule{std::move(sg), std::move(s), plan, ""};
@@ -430,17 +473,7 @@ SpatialSchedule schedule_spatial(const std::string& algo, const Graph& g, const 
     }
   }
   if (have_split) {
-    best.summary = describe_spatial(g, best.plan);
-    if (!best.summary.empty() && best.summary.back() == '\n') best.summary.pop_back();
-    for (size_t i = 0; (i = best.summary.find('\n', i)) != std::string::npos;) best.summary.replace(i, 1, "; ");
-    json regions = spatial_to_json(best.plan)["regions"];
-    best.schedule.meta.spatial = json{{"graph_digest", graph_digest(g)}, {"regions", std::move(regions)}};
-    // A split moves many small tensors (halos, cuts of the region's input, the parts to the
-    // gather). Posted at the start of the pass, their receives would pin the received bands,
-    // and the bands held in place with them, for the whole pass; a lead of two stages gates
-    // them and fences the sends, so the memory plan shares that memory. On two H100s it was
-    // also the fastest of -1, 0 and 2 for inception_v3's splits at 2048 (docs/row-splits.md).
-    if (best.schedule.meta.recv_lead < 0) best.schedule.meta.recv_lead = kSplitRecvLead;
+    describe_chosen_split(g, best);
   } else if (sp.spatial == "auto" && opt.num_gpus >= 2) {
     best.summary = candidates.empty() ? "no row split: no run of blocks can be split by rows"
                                       : "no row split: none is predicted faster";
