@@ -39,111 +39,131 @@ struct Cursor {
   double t = 0;
 };
 
-}  // namespace
-
-ReplayResult replay_programs(const Graph& g, const Schedule& s, const std::vector<RankProgram>& programs,
-                             const CostModel& cost) {
-  const std::vector<double> dur = node_durations(g, s, cost);
-  const int n = static_cast<int>(programs.size());
-  std::vector<std::vector<Cursor>> streams(n);
-  std::vector<std::vector<double>> event_time(n);
-  for (int r = 0; r < n; ++r) {
-    const RankProgram& p = programs[r];
-    streams[r].resize(p.streams.size());
-    event_time[r].assign(static_cast<size_t>(p.num_events), -1.0);
-    for (size_t i = 0; i < p.instrs.size(); ++i) {
-      const Instr& in = p.instrs[i];
-      if (in.kind == InstrKind::Alloc) continue;
-      HIOS_CHECK(in.stream >= 0 && in.stream < static_cast<int>(p.streams.size()),
-                 "replay: rank %d instruction %zu uses stream %d", r, i, in.stream);
-      streams[r][in.stream].ops.push_back(i);
+// Every rank's streams advanced in simulated time, each as far as its events and its partners'
+// messages allow, round after round.
+class Replayer {
+ public:
+  Replayer(const Graph& g, const Schedule& s, const std::vector<RankProgram>& programs, const CostModel& cost)
+      : programs_(programs), cost_(cost), dur_(node_durations(g, s, cost)) {
+    const int n = static_cast<int>(programs.size());
+    streams_.resize(size_t(n));
+    event_time_.resize(size_t(n));
+    for (int r = 0; r < n; ++r) {
+      const RankProgram& p = programs[r];
+      streams_[r].resize(p.streams.size());
+      event_time_[r].assign(static_cast<size_t>(p.num_events), -1.0);
+      for (size_t i = 0; i < p.instrs.size(); ++i) {
+        const Instr& in = p.instrs[i];
+        if (in.kind == InstrKind::Alloc) continue;
+        HIOS_CHECK(in.stream >= 0 && in.stream < static_cast<int>(p.streams.size()),
+                   "replay: rank %d instruction %zu uses stream %d", r, i, in.stream);
+        streams_[r][in.stream].ops.push_back(i);
+      }
     }
+    res_.node_start_ms.assign(g.nodes.size(), -1.0);
+    res_.node_end_ms.assign(g.nodes.size(), -1.0);
+    res_.rank_end_ms.assign(size_t(n), 0.0);
   }
+
+  ReplayResult run() {
+    for (;;) {
+      bool progress = false, done = true;
+      for (int r = 0; r < int(programs_.size()); ++r) {
+        for (Cursor& c : streams_[r]) {
+          while (c.next < c.ops.size() && step(r, c)) {
+            ++c.next;
+            progress = true;
+          }
+          if (c.next < c.ops.size()) done = false;
+        }
+      }
+      if (done) break;
+      if (!progress) throw_deadlock();
+    }
+    for (int r = 0; r < int(programs_.size()); ++r) res_.rank_end_ms[r] = streams_[r].empty() ? 0.0 : streams_[r][0].t;
+    return res_;
+  }
+
+ private:
   // Rendezvous bookkeeping per (src, dst, lane): when the k-th send and the k-th receive of the
   // lane were reached.
   struct Pair {
     std::vector<double> send_at, recv_at;
   };
-  std::map<std::tuple<int, int, int>, Pair> pairs;
-  ReplayResult res;
-  res.node_start_ms.assign(g.nodes.size(), -1.0);
-  res.node_end_ms.assign(g.nodes.size(), -1.0);
-  res.rank_end_ms.assign(n, 0.0);
 
-  // Advance every stream as far as it can go; repeat until all are done or none can move.
-  for (;;) {
-    bool progress = false, done = true;
-    for (int r = 0; r < n; ++r) {
-      const RankProgram& p = programs[r];
-      for (Cursor& c : streams[r]) {
-        while (c.next < c.ops.size()) {
-          const Instr& in = p.instrs[c.ops[c.next]];
-          bool moved = true;
-          switch (in.kind) {
-            case InstrKind::Launch:
-              res.node_start_ms[in.node] = c.t;
-              c.t += dur[in.node];
-              res.node_end_ms[in.node] = c.t;
-              break;
-            case InstrKind::Record: event_time[r][in.event] = c.t; break;
-            case InstrKind::Wait: {
-              double e = event_time[r][in.event];
-              if (e < 0) {
-                moved = false;
-              } else {
-                c.t = std::max(c.t, e);
-              }
-              break;
-            }
-            case InstrKind::Send:
-            case InstrKind::Recv: {
-              bool send = in.kind == InstrKind::Send;
-              const int lane = p.streams[size_t(in.stream)].lane;
-              Pair& pr = pairs[send ? std::tuple{r, in.peer, lane} : std::tuple{in.peer, r, lane}];
-              std::vector<double>& mine = send ? pr.send_at : pr.recv_at;
-              std::vector<double>& theirs = send ? pr.recv_at : pr.send_at;
-              // This stream's k-th message on the pair; register arrival once, then wait for
-              // the partner to arrive at its k-th.
-              size_t k = 0;
-              for (size_t j = 0; j < c.next; ++j) {
-                const Instr& prev = p.instrs[c.ops[j]];
-                if (prev.kind == in.kind && prev.peer == in.peer) ++k;
-              }
-              if (mine.size() == k) mine.push_back(c.t);
-              if (theirs.size() <= k) {
-                moved = false;
-              } else {
-                double start = std::max(mine[k], theirs[k]);
-                c.t = start + cost.transfer_ms(double(in.bytes), send ? r : in.peer, send ? in.peer : r);
-              }
-              break;
-            }
-            case InstrKind::Gather: res.latency_ms = c.t; break;
-            case InstrKind::Alloc: break;
-          }
-          if (!moved) break;
-          ++c.next;
-          progress = true;
-        }
-        if (c.next < c.ops.size()) done = false;
+  // Runs the next instruction of stream c on rank r; false when it must wait.
+  bool step(int r, Cursor& c) {
+    const Instr& in = programs_[r].instrs[c.ops[c.next]];
+    switch (in.kind) {
+      case InstrKind::Launch:
+        res_.node_start_ms[in.node] = c.t;
+        c.t += dur_[in.node];
+        res_.node_end_ms[in.node] = c.t;
+        return true;
+      case InstrKind::Record: event_time_[r][in.event] = c.t; return true;
+      case InstrKind::Wait: {
+        const double e = event_time_[r][in.event];
+        if (e < 0) return false;
+        c.t = std::max(c.t, e);
+        return true;
       }
+      case InstrKind::Send:
+      case InstrKind::Recv: return message(r, c, in);
+      case InstrKind::Gather: res_.latency_ms = c.t; return true;
+      case InstrKind::Alloc: return true;
     }
-    if (done) break;
-    if (!progress) {
-      for (int r = 0; r < n; ++r) {
-        for (size_t k = 0; k < streams[r].size(); ++k) {
-          const Cursor& c = streams[r][k];
-          if (c.next < c.ops.size()) {
-            const Instr& in = programs[r].instrs[c.ops[c.next]];
-            throw_error("replay: the programs deadlock; rank %d stream %zu is stuck at '%s' (instruction %zu)", r, k,
-                        instr_kind_name(in.kind), c.ops[c.next]);
-          }
-        }
-      }
-    }
+    return true;
   }
-  for (int r = 0; r < n; ++r) res.rank_end_ms[r] = streams[r].empty() ? 0.0 : streams[r][0].t;
-  return res;
+
+  // A send or receive: this stream's k-th message on the pair registers its arrival once, then
+  // waits for the partner to arrive at its k-th; the transfer starts when both have.
+  bool message(int r, Cursor& c, const Instr& in) {
+    const RankProgram& p = programs_[r];
+    const bool send = in.kind == InstrKind::Send;
+    const int lane = p.streams[size_t(in.stream)].lane;
+    Pair& pr = pairs_[send ? std::tuple{r, in.peer, lane} : std::tuple{in.peer, r, lane}];
+    std::vector<double>& mine = send ? pr.send_at : pr.recv_at;
+    std::vector<double>& theirs = send ? pr.recv_at : pr.send_at;
+    size_t k = 0;
+    for (size_t j = 0; j < c.next; ++j) {
+      const Instr& prev = p.instrs[c.ops[j]];
+      if (prev.kind == in.kind && prev.peer == in.peer) ++k;
+    }
+    if (mine.size() == k) mine.push_back(c.t);
+    if (theirs.size() <= k) return false;
+    const double start = std::max(mine[k], theirs[k]);
+    c.t = start + cost_.transfer_ms(double(in.bytes), send ? r : in.peer, send ? in.peer : r);
+    return true;
+  }
+
+  [[noreturn]] void throw_deadlock() const {
+    for (int r = 0; r < int(programs_.size()); ++r) {
+      for (size_t k = 0; k < streams_[r].size(); ++k) {
+        const Cursor& c = streams_[r][k];
+        if (c.next < c.ops.size()) {
+          const Instr& in = programs_[r].instrs[c.ops[c.next]];
+          throw_error("replay: the programs deadlock; rank %d stream %zu is stuck at '%s' (instruction %zu)", r, k,
+                      instr_kind_name(in.kind), c.ops[c.next]);
+        }
+      }
+    }
+    throw_error("replay: the programs deadlock");
+  }
+
+  const std::vector<RankProgram>& programs_;
+  const CostModel& cost_;
+  const std::vector<double> dur_;
+  std::vector<std::vector<Cursor>> streams_;
+  std::vector<std::vector<double>> event_time_;
+  std::map<std::tuple<int, int, int>, Pair> pairs_;
+  ReplayResult res_;
+};
+
+}  // namespace
+
+ReplayResult replay_programs(const Graph& g, const Schedule& s, const std::vector<RankProgram>& programs,
+                             const CostModel& cost) {
+  return Replayer(g, s, programs, cost).run();
 }
 
 }  // namespace hios::exec
