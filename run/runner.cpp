@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -592,6 +593,28 @@ static std::string check_cell(const RunReport& r) {
   return r.ok ? "OK" : "FAIL";
 }
 
+// Ranks on one GPU (e.g. --devices 0,0) run correctly, but their processes take turns on the
+// GPU, and every transfer between them waits for the other's turn: the times say nothing of
+// separate GPUs. A line per GPU shared, so nobody reads them as such.
+static std::string shared_gpu_note(const RunReport& r) {
+  std::map<std::pair<std::string, int>, std::vector<int>> by_gpu;
+  for (const RankInfo& ri : r.ranks) {
+    if (ri.device_index >= 0) by_gpu[{ri.host, ri.device_index}].push_back(ri.rank);
+  }
+  std::string out;
+  for (const auto& [gpu, ranks] : by_gpu) {
+    if (ranks.size() < 2) continue;
+    std::string names;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      names += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+    }
+    out += strprintf("# note: ranks %s share GPU %d on host %s: they take turns on it, so these times are not those "
+                     "of separate GPUs\n",
+                     names.c_str(), gpu.second, gpu.first.c_str());
+  }
+  return out;
+}
+
 std::string report_to_table(const RunReport& r) {
   std::string out;
   out += strprintf("# hios run: graph %s %lldx%lldx%lld (%s), schedule %s on %d GPU(s), predicted %.3f ms\n",
@@ -611,6 +634,7 @@ std::string report_to_table(const RunReport& r) {
     if (ri.rows_launched > 0) out += strprintf("  rows in place %d/%d", ri.rows_in_place, ri.rows_launched);
     out += "\n";
   }
+  out += shared_gpu_note(r);
   out += "#\n";
   out += strprintf("# %8s %6s %12s %12s %12s %8s\n", "repeat", "runs", "time", "min", "max", "check");
   out += strprintf("# %8s %6s %12s %12s %12s %8s\n", "", "", "(ms)", "(ms)", "(ms)", "");

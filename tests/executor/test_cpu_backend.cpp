@@ -172,6 +172,22 @@ TEST_CASE("cpu backend: a one-rank run through the runner verifies exactly") {
   CHECK(r.ranks.size() == 1);
   std::string table = report_to_table(r);
   CHECK(table.find("# correctness: OK") != std::string::npos);
+  CHECK(table.find("share GPU") == std::string::npos);  // CPU ranks have no device index
+  SECTION("ranks that share a GPU are named in the table, ranks on GPUs of their own are not") {
+    RunReport shared = r;
+    shared.ranks.assign(3, r.ranks[0]);
+    for (int k = 0; k < 3; ++k) {
+      shared.ranks[size_t(k)].rank = k;
+      shared.ranks[size_t(k)].host = "node1";
+      shared.ranks[size_t(k)].device_index = k;
+    }
+    CHECK(report_to_table(shared).find("share GPU") == std::string::npos);
+    shared.ranks[2].device_index = 0;
+    const std::string t = report_to_table(shared);
+    CHECK(t.find("# note: ranks 0 and 2 share GPU 0 on host node1") != std::string::npos);
+    shared.ranks[2].host = "node2";  // the same index on another host is another GPU
+    CHECK(report_to_table(shared).find("share GPU") == std::string::npos);
+  }
   CHECK(report_to_json(r)["ok"].get<bool>());
   SECTION("a tuned schedule runs over the transport its tune measured, unless told otherwise") {
     std::string other;  // a transport of this build that is not the cpu backend's default
