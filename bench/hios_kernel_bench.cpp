@@ -20,6 +20,7 @@
 
 #include "executor/cuda/kernels.hpp"
 #include "bench/copy_bandwidth.hpp"
+#include "graph/error.hpp"
 
 using namespace hios::cuda;
 
@@ -150,12 +151,6 @@ struct KernelBenchOptions {
   bool variant_wanted(const char* name) const { return std::string(name).find(variant) != std::string::npos; }
 };
 
-std::string scientific(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", x);
-  return buf;
-}
-
 void print_row(const char* shape, const char* variant, const Timing& ms, double copy_ms, const std::string& diff) {
   std::printf("  %-34s %-16s %9.4f %9.4f %9.4f %7.2f %7.2f %10s\n", shape, variant, ms.single_ms, ms.graph_ms, copy_ms,
               ms.single_ms / copy_ms, ms.graph_ms / copy_ms, diff.c_str());
@@ -198,7 +193,7 @@ void bench_depthwise(const KernelBenchOptions& o) {
       const Timing ms = time_ms([&](cudaStream_t s) { launch_depthwise(p, s); }, o.iters);
       const std::vector<float> out = y.read(elem);
       if (first.empty()) first = out;
-      print_row(sh.what, name, ms, copy_ms, scientific(max_abs_diff(out, first)));
+      print_row(sh.what, name, ms, copy_ms, hios::strprintf("%.2e", max_abs_diff(out, first)));
     }
   }
 }
@@ -258,7 +253,7 @@ void bench_pools(const KernelBenchOptions& o) {
       const Timing ms = time_ms([&](cudaStream_t s) { launch_pool(p, s); }, o.iters);
       const std::vector<float> out = y.read(elem);
       if (first.empty()) first = out;
-      print_row(sh.what, name, ms, copy_ms, scientific(max_abs_diff(out, first)));
+      print_row(sh.what, name, ms, copy_ms, hios::strprintf("%.2e", max_abs_diff(out, first)));
     }
     if (o.variant_wanted("d2d copy")) bench_copy_of(o, sh.what, x.bytes + y.bytes, copy_ms);
   }
