@@ -40,7 +40,30 @@ struct RunCliOptions {
   // --shapes: a shape set (executor/shape_set.hpp) of the graph's model, scheduled here.
   std::string shapes, batches = "1", algo = "hios-lp", cost = "analytic", cost_device;
   bool prepare_on_demand = false, compare_separate = false;
+  std::vector<std::string> inputs, saves;  // --input, --save-output as given (repeatable)
 };
+
+// --input FILE (the one input) or NAME=FILE (repeated); --save-output FILE, DIR or NAME=FILE.
+void split_io_options(RunCliOptions& o) {
+  for (const std::string& in : o.inputs) {
+    HIOS_CHECK(!in.empty(), "--input: an empty value");
+    if (in.find('=') == std::string::npos && o.run.input_file.empty() && o.inputs.size() == 1) {
+      o.run.input_file = in;
+      continue;
+    }
+    HIOS_CHECK(in.find('=') != std::string::npos && in.find('=') > 0 && in.find('=') + 1 < in.size(),
+               "--input %s: give NAME=FILE.npy for each input when there are several", printable(in).c_str());
+    o.run.named_inputs.push_back(in);
+  }
+  for (const std::string& out : o.saves) {
+    HIOS_CHECK(!out.empty(), "--save-output: an empty value");
+    if (o.run.output_file.empty() && out.find('=') == std::string::npos) {
+      o.run.output_file = out;
+    } else {
+      o.run.saves.push_back(out);
+    }
+  }
+}
 
 // `hios run --shapes`: the graph's model rebuilt at every shape, each scheduled on one GPU with
 // --algo under --cost, all served from one process (run/shape_runner.hpp).
@@ -297,7 +320,9 @@ void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
     Graph g = load_graph(ropt.graph);
     Schedule s = load_schedule(g, ropt.schedule);
     const std::string output = ropt.output.empty() ? default_output(g, s, opt) : ropt.output;
-    writable = result_paths_writable(*comm, {output == "none" ? "" : output, opt.trace_file, opt.output_file});
+    // A folder for --save-output takes one file per result; the files themselves are checked as they are written.
+    const bool folder = !opt.output_file.empty() && std::filesystem::is_directory(opt.output_file);
+    writable = result_paths_writable(*comm, {output == "none" ? "" : output, opt.trace_file, folder ? "" : opt.output_file});
     if (!writable) return;
     rep = exec::run_schedule(g, s, opt, *comm);
     if (comm->rank() != 0) return;
@@ -397,12 +422,13 @@ void add_run_command(CLI::App& app) {
   run->add_option("--trace", ropt->run.trace_file,
                   "After the timed passes, trace one more (eager) pass with a marker around every launch and "
                   "transfer, and write it as a Chrome/Perfetto trace in the layout of 'hios trace'");
-  run->add_option("--input", ropt->run.input_file,
-                  "The graph's input as a NumPy .npy file (float32 or float64, shaped N,C,H,W as the graph's input, "
-                  "or C,H,W at batch 1; default: the seeded input)");
-  run->add_option("--save-output", ropt->run.output_file,
-                  "Write the graph's output to this NumPy .npy file (float32; N,C for a classifier's logits, else "
-                  "N,C,H,W)");
+  run->add_option("--input", ropt->inputs,
+                  "The graph's input as a NumPy .npy file (the image: float32 or float64, shaped N,C,H,W or C,H,W at "
+                  "batch 1), or NAME=FILE.npy once per input of a graph of several (each of the input's dtype and "
+                  "shape); default: seeded inputs");
+  run->add_option("--save-output", ropt->saves,
+                  "Write the results as NumPy .npy files: FILE.npy (the one result; N,C for a classifier's logits), "
+                  "an existing folder DIR (every result as DIR/NAME.npy), or NAME=FILE.npy (repeatable)");
   run->add_option("--output,-o", ropt->output,
                   "Results JSON (default output/run-<graph>-<HxW>-<algo>-<N>gpu-<backend>.json; 'none' for no file)");
   // Testing only, hidden from --help: make one rank fail, or cap backend memory.
@@ -416,6 +442,7 @@ void add_run_command(CLI::App& app) {
       "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --backend cpu --verify\n"
       "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --trace measured.json   # vs hios trace\n");
   run->callback([ropt, run] {
+    split_io_options(*ropt);
     exec::RunOptions opt = ropt->run;
     opt.devices = parse_devices(ropt->devices);
     if (opt.verify_nodes) opt.verify = true;
@@ -425,7 +452,7 @@ void add_run_command(CLI::App& app) {
       HIOS_CHECK(ropt->schedule.empty(), "--shapes schedules every shape itself (--algo, --cost); drop --schedule");
       HIOS_CHECK(!opt.verify_nodes && opt.trace_file.empty() && opt.inject_failure.empty(),
                  "--shapes takes --verify, but not --verify-nodes, --trace or --inject-failure");
-      HIOS_CHECK(opt.input_file.empty() && opt.output_file.empty(),
+      HIOS_CHECK(opt.input_file.empty() && opt.output_file.empty() && opt.named_inputs.empty() && opt.saves.empty(),
                  "--shapes runs seeded inputs of many shapes: --input and --save-output go with --schedule");
       std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
       run_job(*comm, [&] { run_shapes(*ropt, *comm); });

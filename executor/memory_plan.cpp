@@ -62,7 +62,7 @@ std::vector<TensorUse> tensor_uses(const Graph& g, const RankProgram& p, std::ve
   for (TensorUse& u : uses) {
     std::sort(u.accesses.begin(), u.accesses.end());
     u.accesses.erase(std::unique(u.accesses.begin(), u.accesses.end()), u.accesses.end());
-    u.pinned = u.writer < 0 || u.node == p.output || u.node == g.output();
+    u.pinned = u.writer < 0 || u.node == p.output || g.is_result(u.node);
   }
   if (slot_out) *slot_out = std::move(slot);
   return uses;

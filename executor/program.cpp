@@ -51,9 +51,7 @@ int64_t RankProgram::bytes_allocated() const {
 
 int64_t RankProgram::tensor_memory() const { return arena_bytes > 0 ? arena_bytes : bytes_allocated(); }
 
-static int64_t tensor_bytes(const Graph& g, int v) {
-  return g.nodes[v].shape.numel() * static_cast<int64_t>(dtype_size(g.dtype));
-}
+static int64_t tensor_bytes(const Graph& g, int v) { return g.tensor_bytes(v); }
 
 // ---------------------------------------------------------------------------------------------
 // The one walk over a rank's part of a schedule. Sender and receiver both derive the send order
@@ -88,7 +86,9 @@ std::vector<std::pair<int, int>> sends_of(const Graph& g, const Schedule& s, int
                                           const std::vector<std::vector<int>>& dst, const LaunchOrder& order) {
   std::vector<std::pair<int, int>> out;
   if (src == 0) {
-    for (int d : dst[g.input()]) out.push_back({g.input(), d});
+    for (int in : g.inputs()) {
+      for (int d : dst[size_t(in)]) out.push_back({in, d});
+    }
   }
   for (const StageRef& sr : rank_stages(s, src)) {
     for (const auto& [group, v] : stage_launches(*sr.st, order)) {
@@ -267,7 +267,9 @@ class Lowerer {
     fence_stage_ = send_fence_stages(g_, s_, rank_, order_);
     if (s_.meta.recv_lead >= 0) posted_at_ = receive_post_stages(g_, s_, rank_, gpu_, order_);
     fork();
-    if (rank_ == 0) emit_sends(g_.input(), -1, -1, -1);
+    if (rank_ == 0) {
+      for (int in : g_.inputs()) emit_sends(in, -1, -1, -1);
+    }
     for (size_t i = 0; i < stages_.size(); ++i) {
       if (i > 0) barrier(stages_[i - 1], stages_[i]);
       stage_index_ = static_cast<int>(i);
@@ -276,9 +278,11 @@ class Lowerer {
       emit_stage(stages_[i]);
     }
     stage_index_ = static_cast<int>(stages_.size());
-    if (rank_ == 0 && gpu_[p_.output] != 0) {
-      // The output gather: posted like any other receive, then joined into stream 0 below.
-      receive_up_to(p_.output, -1, -1);
+    // The output gather: every result not computed on rank 0 is posted like any other receive,
+    // then joined into stream 0 below.
+    const std::vector<int> results = g_.results();
+    for (int out : results) {
+      if (rank_ == 0 && gpu_[size_t(out)] != 0) receive_up_to(out, -1, -1);
     }
     for (const auto& [peer, order] : recv_order_) {
       HIOS_CHECK(next_recv_[peer] == order.size(),
@@ -286,7 +290,9 @@ class Lowerer {
                  order.size() - next_recv_[peer], peer);
     }
     join();
-    if (rank_ == 0) push({InstrKind::Gather, p_.output, 0});
+    if (rank_ == 0) {
+      for (int out : results) push({InstrKind::Gather, out, 0});
+    }
     p_.num_events = next_event_;
     return std::move(p_);
   }
@@ -330,7 +336,7 @@ class Lowerer {
 
   void make_allocs() {
     std::set<int> resident;
-    if (rank_ == 0) resident.insert(g_.input());
+    if (rank_ == 0) resident.insert(g_.inputs().begin(), g_.inputs().end());
     for (const StageRef& sr : stages_) {
       for (const Group& gr : sr.st->groups) {
         for (int v : gr.nodes) resident.insert(v);
@@ -551,6 +557,17 @@ RankProgram with_element_bytes(RankProgram p, size_t element_bytes) {
   return p;
 }
 
+RankProgram with_element_bytes(const Graph& g, RankProgram p, size_t element_bytes) {
+  if (element_bytes != 4) {
+    for (int v = 0; v < g.size(); ++v) {
+      HIOS_CHECK(is_float(g.nodes[size_t(v)].dtype),
+                 "node '%s' holds %s values: 16-bit storage (--math fp16 or bf16) takes graphs of float tensors only",
+                 g.nodes[size_t(v)].name.c_str(), dtype_name(g.nodes[size_t(v)].dtype));
+    }
+  }
+  return with_element_bytes(std::move(p), element_bytes);
+}
+
 Schedule sequential_schedule(const Graph& g) {
   Schedule s = make_schedule_skeleton(g, 1);
   s.meta.algorithm = "sequential";
@@ -656,7 +673,7 @@ std::vector<std::string> check_programs(const Graph& g, const std::vector<RankPr
     const RankProgram& p = programs[r];
     if (p.rank != r) errs.push_back(strprintf("rank mismatch: program %d says it is rank %d", r, p.rank));
     std::set<int> resident, ready, recorded;
-    if (r == 0) ready.insert(g.input());
+    if (r == 0) ready.insert(g.inputs().begin(), g.inputs().end());
     int nstreams = static_cast<int>(p.streams.size());
     bool seen_pass = false;
     for (size_t i = 0; i < p.instrs.size(); ++i) {
@@ -708,9 +725,14 @@ std::vector<std::string> check_programs(const Graph& g, const std::vector<RankPr
           break;
         case InstrKind::Gather:
           if (r != 0) errs.push_back(at + ": gather on a rank other than 0");
-          if (in.node != g.output()) errs.push_back(at + ": gathers a node that is not the graph output");
+          if (!g.is_result(in.node)) errs.push_back(at + ": gathers a node that is not a graph result");
           if (!ready.count(in.node)) errs.push_back(at + ": gathers the output before it is on rank 0");
-          if (i + 1 != p.instrs.size()) errs.push_back(at + ": gather is not the last instruction");
+          for (size_t j = i + 1; j < p.instrs.size(); ++j) {
+            if (p.instrs[j].kind != InstrKind::Gather) {
+              errs.push_back(at + ": a gather is followed by other instructions");
+              break;
+            }
+          }
           break;
         case InstrKind::Alloc: break;
       }
@@ -720,7 +742,7 @@ std::vector<std::string> check_programs(const Graph& g, const std::vector<RankPr
       if (!gathered) errs.push_back("rank 0 does not end with the gather of the output");
     }
   }
-  for (int v = 1; v < g.size(); ++v) {
+  for (int v = g.first_computed(); v < g.size(); ++v) {
     if (launches[v] != 1) {
       errs.push_back(strprintf("node '%s' launched %d times across ranks", g.nodes[v].name.c_str(), launches[v]));
     }

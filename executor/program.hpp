@@ -128,6 +128,9 @@ std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s, const Laun
 // shared arena stays valid (the map is linear, so disjoint ranges stay disjoint) and offsets
 // keep element_bytes / 4 of their alignment. Throws on a size that is not whole elements.
 RankProgram with_element_bytes(RankProgram p, size_t element_bytes);
+// The same, refusing a graph with integer or bool tensors when element_bytes is not 4 (their
+// sizes do not scale with the float storage), naming the first such node.
+RankProgram with_element_bytes(const Graph& g, RankProgram p, size_t element_bytes);
 
 // The order in which rank src sends tensors to rank dst (what dst's Recvs must follow).
 std::vector<int> send_order(const Graph& g, const Schedule& s, int src, int dst, const LaunchOrder& order = {});

@@ -1,5 +1,7 @@
 #include "executor/session.hpp"
 
+#include <cstring>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -10,6 +12,7 @@
 #include "executor/tensor_layout.hpp"
 #include "executor/weights.hpp"
 #include "scheduler/cost_model.hpp"
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 #include "graph/stats.hpp"
 
@@ -103,7 +106,7 @@ void RankSession::load(RankProgram p) {
              "internal error: rank %d of %d given the program of rank %d of %d", comm_.rank(), comm_.size(), p.rank,
              p.num_ranks);
   // Lowered in float32 bytes; a backend storing 16-bit elements gets its sizes.
-  program_ = with_element_bytes(std::move(p), backend_->element_bytes());
+  program_ = with_element_bytes(*g_, std::move(p), backend_->element_bytes());
   captured_ = false;
   eager_passes_ = 0;
   backend_->prepare(*g_, program_);
@@ -368,6 +371,91 @@ LaunchOrder make_launch_order(const std::string& name, const Graph& g, const Ses
   o.kind = LaunchOrderKind::Measured;
   for (char c : mine) o.memory_bound.push_back(c == '1' ? 1 : 0);
   return o;
+}
+
+GraphInputs make_inputs(const Graph& g, uint64_t seed) {
+  GraphInputs out;
+  for (int v : g.inputs()) {
+    const Node& nd = g.nodes[size_t(v)];
+    if (!nd.op.tensor_input()) {
+      const std::vector<float> image = make_input(g, seed);
+      const auto* p = reinterpret_cast<const uint8_t*>(image.data());
+      out.emplace_back(p, p + image.size() * sizeof(float));
+      continue;
+    }
+    const int64_t n = nd.shape.numel();
+    const DType held = is_float(nd.dtype) ? DType::F32 : nd.dtype;
+    std::vector<uint8_t> bytes(size_t(n) * dtype_size(held));
+    const uint64_t key = init::tensor_key(seed, nd.name + ".value");
+    for (int64_t i = 0; i < n; ++i) {
+      const float u = init::uniform(key, uint64_t(i));  // in [-1, 1)
+      if (is_float(nd.dtype)) {
+        store_double(bytes.data(), held, i, double(u) * init::kInputBound);
+      } else {
+        store_int(bytes.data(), held, i, u >= 0 ? 1 : 0);
+      }
+    }
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+GraphInputs image_inputs(const std::vector<float>& image) {
+  const auto* p = reinterpret_cast<const uint8_t*>(image.data());
+  return {std::vector<uint8_t>(p, p + image.size() * sizeof(float))};
+}
+
+void set_inputs(Backend& backend, const Graph& g, const GraphInputs& in) {
+  HIOS_CHECK(in.size() == g.inputs().size(), "internal error: %zu input values for %zu graph inputs", in.size(),
+             g.inputs().size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    const int v = g.inputs()[k];
+    if (!g.nodes[size_t(v)].op.tensor_input()) {
+      std::vector<float> image(in[k].size() / sizeof(float));
+      std::memcpy(image.data(), in[k].data(), image.size() * sizeof(float));
+      backend.set_input(image);
+      continue;
+    }
+    const TensorView t = backend.tensor(v);
+    HIOS_CHECK(t.bytes == in[k].size(), "input '%s': %zu bytes of values for a tensor of %zu",
+               g.nodes[size_t(v)].name.c_str(), in[k].size(), t.bytes);
+    HostBuffer staging = backend.alloc_host(t.bytes);
+    std::memcpy(staging.get(), in[k].data(), t.bytes);
+    backend.copy_from_host(v, staging.get(), 0);
+    backend.sync_stream(0);
+  }
+}
+
+std::vector<uint8_t> read_bytes(Backend& backend, const Graph& g, int v) {
+  const Node& nd = g.nodes[size_t(v)];
+  if (is_float(nd.dtype)) {
+    const std::vector<float> f = backend.read_tensor(v);
+    const auto* p = reinterpret_cast<const uint8_t*>(f.data());
+    return std::vector<uint8_t>(p, p + size_t(nd.shape.numel()) * sizeof(float));
+  }
+  const TensorView t = backend.tensor(v);
+  HostBuffer staging = backend.alloc_host(t.bytes);
+  backend.copy_to_host(v, staging.get(), 0);
+  backend.sync_stream(0);
+  const auto* p = static_cast<const uint8_t*>(staging.get());
+  return std::vector<uint8_t>(p, p + size_t(nd.shape.numel()) * dtype_size(nd.dtype));
+}
+
+std::vector<float> read_values(Backend& backend, const Graph& g, int v) {
+  const Node& nd = g.nodes[size_t(v)];
+  if (is_float(nd.dtype)) return backend.read_tensor(v);
+  const std::vector<uint8_t> b = read_bytes(backend, g, v);
+  return to_floats(b.data(), nd.dtype, nd.shape.numel());
+}
+
+std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,
+                                           const GraphInputs& inputs) {
+  HIOS_CHECK(self.size() == 1, "internal error: the reference runs on one rank");
+  auto s = std::make_unique<RankSession>(g, opt, self);
+  s->load(lower(g, sequential_schedule(g), 0));
+  set_inputs(s->backend(), g, inputs);
+  s->pass();
+  return s;
 }
 
 std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,

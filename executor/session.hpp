@@ -211,10 +211,29 @@ std::vector<double> measure_node_times(const Graph& g, const SessionOptions& opt
 // gets rank 0's classes, since the send order follows the launch order. Collective.
 LaunchOrder make_launch_order(const std::string& name, const Graph& g, const SessionOptions& opt, Comm& comm);
 
+// The values of every graph input, in Graph::inputs() order: each as the bytes a host holds it in
+// (float32 for every float type, integers and bools in their own width; C order, NCHW for the
+// image input).
+using GraphInputs = std::vector<std::vector<uint8_t>>;
+// The seeded inputs: the image input's make_input values; a tensor input's floats uniform in
+// [-kInputBound, kInputBound), its integers 0 or 1 and its bools true or false, drawn from the seed.
+GraphInputs make_inputs(const Graph& g, uint64_t seed);
+// A graph of one float image input: its values as GraphInputs.
+GraphInputs image_inputs(const std::vector<float>& image);
+// Writes every input into the backend's tensors (the image through set_input, which converts
+// its layout; the others as they are held). Synchronous.
+void set_inputs(Backend& backend, const Graph& g, const GraphInputs& in);
+// Node v's values as floats, whatever its type (integers converted; exact up to 2^24).
+std::vector<float> read_values(Backend& backend, const Graph& g, int v);
+// Node v's values as the host holds them (GraphInputs' convention), for a .npy file.
+std::vector<uint8_t> read_bytes(Backend& backend, const Graph& g, int v);
+
 // The sequential one-rank reference: every node on one stream of a fresh session on `device`
 // (the graph's topological order), run once on `input`. --verify compares against it.
 std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,
                                            const std::vector<float>& input);
+std::unique_ptr<RankSession> run_reference(const Graph& g, const SessionOptions& opt, Comm& self,
+                                           const GraphInputs& inputs);
 
 
 }  // namespace hios::exec

@@ -1,5 +1,6 @@
 #include "executor/weights.hpp"
 
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 
 namespace hios::exec {
@@ -130,9 +131,44 @@ std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed, Lay
   return out;
 }
 
+std::vector<std::vector<uint8_t>> make_node_constants(const Graph& g, int v, uint64_t seed) {
+  const Node& nd = g.nodes[size_t(v)];
+  std::vector<std::vector<uint8_t>> out;
+  std::shared_ptr<const std::map<std::string, TensorEntry>> file;
+  for (const Constant& c : nd.constants) {
+    const int64_t count = c.shape.numel();
+    const DType storage = is_float(c.dtype) ? DType::F32 : c.dtype;
+    std::vector<uint8_t> bytes(size_t(count) * dtype_size(storage));
+    if (!c.data.empty()) {
+      convert_elements(c.data.data(), c.dtype, bytes.data(), storage, count);
+      out.push_back(std::move(bytes));
+      continue;
+    }
+    const std::string name = nd.params_name() + ".c" + std::to_string(c.operand);
+    HIOS_CHECK(is_float(c.dtype) || !g.weights.empty(),
+               "node '%s': constant operand %d is %s and has no values (integer constants are given inline or in a "
+               "weights file)", nd.name.c_str(), c.operand, dtype_name(c.dtype));
+    std::vector<float> values;
+    if (!g.weights.empty()) {
+      if (!file) file = load_safetensors(g.weights);
+      auto it = file->find(name);
+      HIOS_CHECK(it != file->end(), "%s: no tensor '%s' for constant operand %d of node '%s' in graph '%s'",
+                 g.weights.c_str(), name.c_str(), c.operand, nd.name.c_str(), g.name.c_str());
+      HIOS_CHECK(int64_t(it->second.values.size()) == count, "%s: tensor '%s' has %zu values, node '%s' needs %lld",
+                 g.weights.c_str(), name.c_str(), it->second.values.size(), nd.name.c_str(), (long long)count);
+      values = it->second.values;
+    } else {
+      values = uniform_values(seed, name, count, init::kInputBound);
+    }
+    convert_elements(values.data(), DType::F32, bytes.data(), storage, count);
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
 std::map<std::string, TensorEntry> seeded_weight_tensors(const Graph& g, uint64_t seed) {
   std::map<std::string, TensorEntry> out;
-  for (int v = 1; v < g.size(); ++v) {
+  for (int v = g.first_computed(); v < g.size(); ++v) {
     const std::string& owner = g.nodes[size_t(v)].params_name();
     for_each_param_op(g, v, [&](const Op& op, const Shape& in, int step) {
       const std::string prefix = step < 0 ? owner : owner + ".steps[" + std::to_string(step) + "]";

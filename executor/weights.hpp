@@ -47,6 +47,12 @@ Shape assembled_input_shape(const Graph& g, int v);
 std::vector<OpParams> make_node_params(const Graph& g, int v, uint64_t seed = init::kDefaultSeed,
                                        Layout layout = Layout::Nchw);
 
+// The constant operands of node v (Node::constants), in order, each as the bytes of its
+// values in `storage` (DType::F32 for every float constant on a backend computing in float32;
+// integers and bools keep their own type): the constant's inline values, else tensor
+// "<owner>.c<operand>" of the graph's weights file, else (floats only) seeded values.
+std::vector<std::vector<uint8_t>> make_node_constants(const Graph& g, int v, uint64_t seed = init::kDefaultSeed);
+
 // Every parameter make_node_params would make from `seed`, as the tensors of a weights file
 // (conv weights shaped [out][in/groups][kh][kw], linear [out][in], biases [out]).
 std::map<std::string, TensorEntry> seeded_weight_tensors(const Graph& g, uint64_t seed = init::kDefaultSeed);

@@ -16,8 +16,32 @@ int Graph::find(std::string_view node_name) const {
 
 Shape Graph::value_shape(const Value& v) const {
   Shape s = nodes[v.node].shape;
+  if (v.begin == 0 && v.end < 0) return s;  // a whole value, of any rank
   s.c = value_end(v) - v.begin;
   return s;
+}
+
+const Constant* Node::constant(int k) const {
+  for (const Constant& c : constants) {
+    if (c.operand == k) return &c;
+  }
+  return nullptr;
+}
+
+int Node::term_of_operand(int k) const {
+  int term = 0;
+  for (int i = 0; i < k; ++i) term += constant(i) ? 0 : 1;
+  return term;
+}
+
+bool Graph::is_result(int v) const {
+  if (outputs.empty()) return v == output();
+  return std::find(outputs.begin(), outputs.end(), v) != outputs.end();
+}
+
+int64_t Graph::tensor_bytes(int v) const {
+  const Node& nd = nodes[size_t(v)];
+  return nd.shape.numel() * int64_t(is_float(nd.dtype) ? sizeof(float) : dtype_size(nd.dtype));
 }
 
 std::vector<int> Graph::predecessors(int i) const {
@@ -122,14 +146,18 @@ constexpr int64_t kMaxDimension = INT32_MAX;
 constexpr int64_t kMaxElements = int64_t(1) << 38;
 
 static void check_size(const Shape& s, const std::string& node, const char* what) {
-  HIOS_CHECK(s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0, "node '%s': %s has a non-positive size %s", node.c_str(), what,
-             s.str().c_str());
-  HIOS_CHECK(s.n <= kMaxDimension && s.c <= kMaxDimension && s.h <= kMaxDimension && s.w <= kMaxDimension,
-             "node '%s': %s %s has a dimension over %lld", node.c_str(), what, s.str().c_str(),
-             (long long)kMaxDimension);
-  int64_t e = 0;
-  const bool overflow = __builtin_mul_overflow(s.n, s.c, &e) || __builtin_mul_overflow(e, s.h, &e) ||
-                        __builtin_mul_overflow(e, s.w, &e);
+  HIOS_CHECK(s.rank >= 0 && s.rank <= kMaxRank, "node '%s': %s has rank %d (at most %d)", node.c_str(), what, s.rank,
+             kMaxRank);
+  int64_t e = 1;
+  bool overflow = false;
+  for (int d = 0; d < kMaxRank; ++d) {
+    const int64_t v = s.dim(d);
+    HIOS_CHECK(d < s.rank || v == 1, "node '%s': %s %s has dim %d past its rank", node.c_str(), what, s.str().c_str(), d);
+    HIOS_CHECK(v > 0, "node '%s': %s has a non-positive size %s", node.c_str(), what, s.str().c_str());
+    HIOS_CHECK(v <= kMaxDimension, "node '%s': %s %s has a dimension over %lld", node.c_str(), what, s.str().c_str(),
+               (long long)kMaxDimension);
+    overflow = overflow || __builtin_mul_overflow(e, v, &e);
+  }
   HIOS_CHECK(!overflow && e <= kMaxElements, "node '%s': %s %s has more than 2^38 elements, the limit on one tensor",
              node.c_str(), what, s.str().c_str());
 }
@@ -166,10 +194,29 @@ void Graph::index_names() {
   }
 }
 
-// Exactly one input placeholder, outside every block; every other node inside one.
+// Input placeholders outside every block (at least one); every other node inside one. A general
+// op reads whole values, one per term, and its constants sit at distinct operand positions.
 void Graph::check_placeholder_and_terms() const {
   int inputs = 0;
   for (const Node& n : nodes) {
+    const OpDef& def = op_def(n.op.kind);
+    if (def.general) {
+      for (const Term& t : n.inputs) {
+        HIOS_CHECK(t.size() == 1 && t[0].begin == 0 && t[0].end < 0,
+                   "node '%s': a %s reads whole values, one per input term", n.name.c_str(), def.name);
+      }
+    }
+    HIOS_CHECK(n.constants.empty() || def.general, "node '%s': a %s takes no constants", n.name.c_str(), def.name);
+    for (size_t k = 0; k < n.constants.size(); ++k) {
+      const Constant& c = n.constants[k];
+      HIOS_CHECK(c.operand >= 0 && c.operand < n.operands() && (k == 0 || c.operand > n.constants[k - 1].operand),
+                 "node '%s': constant operand positions must be distinct, ascending and below its %d operands",
+                 n.name.c_str(), n.operands());
+      check_size(c.shape, n.name, "a constant");
+      HIOS_CHECK(c.data.empty() || int64_t(c.data.size()) == c.shape.numel() * int64_t(dtype_size(c.dtype)),
+                 "node '%s': constant operand %d holds %zu bytes, not %lld elements of %s", n.name.c_str(), c.operand,
+                 c.data.size(), (long long)c.shape.numel(), dtype_name(c.dtype));
+    }
     if (n.op.kind == OpKind::Input) {
       ++inputs;
       HIOS_CHECK(n.block < 0, "node '%s': the input placeholder cannot be inside a block", n.name.c_str());
@@ -177,7 +224,8 @@ void Graph::check_placeholder_and_terms() const {
     } else {
       HIOS_CHECK(n.block >= 0 && n.block < static_cast<int>(blocks.size()), "node '%s': belongs to no block",
                  n.name.c_str());
-      HIOS_CHECK(!n.inputs.empty(), "node '%s': has no inputs", n.name.c_str());
+      // A general op may compute from constants alone (a result the model gives as a constant).
+      HIOS_CHECK(!n.inputs.empty() || (def.general && !n.constants.empty()), "node '%s': has no inputs", n.name.c_str());
     }
     for (const Term& t : n.inputs) {
       HIOS_CHECK(!t.empty(), "node '%s': has an empty input term", n.name.c_str());
@@ -187,7 +235,11 @@ void Graph::check_placeholder_and_terms() const {
       }
     }
   }
-  HIOS_CHECK(inputs == 1, "graph '%s': needs exactly one input placeholder, found %d", name.c_str(), inputs);
+  HIOS_CHECK(inputs >= 1, "graph '%s': needs an input placeholder", name.c_str());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    HIOS_CHECK(outputs[k] >= 0 && outputs[k] < size() && nodes[size_t(outputs[k])].op.kind != OpKind::Input,
+               "graph '%s': result %zu is not a computed node", name.c_str(), k);
+  }
 }
 
 // Topological order, stable with respect to the current order; the permutation applied to the
@@ -199,6 +251,8 @@ std::vector<int> Graph::sort_topologically() {
     for (int p : predecessors(i)) dag.add_edge(p, i);
   }
   std::vector<int> order = topological_prefix(dag);
+  // The inputs first (they read nothing, so the order stays topological).
+  std::stable_partition(order.begin(), order.end(), [&](int v) { return nodes[size_t(v)].op.kind == OpKind::Input; });
   if (static_cast<int>(order.size()) != n) {
     std::vector<char> unsorted(n, 1);
     for (int u : order) unsorted[u] = 0;
@@ -217,6 +271,11 @@ std::vector<int> Graph::sort_topologically() {
     }
   }
   for (int i = 0; i < n; ++i) index_[nodes[i].name] = i;
+  for (int& o : outputs) o = new_index[size_t(o)];
+  inputs_.clear();
+  for (int i = 0; i < n; ++i) {
+    if (nodes[size_t(i)].op.kind == OpKind::Input) inputs_.push_back(i);
+  }
   HIOS_CHECK(nodes[0].op.kind == OpKind::Input, "graph '%s': node '%s' has no inputs but is not the input",
              name.c_str(), nodes[0].name.c_str());
   return new_index;
@@ -267,6 +326,39 @@ void Graph::rebuild_blocks(const std::vector<int>& new_index) {
 // Shape inference and counting for one node whose producers are inferred already.
 void Graph::infer_node(Node& nd) {
   InferContext ctx{nd.name, batch, height, width};
+  const OpDef& def = op_def(nd.op.kind);
+  if (def.general) {
+    // Operands in order: input terms (one whole value each) and constants at their positions.
+    std::vector<Shape> in;
+    size_t term = 0;
+    for (int k = 0; k < nd.operands(); ++k) {
+      if (const Constant* c = nd.constant(k)) {
+        in.push_back(c->shape);
+        ctx.dtypes.push_back(c->dtype);
+      } else {
+        const Node& src = nodes[size_t(nd.inputs[term++][0].node)];
+        in.push_back(src.shape);
+        ctx.dtypes.push_back(src.dtype);
+      }
+    }
+    nd.shape = infer_op(nd.op, in, ctx);
+    check_size(nd.shape, nd.name, "output");
+    nd.dtype = infer_dtype_op(nd.op, ctx.dtypes);
+    nd.cost = count_op(nd.op, in, nd.shape, nd.dtype);
+    for (const Constant& c : nd.constants) nd.cost.params += double(c.shape.numel());
+    return;
+  }
+  for (const Term& t : nd.inputs) {
+    for (const Value& v : t) ctx.dtypes.push_back(nodes[size_t(v.node)].dtype);
+  }
+  for (DType t : ctx.dtypes) {
+    HIOS_CHECK(t == ctx.dtypes[0], "node '%s': a %s of %s and %s values", nd.name.c_str(), def.name,
+               dtype_name(ctx.dtypes[0]), dtype_name(t));
+    HIOS_CHECK(is_float(t) || nd.op.kind == OpKind::Activation || nd.op.kind == OpKind::Identity ||
+                   nd.op.kind == OpKind::Add || nd.op.kind == OpKind::Mul,
+               "node '%s': a %s of %s values (it takes floats)", nd.name.c_str(), def.name, dtype_name(t));
+  }
+  if (nd.op.kind == OpKind::Input) ctx.dtypes.clear();
   std::vector<Shape> terms;
   double value_bytes = 0, sum_flops = 0;
   for (size_t ti = 0; ti < nd.inputs.size(); ++ti) {
@@ -295,7 +387,6 @@ void Graph::infer_node(Node& nd) {
     terms.push_back(ts);
   }
   std::vector<Shape> in;
-  const OpDef& def = op_def(nd.op.kind);
   if (def.terms_are_operands || terms.empty()) {
     in = terms;
   } else {
@@ -313,6 +404,7 @@ void Graph::infer_node(Node& nd) {
   for (const Shape& s : in) check_size(s, nd.name, "input");
   nd.shape = infer_op(nd.op, in, ctx);
   check_size(nd.shape, nd.name, "output");
+  nd.dtype = infer_dtype_op(nd.op, ctx.dtypes);
   nd.cost = count_op(nd.op, in, nd.shape, dtype);
   // Assembling the input reads every value once; summing within a term costs one FLOP per
   // extra addend element.

@@ -30,6 +30,20 @@ struct Value {
 };
 using Term = std::vector<Value>;
 
+// A constant operand of a general tensor op (OpDef::general): operand `operand` of the node is
+// this tensor. Its values are `data` (little-endian, inline in the graph JSON) when given,
+// otherwise tensor "<owner>.c<operand>" of the graph's weights file, otherwise (float types
+// only) drawn from the seed like a weight.
+struct Constant {
+  int operand = 0;
+  Shape shape;
+  DType dtype = DType::F32;
+  std::vector<uint8_t> data;
+  bool operator==(const Constant& o) const {
+    return operand == o.operand && shape == o.shape && dtype == o.dtype && data == o.data;
+  }
+};
+
 struct Node {
   std::string name;
   Op op;
@@ -38,9 +52,16 @@ struct Node {
   std::string params_from;
   const std::string& params_name() const { return params_from.empty() ? name : params_from; }
   std::vector<Term> inputs;
-  int block = -1;    // index into Graph::blocks; -1 for the graph input
+  std::vector<Constant> constants;  // general ops only, sorted by operand
+  int block = -1;    // index into Graph::blocks; -1 for a graph input
   Shape shape;       // output shape, filled by shape inference
+  DType dtype = DType::F32;  // output element type, filled by inference
   OpCost cost;       // counts, filled by shape inference (term assembly included)
+  int operands() const { return int(inputs.size() + constants.size()); }
+  // Operand k's constant, or nullptr when operand k is an input term.
+  const Constant* constant(int k) const;
+  // The input term holding operand k (operands not constant, in order).
+  int term_of_operand(int k) const;
 };
 
 struct Block {
@@ -62,8 +83,23 @@ class Graph {
   std::vector<Node> nodes;  // topologically ordered; nodes[0] is the input placeholder
   std::vector<Block> blocks;
 
-  int input() const { return 0; }
+  // Graph outputs besides the last block's exit: when a model has several results, they are
+  // listed here (in order) and the last block ends in a `join` of them. Empty: the one result
+  // is the last block's exit.
+  std::vector<int> outputs;
+
+  int input() const { return 0; }  // the first graph input (the image of a convolution network)
   int output() const { return blocks.empty() ? 0 : blocks.back().exit; }
+  // Every graph input (input ops, outside the blocks, in node order) and every result.
+  const std::vector<int>& inputs() const { return inputs_; }
+  std::vector<int> results() const { return outputs.empty() ? std::vector<int>{output()} : outputs; }
+  bool is_input(int v) const { return nodes[size_t(v)].op.kind == OpKind::Input; }
+  // The inputs are nodes 0 .. first_computed() - 1; every node from there on is computed.
+  int first_computed() const { return int(inputs_.size()); }
+  bool is_result(int v) const;
+  // Bytes of node v's output in its element type (float32 for every float type: the size a
+  // program is lowered in, executor/program.hpp).
+  int64_t tensor_bytes(int v) const;
   int size() const { return static_cast<int>(nodes.size()); }
   int find(std::string_view node_name) const;  // -1 when absent
   int64_t value_begin(const Value& v) const { return v.begin; }
@@ -95,6 +131,7 @@ class Graph {
   void infer_node(Node& nd);
 
   std::unordered_map<std::string, int> index_;
+  std::vector<int> inputs_;
   friend class GraphBuilder;
 };
 

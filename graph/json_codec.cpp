@@ -1,9 +1,11 @@
 #include "graph/json_codec.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <unordered_map>
 
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 
 namespace hios {
@@ -11,7 +13,32 @@ namespace hios {
 static constexpr const char* kFormat = "hios-graph";
 static constexpr int kVersion = 1;
 
-static json shape_json(const Shape& s) { return json::array({s.n, s.c, s.h, s.w}); }
+static json shape_json(const Shape& s) { return s.dims(); }
+
+// A constant's values as JSON numbers (integers exactly, floats as doubles, bools as 0 and 1).
+static json constant_json(const Constant& c) {
+  json j;
+  j["operand"] = c.operand;
+  j["dims"] = c.shape.dims();
+  j["dtype"] = dtype_name(c.dtype);
+  if (!c.data.empty()) {
+    json v = json::array();
+    for (int64_t i = 0; i < c.shape.numel(); ++i) {
+      if (is_float(c.dtype)) {
+        const double x = load_double(c.data.data(), c.dtype, i);
+        // JSON has no NaN or infinity: those travel as strings.
+        if (std::isfinite(x)) v.push_back(x);
+        else v.push_back(std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+      } else if (c.dtype == DType::U64) {
+        v.push_back(uint64_t(load_int(c.data.data(), c.dtype, i)));
+      } else {
+        v.push_back(load_int(c.data.data(), c.dtype, i));
+      }
+    }
+    j["values"] = std::move(v);
+  }
+  return j;
+}
 
 static json value_json(const Graph& g, const Value& v) {
   const Node& src = g.nodes[v.node];
@@ -37,7 +64,13 @@ static json node_json(const Graph& g, const Node& n) {
     }
     j["inputs"] = std::move(inputs);
   }
+  if (!n.constants.empty()) {
+    json cs = json::array();
+    for (const Constant& c : n.constants) cs.push_back(constant_json(c));
+    j["constants"] = std::move(cs);
+  }
   j["shape"] = shape_json(n.shape);
+  if (n.dtype != DType::F32 && n.op.kind != OpKind::Input) j["dtype"] = dtype_name(n.dtype);
   return j;
 }
 
@@ -52,6 +85,18 @@ json graph_to_json(const Graph& g) {
   j["dtype"] = dtype_name(g.dtype);
   if (!g.weights.empty()) j["weights"] = g.weights;
   j["input"] = node_json(g, g.nodes[g.input()]);
+  // Further inputs and several results only where a graph has them: a convolution network's
+  // JSON is what it always was.
+  if (g.inputs().size() > 1) {
+    json more = json::array();
+    for (size_t k = 1; k < g.inputs().size(); ++k) more.push_back(node_json(g, g.nodes[size_t(g.inputs()[k])]));
+    j["more_inputs"] = std::move(more);
+  }
+  if (!g.outputs.empty()) {
+    json outs = json::array();
+    for (int o : g.outputs) outs.push_back(g.nodes[size_t(o)].name);
+    j["outputs"] = std::move(outs);
+  }
   json blocks = json::array();
   for (const Block& b : g.blocks) {
     json bj;
@@ -132,6 +177,49 @@ Value read_value(const json& v, const std::string& path, const std::unordered_ma
   return out;
 }
 
+Constant read_constant(const json& j, const std::string& path) {
+  JsonObject o(j, path);
+  Constant c;
+  c.operand = int(o.get_int_in("operand", 0, 1 << 20));
+  const json& dims = o.get_array("dims");
+  HIOS_CHECK(dims.size() <= size_t(kMaxRank), "%s.dims: rank %zu (at most %d)", path.c_str(), dims.size(), kMaxRank);
+  std::vector<int64_t> d;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    d.push_back(json_int(dims[k], o.child_path("dims") + strprintf("[%zu]", k)));
+    HIOS_CHECK(d.back() > 0 && d.back() < (int64_t(1) << 31), "%s.dims[%zu]: %lld is out of range", path.c_str(), k,
+               (long long)d.back());
+  }
+  c.shape = Shape::of(d);
+  const std::string dt = o.get_string("dtype");
+  HIOS_CHECK(parse_dtype(dt, &c.dtype), "%s.dtype: unknown element type '%s'", path.c_str(), printable(dt).c_str());
+  if (o.has("values")) {
+    const json& v = o.get_array("values");
+    HIOS_CHECK(int64_t(v.size()) == c.shape.numel(), "%s.values: %zu values for %lld elements", path.c_str(), v.size(),
+               (long long)c.shape.numel());
+    c.data.resize(v.size() * dtype_size(c.dtype));
+    for (size_t k = 0; k < v.size(); ++k) {
+      const std::string vp = o.child_path("values") + strprintf("[%zu]", k);
+      if (v[k].is_number_unsigned() && c.dtype == DType::U64) {
+        store_int(c.data.data(), c.dtype, int64_t(k), int64_t(v[k].get<uint64_t>()));
+      } else if (v[k].is_number_integer()) {
+        store_int(c.data.data(), c.dtype, int64_t(k), v[k].get<int64_t>());
+      } else if (v[k].is_string() && is_float(c.dtype)) {
+        const std::string w = v[k].get<std::string>();
+        HIOS_CHECK(w == "nan" || w == "inf" || w == "-inf", "%s: expected a number, \"nan\", \"inf\" or \"-inf\"",
+                   vp.c_str());
+        store_double(c.data.data(), c.dtype, int64_t(k),
+                     w == "nan" ? std::nan("") : w == "inf" ? HUGE_VAL : -HUGE_VAL);
+      } else {
+        HIOS_CHECK(v[k].is_number() && is_float(c.dtype), "%s: expected %s", vp.c_str(),
+                   is_float(c.dtype) ? "a number" : "an integer");
+        store_double(c.data.data(), c.dtype, int64_t(k), v[k].get<double>());
+      }
+    }
+  }
+  o.finish();
+  return c;
+}
+
 }  // namespace
 
 Graph graph_from_json(const json& j, const std::string& source) {
@@ -144,8 +232,8 @@ Graph graph_from_json(const json& j, const std::string& source) {
   g.height = root.get_int("height");
   g.width = root.get_int("width");
   std::string dt = root.get_string("dtype", "float32");
-  HIOS_CHECK(dt == "float32", "%s: unsupported dtype '%s' (only float32 for now)", root.child_path("dtype").c_str(),
-             dt.c_str());
+  HIOS_CHECK(dt == "float32", "%s: unsupported dtype '%s' (the graph's float type is float32; nodes may say others)",
+             root.child_path("dtype").c_str(), printable(dt).c_str());
   if (root.has("weights")) {
     g.weights = root.get_string("weights");
     HIOS_CHECK(!g.weights.empty(), "%s: an empty path (leave the key out for the seeded weights)",
@@ -170,6 +258,18 @@ Graph graph_from_json(const json& j, const std::string& source) {
     g.nodes.push_back(std::move(n));
   };
   collect(root.get_object("input"), root.child_path("input"), -1);
+  if (root.has("more_inputs")) {
+    const json& more = root.get_array("more_inputs");
+    for (size_t k = 0; k < more.size(); ++k) collect(more[k], root.child_path("more_inputs") + strprintf("[%zu]", k), -1);
+  }
+  std::vector<std::string> outputs;
+  if (root.has("outputs")) {
+    const json& outs = root.get_array("outputs");
+    HIOS_CHECK(!outs.empty(), "%s: an empty list (leave the key out for one result)", root.child_path("outputs").c_str());
+    for (size_t k = 0; k < outs.size(); ++k) {
+      outputs.push_back(json_string(outs[k], root.child_path("outputs") + strprintf("[%zu]", k)));
+    }
+  }
   const json& blocks = root.get_array("blocks");
   std::vector<std::string> exits;
   for (size_t bi = 0; bi < blocks.size(); ++bi) {
@@ -193,9 +293,16 @@ Graph graph_from_json(const json& j, const std::string& source) {
                exits[bi].c_str());
     g.blocks[bi].exit = it->second;
   }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    auto it = index.find(outputs[k]);
+    HIOS_CHECK(it != index.end(), "%s.outputs[%zu]: refers to unknown node '%s'", source.c_str(), k,
+               printable(outputs[k]).c_str());
+    g.outputs.push_back(it->second);
+  }
 
   // Pass 2: ops and inputs.
   std::vector<json> declared_shapes(pending.size());
+  std::vector<std::string> declared_dtypes(pending.size());
   for (size_t i = 0; i < pending.size(); ++i) {
     JsonObject o(*pending[i].j, pending[i].path);
     o.accept("name");
@@ -217,7 +324,14 @@ Graph graph_from_json(const json& j, const std::string& source) {
         n.inputs.push_back(std::move(t));
       }
     }
+    if (o.has("constants")) {
+      const json& cs = o.get_array("constants");
+      for (size_t k = 0; k < cs.size(); ++k) n.constants.push_back(read_constant(cs[k], o.child_path("constants") + strprintf("[%zu]", k)));
+    }
     if (o.has("shape")) declared_shapes[i] = o.at("shape");
+    if (n.op.kind != OpKind::Input && o.has("dtype")) {
+      declared_dtypes[i] = o.get_string("dtype");
+    }
     o.finish();
   }
 
@@ -229,10 +343,19 @@ Graph graph_from_json(const json& j, const std::string& source) {
     const Node& n = g.nodes[g.find(pending[i].j->at("name").get<std::string>())];
     std::string p = pending[i].path + ".shape";
     const json& s = declared_shapes[i];
-    HIOS_CHECK(s.is_array() && s.size() == 4, "%s: expected [n, c, h, w]", p.c_str());
-    Shape d{json_int(s[0], p + "[0]"), json_int(s[1], p + "[1]"), json_int(s[2], p + "[2]"), json_int(s[3], p + "[3]")};
+    HIOS_CHECK(s.is_array() && s.size() <= size_t(kMaxRank), "%s: expected the dims, [n, c, h, w] for an image", p.c_str());
+    std::vector<int64_t> dims;
+    for (size_t k = 0; k < s.size(); ++k) dims.push_back(json_int(s[k], p + strprintf("[%zu]", k)));
+    const Shape d = Shape::of(dims);
     HIOS_CHECK(d == n.shape, "%s: node '%s' is declared %s but inference gives %s", p.c_str(), n.name.c_str(),
                d.str().c_str(), n.shape.str().c_str());
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const Node& n = g.nodes[g.find(pending[i].j->at("name").get<std::string>())];
+    if (n.op.kind == OpKind::Input) continue;
+    const std::string want = declared_dtypes[i].empty() ? "float32" : declared_dtypes[i];
+    HIOS_CHECK(want == dtype_name(n.dtype), "%s.dtype: node '%s' is declared %s but inference gives %s",
+               pending[i].path.c_str(), n.name.c_str(), printable(want).c_str(), dtype_name(n.dtype));
   }
   return g;
 }

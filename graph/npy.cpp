@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 #include "graph/json_reader.hpp"
 
@@ -145,11 +146,23 @@ NpyArray parse_npy(const std::string& b, const std::string& source) {
   NpyArray a;
   HeaderReader(header, source).parse(descr, fortran, a.shape);
   HIOS_CHECK(!fortran, "%s: a Fortran-order array; save it in C order (numpy.ascontiguousarray)", source.c_str());
+  // '<' little-endian, '|' not applicable (one byte), '=' native (little-endian on every host hios builds for).
+  static const struct {
+    const char* code;
+    DType t;
+  } kCodes[] = {{"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16}, {"i8", DType::I64}, {"i4", DType::I32},
+                {"i2", DType::I16}, {"i1", DType::I8},  {"u1", DType::U8},  {"u2", DType::U16}, {"u4", DType::U32},
+                {"u8", DType::U64}, {"b1", DType::Bool}};
   int elem = 0;
-  if (descr == "<f4" || descr == "=f4" || descr == "f4") elem = 4;
-  if (descr == "<f8" || descr == "=f8" || descr == "f8") elem = 8;
-  HIOS_CHECK(elem != 0, "%s: dtype '%s'; hios reads little-endian float32 ('<f4') or float64 ('<f8')",
-             source.c_str(), descr.c_str());
+  const std::string code = (!descr.empty() && (descr[0] == '<' || descr[0] == '|' || descr[0] == '=')) ? descr.substr(1) : descr;
+  for (const auto& k : kCodes) {
+    if (code == k.code) {
+      a.dtype = k.t;
+      elem = int(dtype_size(k.t));
+    }
+  }
+  HIOS_CHECK(elem != 0, "%s: dtype '%s'; hios reads little-endian floats ('<f2', '<f4', '<f8'), integers ('<i8', "
+             "'|u1', ...) and bools ('|b1')", source.c_str(), printable(descr).c_str());
   int64_t n = 1;
   for (int64_t d : a.shape) {
     HIOS_CHECK(d == 0 || n <= (int64_t(1) << 40) / d, "%s: shape %s is too large", source.c_str(),
@@ -160,28 +173,28 @@ NpyArray parse_npy(const std::string& b, const std::string& source) {
   const size_t have = b.size() - data_at;
   HIOS_CHECK(have == size_t(n) * size_t(elem), "%s: shape %s of %s needs %lld bytes of data, the file has %zu",
              source.c_str(), npy_shape_str(a.shape).c_str(), descr.c_str(), (long long)(n * elem), have);
-  a.data.resize(size_t(n));
   const char* p = b.data() + data_at;
-  for (int64_t i = 0; i < n; ++i) {
-    if (elem == 4) {
-      std::memcpy(&a.data[size_t(i)], p + i * 4, 4);
-    } else {
-      double d = 0;
-      std::memcpy(&d, p + i * 8, 8);
-      a.data[size_t(i)] = float(d);
-    }
-  }
+  a.raw.assign(reinterpret_cast<const uint8_t*>(p), reinterpret_cast<const uint8_t*>(p) + size_t(n) * size_t(elem));
+  if (is_float(a.dtype)) a.data = to_floats(a.raw.data(), a.dtype, n);
   return a;
 }
 
 NpyArray read_npy(const std::string& file) { return parse_npy(read_input_file(file, ".npy file"), file); }
 
 std::string npy_bytes(const std::vector<int64_t>& shape, const std::vector<float>& data) {
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  return npy_bytes(shape, DType::F32, std::vector<uint8_t>(p, p + data.size() * sizeof(float)));
+}
+
+std::string npy_bytes(const std::vector<int64_t>& shape, DType t, const std::vector<uint8_t>& raw) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  HIOS_CHECK(n == int64_t(data.size()), "internal error: a .npy of shape %s given %zu values",
-             npy_shape_str(shape).c_str(), data.size());
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + npy_shape_str(shape) + ", }";
+  HIOS_CHECK(n * int64_t(dtype_size(t)) == int64_t(raw.size()), "internal error: a .npy of shape %s given %zu bytes",
+             npy_shape_str(shape).c_str(), raw.size());
+  static const char* kDescr[] = {"<f4", "<f2", "<V2", "<f8", "<i8", "<i4", "<i2", "|i1", "|u1", "<u2", "<u4", "<u8", "|b1"};
+  HIOS_CHECK(t != DType::BF16, "a .npy file cannot hold bfloat16 (NumPy has no such type): cast it to float32");
+  std::string header = std::string("{'descr': '") + kDescr[size_t(t)] + "', 'fortran_order': False, 'shape': " +
+                       npy_shape_str(shape) + ", }";
   // Magic, version, length and header padded with spaces to a multiple of 64 bytes, ending '\n'.
   const size_t unpadded = kMagicLen + 2 + 2 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -192,7 +205,7 @@ std::string npy_bytes(const std::vector<int64_t>& shape, const std::vector<float
   out += char(header.size() & 0xff);
   out += char((header.size() >> 8) & 0xff);
   out += header;
-  out.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  out.append(reinterpret_cast<const char*>(raw.data()), raw.size());
   return out;
 }
 

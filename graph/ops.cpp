@@ -4,24 +4,60 @@
 #include <cmath>
 
 #include "graph/error.hpp"
+#include "graph/ops_tensor.hpp"
 
 namespace hios {
 
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::F32: return 4;
+namespace {
+struct DTypeInfo {
+  DType t;
+  const char* name;
+  size_t size;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::F32, "float32", 4}, {DType::F16, "float16", 2}, {DType::BF16, "bfloat16", 2}, {DType::F64, "float64", 8},
+    {DType::I64, "int64", 8},   {DType::I32, "int32", 4},   {DType::I16, "int16", 2},     {DType::I8, "int8", 1},
+    {DType::U8, "uint8", 1},    {DType::U16, "uint16", 2},  {DType::U32, "uint32", 4},    {DType::U64, "uint64", 8},
+    {DType::Bool, "bool", 1},
+};
+static_assert(sizeof(kDTypes) / sizeof(kDTypes[0]) == kNumDTypes, "one row per DType");
+}  // namespace
+
+size_t dtype_size(DType t) { return kDTypes[size_t(t)].size; }
+const char* dtype_name(DType t) { return kDTypes[size_t(t)].name; }
+bool parse_dtype(std::string_view name, DType* out) {
+  for (const DTypeInfo& d : kDTypes) {
+    if (name == d.name) {
+      *out = d.t;
+      return true;
+    }
   }
-  return 4;
+  return false;
 }
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "float32";
-  }
-  return "float32";
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
+bool is_signed_int(DType t) { return t == DType::I64 || t == DType::I32 || t == DType::I16 || t == DType::I8; }
+
+Shape Shape::of(const std::vector<int64_t>& dims) {
+  HIOS_CHECK(dims.size() <= size_t(kMaxRank), "a tensor of rank %zu: hios tensors have rank %d at most", dims.size(),
+             kMaxRank);
+  Shape s{1, 1, 1, 1};
+  s.rank = int(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) s.dim(int(i)) = dims[i];
+  return s;
+}
+
+std::vector<int64_t> Shape::dims() const {
+  std::vector<int64_t> d(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) d[size_t(i)] = dim(i);
+  return d;
 }
 
 std::string Shape::str() const {
-  return strprintf("%lldx%lldx%lldx%lld", (long long)n, (long long)c, (long long)h, (long long)w);
+  if (rank == 4) return strprintf("%lldx%lldx%lldx%lld", (long long)n, (long long)c, (long long)h, (long long)w);
+  if (rank == 0) return "scalar";
+  std::string out;
+  for (int i = 0; i < rank; ++i) out += (i ? "x" : "") + std::to_string(dim(i));
+  return out;
 }
 
 OpCost& OpCost::operator+=(const OpCost& o) {
@@ -36,25 +72,76 @@ OpCost& OpCost::operator+=(const OpCost& o) {
 // ---------------------------------------------------------------------------------------------
 // Small enum codecs.
 
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::None: return "none";
-    case Activation::Relu: return "relu";
-    case Activation::Sigmoid: return "sigmoid";
-    case Activation::Tanh: return "tanh";
-    case Activation::Relu6: return "relu6";
-  }
-  return "none";
-}
+namespace {
+// Name, whether it reads alpha / beta, and whether it maps integers onto integers exactly.
+struct ActivationInfo {
+  Activation a;
+  const char* name;
+  bool alpha, beta, integers;
+};
+constexpr ActivationInfo kActivations[] = {
+    {Activation::None, "none", false, false, true},
+    {Activation::Relu, "relu", false, false, true},
+    {Activation::Sigmoid, "sigmoid", false, false, false},
+    {Activation::Tanh, "tanh", false, false, false},
+    {Activation::Relu6, "relu6", false, false, false},
+    {Activation::LeakyRelu, "leaky_relu", true, false, false},
+    {Activation::Elu, "elu", true, false, false},
+    {Activation::Selu, "selu", true, true, false},
+    {Activation::Celu, "celu", true, false, false},
+    {Activation::HardSigmoid, "hard_sigmoid", true, true, false},
+    {Activation::HardSwish, "hard_swish", false, false, false},
+    {Activation::Softplus, "softplus", false, false, false},
+    {Activation::Softsign, "softsign", false, false, false},
+    {Activation::Gelu, "gelu", false, false, false},
+    {Activation::GeluTanh, "gelu_tanh", false, false, false},
+    {Activation::Erf, "erf", false, false, false},
+    {Activation::Mish, "mish", false, false, false},
+    {Activation::Clip, "clip", true, true, true},
+    {Activation::Exp, "exp", false, false, false},
+    {Activation::Log, "log", false, false, false},
+    {Activation::Sqrt, "sqrt", false, false, false},
+    {Activation::Reciprocal, "reciprocal", false, false, false},
+    {Activation::Abs, "abs", false, false, true},
+    {Activation::Neg, "neg", false, false, true},
+    {Activation::Floor, "floor", false, false, false},
+    {Activation::Ceil, "ceil", false, false, false},
+    {Activation::Round, "round", false, false, false},
+    {Activation::Sign, "sign", false, false, true},
+    {Activation::Sin, "sin", false, false, false},
+    {Activation::Cos, "cos", false, false, false},
+    {Activation::Tan, "tan", false, false, false},
+    {Activation::Asin, "asin", false, false, false},
+    {Activation::Acos, "acos", false, false, false},
+    {Activation::Atan, "atan", false, false, false},
+    {Activation::Sinh, "sinh", false, false, false},
+    {Activation::Cosh, "cosh", false, false, false},
+    {Activation::Asinh, "asinh", false, false, false},
+    {Activation::Acosh, "acosh", false, false, false},
+    {Activation::Atanh, "atanh", false, false, false},
+    {Activation::Not, "not", false, false, true},
+    {Activation::IsNan, "is_nan", false, false, false},
+    {Activation::IsInf, "is_inf", true, true, false},
+    {Activation::ThresholdedRelu, "thresholded_relu", true, false, false},
+    {Activation::Shrink, "shrink", true, true, false},
+};
+static_assert(sizeof(kActivations) / sizeof(kActivations[0]) == kNumActivations, "one row per Activation");
+const ActivationInfo& activation_info(Activation a) { return kActivations[size_t(a)]; }
+}  // namespace
 
-static Activation parse_activation(const std::string& s, const std::string& path, bool allow_none) {
-  if (s == "relu") return Activation::Relu;
-  if (s == "sigmoid") return Activation::Sigmoid;
-  if (s == "tanh") return Activation::Tanh;
-  if (s == "relu6") return Activation::Relu6;
-  if (s == "none" && allow_none) return Activation::None;
-  throw_error("%s: unknown activation '%s' (expected %srelu, relu6, sigmoid or tanh)", path.c_str(), s.c_str(),
-              allow_none ? "none, " : "");
+const char* activation_name(Activation a) { return activation_info(a).name; }
+bool activation_takes_integers(Activation a) { return activation_info(a).integers; }
+
+// A conv's epilogue takes the first five (what its kernels fuse); the activation op any of them.
+static Activation parse_activation(const std::string& s, const std::string& path, bool allow_none, bool epilogue = true) {
+  for (const ActivationInfo& i : kActivations) {
+    if (s != i.name) continue;
+    if (i.a == Activation::None && !allow_none) break;
+    if (epilogue && int(i.a) > int(Activation::Relu6)) break;
+    return i.a;
+  }
+  throw_error("%s: unknown activation '%s' (expected %srelu, relu6, sigmoid or tanh%s)", path.c_str(), s.c_str(),
+              allow_none ? "none, " : "", epilogue ? "" : ", or a function of docs/graph-format.md's activation list");
 }
 
 const char* pool_kind_name(PoolKind p) {
@@ -113,6 +200,12 @@ static const Shape& single_input(const std::vector<Shape>& in, const InferContex
   HIOS_CHECK(in.size() == 1, "node '%s': expected one input tensor, got %zu", ctx.node.c_str(), in.size());
   return in[0];
 }
+// The convolution-network ops (conv, pool, pad, rows) take image tensors, N x C x H x W.
+static const Shape& image_input(const std::vector<Shape>& in, const InferContext& ctx, const char* op) {
+  const Shape& s = single_input(in, ctx);
+  HIOS_CHECK(s.rank == 4, "node '%s': a %s takes an N x C x H x W tensor, not a rank-%d one", ctx.node.c_str(), op, s.rank);
+  return s;
+}
 
 static RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h);
 
@@ -158,19 +251,45 @@ static RowWindow read_window(JsonObject& o) {
 
 static Shape infer_input(const Op& op, const std::vector<Shape>& in, const InferContext& ctx) {
   HIOS_CHECK(in.empty(), "node '%s': the input placeholder takes no inputs", ctx.node.c_str());
+  if (op.tensor_input()) return op.as<TensorInputAttrs>().shape;
   Shape s{ctx.batch, op.input().channels, ctx.height, ctx.width};
   check_positive(s, ctx, "input");
   return s;
+}
+static DType dtype_input(const Op& op, const std::vector<DType>&) {
+  return op.tensor_input() ? op.as<TensorInputAttrs>().dtype : DType::F32;
 }
 static OpCost count_input(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
   OpCost c;
   c.bytes_written = bytes_of(out, t);
   return c;
 }
-static void write_input(const Op& op, json& j) { j["channels"] = op.input().channels; }
+// The image input says its channels (N, H and W are the graph's); a tensor input its dims and
+// element type.
+static void write_input(const Op& op, json& j) {
+  if (!op.tensor_input()) {
+    j["channels"] = op.input().channels;
+    return;
+  }
+  j["dims"] = op.as<TensorInputAttrs>().shape.dims();
+  j["dtype"] = dtype_name(op.as<TensorInputAttrs>().dtype);
+}
 static void read_input(Op& op, JsonObject& o) {
-  InputAttrs a;
-  a.channels = o.get_int("channels");
+  if (!o.has("dims")) {
+    InputAttrs a;
+    a.channels = o.get_int("channels");
+    op.attrs = a;
+    return;
+  }
+  TensorInputAttrs a;
+  const json& dims = o.get_array("dims");
+  HIOS_CHECK(dims.size() <= size_t(kMaxRank), "%s: rank %zu (at most %d)", o.child_path("dims").c_str(), dims.size(),
+             kMaxRank);
+  std::vector<int64_t> d;
+  for (size_t k = 0; k < dims.size(); ++k) d.push_back(json_int(dims[k], o.child_path("dims") + strprintf("[%zu]", k)));
+  a.shape = Shape::of(d);
+  const std::string dt = o.get_string("dtype", "float32");
+  HIOS_CHECK(parse_dtype(dt, &a.dtype), "%s: unknown element type '%s'", o.child_path("dtype").c_str(), printable(dt).c_str());
   op.attrs = a;
 }
 
@@ -179,7 +298,7 @@ static void read_input(Op& op, JsonObject& o) {
 
 static Shape infer_conv(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
   const ConvAttrs& a = op.conv();
-  const Shape& in = single_input(ins, ctx);
+  const Shape& in = image_input(ins, ctx, "conv");
   HIOS_CHECK(a.groups > 0 && a.out_channels > 0, "node '%s': conv needs positive groups and out_channels",
              ctx.node.c_str());
   for (int i = 0; i < 2; ++i) {
@@ -239,7 +358,7 @@ static void read_conv(Op& op, JsonObject& o) {
 
 static Shape infer_pool(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
   const PoolAttrs& a = op.pool();
-  const Shape& in = single_input(ins, ctx);
+  const Shape& in = image_input(ins, ctx, "pool");
   if (is_global(a.kind)) {
     const RowWindow& r = a.rows;
     if (r.banded()) {
@@ -318,11 +437,34 @@ static OpCost count_pointwise(const Op&, const std::vector<Shape>& in, const Sha
   c.bytes_written = bytes_of(out, t);
   return c;
 }
-static void write_activation(const Op& op, json& j) { j["activation"] = activation_name(op.act().activation); }
+static void write_activation(const Op& op, json& j) {
+  const ActivationAttrs& a = op.act();
+  j["activation"] = activation_name(a.activation);
+  if (activation_info(a.activation).alpha) j["alpha"] = a.alpha;
+  if (activation_info(a.activation).beta) j["beta"] = a.beta;
+}
 static void read_activation(Op& op, JsonObject& o) {
   ActivationAttrs a;
-  a.activation = parse_activation(o.get_string("activation"), o.child_path("activation"), false);
+  a.activation = parse_activation(o.get_string("activation"), o.child_path("activation"), false, false);
+  if (activation_info(a.activation).alpha) a.alpha = o.get_number("alpha");
+  if (activation_info(a.activation).beta) a.beta = o.get_number("beta");
   op.attrs = a;
+}
+// Element-wise on any rank; integer operands only for the functions that keep integers exact.
+static Shape infer_activation(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const Activation f = op.act().activation;
+  HIOS_CHECK(ctx.dtypes.empty() || is_float(ctx.dtypes[0]) || activation_takes_integers(f) ||
+                 (ctx.dtypes[0] == DType::Bool && f == Activation::Not),
+             "node '%s': %s of a %s tensor (it takes floats)", ctx.node.c_str(), activation_name(f),
+             dtype_name(ctx.dtypes[0]));
+  HIOS_CHECK(f != Activation::Not || ctx.dtypes.empty() || ctx.dtypes[0] == DType::Bool,
+             "node '%s': not of a %s tensor (it takes bool)", ctx.node.c_str(), dtype_name(ctx.dtypes[0]));
+  return single_input(ins, ctx);
+}
+static DType dtype_activation(const Op& op, const std::vector<DType>& in) {
+  const Activation f = op.act().activation;
+  if (f == Activation::IsNan || f == Activation::IsInf) return DType::Bool;
+  return in.empty() ? DType::F32 : in[0];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -363,7 +505,11 @@ static OpCost count_identity(const Op&, const std::vector<Shape>& in, const Shap
 static Shape infer_linear(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
   const Shape& in = single_input(ins, ctx);
   HIOS_CHECK(op.linear().out_features > 0, "node '%s': linear needs positive out_features", ctx.node.c_str());
-  return Shape{in.n, op.linear().out_features, 1, 1};
+  HIOS_CHECK(in.rank == 4 || in.rank == 2, "node '%s': a linear layer takes N x C x H x W or N x K, not rank %d",
+             ctx.node.c_str(), in.rank);
+  Shape out{in.n, op.linear().out_features, 1, 1};
+  out.rank = in.rank;  // [N, out] from [N, K]: the dims past rank 2 are ones either way
+  return out;
 }
 static OpCost count_linear(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
   const LinearAttrs& a = op.linear();
@@ -388,7 +534,39 @@ static void read_linear(Op& op, JsonObject& o) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// softmax over channels
+// softmax, log_softmax, hardmax over one axis (channels by default)
+
+static const char* softmax_fn_name(SoftmaxFn f) {
+  return f == SoftmaxFn::Softmax ? "softmax" : f == SoftmaxFn::LogSoftmax ? "log_softmax" : "hardmax";
+}
+static Shape infer_softmax(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const Shape& in = single_input(ins, ctx);
+  const int axis = op.as<SoftmaxAttrs>().axis;
+  HIOS_CHECK(axis >= 0 && axis < std::max(in.rank, 1), "node '%s': %s over axis %d of a rank-%d tensor", ctx.node.c_str(),
+             softmax_fn_name(op.as<SoftmaxAttrs>().fn), axis, in.rank);
+  HIOS_CHECK(ctx.dtypes.empty() || is_float(ctx.dtypes[0]), "node '%s': %s of a %s tensor (it takes floats)",
+             ctx.node.c_str(), softmax_fn_name(op.as<SoftmaxAttrs>().fn), dtype_name(ctx.dtypes[0]));
+  return in;
+}
+// The JSON of existing graphs has no attributes: the defaults are left out.
+static void write_softmax(const Op& op, json& j) {
+  const SoftmaxAttrs& a = op.as<SoftmaxAttrs>();
+  if (a.fn != SoftmaxFn::Softmax) j["fn"] = softmax_fn_name(a.fn);
+  if (a.axis != 1) j["axis"] = a.axis;
+}
+static void read_softmax(Op& op, JsonObject& o) {
+  SoftmaxAttrs a;
+  const std::string fn = o.get_string("fn", "softmax");
+  HIOS_CHECK(fn == "softmax" || fn == "log_softmax" || fn == "hardmax",
+             "%s: unknown fn '%s' (expected softmax, log_softmax or hardmax)", o.child_path("fn").c_str(), fn.c_str());
+  a.fn = fn == "softmax" ? SoftmaxFn::Softmax : fn == "log_softmax" ? SoftmaxFn::LogSoftmax : SoftmaxFn::Hardmax;
+  a.axis = o.has("axis") ? int(o.get_int_in("axis", 0, kMaxRank - 1)) : 1;
+  op.attrs = a;
+}
+static std::string describe_softmax(const Op& op) {
+  const SoftmaxAttrs& a = op.as<SoftmaxAttrs>();
+  return a.axis == 1 ? softmax_fn_name(a.fn) : strprintf("%s axis %d", softmax_fn_name(a.fn), a.axis);
+}
 
 static OpCost count_softmax(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
   OpCost c;
@@ -470,7 +648,7 @@ static std::string describe_rows(const Op& op) {
 // pad: explicit padding (or cropping) of H and W
 
 static Shape infer_pad(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
-  const Shape& in = single_input(ins, ctx);
+  const Shape& in = image_input(ins, ctx, "pad");
   const auto& p = op.pad().pads;
   const Shape out{in.n, in.c, in.h + p[0] + p[2], in.w + p[1] + p[3]};
   HIOS_CHECK(out.h > 0 && out.w > 0 && -p[0] < in.h && -p[2] < in.h && -p[1] < in.w && -p[3] < in.w,
@@ -717,14 +895,16 @@ std::vector<RowRange> split_rows(int64_t rows, int parts) {
 
 static const std::vector<OpDef>& table() {
   static const std::vector<OpDef> t = {
-      {OpKind::Input, "input", "network input placeholder (N x channels x H x W)", false, false, infer_input,
-       count_input, write_input, read_input, describe_plain, rows_none, out_rows_same, false},
+      {OpKind::Input, "input", "a graph input: the image (N x channels x H x W) or a tensor of any rank and type",
+       false, false, infer_input, count_input, write_input, read_input, describe_plain, rows_none, out_rows_same, false,
+       dtype_input},
       {OpKind::Conv, "conv", "2-D convolution with optional bias, groups, dilation and fused activation", true,
        false, infer_conv, count_conv, write_conv, read_conv, describe_conv, rows_conv, out_rows_conv, true},
       {OpKind::Pool, "pool", "max / avg / global max / global avg pooling", true, false, infer_pool, count_pool,
        write_pool, read_pool, describe_pool, rows_pool, out_rows_pool, true},
-      {OpKind::Activation, "activation", "relu, sigmoid or tanh", true, false, infer_same, count_pointwise,
-       write_activation, read_activation, describe_activation, rows_same, out_rows_same, true},
+      {OpKind::Activation, "activation", "an element-wise function: relu, sigmoid, gelu, clip, exp, ...", true, false,
+       infer_activation, count_pointwise, write_activation, read_activation, describe_activation, rows_same,
+       out_rows_same, true, dtype_activation},
       {OpKind::Add, "add", "element-wise sum of its operands (one per input term)", false, true,
        infer_elementwise, count_elementwise, write_none, read_none, describe_plain, rows_same, out_rows_same, true},
       {OpKind::Mul, "mul", "element-wise product of its operands (one per input term)", false, true,
@@ -736,8 +916,8 @@ static const std::vector<OpDef>& table() {
        out_rows_sequential, true},
       {OpKind::Linear, "linear", "fully connected layer over the flattened input", true, false, infer_linear,
        count_linear, write_linear, read_linear, describe_linear, rows_whole, out_rows_one, false},
-      {OpKind::Softmax, "softmax", "softmax over channels", true, false, infer_same, count_softmax, write_none,
-       read_none, describe_plain, rows_same, out_rows_same, true},
+      {OpKind::Softmax, "softmax", "softmax, log-softmax or hardmax over an axis (channels by default)", true, false,
+       infer_softmax, count_softmax, write_softmax, read_softmax, describe_softmax, rows_same, out_rows_same, true},
       // A rows op as a consumer reads "the same rows" of its operands (which operand supplies a
       // row is its own business).
       {OpKind::Rows, "rows", "a band of rows assembled from operands holding bands (row splits)", false, true,
@@ -750,15 +930,25 @@ static const std::vector<OpDef>& table() {
   return t;
 }
 
-const std::vector<OpDef>& op_table() { return table(); }
-
-const OpDef& op_def(OpKind kind) {
-  const OpDef& d = table()[static_cast<size_t>(kind)];
-  return d;
+static const std::vector<OpDef>& full_table() {
+  static const std::vector<OpDef> t = [] {
+    std::vector<OpDef> all = table();
+    for (OpDef& d : tensor_op_rows()) all.push_back(d);
+    HIOS_CHECK(all.size() == size_t(kNumOpKinds), "op table: %zu rows for %d kinds", all.size(), kNumOpKinds);
+    for (size_t k = 0; k < all.size(); ++k) {
+      HIOS_CHECK(all[k].kind == OpKind(k), "op table: row %zu is '%s', out of OpKind order", k, all[k].name);
+    }
+    return all;
+  }();
+  return t;
 }
 
+const std::vector<OpDef>& op_table() { return full_table(); }
+
+const OpDef& op_def(OpKind kind) { return full_table()[static_cast<size_t>(kind)]; }
+
 const OpDef* find_op(std::string_view name) {
-  for (const OpDef& d : table()) {
+  for (const OpDef& d : full_table()) {
     if (name == d.name) return &d;
   }
   return nullptr;
@@ -778,6 +968,18 @@ Op make_op(OpKind kind) {
     case OpKind::Sequential: op.attrs = SequentialAttrs{}; break;
     case OpKind::Rows: op.attrs = RowsAttrs{}; break;
     case OpKind::Pad: op.attrs = PadAttrs{}; break;
+    case OpKind::Softmax: op.attrs = SoftmaxAttrs{}; break;
+    case OpKind::Binary: op.attrs = BinaryAttrs{}; break;
+    case OpKind::Reduce: op.attrs = ReduceAttrs{}; break;
+    case OpKind::MatMul: op.attrs = MatMulAttrs{}; break;
+    case OpKind::Transpose: op.attrs = TransposeAttrs{}; break;
+    case OpKind::Reshape: op.attrs = ReshapeAttrs{}; break;
+    case OpKind::Concat: op.attrs = ConcatAttrs{}; break;
+    case OpKind::Slice: op.attrs = SliceAttrs{}; break;
+    case OpKind::Gather: op.attrs = GatherAttrs{}; break;
+    case OpKind::Cast: op.attrs = CastAttrs{}; break;
+    case OpKind::Expand: op.attrs = ExpandAttrs{}; break;
+    case OpKind::Resize: op.attrs = ResizeAttrs{}; break;
     default: op.attrs = std::monostate{}; break;
   }
   return op;
@@ -785,6 +987,12 @@ Op make_op(OpKind kind) {
 
 Shape infer_op(const Op& op, const std::vector<Shape>& in, const InferContext& ctx) {
   return op_def(op.kind).infer(op, in, ctx);
+}
+
+DType infer_dtype_op(const Op& op, const std::vector<DType>& in) {
+  const OpDef& d = op_def(op.kind);
+  if (d.infer_dtype) return d.infer_dtype(op, in);
+  return in.empty() ? DType::F32 : in[0];
 }
 
 OpCost count_op(const Op& op, const std::vector<Shape>& in, const Shape& out, DType dtype) {
@@ -802,7 +1010,7 @@ Op read_op(JsonObject& obj) {
   const OpDef* d = find_op(name);
   if (!d) {
     std::string known;
-    for (const OpDef& e : table()) known += (known.empty() ? "" : ", ") + std::string(e.name);
+    for (const OpDef& e : full_table()) known += (known.empty() ? "" : ", ") + std::string(e.name);
     throw_error("%s: unknown op '%s' (known: %s)", obj.child_path("op").c_str(), name.c_str(), known.c_str());
   }
   Op op = make_op(d->kind);

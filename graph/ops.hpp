@@ -6,6 +6,7 @@
 // kNumOpKinds, instead of growing a second switch over the enum (the ggml pitfall).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,26 +17,72 @@
 
 namespace hios {
 
-enum class DType { F32 };
+// Element types. Float tensors are computed in the backend's math mode (--math); a node typed
+// float16 or bfloat16 holds values of that precision. The integer and bool types carry indices,
+// masks and shapes. F32 stays first: it is every node's default.
+enum class DType { F32, F16, BF16, F64, I64, I32, I16, I8, U8, U16, U32, U64, Bool };
+constexpr int kNumDTypes = 13;
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);
+const char* dtype_name(DType t);                      // "float32", "int64", "bool", ...
+bool parse_dtype(std::string_view name, DType* out);  // false when unknown
+bool is_float(DType t);                               // F32, F16, BF16, F64
+bool is_signed_int(DType t);                          // I64, I32, I16, I8
 
-// An NCHW tensor shape. Batch is part of the shape: the models take it as a parameter.
+// A tensor shape of rank 0 to kMaxRank. Dims 0-3 are the fields n, c, h and w, so an image
+// tensor (rank 4, what the convolution-network ops take) reads as N x C x H x W, and dims 4-7
+// are `more`. Every dim past the rank is 1: a rank-2 [N, K] is also the image [N, K, 1, 1],
+// which is what a fully connected layer gives, and a rank-0 scalar has one element. Batch is part
+// of the shape: the models take it as a parameter.
+constexpr int kMaxRank = 8;
 struct Shape {
   int64_t n = 0, c = 0, h = 0, w = 0;
-  int64_t numel() const { return n * c * h * w; }
-  bool operator==(const Shape& o) const { return n == o.n && c == o.c && h == o.h && w == o.w; }
+  std::array<int64_t, 4> more{1, 1, 1, 1};
+  int rank = 4;
+
+  static Shape of(const std::vector<int64_t>& dims);  // throws hios::Error past kMaxRank
+  int64_t dim(int i) const { return const_cast<Shape*>(this)->dim(i); }
+  int64_t& dim(int i) {
+    switch (i) {
+      case 0: return n;
+      case 1: return c;
+      case 2: return h;
+      case 3: return w;
+      default: return more[size_t(i - 4)];
+    }
+  }
+  std::vector<int64_t> dims() const;
+  int64_t numel() const { return n * c * h * w * more[0] * more[1] * more[2] * more[3]; }
+  bool operator==(const Shape& o) const {
+    return rank == o.rank && n == o.n && c == o.c && h == o.h && w == o.w && more == o.more;
+  }
   bool operator!=(const Shape& o) const { return !(*this == o); }
-  std::string str() const;  // "1x64x147x147"
+  std::string str() const;  // "1x64x147x147"; "scalar" for rank 0
 };
 
-enum class OpKind { Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows, Pad };
-constexpr int kNumOpKinds = 12;
+// The first twelve kinds are the convolution-network forms (image tensors, sum-of-concat terms,
+// fused epilogues, row windows); the rest are the general tensor ops of any rank and element
+// type (graph/ops_tensor.cpp), onto which an imported model's long tail lowers.
+enum class OpKind {
+  Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows, Pad,
+  Join, Binary, Where, Reduce, MatMul, Transpose, Reshape, Concat, Slice, Gather, Cast, Expand, Resize
+};
+constexpr int kNumOpKinds = 25;
 
-// Relu6 is min(max(x, 0), 6) (MobileNet's). The CUDA kernels take these as integer codes in
-// this order (executor/cuda/kernel_util.cuh, activate).
-enum class Activation { None, Relu, Sigmoid, Tanh, Relu6 };
+// The element-wise functions of one operand: the activation op's, and a conv's fused epilogue
+// (None to Relu6 only). Relu6 is min(max(x, 0), 6) (MobileNet's). alpha and beta are the
+// function's ONNX attributes where it has them (LeakyRelu's slope, Clip's bounds, HardSigmoid's
+// alpha and beta, ...). The CUDA kernels take the first five as integer codes in this order
+// (executor/cuda/kernel_util.cuh, activate).
+enum class Activation {
+  None, Relu, Sigmoid, Tanh, Relu6,
+  LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus, Softsign, Gelu, GeluTanh, Erf, Mish,
+  Clip, Exp, Log, Sqrt, Reciprocal, Abs, Neg, Floor, Ceil, Round, Sign, Sin, Cos, Tan, Asin, Acos,
+  Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Not, IsNan, IsInf, ThresholdedRelu, Shrink
+};
+constexpr int kNumActivations = 44;
 const char* activation_name(Activation a);
+// Whether f maps an operand of integer type onto itself exactly (abs, neg, sign, relu, ...).
+bool activation_takes_integers(Activation a);
 
 enum class PoolKind { Max, Avg, GlobalMax, GlobalAvg };
 const char* pool_kind_name(PoolKind p);
@@ -115,6 +162,10 @@ struct PadAttrs {
 
 struct ActivationAttrs {
   Activation activation = Activation::Relu;
+  // leaky_relu, elu, celu, thresholded_relu: alpha; selu: alpha, gamma (in beta); hard_sigmoid:
+  // alpha x + beta; clip: [alpha, beta]; shrink: lambd (alpha), bias (beta); is_inf: alpha != 0
+  // detects +inf, beta != 0 detects -inf. Written in JSON only for the functions that read them.
+  double alpha = 0, beta = 0;
 };
 
 // Fully connected layer over the flattened C*H*W input; the output is N x out x 1 x 1.
@@ -130,9 +181,104 @@ struct SequentialAttrs {
   std::vector<Op> steps;
 };
 
-// Add, Mul, Identity and Softmax carry no attributes (std::monostate).
+// ---------------------------------------------------------------------------------------------
+// The general tensor ops. Their operands are their input terms, one value each (never a channel
+// slice), and the node's constants (Node::constants) at the operand positions these name.
+
+// softmax, log_softmax or hardmax over one axis (1, the channels, by default).
+enum class SoftmaxFn { Softmax, LogSoftmax, Hardmax };
+struct SoftmaxAttrs {
+  SoftmaxFn fn = SoftmaxFn::Softmax;
+  int axis = 1;  // normalised to [0, rank) when the graph is finalized
+};
+
+// Two operands under NumPy broadcasting. Comparisons give bool; and/or/xor take bool.
+enum class BinaryFn {
+  Add, Sub, Mul, Div, Pow, Min, Max, Mod, FMod, Equal, Less, LessEqual, Greater, GreaterEqual,
+  And, Or, Xor, PRelu, ShiftLeft, ShiftRight, BitAnd, BitOr, BitXor
+};
+constexpr int kNumBinaryFns = 23;
+const char* binary_fn_name(BinaryFn f);
+bool binary_fn_compares(BinaryFn f);  // the result is bool
+struct BinaryAttrs {
+  BinaryFn fn = BinaryFn::Add;
+};
+
+// Over `axes` (sorted, normalised; empty: every axis), kept as ones when keepdims. arg_max and
+// arg_min give int64 indices (the first, or with select_last the last, of equal extremes).
+enum class ReduceFn { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare, ArgMax, ArgMin };
+const char* reduce_fn_name(ReduceFn f);
+struct ReduceAttrs {
+  ReduceFn fn = ReduceFn::Sum;
+  std::vector<int> axes;
+  bool keepdims = true;
+  bool select_last = false;
+};
+
+// NumPy matmul of operands A and B (rank >= 1, batch dims broadcast), then alpha * it plus an
+// optional third operand C (broadcast to the result) times beta: ONNX's MatMul and Gemm.
+struct MatMulAttrs {
+  bool trans_a = false, trans_b = false;  // of the last two dims (Gemm's)
+  double alpha = 1, beta = 1;
+};
+
+struct TransposeAttrs {
+  std::vector<int> perm;  // output dim i is input dim perm[i]
+};
+// Any shape of as many elements, in row-major order. A 0 copies the input's dim at that place
+// and one -1 takes the rest, so the node follows the graph's batch and size.
+struct ReshapeAttrs {
+  std::vector<int64_t> dims;
+};
+struct ConcatAttrs {
+  int axis = 1;
+};
+// Per input dim d: output element i is input element starts[d] + i * steps[d] (a negative step
+// walks backwards), for i < the output's dim d. Every dim is listed (a whole dim: start 0, step
+// 1); the importer turns ONNX's clamped start/end pairs into these.
+struct SliceAttrs {
+  std::vector<int64_t> starts, steps, counts;
+};
+// Operand 0 indexed along `axis` by operand 1 (integers; negative counts from the end), or with
+// `elements`, ONNX's GatherElements: operand 1 has the output's shape.
+struct GatherAttrs {
+  int axis = 0;
+  bool elements = false;
+};
+struct CastAttrs {
+  DType to = DType::F32;
+};
+// Operand 0 broadcast to `dims` (NumPy rules both ways, as ONNX's Expand).
+struct ExpandAttrs {
+  std::vector<int64_t> dims;
+};
+// Interpolation to `dims` (ONNX's Resize and Upsample): per axis, output coordinate x maps to
+// input coordinate coord(x) by `coord` with that axis's scale, then nearest (rounded by
+// `nearest`), linear or cubic (coefficient cubic_a; exclude_outside drops taps past the edge and
+// renormalises) interpolation; taps past the edge take the edge.
+enum class ResizeMode { Nearest, Linear, Cubic };
+enum class ResizeCoord { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNn };
+enum class NearestRound { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
+struct ResizeAttrs {
+  ResizeMode mode = ResizeMode::Nearest;
+  ResizeCoord coord = ResizeCoord::HalfPixel;
+  NearestRound nearest = NearestRound::RoundPreferFloor;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  std::vector<int64_t> dims;   // the output's
+  std::vector<double> scales;  // per axis, output over input (ONNX's scales, or sizes over dims)
+};
+// A graph input of any rank and type (the image input keeps InputAttrs::channels).
+struct TensorInputAttrs {
+  Shape shape;
+  DType dtype = DType::F32;
+};
+
+// Add, Mul, Identity, Join and Where carry no attributes (std::monostate).
 using Attrs = std::variant<std::monostate, InputAttrs, ConvAttrs, PoolAttrs, ActivationAttrs, LinearAttrs,
-                           SequentialAttrs, RowsAttrs, PadAttrs>;
+                           SequentialAttrs, RowsAttrs, PadAttrs, SoftmaxAttrs, BinaryAttrs, ReduceAttrs, MatMulAttrs,
+                           TransposeAttrs, ReshapeAttrs, ConcatAttrs, SliceAttrs, GatherAttrs, CastAttrs, ExpandAttrs,
+                           TensorInputAttrs, ResizeAttrs>;
 
 struct Op {
   OpKind kind = OpKind::Identity;
@@ -146,6 +292,10 @@ struct Op {
   const SequentialAttrs& sequential() const { return std::get<SequentialAttrs>(attrs); }
   const RowsAttrs& rows() const { return std::get<RowsAttrs>(attrs); }
   const PadAttrs& pad() const { return std::get<PadAttrs>(attrs); }
+  template <class A>
+  const A& as() const { return std::get<A>(attrs); }
+  // The input op of a tensor input, which says its own shape and type.
+  bool tensor_input() const { return std::holds_alternative<TensorInputAttrs>(attrs); }
 };
 
 // Work and traffic of one op. FLOPs count a multiply-add as 2 (MACs counts it once); bias,
@@ -173,6 +323,8 @@ struct RowRange {
 struct InferContext {
   const std::string& node;  // for error messages
   int64_t batch, height, width;
+  // The operands' element types, where the caller knows them (the graph does); empty otherwise.
+  std::vector<DType> dtypes = {};
 };
 
 struct OpDef {
@@ -196,6 +348,10 @@ struct OpDef {
   RowRange (*input_rows)(const Op& op, RowRange out, int64_t in_h);
   int64_t (*output_rows)(const Op& op, int64_t in_h);  // H of the output for an input of in_h rows
   bool row_local;  // input_rows is a bounded band: a row split of this op needs only a halo
+  // The output's element type from the operands' (null: operand 0's, F32 without operands).
+  DType (*infer_dtype)(const Op& op, const std::vector<DType>& in) = nullptr;
+  // A general tensor op: any rank, operands one value each, constants allowed among them.
+  bool general = false;
 };
 
 const OpDef& op_def(OpKind kind);
@@ -206,6 +362,7 @@ Op make_op(OpKind kind);  // an op with default attributes
 
 // Shape and cost of an op given its input shapes; for a sequential these walk the steps.
 Shape infer_op(const Op& op, const std::vector<Shape>& in, const InferContext& ctx);
+DType infer_dtype_op(const Op& op, const std::vector<DType>& in);
 OpCost count_op(const Op& op, const std::vector<Shape>& in, const Shape& out, DType dtype);
 
 // JSON for the op part of a node: {"op": name, ...attributes}. read_op consumes "op" and the

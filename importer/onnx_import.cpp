@@ -12,7 +12,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
+#include "graph/npy.hpp"
 #include "importer/onnx_fold.hpp"
 #include "importer/onnx_import_internal.hpp"
 #include "importer/onnx_model.hpp"
@@ -44,16 +46,45 @@ OnnxImport Importer::run() {
   read_graph_input();
   map_nodes();
   refuse_problems();
-  Value out = read_graph_output();
-  const std::vector<int> kept = prune(out.node);
+  std::vector<Value> outs = read_graph_outputs();
+  if (outs.size() > 1) {
+    // Several results: the last block ends in a join of them (graph/ops_tensor.cpp).
+    Pending j;
+    j.name = unique_name("results");
+    j.op = make_op(OpKind::Join);
+    for (const Value& v : outs) j.inputs.push_back({v});
+    outs.insert(outs.begin(), Value{add_node(std::move(j))});
+  }
+  const std::vector<int> kept = prune(outs[0].node);
   const auto blocks = find_blocks(kept);
-  return emit(kept, blocks);
+  OnnxImport r = emit(kept, blocks);
+  for (size_t k = 1; k < outs.size(); ++k) r.graph.outputs.push_back(r.graph.find(nodes_[size_t(outs[k].node)].name));
+  if (outs.size() > 1) r.graph.finalize();
+  return r;
 }
 
 // --- reading ---------------------------------------------------------------------------
 
 void Importer::read_initializers() {
   for (const auto& t : m_.proto.graph().initializer()) values_[t.name()].constant = read_tensor(m_, t, t.name());
+  // Frozen inputs: constants from their .npy files.
+  for (const auto& [name, file] : o_.frozen) {
+    bool found = false;
+    for (const auto& i : m_.proto.graph().input()) found = found || i.name() == name;
+    HIOS_CHECK(found, "--freeze %s=%s: the model has no input '%s'", name.c_str(), file.c_str(), name.c_str());
+    const NpyArray a = read_npy(file);
+    ConstTensor c;
+    c.dims = a.shape;
+    c.integer = !is_float(a.dtype);
+    if (c.integer) {
+      for (int64_t k = 0; k < a.numel(); ++k) c.i.push_back(load_int(a.raw.data(), a.dtype, k));
+    } else {
+      c.f = a.data;
+    }
+    static const int kOnnx[] = {1, 10, 16, 11, 7, 6, 5, 3, 2, 4, 12, 13, 9};  // TensorProto type of each DType
+    c.onnx_type = kOnnx[size_t(a.dtype)];
+    values_[name].constant = std::move(c);
+  }
 }
 
 void Importer::count_uses() {
@@ -69,53 +100,109 @@ void Importer::read_graph_input() {
   const auto& g = m_.proto.graph();
   std::vector<const onnx::ValueInfoProto*> inputs;
   for (const auto& i : g.input()) {
-    if (!values_.count(i.name())) inputs.push_back(&i);  // initializers may be listed as inputs
+    if (!values_.count(i.name()) || !values_.at(i.name()).constant) inputs.push_back(&i);  // initializers may be listed as inputs
   }
-  HIOS_CHECK(inputs.size() == 1, "%s: the model has %zu inputs; hios graphs take one image tensor", m_.file.c_str(),
-             inputs.size());
-  const onnx::ValueInfoProto& in = *inputs[0];
-  input_name_ = in.name();
-  const auto& tt = in.type().tensor_type();
-  HIOS_CHECK(tt.elem_type() == onnx::TensorProto::FLOAT, "%s: input '%s' is not float32 (element type %d)",
-             m_.file.c_str(), in.name().c_str(), int(tt.elem_type()));
-  HIOS_CHECK(tt.shape().dim_size() == 4, "%s: input '%s' has rank %d; hios graphs take an N x C x H x W image tensor",
-             m_.file.c_str(), in.name().c_str(), tt.shape().dim_size());
-  int64_t dims[4];
-  const int64_t given[4] = {o_.batch, 0, o_.height, o_.width};
-  const char* option[4] = {"--batch", "", "--height", "--width"};
-  for (int k = 0; k < 4; ++k) {
-    const auto& d = tt.shape().dim(k);
-    dims[k] = given[k] > 0 ? given[k] : d.has_dim_value() ? d.dim_value() : 0;
-    HIOS_CHECK(dims[k] > 0, "%s: input '%s' dimension %d is '%s' in the model; give it with %s", m_.file.c_str(),
-               in.name().c_str(), k, d.dim_param().c_str(), k == 1 ? "the model (channels must be fixed)" : option[k]);
-    HIOS_CHECK(dims[k] <= (k == 1 ? (int64_t(1) << 20) : 65536), "%s: input '%s' dimension %d is %lld, out of range",
-               m_.file.c_str(), in.name().c_str(), k, (long long)dims[k]);
+  HIOS_CHECK(!inputs.empty(), "%s: the model has no input (every one is a constant or frozen)", m_.file.c_str());
+  // One float32 rank-4 input is the image of a convolution network (N, H, W from --batch,
+  // --height, --width); any other input is a tensor input of its own dims and type.
+  const auto& first = inputs[0]->type().tensor_type();
+  const bool image = inputs.size() == 1 && first.elem_type() == onnx::TensorProto::FLOAT && first.shape().dim_size() == 4;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const onnx::ValueInfoProto& in = *inputs[k];
+    HIOS_CHECK(!in.name().empty(), "%s: graph input %zu has an empty name", m_.file.c_str(), k);
+    const auto& tt = in.type().tensor_type();
+    HIOS_CHECK(in.type().has_tensor_type(), "%s: input '%s' is not a tensor (sequences, maps and optionals are not supported)",
+               m_.file.c_str(), in.name().c_str());
+    DType dtype;
+    HIOS_CHECK(dtype_of_onnx(tt.elem_type(), &dtype), "%s: input '%s' has element type %d, which hios does not hold",
+               m_.file.c_str(), in.name().c_str(), int(tt.elem_type()));
+    HIOS_CHECK(tt.shape().dim_size() <= kMaxRank, "%s: input '%s' has rank %d (at most %d)", m_.file.c_str(),
+               in.name().c_str(), tt.shape().dim_size(), kMaxRank);
+    std::vector<int64_t> dims;
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto& dim = tt.shape().dim(d);
+      int64_t v = dim.has_dim_value() ? dim.dim_value() : 0;
+      if (dim.has_dim_param() && o_.dims.count(dim.dim_param())) v = o_.dims.at(dim.dim_param());
+      const int64_t given = image ? (d == 0 ? o_.batch : d == 2 ? o_.height : d == 3 ? o_.width : 0) : 0;
+      if (given > 0) v = given;
+      HIOS_CHECK(v > 0, "%s: input '%s' dimension %d is '%s' in the model; give it with %s", m_.file.c_str(),
+                 in.name().c_str(), d, dim.dim_param().c_str(),
+                 image ? (d == 1 ? "the model (channels must be fixed)" : d == 0 ? "--batch" : d == 2 ? "--height" : "--width")
+                       : ("--dim " + (dim.dim_param().empty() ? std::string("NAME") : dim.dim_param()) + "=V").c_str());
+      HIOS_CHECK(v <= (image && d == 1 ? (int64_t(1) << 20) : 65536) || !image,
+                 "%s: input '%s' dimension %d is %lld, out of range", m_.file.c_str(), in.name().c_str(), d, (long long)v);
+      HIOS_CHECK(v < (int64_t(1) << 31), "%s: input '%s' dimension %d is %lld, out of range", m_.file.c_str(),
+                 in.name().c_str(), d, (long long)v);
+      dims.push_back(v);
+    }
+    Pending p;
+    p.name = unique_name(in.name());
+    p.op = make_op(OpKind::Input);
+    if (image) {
+      std::get<InputAttrs>(p.op.attrs).channels = dims[1];
+    } else {
+      p.op.attrs = TensorInputAttrs{Shape::of(dims), dtype};
+    }
+    p.shape = image ? Shape{dims[0], dims[1], dims[2], dims[3]} : Shape::of(dims);
+    p.dtype = dtype;
+    nodes_.push_back(p);
+    Live l = node_live(int(nodes_.size()) - 1);
+    l.dtype = dtype;
+    values_[in.name()].live = l;
+    if (k == 0) input_name_ = in.name();
   }
-  Pending p;
-  p.name = unique_name(in.name());
-  p.op = make_op(OpKind::Input);
-  std::get<InputAttrs>(p.op.attrs).channels = dims[1];
-  p.shape = Shape{dims[0], dims[1], dims[2], dims[3]};
-  nodes_.push_back(p);
-  values_[in.name()].live = node_live(0);
 }
 
-Value Importer::read_graph_output() {
+std::vector<Value> Importer::read_graph_outputs() {
   const auto& g = m_.proto.graph();
-  HIOS_CHECK(g.output_size() == 1, "%s: the model has %d outputs; hios graphs have one", m_.file.c_str(), g.output_size());
-  const std::string& name = g.output(0).name();
-  auto it = values_.find(name);
-  HIOS_CHECK(it != values_.end() && it->second.live, "%s: output '%s' is a constant or is never computed",
-             m_.file.c_str(), name.c_str());
-  try {
-    apply_pending_pad(name);
-    const Value out = materialize(*it->second.live, name);
-    HIOS_CHECK(out.node != 0, "%s: output '%s' is the input itself: the model computes nothing", m_.file.c_str(),
-               name.c_str());
-    return out;
-  } catch (const Refused& r) {
-    throw_error("%s: output '%s': %s", m_.file.c_str(), name.c_str(), r.why.c_str());
+  HIOS_CHECK(g.output_size() >= 1, "%s: the model has no output", m_.file.c_str());
+  std::vector<Value> outs;
+  for (const auto& o : g.output()) {
+    const std::string& name = o.name();
+    auto it = values_.find(name);
+    HIOS_CHECK(it != values_.end() && (it->second.live || it->second.constant), "%s: output '%s' is never computed",
+               m_.file.c_str(), name.c_str());
+    try {
+      if (!it->second.live) {
+        // A result the model computes from constants alone: a node holding it.
+        const ConstTensor& c = *it->second.constant;
+        Op copy = make_op(OpKind::Reshape);
+        std::get<ReshapeAttrs>(copy.attrs).dims = c.dims;
+        outs.push_back(Value{general_node(name, copy, {const_operand(c, const_dtype(c))})});
+        output_names_.push_back(name);
+        continue;
+      }
+      // Pending pads and lazy flattens applied (a flattened result as [N, rest], following the batch).
+      Value out = operand(name).value;
+      if (nodes_[size_t(out.node)].op.kind == OpKind::Input ||
+          std::any_of(outs.begin(), outs.end(), [&](const Value& v) { return v.node == out.node; })) {
+        // An input or another output passed through: a copy of its own, named as the output.
+        Operand x;
+        x.value = out;
+        Op copy = make_op(OpKind::Reshape);
+        std::get<ReshapeAttrs>(copy.attrs).dims = nodes_[size_t(out.node)].shape.dims();
+        out = Value{general_node(name, copy, {x})};
+      } else if (nodes_[size_t(out.node)].name != sanitize(name)) {
+        // The result is named as the model names its output (--save-output DIR writes NAME.npy);
+        // a node that had the name already takes another.
+        const std::string want = sanitize(name);
+        if (names_.count(want)) {
+          for (Pending& q : nodes_) {
+            if (q.name == want && q.op.kind != OpKind::Input) q.name = unique_name(want + ".value");
+          }
+        }
+        if (!std::any_of(nodes_.begin(), nodes_.end(), [&](const Pending& q) { return q.name == want; })) {
+          names_.insert(want);
+          nodes_[size_t(out.node)].name = want;
+        }
+      }
+      outs.push_back(out);
+      output_names_.push_back(name);
+    } catch (const Refused& r) {
+      throw_error("%s: output '%s': %s", m_.file.c_str(), name.c_str(), r.why.c_str());
+    }
   }
+  return outs;
 }
 
 // --- node mapping ----------------------------------------------------------------------
@@ -185,12 +272,26 @@ void Importer::map_nodes() {
       }
     }
     if (fold_if_constant(n)) continue;
-    if (it == handlers.end()) {
-      refuse(n, "not supported");
-      continue;
+    // A convolution network's handler takes the op where every computed input is an image
+    // (float32, N x C x H x W, or its flattened logits) and it can fuse it; the general
+    // converters take the rest, and what the image handler refuses.
+    bool image = true;
+    for (const auto& i : n.input()) {
+      if (i.empty() || !values_.at(i).live) continue;
+      const Live& l = *values_.at(i).live;
+      image = image && l.dtype == DType::F32 && (l.shape.rank == 4 || l.flat);
     }
     try {
-      (this->*(it->second.handler))(n);
+      if (it != handlers.end() && image) {
+        try {
+          (this->*(it->second.handler))(n);
+        } catch (const Refused& r) {
+          if (!general(n)) throw;
+        }
+      } else if (!general(n)) {
+        if (it == handlers.end()) refused("not supported");
+        (this->*(it->second.handler))(n);
+      }
     } catch (const Refused& r) {
       refuse(n, r.why);
     }
@@ -292,6 +393,30 @@ void Importer::only_first_output_used(const onnx::NodeProto& n) {
 int Importer::add_node(Pending p) {
   std::vector<Shape> in;
   const OpDef& def = op_def(p.op.kind);
+  if (def.general) {
+    std::vector<DType> types;
+    size_t term = 0;
+    for (int k = 0; k < int(p.inputs.size() + p.constants.size()); ++k) {
+      const auto c = std::find_if(p.constants.begin(), p.constants.end(), [&](const Constant& x) { return x.operand == k; });
+      if (c != p.constants.end()) {
+        in.push_back(c->shape);
+        types.push_back(c->dtype);
+      } else {
+        const Pending& src = nodes_[size_t(p.inputs[term++][0].node)];
+        in.push_back(src.shape);
+        types.push_back(src.dtype);
+      }
+    }
+    try {
+      InferContext ctx{p.name, 1, 1, 1, types};
+      p.shape = infer_op(p.op, in, ctx);
+      p.dtype = infer_dtype_op(p.op, types);
+    } catch (const Error& e) {
+      refused(e.what());
+    }
+    nodes_.push_back(std::move(p));
+    return int(nodes_.size()) - 1;
+  }
   if (def.terms_are_operands) {
     for (const Term& t : p.inputs) in.push_back(term_shape(t));
   } else {
@@ -300,8 +425,13 @@ int Importer::add_node(Pending p) {
     in.push_back(s);
   }
   const Shape& first = in[0];
+  std::vector<DType> types;
+  for (const Term& t : p.inputs) {
+    for (const Value& v : t) types.push_back(nodes_[size_t(v.node)].dtype);
+  }
   try {
-    p.shape = infer_op(p.op, in, InferContext{p.name, first.n, first.h, first.w});
+    p.shape = infer_op(p.op, in, InferContext{p.name, first.n, first.h, first.w, types});
+    p.dtype = infer_dtype_op(p.op, types);
   } catch (const Error& e) {
     refused(e.what());
   }
@@ -332,6 +462,7 @@ Live Importer::node_live(int idx, bool flat) const {
   Live l;
   l.terms = {{Value{idx}}};
   l.shape = nodes_[size_t(idx)].shape;
+  l.dtype = nodes_[size_t(idx)].dtype;
   l.flat = flat;
   return l;
 }
@@ -358,7 +489,9 @@ std::vector<int> Importer::prune(int output) const {
       for (const Value& v : t) keep[size_t(v.node)] = 1;
     }
   }
-  keep[0] = 1;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].op.kind == OpKind::Input) keep[i] = 1;  // every input stays, read or not
+  }
   std::vector<int> kept;
   for (int i = 0; i <= output; ++i) {
     if (keep[size_t(i)]) kept.push_back(i);
@@ -377,12 +510,14 @@ std::vector<int> Importer::prune(int output) const {
 std::vector<std::vector<int>> Importer::find_blocks(const std::vector<int>& kept) const {
   constexpr int kMaxBlock = 48, kMinPiece = 8;
   const int n = int(kept.size());
+  int m = 0;  // the inputs come first
+  while (m < n && nodes_[size_t(kept[size_t(m)])].op.kind == OpKind::Input) ++m;
   std::vector<int> pos(nodes_.size(), -1);
   for (int k = 0; k < n; ++k) pos[size_t(kept[size_t(k)])] = k;
   std::vector<std::vector<int>> preds(static_cast<size_t>(n));
   std::vector<int> last_use(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) last_use[size_t(k)] = k;
-  for (int k = 1; k < n; ++k) {
+  for (int k = m; k < n; ++k) {
     for (const Term& t : nodes_[size_t(kept[size_t(k)])].inputs) {
       for (const Value& v : t) {
         const int p = pos[size_t(v.node)];
@@ -393,8 +528,9 @@ std::vector<std::vector<int>> Importer::find_blocks(const std::vector<int>& kept
   }
   // k is a cut when no node before it is read after it (the input included).
   std::vector<std::pair<int, int>> strict;
-  int first = 1, reach = last_use[0];
-  for (int k = 1; k < n; ++k) {
+  int first = m, reach = 0;
+  for (int k = 0; k < m; ++k) reach = std::max(reach, last_use[size_t(k)]);
+  for (int k = m; k < n; ++k) {
     if (reach <= k) {
       strict.emplace_back(first, k);
       first = k + 1;
@@ -440,34 +576,58 @@ std::vector<std::vector<int>> Importer::find_blocks(const std::vector<int>& kept
 }
 
 OnnxImport Importer::emit(const std::vector<int>& kept, const std::vector<std::vector<int>>& blocks) {
-  const Pending& in = nodes_[0];
   std::string name = o_.name;
   if (name.empty()) name = m_.proto.graph().name();
   if (name.empty() || name == "main_graph" || name == "torch_jit" || name == "torch-jit-export") {
     name = fs::path(m_.file).stem().string();
   }
-  GraphBuilder b(sanitize(name), in.shape.n, in.shape.h, in.shape.w);
-  std::vector<Value> at(nodes_.size());
-  at[0] = b.input(in.shape.c, in.name);
   OnnxImport r;
+  Graph& g = r.graph;
+  g.name = sanitize(name);
+  // The image input gives the graph's N, H and W; a graph of tensor inputs has no image (1s).
+  const Pending& in0 = nodes_[0];
+  const bool image = !in0.op.tensor_input();
+  g.batch = image ? in0.shape.n : 1;
+  g.height = image ? in0.shape.h : 1;
+  g.width = image ? in0.shape.w : 1;
+  std::vector<int> at(nodes_.size(), -1);
+  auto add = [&](const Pending& p, int block) {
+    Node nd;
+    nd.name = p.name;
+    nd.op = p.op;
+    nd.inputs = p.inputs;
+    for (Term& t : nd.inputs) {
+      for (Value& v : t) v.node = at[size_t(v.node)];
+    }
+    nd.constants = p.constants;
+    nd.block = block;
+    at[size_t(&p - nodes_.data())] = g.size();
+    g.nodes.push_back(std::move(nd));
+  };
+  for (int k : kept) {
+    if (nodes_[size_t(k)].op.kind == OpKind::Input) add(nodes_[size_t(k)], -1);
+  }
   for (const std::vector<int>& block : blocks) {
-    const Pending& exit = nodes_[size_t(kept[size_t(block.back())])];
-    b.begin_block(exit.name);
+    Block b;
+    b.name = nodes_[size_t(kept[size_t(block.back())])].name;
+    const int bi = int(g.blocks.size());
     for (int k : block) {
       const Pending& p = nodes_[size_t(kept[size_t(k)])];
-      std::vector<Term> inputs = p.inputs;
-      for (Term& t : inputs) {
-        for (Value& v : t) v = Value{at[size_t(v.node)].node, v.begin, v.end};
-      }
-      at[size_t(kept[size_t(k)])] = b.node(p.name, p.op, std::move(inputs));
+      add(p, bi);
       if (p.op.kind == OpKind::Conv || p.op.kind == OpKind::Linear) {
         r.weights[p.name + ".weight"] = exec::TensorEntry{p.weight_dims, p.weight};
         if (!p.bias.empty()) r.weights[p.name + ".bias"] = exec::TensorEntry{{int64_t(p.bias.size())}, p.bias};
       }
+      for (const Constant& c : p.constants) {
+        const std::string key = p.name + ".c" + std::to_string(c.operand);
+        auto it = float_constants_.find(key);
+        if (it != float_constants_.end()) r.weights[key] = exec::TensorEntry{c.shape.dims(), it->second};
+      }
     }
-    b.end_block(at[size_t(kept[size_t(block.back())])]);
+    b.exit = at[size_t(kept[size_t(block.back())])];
+    g.blocks.push_back(std::move(b));
   }
-  r.graph = b.finish();
+  g.finalize();
   r.opset = m_.opset;
   r.onnx_nodes = m_.proto.graph().node_size();
   for (const auto& [what, count] : folded_) r.folded.push_back(std::to_string(count) + " " + what);

@@ -30,6 +30,11 @@ struct OnnxImportOptions {
   // given). Convolutions and pools follow any size; shape arithmetic is re-evaluated for it.
   int64_t batch = 0, height = 0, width = 0;
   std::string name;  // the graph's name; empty: the model's graph name, else the file's stem
+  // Symbolic dims bound by name (--dim NAME=V), for inputs beyond the image's N, H and W.
+  std::map<std::string, int64_t> dims;
+  // Inputs whose values are fixed at import (--freeze NAME=FILE.npy): they become constants, so
+  // shape arithmetic on them folds (a Reshape's target shape given as a graph input).
+  std::map<std::string, std::string> frozen;
 };
 
 struct OnnxImport {

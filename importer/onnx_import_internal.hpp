@@ -25,6 +25,8 @@ struct Pending {
   Op op;
   std::vector<Term> inputs;  // Value::node indexes `Importer::nodes_`
   Shape shape;
+  DType dtype = DType::F32;
+  std::vector<Constant> constants;  // a general op's constant operands
   // conv and linear parameters, PyTorch's layout ([out][in/groups][kh][kw], [out][in])
   std::vector<int64_t> weight_dims;
   std::vector<float> weight, bias;
@@ -45,6 +47,7 @@ struct Live {
   std::vector<Term> terms;
   Shape shape;        // NCHW of what the terms assemble (before any pending pad)
   bool flat = false;  // seen as rank 2, [N, C*H*W] (after Flatten, Reshape, Gemm)
+  DType dtype = DType::F32;
   PendingPad pad;
   std::vector<int64_t> dims() const {
     if (flat) return {shape.n, shape.c * shape.h * shape.w};
@@ -76,12 +79,14 @@ class Importer {
   std::set<std::string> failed_;  // values not computed because a node was refused
   std::map<std::string, int> folded_;
   std::string input_name_;
+  std::vector<std::string> output_names_;
+  std::map<std::string, std::vector<float>> float_constants_;  // safetensors tensors of general ops' constants
 
   // --- reading (onnx_import.cpp)
   void read_initializers();
   void count_uses();
   void read_graph_input();
-  Value read_graph_output();
+  std::vector<Value> read_graph_outputs();
 
   // --- node mapping (onnx_import.cpp)
   void map_nodes();
@@ -137,6 +142,26 @@ class Importer {
   void gemm(const onnx::NodeProto& n);
   void softmax(const onnx::NodeProto& n);
   void shape_of(const onnx::NodeProto& n);
+
+  // --- general tensor ops (onnx_tensor_ops.cpp)
+ public:
+  // An operand of a general op: a computed value, or a constant.
+  struct Operand {
+    Value value;                       // when !constant
+    std::optional<ConstTensor> constant;
+    DType dtype = DType::F32;          // the constant's element type
+  };
+ private:
+  // Maps n onto the general ops; false when no general converter exists for its op.
+  bool general(const onnx::NodeProto& n);
+  Operand operand(const std::string& onnx_name);
+  Operand const_operand(ConstTensor c, DType t);
+  Shape operand_shape(const Operand& o) const;
+  DType operand_dtype(const Operand& o) const;
+  // A general node named after `raw` reading `operands`; returns its index in nodes_.
+  int general_node(const std::string& raw, Op op, const std::vector<Operand>& operands);
+  void set_general(const std::string& onnx_name, int idx);
+  friend struct GeneralOps;
 
   // --- structure (onnx_import.cpp)
   std::vector<int> prune(int output) const;

@@ -36,6 +36,31 @@ ConstTensor ConstTensor::floats(std::vector<int64_t> dims, std::vector<float> va
   return t;
 }
 
+bool dtype_of_onnx(int t, DType* out) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: *out = DType::F32; return true;
+    case onnx::TensorProto::FLOAT16: *out = DType::F16; return true;
+    case onnx::TensorProto::BFLOAT16: *out = DType::BF16; return true;
+    case onnx::TensorProto::DOUBLE: *out = DType::F64; return true;
+    case onnx::TensorProto::INT64: *out = DType::I64; return true;
+    case onnx::TensorProto::INT32: *out = DType::I32; return true;
+    case onnx::TensorProto::INT16: *out = DType::I16; return true;
+    case onnx::TensorProto::INT8: *out = DType::I8; return true;
+    case onnx::TensorProto::UINT8: *out = DType::U8; return true;
+    case onnx::TensorProto::UINT16: *out = DType::U16; return true;
+    case onnx::TensorProto::UINT32: *out = DType::U32; return true;
+    case onnx::TensorProto::UINT64: *out = DType::U64; return true;
+    case onnx::TensorProto::BOOL: *out = DType::Bool; return true;
+    default: return false;
+  }
+}
+
+DType const_dtype(const ConstTensor& c) {
+  DType t;
+  if (c.onnx_type && dtype_of_onnx(c.onnx_type, &t) && is_float(t) != c.integer) return t;
+  return c.integer ? DType::I64 : DType::F32;
+}
+
 OnnxModel read_onnx_model(const std::string& file) {
   std::error_code ec;
   const fs::file_status st = fs::status(file, ec);
@@ -96,9 +121,10 @@ float bf16_to_float(uint16_t h) {
 
 size_t element_size(int type) {
   switch (type) {
-    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: return 4;
-    case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: return 8;
-    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16: return 2;
+    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: return 4;
+    case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: return 8;
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16: return 2;
     case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 1;
     default: return 0;
   }
@@ -157,6 +183,7 @@ ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const st
   const size_t es = element_size(type);
   HIOS_CHECK(es != 0, "%s: tensor '%s': data type %d is not supported (float, double, float16, bfloat16 and integers are)",
              m.file.c_str(), what.c_str(), type);
+  c.onnx_type = type;
   c.integer = !(type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
                 type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16);
   const bool raw = t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data();
@@ -166,6 +193,7 @@ ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const st
     const size_t have = type == onnx::TensorProto::FLOAT    ? size_t(t.float_data_size())
                         : type == onnx::TensorProto::DOUBLE ? size_t(t.double_data_size())
                         : type == onnx::TensorProto::INT64  ? size_t(t.int64_data_size())
+                        : (type == onnx::TensorProto::UINT64 || type == onnx::TensorProto::UINT32) ? size_t(t.uint64_data_size())
                                                             : size_t(t.int32_data_size());
     HIOS_CHECK(have == size_t(n), "%s: tensor '%s' holds %zu values where its shape needs %lld", m.file.c_str(),
                what.c_str(), have, (long long)n);
@@ -190,6 +218,9 @@ ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const st
         case onnx::TensorProto::INT32: { int32_t v; std::memcpy(&v, p, 4); c.i[size_t(k)] = v; break; }
         case onnx::TensorProto::INT16: { int16_t v; std::memcpy(&v, p, 2); c.i[size_t(k)] = v; break; }
         case onnx::TensorProto::INT8: c.i[size_t(k)] = int8_t(*p); break;
+        case onnx::TensorProto::UINT16: { uint16_t v; std::memcpy(&v, p, 2); c.i[size_t(k)] = v; break; }
+        case onnx::TensorProto::UINT32: { uint32_t v; std::memcpy(&v, p, 4); c.i[size_t(k)] = v; break; }
+        case onnx::TensorProto::UINT64: std::memcpy(&c.i[size_t(k)], p, 8); break;
         default: c.i[size_t(k)] = uint8_t(*p); break;  // UINT8, BOOL
       }
     }
@@ -210,6 +241,10 @@ ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const st
     case onnx::TensorProto::INT64:
       have = size_t(t.int64_data_size());
       for (size_t k = 0; k < have && k < c.i.size(); ++k) c.i[k] = t.int64_data(int(k));
+      break;
+    case onnx::TensorProto::UINT64: case onnx::TensorProto::UINT32:
+      have = size_t(t.uint64_data_size());
+      for (size_t k = 0; k < have && k < c.i.size(); ++k) c.i[k] = int64_t(t.uint64_data(int(k)));
       break;
     case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16:
       have = size_t(t.int32_data_size());

@@ -9,6 +9,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "graph/ops.hpp"
+
 namespace hios::importer {
 
 // A constant tensor. Floating-point data (float, double, float16, bfloat16) is held as float,
@@ -18,6 +20,7 @@ struct ConstTensor {
   bool integer = false;
   std::vector<float> f;    // when !integer
   std::vector<int64_t> i;  // when integer
+  int onnx_type = 0;       // the TensorProto data type it was read as; 0: float or int64 by `integer`
   int64_t numel() const;
   double at(int64_t k) const { return integer ? double(i[size_t(k)]) : double(f[size_t(k)]); }
   static ConstTensor ints(std::vector<int64_t> dims, std::vector<int64_t> values);
@@ -38,5 +41,11 @@ OnnxModel read_onnx_model(const std::string& file);
 // The data of a TensorProto, reading external data from the model's folder. `what` names the
 // tensor in errors.
 ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const std::string& what);
+
+// The hios element type of an ONNX TensorProto data type; false for types hios has not (string,
+// complex).
+bool dtype_of_onnx(int onnx_type, DType* out);
+// A constant's element type: its onnx_type's, or float32 / int64 where it came from arithmetic.
+DType const_dtype(const ConstTensor& c);
 
 }  // namespace hios::importer

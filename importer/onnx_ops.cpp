@@ -334,8 +334,9 @@ bool Importer::per_channel(const ConstTensor& c, bool flat, int64_t channels) {
   for (int64_t d : c.dims) non_one += d != 1;
   if (non_one != 1) return false;
   if (flat) return true;
+  // A rank-1 or rank-2 constant broadcasts along W (and H), not along the channels.
   const size_t r = c.dims.size();
-  return r == 1 ? true : (r >= 3 && c.dims[r - 3] == channels);
+  return r >= 3 && c.dims[r - 3] == channels;
 }
 
 void Importer::pad(const onnx::NodeProto& n) {

@@ -7,10 +7,13 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "executor/backend.hpp"
@@ -23,6 +26,7 @@
 #include "executor/watchdog.hpp"
 #include "executor/transport.hpp"
 #include "executor/weights.hpp"
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 #include "graph/stats.hpp"
 #include "graph/json_codec.hpp"
@@ -135,9 +139,59 @@ Diff compare_nodes(const Graph& g, const RankProgram& p, Backend& got, Backend& 
   return total;
 }
 
+std::vector<float> input_from_npy(const Graph& g, const std::string& file);
+
+std::string input_names(const Graph& g) {
+  std::string s;
+  for (int v : g.inputs()) s += (s.empty() ? "" : ", ") + g.nodes[size_t(v)].name;
+  return s;
+}
+std::string result_names(const Graph& g) {
+  std::string s;
+  for (int v : g.results()) s += (s.empty() ? "" : ", ") + g.nodes[size_t(v)].name;
+  return s;
+}
+
+// A tensor input's values from a .npy file holding exactly its dtype and dims.
+std::vector<uint8_t> tensor_input_from_npy(const Graph& g, int v, const std::string& file) {
+  const Node& nd = g.nodes[size_t(v)];
+  NpyArray a = read_npy(file);
+  HIOS_CHECK(a.shape == nd.shape.dims() && a.dtype == nd.dtype,
+             "%s: input '%s' takes %s %s, the file holds %s %s", file.c_str(), nd.name.c_str(), dtype_name(nd.dtype),
+             npy_shape_str(nd.shape.dims()).c_str(), dtype_name(a.dtype), npy_shape_str(a.shape).c_str());
+  if (!is_float(nd.dtype)) return std::move(a.raw);
+  const auto* p = reinterpret_cast<const uint8_t*>(a.data.data());
+  return std::vector<uint8_t>(p, p + a.data.size() * sizeof(float));
+}
+
+// Every input's values: seeded, then what --input names replaces them.
+GraphInputs graph_inputs(const Graph& g, const RunOptions& opt) {
+  GraphInputs in = make_inputs(g, opt.seed);
+  if (!opt.input_file.empty()) {
+    const int v = g.input();
+    in[0] = g.nodes[size_t(v)].op.tensor_input() ? tensor_input_from_npy(g, v, opt.input_file)
+                                                 : image_inputs(input_from_npy(g, opt.input_file))[0];
+  }
+  std::set<std::string> seen;
+  for (const std::string& spec : opt.named_inputs) {
+    const size_t eq = spec.find('=');
+    const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    const int v = g.find(name);
+    HIOS_CHECK(v >= 0 && g.is_input(v), "--input %s: graph '%s' has no input '%s' (its inputs: %s)", spec.c_str(),
+               g.name.c_str(), printable(name).c_str(), input_names(g).c_str());
+    HIOS_CHECK(seen.insert(name).second, "--input %s: input '%s' is given twice", spec.c_str(), name.c_str());
+    const size_t k = size_t(std::find(g.inputs().begin(), g.inputs().end(), v) - g.inputs().begin());
+    in[k] = g.nodes[size_t(v)].op.tensor_input() ? tensor_input_from_npy(g, v, file)
+                                                 : image_inputs(input_from_npy(g, file))[0];
+  }
+  return in;
+}
+
 // The graph's input from a .npy file: the input's shape, or C, H, W at batch 1.
 std::vector<float> input_from_npy(const Graph& g, const std::string& file) {
   NpyArray a = read_npy(file);
+  HIOS_CHECK(a.dtype == DType::F32 || a.dtype == DType::F64, "%s: an array of %s, but graph '%s' takes a float32 image (float32 or float64)",
+             file.c_str(), dtype_name(a.dtype), g.name.c_str());
   const Shape s = g.nodes[size_t(g.input())].shape;
   const std::vector<int64_t> want{s.n, s.c, s.h, s.w};
   const bool fits = a.shape == want || (s.n == 1 && a.shape == std::vector<int64_t>{s.c, s.h, s.w});
@@ -146,12 +200,74 @@ std::vector<float> input_from_npy(const Graph& g, const std::string& file) {
   return std::move(a.data);
 }
 
-// The graph's output into a .npy file: (N, C) for a 1x1 map, else (N, C, H, W).
-void output_to_npy(const Graph& g, std::vector<float> values, const std::string& file) {
-  const Shape s = g.nodes[size_t(g.output())].shape;
-  std::vector<int64_t> shape{s.n, s.c, s.h, s.w};
-  if (s.h == 1 && s.w == 1) shape.resize(2);
-  write_file_atomic(file, npy_bytes(shape, values));
+// Result v into a .npy file: its dims and type (a float16 result as float16, bfloat16 as float32,
+// which NumPy lacks), except a convolution network's linear logits, N x C x 1 x 1, which are (N, C).
+void result_to_npy(const Graph& g, Backend& backend, int v, const std::string& file) {
+  const Node& nd = g.nodes[size_t(v)];
+  const Shape& s = nd.shape;
+  std::vector<int64_t> shape = s.dims();
+  if (s.rank == 4 && s.h == 1 && s.w == 1 && nd.op.kind == OpKind::Linear) shape.resize(2);
+  const std::vector<uint8_t> held = read_bytes(backend, g, v);
+  if (nd.dtype == DType::BF16) {  // NumPy has no bfloat16: its bits as uint16, as ONNX's own tools hold it
+    std::vector<uint8_t> out(size_t(s.numel()) * 2);
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      store_int(out.data(), DType::U16, i, float_to_bfloat16(float(load_double(held.data(), DType::F32, i))));
+    }
+    write_file_atomic(file, npy_bytes(shape, DType::U16, out));
+    return;
+  }
+  if (!is_float(nd.dtype) || nd.dtype == DType::F32) {
+    write_file_atomic(file, npy_bytes(shape, is_float(nd.dtype) ? DType::F32 : nd.dtype, held));
+    return;
+  }
+  std::vector<uint8_t> out(size_t(s.numel()) * dtype_size(nd.dtype));
+  convert_elements(held.data(), DType::F32, out.data(), nd.dtype, s.numel());
+  write_file_atomic(file, npy_bytes(shape, nd.dtype, out));
+}
+
+// --save-output's names and counts, checked before the run: NAME=FILE names a result, and a
+// file that is not a folder takes a graph of one result.
+void check_saves(const Graph& g, const RunOptions& opt) {
+  std::vector<std::string> specs = opt.saves;
+  if (!opt.output_file.empty()) specs.push_back(opt.output_file);
+  for (const std::string& spec : specs) {
+    if (std::filesystem::is_directory(spec)) continue;
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) {
+      HIOS_CHECK(g.results().size() == 1, "--save-output %s: graph '%s' has %zu results: give a folder or NAME=FILE.npy",
+                 spec.c_str(), g.name.c_str(), g.results().size());
+      continue;
+    }
+    const int v = g.find(spec.substr(0, eq));
+    HIOS_CHECK(v >= 0 && g.is_result(v), "--save-output %s: graph '%s' has no result '%s' (its results: %s)", spec.c_str(),
+               g.name.c_str(), printable(spec.substr(0, eq)).c_str(), result_names(g).c_str());
+  }
+}
+
+// --save-output: one file for a one-result graph, or every result into a folder, or NAME=FILE.
+void save_results(const Graph& g, Backend& backend, const RunOptions& opt) {
+  const std::vector<int> results = g.results();
+  if (!opt.output_file.empty()) {
+    HIOS_CHECK(results.size() == 1 || std::filesystem::is_directory(opt.output_file),
+               "--save-output %s: graph '%s' has %zu results: give a folder or NAME=FILE.npy", opt.output_file.c_str(),
+               g.name.c_str(), results.size());
+  }
+  std::vector<std::string> specs = opt.saves;
+  if (!opt.output_file.empty()) specs.insert(specs.begin(), opt.output_file);
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    if (std::filesystem::is_directory(spec)) {
+      for (int v : results) result_to_npy(g, backend, v, (std::filesystem::path(spec) / (g.nodes[size_t(v)].name + ".npy")).string());
+    } else if (eq != std::string::npos) {
+      const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+      const int v = g.find(name);
+      HIOS_CHECK(v >= 0 && g.is_result(v), "--save-output %s: graph '%s' has no result '%s' (its results: %s)",
+                 spec.c_str(), g.name.c_str(), printable(name).c_str(), result_names(g).c_str());
+      result_to_npy(g, backend, v, file);
+    } else {
+      result_to_npy(g, backend, results[0], spec);
+    }
+  }
 }
 
 }  // namespace
@@ -164,7 +280,7 @@ namespace {
 // on this backend and, off the CPU backend, the CPU reference; results on rank 0.
 std::vector<VerifyResult> verify_against_references(const Graph& g, const RunOptions& opt, const SessionOptions& so,
                                                     const BackendConfig& cfg, RankSession& session,
-                                                    const std::vector<float>& input, Comm& comm) {
+                                                    const GraphInputs& input, Comm& comm) {
   const int rank = comm.rank();
   const bool cpu_is_backend = opt.backend == "cpu";
   const RankProgram& p = session.program();
@@ -198,13 +314,16 @@ std::vector<VerifyResult> verify_against_references(const Graph& g, const RunOpt
     vr.tolerance = ref.tol;
     std::unique_ptr<RankSession> rb;
     // The cache is keyed by graph and seed: an input from a file is neither.
-    const bool cached = ref.cacheable && !opt.reference_cache.empty() && !opt.verify_nodes && opt.input_file.empty();
+    const bool cached = ref.cacheable && !opt.reference_cache.empty() && !opt.verify_nodes && opt.input_file.empty() &&
+                        opt.named_inputs.empty() && g.inputs().size() == 1 && g.results().size() == 1;
     const int64_t batch = g.nodes[size_t(g.input())].shape.n;
     if (rank == 0 && opt.reference_first_image && !cpu_is_backend && ref.cacheable && batch > 1) {
       // The CPU reference of the first image alone; the sequential run checks the whole batch.
       bool hit = false;
+      std::vector<float> image(input[0].size() / sizeof(float));
+      std::memcpy(image.data(), input[0].data(), input[0].size());
       const std::vector<float> want =
-          first_image_reference(g, ref.opt, input, cached ? opt.reference_cache : std::string(), opt.seed, &hit);
+          first_image_reference(g, ref.opt, image, cached ? opt.reference_cache : std::string(), opt.seed, &hit);
       std::vector<float> got = backend.read_tensor(g.output());
       got.resize(want.size());
       vr.against += hit ? ", first image (cached)" : ", first image";
@@ -224,8 +343,12 @@ std::vector<VerifyResult> verify_against_references(const Graph& g, const RunOpt
     } else {
       if (rank == 0 || opt.verify_nodes) rb = run_reference(g, ref.opt, *self, input);
       if (rank == 0) {
-        vr.diff = compare(backend.read_tensor(g.output()), rb->backend().read_tensor(g.output()));
-        vr.diff.where = g.nodes[g.output()].name;
+        // Every result: the worst of them.
+        for (int v : g.results()) {
+          Diff d = compare(read_values(backend, g, v), read_values(rb->backend(), g, v));
+          d.where = g.nodes[size_t(v)].name;
+          vr.diff = worst(vr.diff, d);
+        }
       }
     }
     if (opt.verify_nodes) {
@@ -499,6 +622,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& aske
   const int rank = comm.rank();
   Injection inj = parse_injection(opt.inject_failure);
   check_run(s, opt, comm, inj);
+  if (rank == 0) check_saves(g, opt);  // rank 0 writes the results: it refuses a bad --save-output, before anything runs
 
   // From here every rank runs the same steps: a peer that dies is named by the survivors.
   PeerWatch peers(comm, [&] { return phase.load(); });
@@ -523,11 +647,9 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& aske
   session.load(std::move(prog));
   Backend& backend = session.backend();
   const bool use_graph = use_cuda_graph(opt, session);
-  std::vector<float> input;
-  if (rank == 0 || opt.verify_nodes) {
-    input = opt.input_file.empty() ? make_input(g, opt.seed) : input_from_npy(g, opt.input_file);
-  }
-  if (rank == 0) backend.set_input(input);
+  GraphInputs input;
+  if (rank == 0 || opt.verify_nodes) input = graph_inputs(g, opt);
+  if (rank == 0) set_inputs(backend, g, input);
 
   Heartbeat heartbeat(stall);
   ScopedObserver beating(session, heartbeat);
@@ -564,7 +686,7 @@ RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& aske
     rep.trace = trace_one_pass(session);
     stall.arm(false);
   }
-  if (rank == 0 && !opt.output_file.empty()) output_to_npy(g, backend.read_tensor(g.output()), opt.output_file);
+  if (rank == 0 && (!opt.output_file.empty() || !opt.saves.empty())) save_results(g, backend, opt);
 
   phase = "verification";
   if (inj.at(rank, "verify")) injected("verification");

@@ -74,6 +74,12 @@ struct RunOptions {
   // Non-empty: after the timed passes rank 0 writes the graph's output to this .npy file,
   // shaped (N, C, H, W), or (N, C) where H and W are 1 (a classifier's logits).
   std::string output_file;
+  // Inputs by name, "NAME=FILE.npy" each (--input repeated), for graphs of several inputs;
+  // a tensor input's file must hold its dtype and shape.
+  std::vector<std::string> named_inputs;
+  // Results to save (--save-output repeated): "DIR" writes every result as DIR/<name>.npy,
+  // "NAME=FILE.npy" one result. output_file is the one-result form.
+  std::vector<std::string> saves;
 };
 
 struct VerifyResult {

@@ -50,7 +50,7 @@ double lower_bound_ms(const Graph& g, const CostModel& cost, int num_gpus) {
   HIOS_CHECK(num_gpus >= 1, "lower bound: GPUs must be at least 1 (got %d)", num_gpus);
   std::vector<double> w(g.size(), 0.0);
   double work = 0;
-  for (int v = 1; v < g.size(); ++v) {
+  for (int v = g.first_computed(); v < g.size(); ++v) {
     double best = kInf;
     for (int d = 0; d < num_gpus; ++d) best = std::min(best, cost.node_ms(g, v, d));
     w[v] = best;
@@ -63,7 +63,7 @@ double lower_bound_ms(const Graph& g, const CostModel& cost, int num_gpus) {
   // fully concurrent stage, so the work term uses the smaller of the two.
   if (g.size() > 2) {
     Stage all;
-    for (int v = 1; v < g.size(); ++v) all.groups.push_back(Group{{v}});
+    for (int v = g.first_computed(); v < g.size(); ++v) all.groups.push_back(Group{{v}});
     for (int d = 0; d < num_gpus; ++d) work = std::min(work, cost.stage_floor_ms(g, all, d));
   }
   Dag d = Dag::from_graph(g);
@@ -209,7 +209,7 @@ PlanEvaluator::PlanEvaluator(const Graph& g, const CostModel& cost, int num_gpus
     s.erase(std::unique(s.begin(), s.end()), s.end());
   }
   node_ms_.assign(size_t(n) * num_gpus, 0.0);
-  for (int v = 1; v < n; ++v) {
+  for (int v = g.first_computed(); v < n; ++v) {
     for (int d = 0; d < num_gpus; ++d) node_ms_[size_t(v) * num_gpus + d] = cost.node_ms(g, v, d);
   }
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -294,7 +294,7 @@ void PlanEvaluator::send_output(int v, int placed) {
     if (done_stamp_[c] != -placed && done_stamp_[c] != placed) continue;  // not in the plan
     if (gpu_of_[c] != src) want_[gpu_of_[c]] = 1;
   }
-  if (v == g_.output() && src != 0) want_[0] = 1;
+  if (g_.is_result(v) && src != 0) want_[0] = 1;
   for (int d = 0; d < G; ++d) {
     if (!want_[d]) continue;
     const size_t link = size_t(src) * G + d;
@@ -424,7 +424,7 @@ std::vector<double> bottom_levels(const Graph& g, const std::vector<double>& nod
 
 std::vector<int> priority_order(const Graph& g, const std::vector<double>& level) {
   std::vector<int> order;
-  for (int v = 1; v < g.size(); ++v) order.push_back(v);
+  for (int v = g.first_computed(); v < g.size(); ++v) order.push_back(v);
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     if (g.nodes[a].block != g.nodes[b].block) return g.nodes[a].block < g.nodes[b].block;
     if (level[a] != level[b]) return level[a] > level[b];
@@ -649,7 +649,7 @@ std::vector<std::vector<char>> segment_far_pairs(const Graph& g, const Plan& p, 
       if (i + 1 < p.gpu_stages[h].size()) out[start(k) + 1].push_back(start(k + 1));
     }
   }
-  for (int v = 1; v < n; ++v) {
+  for (int v = g.first_computed(); v < n; ++v) {
     for (int q : preds[v]) {
       const bool staged = stage_of[v] >= 0 && gpu_of[q] != gpu_of[v];
       out[q].push_back(staged ? start(stage_of[v]) : v);
@@ -721,7 +721,7 @@ class IntraPass {
   // nodes finish earlier in total, which leaves the other segments more room.
   double flow() const {
     double sum = 0;
-    for (int v = 1; v < g_.size(); ++v) sum += ev_.end_ms(v);
+    for (int v = g_.first_computed(); v < g_.size(); ++v) sum += ev_.end_ms(v);
     return sum;
   }
 

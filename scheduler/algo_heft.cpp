@@ -108,7 +108,7 @@ Plan stages_from_list(const Graph& g, PlanEvaluator& ev, const ListResult& lr, i
   const int G = ev.num_gpus();
   const auto& preds = ev.preds();
   std::vector<int> sweep;
-  for (int v = 1; v < n; ++v) sweep.push_back(v);
+  for (int v = g.first_computed(); v < n; ++v) sweep.push_back(v);
   std::sort(sweep.begin(), sweep.end(), [&](int a, int b) {
     if (g.nodes[a].block != g.nodes[b].block) return g.nodes[a].block < g.nodes[b].block;
     if (lr.start[a] != lr.start[b]) return lr.start[a] < lr.start[b];
@@ -169,7 +169,7 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
   hios_weights(g, ev, node_w, edge_w);
   std::vector<double> rank = bottom_levels(g, node_w, edge_w);
   std::vector<int> order;
-  for (int v = 1; v < n; ++v) order.push_back(v);
+  for (int v = g.first_computed(); v < n; ++v) order.push_back(v);
   std::sort(order.begin(), order.end(),
             [&](int a, int b) { return rank[a] > rank[b] || (rank[a] == rank[b] && a < b); });
   BlockReachability reach(g);  // stages join nodes of one block only
@@ -188,7 +188,7 @@ Schedule schedule_heft(const Graph& g, const CostModel& cost, const SchedulerOpt
     r.stream_makespan = r.a.makespan;
     if (K > 1) {
       std::vector<int> gpu_of(n, 0);
-      for (int v = 1; v < n; ++v) gpu_of[v] = r.a.proc_of[v];
+      for (int v = g.first_computed(); v < n; ++v) gpu_of[v] = r.a.proc_of[v];
       ListResult b = list_schedule(g, ev, order, K, gpu_of);
       r.stream_makespan = b.makespan;
       Plan pb = stages_from_list(g, ev, b, K, reach);

@@ -20,7 +20,7 @@ static constexpr int kVersion = 1;
 
 std::vector<int> Schedule::gpu_of(const Graph& g) const {
   std::vector<int> gpu(g.nodes.size(), -1);
-  if (!gpu.empty()) gpu[g.input()] = 0;
+  for (int in : g.inputs()) gpu[size_t(in)] = 0;
   for (const auto& per_gpu : blocks) {
     for (size_t d = 0; d < per_gpu.size(); ++d) {
       for (const Stage& st : per_gpu[d]) {
@@ -42,15 +42,16 @@ std::vector<int> Schedule::gpu_of(const Graph& g) const {
 static std::set<std::pair<int, int>> needed_transfers(const Graph& g, const std::vector<int>& gpu,
                                                       bool include_output) {
   std::set<std::pair<int, int>> need;  // (node, dst); src is gpu[node]
-  for (int v = 1; v < g.size(); ++v) {
+  for (int v = g.first_computed(); v < g.size(); ++v) {
     if (gpu[v] < 0) continue;
     for (int u : g.predecessors(v)) {
       if (gpu[u] >= 0 && gpu[u] != gpu[v]) need.insert({u, gpu[v]});
     }
   }
   if (include_output) {
-    int out = g.output();
-    if (gpu[out] > 0) need.insert({out, 0});
+    for (int out : g.results()) {
+      if (gpu[size_t(out)] > 0) need.insert({out, 0});
+    }
   }
   return need;
 }
@@ -573,7 +574,7 @@ Placement place_nodes(const Graph& g, const Schedule& s, std::vector<std::string
               continue;
             }
             const Node& nd = g.nodes[v];
-            if (v == g.input()) {
+            if (g.is_input(v)) {
               out.push_back(strprintf("input scheduled: the graph input '%s' is resident on GPU 0 and must not "
                                       "appear in a stage (found in %s)",
                                       nd.name.c_str(), where(g, p).c_str()));
@@ -594,7 +595,7 @@ Placement place_nodes(const Graph& g, const Schedule& s, std::vector<std::string
       }
     }
   }
-  for (int v = 1; v < g.size(); ++v) {
+  for (int v = g.first_computed(); v < g.size(); ++v) {
     if (!place[v].placed()) {
       out.push_back(strprintf("missing node: '%s' (block '%s') is not scheduled", g.nodes[v].name.c_str(),
                               g.blocks[g.nodes[v].block].name.c_str()));
@@ -617,11 +618,11 @@ void check_order(const Graph& g, const Placement& pl, std::vector<std::string>& 
     for (const Place& p : stage_of_seq[d]) sg.verts.push_back({p.gpu, p.block, p.stage});
     for (int k = 0; k + 1 < static_cast<int>(stage_of_seq[d].size()); ++k) sg.succ[base[d] + k].push_back({base[d] + k + 1, -1});
   }
-  for (int v = 1; v < g.size(); ++v) {
+  for (int v = g.first_computed(); v < g.size(); ++v) {
     const Place& pv = place[v];
     if (!pv.placed()) continue;
     for (int u : g.predecessors(v)) {
-      if (u == g.input()) continue;  // resident on GPU 0 before anything starts
+      if (g.is_input(u)) continue;  // resident on GPU 0 before anything starts
       const Place& pu = place[u];
       if (!pu.placed()) continue;
       const std::string& vn = g.nodes[v].name;
@@ -654,7 +655,7 @@ void check_transfers(const Graph& g, const Schedule& s, const Placement& pl, std
   const ScheduleMeta& m = s.meta;
   const std::vector<Place>& place = pl.place;
   std::vector<int> gpu(g.nodes.size(), -1);
-  for (int v = 0; v < g.size(); ++v) gpu[v] = v == g.input() ? 0 : place[v].gpu;
+  for (int v = 0; v < g.size(); ++v) gpu[v] = g.is_input(v) ? 0 : place[v].gpu;
   std::set<std::pair<int, int>> need = needed_transfers(g, gpu, false);
   const int out_node = g.output();
   const bool gather = gpu[out_node] > 0;

@@ -52,7 +52,7 @@ class Simulation {
   // Placement and each GPU's run of stages, blocks concatenated.
   void place_nodes() {
     where_.assign(size_t(n_), Where{});
-    where_[g_.input()] = {0, -1, -1, -1};
+    for (int in : g_.inputs()) where_[size_t(in)] = {0, -1, -1, -1};
     run_.assign(size_t(gpus_), {});
     for (size_t b = 0; b < s_.blocks.size(); ++b) {
       for (size_t d = 0; d < s_.blocks[b].size(); ++d) {
@@ -95,7 +95,7 @@ class Simulation {
 
   void run_events() {
     end_of_.assign(size_t(n_), -1.0);
-    end_of_[g_.input()] = 0;
+    for (int in : g_.inputs()) end_of_[size_t(in)] = 0;
     arrived_.assign(size_t(n_) * gpus_, 0);
     arrival_.assign(size_t(n_) * gpus_, 0);
     next_.assign(size_t(gpus_), 0);
@@ -158,7 +158,7 @@ class Simulation {
             if (!arrived_[size_t(u) * gpus_ + d]) return false;
             continue;
           }
-          if (u == g_.input()) continue;
+          if (g_.is_input(u)) continue;
           bool before = wu.seq < seq || (wu.seq == seq && wu.group == static_cast<int>(q) && wu.index < static_cast<int>(i));
           HIOS_CHECK(before, "simulate: '%s' reads '%s', which does not run before it on GPU %d",
                      g_.nodes[v].name.c_str(), g_.nodes[u].name.c_str(), d);

@@ -19,8 +19,15 @@ mkdir -p "$OUT"
 source scripts/gpu-build.sh
 ref_tree=/tmp/hios-ref-tree
 rm -rf "$ref_tree"
-git worktree prune
-git worktree add --detach "$ref_tree" "$REF" >"$OUT/ref-worktree.log" 2>&1 || { cat "$OUT/ref-worktree.log"; exit 1; }
+if [ -n "${REF_TARBALL:-}" ]; then
+  # The reference as a `git archive` tarball that travels with the tree (the machine's git
+  # metadata may not hold REF).
+  mkdir -p "$ref_tree" && tar -xzf "$REF_TARBALL" -C "$ref_tree" || { echo "cannot extract $REF_TARBALL"; exit 1; }
+  REF="$REF_TARBALL"
+else
+  git worktree prune
+  git worktree add --detach "$ref_tree" "$REF" >"$OUT/ref-worktree.log" 2>&1 || { cat "$OUT/ref-worktree.log"; exit 1; }
+fi
 # The two builds share the machine's cores.
 mkdir -p "$OUT/ref"
 (cd "$ref_tree" && OUT=$OUT/ref B=$RB JOBS=8 && source scripts/gpu-build.sh && gpu_build hios) >"$OUT/ref-build.txt" 2>&1 &
@@ -28,7 +35,7 @@ ref_build=$!
 JOBS=8 gpu_build hios test_gpu
 wait $ref_build || { echo "reference build failed"; cat "$OUT/ref-build.txt"; exit 1; }
 cat "$OUT/ref-build.txt"
-{ nvidia-smi --query-gpu=index,name,driver_version --format=csv; echo "this tree: $(git rev-parse --short HEAD) plus changes: $(git status --short | wc -l) files"; echo "reference: $(git rev-parse --short "$REF")"; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
+{ nvidia-smi --query-gpu=index,name,driver_version --format=csv; echo "this tree: $(git rev-parse --short HEAD) plus changes: $(git status --short | wc -l) files"; echo "reference: $( [ -n "${REF_TARBALL:-}" ] && echo "$REF_TARBALL" || git rev-parse --short "$REF")"; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
 (cd "$B" && timeout 120 tests/test_gpu "[timing]") >"$OUT/test-timing.log" 2>&1
 echo "test_gpu [timing]: $(tail -n 2 "$OUT/test-timing.log" | tr '\n' ' ')"
 

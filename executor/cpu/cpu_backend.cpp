@@ -13,6 +13,7 @@
 
 #include "executor/backend.hpp"
 #include "executor/cpu/kernels.hpp"
+#include "executor/cpu/tensor_kernels.hpp"
 #include "executor/memory_plan.hpp"
 #include "executor/registry.hpp"
 #include "executor/weights.hpp"
@@ -56,6 +57,7 @@ class CpuBackend final : public Backend {
     // other graph of the model (a row split, in the tuner) builds its own afresh.
     if (!prepared_ || (g_ != &g && !shape_variant_problem(*g_, g).empty())) {
       params_.assign(g.nodes.size(), {});
+      constants_.assign(g.nodes.size(), {});
       views_.assign(g.nodes.size(), {});
       built_.assign(g.nodes.size(), false);
       weight_bytes_ = 0;
@@ -83,16 +85,20 @@ class CpuBackend final : public Backend {
     for (const Instr& in : p.instrs) {
       if (in.kind != InstrKind::Alloc) continue;
       const Node& nd = g.nodes[in.node];
-      const size_t elems = static_cast<size_t>(nd.shape.numel());
+      // Floats of every float type are held as float32, integers and bools in their own width.
+      const size_t bytes = size_t(g.tensor_bytes(in.node));
+      HIOS_CHECK(int64_t(bytes) <= in.bytes, "cpu backend: tensor '%s' needs %zu bytes but the program allocates %lld",
+                 nd.name.c_str(), bytes, (long long)in.bytes);
+      const size_t elems = (bytes + sizeof(float) - 1) / sizeof(float);
       if (p.arena_bytes > 0) {
         HIOS_CHECK(in.offset >= 0 && in.offset % int64_t(sizeof(float)) == 0 && in.offset + in.bytes <= p.arena_bytes,
                    "cpu backend: tensor '%s' is planned at offset %lld, outside the %lld-byte arena", nd.name.c_str(),
                    (long long)in.offset, (long long)p.arena_bytes);
-        tensors_[in.node] = {arena + in.offset / int64_t(sizeof(float)), elems};
+        tensors_[in.node] = {arena + in.offset / int64_t(sizeof(float)), bytes};
       } else {
         reserve(in.bytes, "tensor '" + nd.name + "' (" + nd.shape.str() + ")");
         storage_.push_back(allocate(elems, nd.name));
-        tensors_[in.node] = {storage_.back().data(), elems};
+        tensors_[in.node] = {storage_.back().data(), bytes};
       }
     }
     std::vector<int> nodes = p.launched;
@@ -112,7 +118,13 @@ class CpuBackend final : public Backend {
           views_[v].push_back(
               {op.weight.empty() ? nullptr : op.weight.data(), op.bias.empty() ? nullptr : op.bias.data()});
         }
+        constants_[v] = make_node_constants(g, v, cfg_.seed);
+        for (const auto& c : constants_[v]) {
+          reserve(int64_t(c.size()), "constants of '" + nd.name + "'");
+          weight_bytes_ += int64_t(c.size());
+        }
       }
+      if (op_def(nd.op.kind).general) continue;  // reads its operands where they are
       Shape in = assembled_input_shape(g, v);
       if (!cpu::reads_one_whole_tensor(g, v)) {
         int64_t elems = in.numel();
@@ -163,6 +175,10 @@ class CpuBackend final : public Backend {
     HIOS_CHECK(tensors_[node].data, "cpu backend: '%s' launched without a tensor", nd.name.c_str());
     HIOS_CHECK(built_[node], "cpu backend: '%s' launched, but the program neither launches it nor holds it on standby",
                nd.name.c_str());
+    if (typed_launch(g, node)) {
+      launch_typed(g, node);
+      return;
+    }
     std::vector<const float*> in;
     std::vector<Shape> shapes;
     if (cpu::reads_one_whole_tensor(g, node)) {
@@ -189,6 +205,33 @@ class CpuBackend final : public Backend {
       const int64_t count = nd.shape.numel();
       for (int64_t i = 0; i < count; ++i) y[i] = std::max(y[i], 0.f);
     }
+    cpu::round_to_type(tensors_[node].data, nd.shape.numel(), nd.dtype);
+  }
+
+  // General ops, and element-wise or softmax ops on tensors that are not float or not images,
+  // run through the typed kernels: operands where they are, constants where prepare built them.
+  static bool typed_launch(const Graph& g, int node) {
+    const Node& nd = g.nodes[size_t(node)];
+    if (op_def(nd.op.kind).general) return true;
+    if (nd.op.kind != OpKind::Activation && nd.op.kind != OpKind::Softmax) return false;
+    if (!cpu::reads_one_whole_tensor(g, node)) return false;
+    const Node& src = g.nodes[size_t(nd.inputs[0][0].node)];
+    return !is_float(src.dtype) || !is_float(nd.dtype) || src.shape.rank != 4;
+  }
+  void launch_typed(const Graph& g, int node) {
+    const Node& nd = g.nodes[size_t(node)];
+    std::vector<cpu::TensorArg> args;
+    size_t term = 0, constant = 0;
+    for (int k = 0; k < nd.operands(); ++k) {
+      if (const Constant* c = nd.constant(k)) {
+        args.push_back({constants_[size_t(node)][constant++].data(), c->shape, cpu::storage_type(c->dtype)});
+      } else {
+        const Node& src = g.nodes[size_t(nd.inputs[term++][0].node)];
+        args.push_back({resident(nd.inputs[term - 1][0].node, nd.name), src.shape, cpu::storage_type(src.dtype)});
+      }
+    }
+    cpu::run_tensor_op(nd.op, args, {tensors_[node].data, nd.shape, cpu::storage_type(nd.dtype)});
+    if (is_float(nd.dtype)) cpu::round_to_type(tensors_[node].data, nd.shape.numel(), nd.dtype);
   }
 
   void record(int event, int stream) override {
@@ -208,7 +251,7 @@ class CpuBackend final : public Backend {
     check_node(node);
     const Tensor& t = tensors_[node];
     HIOS_CHECK(t.data, "cpu backend: '%s' is not resident on this rank", g_->nodes[node].name.c_str());
-    return {t.data, t.elems * sizeof(float), MemoryKind::Host};
+    return {t.data, t.bytes, MemoryKind::Host};
   }
   HostBuffer alloc_host(size_t bytes) override {
     void* p = std::malloc(bytes ? bytes : 1);
@@ -294,13 +337,14 @@ class CpuBackend final : public Backend {
   // Where each node's tensor lives (null: not resident) and how many floats it holds; the
   // memory is in storage_: one vector per tensor, or one arena shared by all (share_buffers).
   struct Tensor {
-    float* data = nullptr;
-    size_t elems = 0;
+    float* data = nullptr;  // float32 values, or the bytes of an integer or bool tensor
+    size_t bytes = 0;
   };
   std::vector<Tensor> tensors_;
   std::vector<std::vector<float>> storage_;
   std::vector<float> arena_;  // reserve_arena's, kept across programs
   std::vector<std::vector<OpParams>> params_;
+  std::vector<std::vector<std::vector<uint8_t>>> constants_;  // per node, per constant (make_node_constants)
   std::vector<std::vector<cpu::OpParamsView>> views_;
   std::vector<bool> stores_relu_;  // graph/relu_fold.hpp
   std::vector<std::vector<float>> assembly_;

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <limits>
 
+#include "executor/cpu/tensor_kernels.hpp"
 #include "graph/error.hpp"
 
 namespace hios::exec::cpu {
@@ -12,13 +13,17 @@ namespace hios::exec::cpu {
 static double apply_act(Activation act, double v) {
   switch (act) {
     case Activation::None: return v;
-    case Activation::Relu: return v > 0 ? v : 0.0;
+    case Activation::Relu: return v > 0 || std::isnan(v) ? v : 0.0;  // NaN stays NaN, as in ONNX Runtime
     case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-v));
     case Activation::Tanh: return std::tanh(v);
-    case Activation::Relu6: return v > 0 ? (v < 6 ? v : 6.0) : 0.0;
+    case Activation::Relu6: return std::isnan(v) ? v : v > 0 ? (v < 6 ? v : 6.0) : 0.0;
+    default: break;  // the rest take attributes: activation_kernel()
   }
   return v;
 }
+
+// The larger, where a NaN on either side wins and stays (ONNX Runtime's max pool propagates it).
+static float nan_max(float m, float v) { return (v > m || std::isnan(v)) && !std::isnan(m) ? v : m; }
 
 // First output index o >= 0 with o * stride + offset >= 0, and one past the last with
 // o * stride + offset <= limit - 1, clipped to [0, out): the outputs whose tap is in bounds.
@@ -92,7 +97,7 @@ void pool2d(const PoolAttrs& a, const Shape& in, const float* x, const Shape& ou
       if (global) {
         if (a.kind == PoolKind::GlobalMax) {
           float m = -std::numeric_limits<float>::infinity();
-          for (int64_t i = 0; i < in.h * in.w; ++i) m = std::max(m, xp[i]);
+          for (int64_t i = 0; i < in.h * in.w; ++i) m = nan_max(m, xp[i]);
           yp[0] = m;
         } else {
           // A partial pool (the end of a row split) sums the rows it holds but divides by the
@@ -113,7 +118,7 @@ void pool2d(const PoolAttrs& a, const Shape& in, const float* x, const Shape& ou
             ws = std::max<int64_t>(ws, 0);
             float m = -std::numeric_limits<float>::infinity();
             for (int64_t ih = hs; ih < he; ++ih) {
-              for (int64_t iw = ws; iw < we; ++iw) m = std::max(m, xp[(ih - I0) * in.w + iw]);
+              for (int64_t iw = ws; iw < we; ++iw) m = nan_max(m, xp[(ih - I0) * in.w + iw]);
             }
             yp[oh * out.w + ow] = m;
           } else {
@@ -215,7 +220,14 @@ void k_pool(const Op& op, const std::vector<const float*>& in, const std::vector
 }
 void k_activation(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>&, const Shape& out,
                   float* y, const std::vector<OpParamsView>&, Scratch&) {
-  activation(op.act().activation, out.numel(), in[0], y);
+  if (int(op.act().activation) <= int(Activation::Relu6)) {
+    activation(op.act().activation, out.numel(), in[0], y);
+    return;
+  }
+  const ActivationAttrs& a = op.act();
+  const int64_t count = out.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) y[i] = float(activate(a, double(in[0][i])));
 }
 void k_elementwise(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>&, const Shape& out,
                    float* y, const std::vector<OpParamsView>&, Scratch&) {
@@ -230,9 +242,19 @@ void k_linear(const Op& op, const std::vector<const float*>& in, const std::vect
   const OpParamsView& w = first_params(op, p);
   linear(op.linear(), s[0], in[0], out, y, w.weight, w.bias);
 }
-void k_softmax(const Op&, const std::vector<const float*>& in, const std::vector<Shape>& s, const Shape&, float* y,
+void k_softmax(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>& s, const Shape& out, float* y,
                const std::vector<OpParamsView>&, Scratch&) {
-  softmax_channels(s[0], in[0], y);
+  const SoftmaxAttrs& a = op.as<SoftmaxAttrs>();
+  if (a.fn == SoftmaxFn::Softmax && a.axis == 1 && s[0].rank == 4) {
+    softmax_channels(s[0], in[0], y);
+    return;
+  }
+  run_tensor_op(op, {TensorArg{in[0], s[0], DType::F32}}, TensorOut{y, out, DType::F32});
+}
+// The general ops run through run_tensor_op (the backend calls it with typed operands).
+void k_general(const Op& op, const std::vector<const float*>&, const std::vector<Shape>&, const Shape&, float*,
+               const std::vector<OpParamsView>&, Scratch&) {
+  throw_error("cpu kernel: %s is a general tensor op: run_tensor_op runs it", op_def(op.kind).name);
 }
 void k_sequential(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>& s, const Shape& out,
                   float* y, const std::vector<OpParamsView>& p, Scratch& scratch) {
@@ -310,6 +332,11 @@ constexpr KernelEntry kKernels[] = {
     {OpKind::Activation, k_activation}, {OpKind::Add, k_elementwise}, {OpKind::Mul, k_elementwise},
     {OpKind::Identity, k_identity}, {OpKind::Sequential, k_sequential}, {OpKind::Linear, k_linear},
     {OpKind::Softmax, k_softmax},   {OpKind::Rows, k_rows},          {OpKind::Pad, k_pad},
+    {OpKind::Join, k_general},      {OpKind::Binary, k_general},     {OpKind::Where, k_general},
+    {OpKind::Reduce, k_general},    {OpKind::MatMul, k_general},     {OpKind::Transpose, k_general},
+    {OpKind::Reshape, k_general},   {OpKind::Concat, k_general},     {OpKind::Slice, k_general},
+    {OpKind::Gather, k_general},    {OpKind::Cast, k_general},       {OpKind::Expand, k_general},
+    {OpKind::Resize, k_general},
 };
 static_assert(std::size(kKernels) == kNumOpKinds, "the CPU kernel table must have one entry per OpKind");
 

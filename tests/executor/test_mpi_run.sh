@@ -338,7 +338,12 @@ PY
     one_error "--trace into a symlink loop" "loop-a: is a symlink loop" -o none --trace "$TMP/loop-a"
     one_error "--trace into a missing folder" "cannot write: folder .*/nope: No such file" -o none --trace "$TMP/nope/t.json"
     one_error "-o onto a folder" "a-folder: is a directory" -o "$TMP/a-folder"
-    one_error "--save-output onto a folder" "a-folder: is a directory" -o none --save-output "$TMP/a-folder"
+    # --save-output onto a folder writes every result into it, NAME.npy each.
+    timeout 120 "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/demo.json" --schedule "$TMP/demo.hios-lp.2.json" \
+      "${FAST[@]}" -o none --save-output "$TMP/a-folder" >"$TMP/stdout" 2>"$TMP/stderr"
+    if [ -s "$TMP/a-folder/b2.out.npy" ]; then echo "ok: --save-output onto a folder writes b2.out.npy there"; else
+      echo "FAIL: --save-output onto a folder wrote no b2.out.npy: $(tail -1 "$TMP/stderr")"; fails=$((fails + 1)); fi
+    one_error "--save-output of a missing result" "has no result 'nope'" -o none --save-output "nope=$TMP/x.npy"
     one_error "a 10,000-digit --timeout" "--timeout: '1111.*\(10000 characters\) is not a number" -o none --timeout "$(printf '1%.0s' $(seq 1 10000))"
     one_error "a hexadecimal --seed" "--seed: '0x10' is not a decimal integer" -o none --seed 0x10
     ;;

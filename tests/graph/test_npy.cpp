@@ -71,7 +71,7 @@ TEST_CASE("npy: malformed files are refused naming the file and the fault") {
   CHECK(refusal("PK\x03\x04 not npy").find("x.npy: not a NumPy .npy file") != std::string::npos);
   CHECK(refusal(npy_file(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", std::string(8, '\0')))
             .find("dtype '>f4'") != std::string::npos);
-  CHECK(refusal(npy_file(1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n", two)).find("dtype '<i8'") !=
+  CHECK(refusal(npy_file(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }\n", two)).find("dtype '<c8'") !=
         std::string::npos);
   CHECK(refusal(npy_file(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2,), }\n", two)).find("Fortran-order") !=
         std::string::npos);

@@ -161,9 +161,9 @@ def unsupported():
              t("hi", np.array(1, np.float32)), t("pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64)),
              t("one", np.array(1, np.float32))]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("LeakyRelu", ["c"], ["a"], name="leaky"),
-             helper.make_node("Clip", ["c", "lo", "hi"], ["b"], name="hardtanh"),
-             helper.make_node("Pad", ["c", "pads", "one"], ["p"], name="pad_with_ones"),
+             helper.make_node("LpNormalization", ["c"], ["a"], name="leaky"),
+             helper.make_node("Unique", ["c"], ["b"], name="hardtanh"),
+             helper.make_node("Pad", ["c", "pads", "one"], ["p"], name="pad_with_ones", mode="wrap"),
              helper.make_node("Conv", ["p", "w2"], ["d"], name="after_pad"),
              helper.make_node("Concat", ["a", "b", "d"], ["y"], name="cat", axis=1)]
     graph = helper.make_graph(nodes, "unsupported", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],

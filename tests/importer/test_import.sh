@@ -130,8 +130,8 @@ refused() {  # LABEL PATTERN... -- COMMAND...
     printf '%s' "$out" | grep -q -- "$p" || fail "$label: no '$p' in: $out"
   done
 }
-refused "unsupported ops" "cannot import 3 nodes" "LeakyRelu 'leaky' (opset 17)" "Clip 'hardtanh'" \
-  "Pad 'pad_with_ones'.*pads with 1" -- "$H" import "$W/unsupported.onnx" -o "$W/u.json"
+refused "unsupported ops" "cannot import 3 nodes" "LpNormalization 'leaky' (opset 17)" "Unique 'hardtanh'" \
+  "Pad 'pad_with_ones'.*mode 'wrap'" -- "$H" import "$W/unsupported.onnx" -o "$W/u.json"
 [ ! -e "$W/u.json" ] && [ ! -e "$W/u.safetensors" ] || fail "a refused import wrote files"
 refused "missing file" "no such file" -- "$H" import "$W/none.onnx" -o "$W/x.json"
 head -c 4096 /dev/urandom >"$W/junk.onnx"

@@ -1,0 +1,24 @@
+// The general tensor ops' rows of the op table (graph/ops.cpp appends them to its own) and the
+// shape rules they share with the backends: NumPy broadcasting and the matmul shape.
+#pragma once
+
+#include <vector>
+
+#include "graph/ops.hpp"
+
+namespace hios {
+
+// The table rows of OpKind::Join .. the last kind, in OpKind order.
+std::vector<OpDef> tensor_op_rows();
+
+// The NumPy broadcast of shapes (aligned at their last dim, each dim equal or 1). Returns false
+// when they do not broadcast.
+bool broadcast_shapes(const std::vector<Shape>& in, Shape* out);
+// `s` seen at rank `rank` (ones prepended): the strides of an operand broadcast to an output.
+Shape with_rank(const Shape& s, int rank);
+
+// The output shape of matmul(A, B) with the attributes' transposes (ONNX MatMul's rank-1 rules
+// included); false with a reason when the shapes do not agree.
+bool matmul_shape(const MatMulAttrs& a, const Shape& A, const Shape& B, Shape* out, std::string* why);
+
+}  // namespace hios
