@@ -7,59 +7,6 @@
 #include "graph/ops_tensor.hpp"
 
 namespace hios {
-
-namespace {
-struct DTypeInfo {
-  DType t;
-  const char* name;
-  size_t size;
-};
-constexpr DTypeInfo kDTypes[] = {
-    {DType::F32, "float32", 4}, {DType::F16, "float16", 2}, {DType::BF16, "bfloat16", 2}, {DType::F64, "float64", 8},
-    {DType::I64, "int64", 8},   {DType::I32, "int32", 4},   {DType::I16, "int16", 2},     {DType::I8, "int8", 1},
-    {DType::U8, "uint8", 1},    {DType::U16, "uint16", 2},  {DType::U32, "uint32", 4},    {DType::U64, "uint64", 8},
-    {DType::Bool, "bool", 1},
-};
-static_assert(sizeof(kDTypes) / sizeof(kDTypes[0]) == kNumDTypes, "one row per DType");
-}  // namespace
-
-size_t dtype_size(DType t) { return kDTypes[size_t(t)].size; }
-const char* dtype_name(DType t) { return kDTypes[size_t(t)].name; }
-bool parse_dtype(std::string_view name, DType* out) {
-  for (const DTypeInfo& d : kDTypes) {
-    if (name == d.name) {
-      *out = d.t;
-      return true;
-    }
-  }
-  return false;
-}
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
-bool is_signed_int(DType t) { return t == DType::I64 || t == DType::I32 || t == DType::I16 || t == DType::I8; }
-
-Shape Shape::of(const std::vector<int64_t>& dims) {
-  HIOS_CHECK(dims.size() <= size_t(kMaxRank), "a tensor of rank %zu: hios tensors have rank %d at most", dims.size(),
-             kMaxRank);
-  Shape s{1, 1, 1, 1};
-  s.rank = int(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) s.dim(int(i)) = dims[i];
-  return s;
-}
-
-std::vector<int64_t> Shape::dims() const {
-  std::vector<int64_t> d(static_cast<size_t>(rank));
-  for (int i = 0; i < rank; ++i) d[size_t(i)] = dim(i);
-  return d;
-}
-
-std::string Shape::str() const {
-  if (rank == 4) return strprintf("%lldx%lldx%lldx%lld", (long long)n, (long long)c, (long long)h, (long long)w);
-  if (rank == 0) return "scalar";
-  std::string out;
-  for (int i = 0; i < rank; ++i) out += (i ? "x" : "") + std::to_string(dim(i));
-  return out;
-}
-
 OpCost& OpCost::operator+=(const OpCost& o) {
   flops += o.flops;
   macs += o.macs;
@@ -69,76 +16,14 @@ OpCost& OpCost::operator+=(const OpCost& o) {
   return *this;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Small enum codecs.
-
-namespace {
-// Name, whether it reads alpha / beta, and whether it maps integers onto integers exactly.
-struct ActivationInfo {
-  Activation a;
-  const char* name;
-  bool alpha, beta, integers;
-};
-constexpr ActivationInfo kActivations[] = {
-    {Activation::None, "none", false, false, true},
-    {Activation::Relu, "relu", false, false, true},
-    {Activation::Sigmoid, "sigmoid", false, false, false},
-    {Activation::Tanh, "tanh", false, false, false},
-    {Activation::Relu6, "relu6", false, false, false},
-    {Activation::LeakyRelu, "leaky_relu", true, false, false},
-    {Activation::Elu, "elu", true, false, false},
-    {Activation::Selu, "selu", true, true, false},
-    {Activation::Celu, "celu", true, false, false},
-    {Activation::HardSigmoid, "hard_sigmoid", true, true, false},
-    {Activation::HardSwish, "hard_swish", false, false, false},
-    {Activation::Softplus, "softplus", false, false, false},
-    {Activation::Softsign, "softsign", false, false, false},
-    {Activation::Gelu, "gelu", false, false, false},
-    {Activation::GeluTanh, "gelu_tanh", false, false, false},
-    {Activation::Erf, "erf", false, false, false},
-    {Activation::Mish, "mish", false, false, false},
-    {Activation::Clip, "clip", true, true, true},
-    {Activation::Exp, "exp", false, false, false},
-    {Activation::Log, "log", false, false, false},
-    {Activation::Sqrt, "sqrt", false, false, false},
-    {Activation::Reciprocal, "reciprocal", false, false, false},
-    {Activation::Abs, "abs", false, false, true},
-    {Activation::Neg, "neg", false, false, true},
-    {Activation::Floor, "floor", false, false, false},
-    {Activation::Ceil, "ceil", false, false, false},
-    {Activation::Round, "round", false, false, false},
-    {Activation::Sign, "sign", false, false, true},
-    {Activation::Sin, "sin", false, false, false},
-    {Activation::Cos, "cos", false, false, false},
-    {Activation::Tan, "tan", false, false, false},
-    {Activation::Asin, "asin", false, false, false},
-    {Activation::Acos, "acos", false, false, false},
-    {Activation::Atan, "atan", false, false, false},
-    {Activation::Sinh, "sinh", false, false, false},
-    {Activation::Cosh, "cosh", false, false, false},
-    {Activation::Asinh, "asinh", false, false, false},
-    {Activation::Acosh, "acosh", false, false, false},
-    {Activation::Atanh, "atanh", false, false, false},
-    {Activation::Not, "not", false, false, true},
-    {Activation::IsNan, "is_nan", false, false, false},
-    {Activation::IsInf, "is_inf", true, true, false},
-    {Activation::ThresholdedRelu, "thresholded_relu", true, false, false},
-    {Activation::Shrink, "shrink", true, true, false},
-};
-static_assert(sizeof(kActivations) / sizeof(kActivations[0]) == kNumActivations, "one row per Activation");
-const ActivationInfo& activation_info(Activation a) { return kActivations[size_t(a)]; }
-}  // namespace
-
-const char* activation_name(Activation a) { return activation_info(a).name; }
-bool activation_takes_integers(Activation a) { return activation_info(a).integers; }
-
 // A conv's epilogue takes the first five (what its kernels fuse); the activation op any of them.
 static Activation parse_activation(const std::string& s, const std::string& path, bool allow_none, bool epilogue = true) {
-  for (const ActivationInfo& i : kActivations) {
-    if (s != i.name) continue;
-    if (i.a == Activation::None && !allow_none) break;
-    if (epilogue && int(i.a) > int(Activation::Relu6)) break;
-    return i.a;
+  for (int k = 0; k < kNumActivations; ++k) {
+    const Activation a = Activation(k);
+    if (s != activation_name(a)) continue;
+    if (a == Activation::None && !allow_none) break;
+    if (epilogue && int(a) > int(Activation::Relu6)) break;
+    return a;
   }
   throw_error("%s: unknown activation '%s' (expected %srelu, relu6, sigmoid or tanh%s)", path.c_str(), s.c_str(),
               allow_none ? "none, " : "", epilogue ? "" : ", or a function of docs/graph-format.md's activation list");
@@ -440,14 +325,14 @@ static OpCost count_pointwise(const Op&, const std::vector<Shape>& in, const Sha
 static void write_activation(const Op& op, json& j) {
   const ActivationAttrs& a = op.act();
   j["activation"] = activation_name(a.activation);
-  if (activation_info(a.activation).alpha) j["alpha"] = a.alpha;
-  if (activation_info(a.activation).beta) j["beta"] = a.beta;
+  if (activation_reads_alpha(a.activation)) j["alpha"] = a.alpha;
+  if (activation_reads_beta(a.activation)) j["beta"] = a.beta;
 }
 static void read_activation(Op& op, JsonObject& o) {
   ActivationAttrs a;
   a.activation = parse_activation(o.get_string("activation"), o.child_path("activation"), false, false);
-  if (activation_info(a.activation).alpha) a.alpha = o.get_number("alpha");
-  if (activation_info(a.activation).beta) a.beta = o.get_number("beta");
+  if (activation_reads_alpha(a.activation)) a.alpha = o.get_number("alpha");
+  if (activation_reads_beta(a.activation)) a.beta = o.get_number("beta");
   op.attrs = a;
 }
 // Element-wise on any rank; integer operands only for the functions that keep integers exact.

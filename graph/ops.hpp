@@ -83,6 +83,8 @@ constexpr int kNumActivations = 44;
 const char* activation_name(Activation a);
 // Whether f maps an operand of integer type onto itself exactly (abs, neg, sign, relu, ...).
 bool activation_takes_integers(Activation a);
+bool activation_reads_alpha(Activation a);  // written in JSON with alpha / beta
+bool activation_reads_beta(Activation a);
 
 enum class PoolKind { Max, Avg, GlobalMax, GlobalAvg };
 const char* pool_kind_name(PoolKind p);

@@ -318,8 +318,9 @@ void k_reduce(const Op& op, const std::vector<TensorArg>& in, const TensorOut& o
           case ReduceFn::Max: acc = std::max(acc, v); break;
           case ReduceFn::Min: acc = std::min(acc, v); break;
           case ReduceFn::Prod: acc = int64_t(uint64_t(acc) * uint64_t(v)); break;
-          case ReduceFn::L1: acc += v < 0 ? -v : v; break;
-          default: acc += v * v; break;
+          // Wrapping as integers do (no signed overflow).
+          case ReduceFn::L1: acc = int64_t(uint64_t(acc) + (v < 0 ? 0 - uint64_t(v) : uint64_t(v))); break;
+          default: acc = int64_t(uint64_t(acc) + uint64_t(v) * uint64_t(v)); break;
         }
       }
       si(out, int64_t(o), acc);

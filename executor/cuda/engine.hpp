@@ -107,6 +107,14 @@ struct PlanCtx {
 // for ops whose terms are operands one view per operand. `prefix` names the weights.
 using PlanFn = void (*)(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in,
                         const View& out);
+// The general tensor ops (executor/cuda/tensor_ops.cpp): a row-major reshape, and the refusal
+// of the ops without kernels, which names the node and what it lacks.
+[[noreturn]] void refuse_general(const PlanCtx& c, const char* what);
+// A general node of integer or bool values, or with constants: refused (no kernels take them yet).
+void check_general_node(const Node& nd);
+void plan_general(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
+void plan_reshape(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
+
 struct CudaOpImpl {
   OpKind kind;
   PlanFn plan;

@@ -460,29 +460,6 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
 // ---------------------------------------------------------------------------------------------
 // Point-wise ops
 
-// Ops the CUDA backend has no kernels for yet: refused when a program is prepared, naming the
-// node, so a graph that needs them runs on the CPU reference (--backend cpu) instead.
-[[noreturn]] void refuse_general(const PlanCtx& c, const char* what) {
-  throw_error("node '%s': the cuda backend has no kernel for %s yet (--backend cpu runs it)", c.node_name.c_str(), what);
-}
-void plan_general(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>&, const View&) {
-  refuse_general(c, op_def(op.kind).name);
-}
-
-// A reshape moves no element where both tensors hold theirs in row-major order: a tensor that is
-// not an image, an image stored channels-first, or one of H x W = 1 x 1 (a classifier's logits
-// flattened to N x K): a copy of the bytes, or nothing where the memory plan shares them.
-void plan_reshape(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
-  const View x = in.at(0);
-  auto row_major = [](const View& v) { return v.packed() && (v.shape.rank != 4 || !v.nhwc() || v.shape.h * v.shape.w == 1); };
-  if (!row_major(x) || !row_major(y)) refuse_general(c, "a reshape of a channels-last image (--layout nchw stores it row-major)");
-  if (c.dry || x.ptr == y.ptr) return;
-  const size_t bytes = size_t(y.shape.numel()) * elem_bytes(y.elem);
-  c.emit([src = x.ptr, dst = y.ptr, bytes](StreamResources& r) {
-    HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r.stream()));
-  });
-}
-
 void plan_activation(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
   if (int(op.act().activation) > int(Activation::Relu6)) refuse_general(c, activation_name(op.act().activation));
   if (y.shape.rank != 4) refuse_general(c, "an activation of a tensor that is not N x C x H x W");
@@ -820,30 +797,14 @@ void plan_sequential(PlanCtx& c, const Op& op, const std::string& prefix, const 
 }
 
 constexpr std::array<CudaOpImpl, kNumOpKinds> kTable = {{
-    {OpKind::Input, plan_input},
-    {OpKind::Conv, plan_conv},
-    {OpKind::Pool, plan_pool},
-    {OpKind::Activation, plan_activation},
-    {OpKind::Add, plan_add},
-    {OpKind::Mul, plan_mul},
-    {OpKind::Identity, plan_identity},
-    {OpKind::Sequential, plan_sequential},
-    {OpKind::Linear, plan_linear},
-    {OpKind::Softmax, plan_softmax},
-    {OpKind::Rows, plan_rows},
-    {OpKind::Pad, plan_pad},
-    {OpKind::Join, plan_general},
-    {OpKind::Binary, plan_general},
-    {OpKind::Where, plan_general},
-    {OpKind::Reduce, plan_general},
-    {OpKind::MatMul, plan_general},
-    {OpKind::Transpose, plan_general},
-    {OpKind::Reshape, plan_reshape},
-    {OpKind::Concat, plan_general},
-    {OpKind::Slice, plan_general},
-    {OpKind::Gather, plan_general},
-    {OpKind::Cast, plan_general},
-    {OpKind::Expand, plan_general},
+    {OpKind::Input, plan_input}, {OpKind::Conv, plan_conv}, {OpKind::Pool, plan_pool},
+    {OpKind::Activation, plan_activation}, {OpKind::Add, plan_add}, {OpKind::Mul, plan_mul},
+    {OpKind::Identity, plan_identity}, {OpKind::Sequential, plan_sequential}, {OpKind::Linear, plan_linear},
+    {OpKind::Softmax, plan_softmax}, {OpKind::Rows, plan_rows}, {OpKind::Pad, plan_pad},
+    {OpKind::Join, plan_general}, {OpKind::Binary, plan_general}, {OpKind::Where, plan_general},
+    {OpKind::Reduce, plan_general}, {OpKind::MatMul, plan_general}, {OpKind::Transpose, plan_general},
+    {OpKind::Reshape, plan_reshape}, {OpKind::Concat, plan_general}, {OpKind::Slice, plan_general},
+    {OpKind::Gather, plan_general}, {OpKind::Cast, plan_general}, {OpKind::Expand, plan_general},
     {OpKind::Resize, plan_general},
 }};
 
@@ -1013,9 +974,7 @@ void plan_node(PlanCtx& c, int id) {
   const bool store_relu = c.eng.stores_relu(id);
   const Op op = store_relu ? with_output_relu(nd.op) : nd.op;
   c.input_relu_stored = nd.inputs.size() == 1 && nd.inputs[0].size() == 1 && c.eng.stores_relu(nd.inputs[0][0].node);
-  HIOS_CHECK(!def.general || (nd.constants.empty() && is_float(nd.dtype)),
-             "node '%s': the cuda backend has no kernel for a %s of %s values or with constants yet (--backend cpu runs it)",
-             nd.name.c_str(), def.name, dtype_name(nd.dtype));
+  if (def.general) check_general_node(nd);
   std::vector<View> in;
   if (nd.op.kind == OpKind::Input) {
     // No inputs.
