@@ -207,6 +207,49 @@ std::vector<Value> Importer::read_graph_outputs() {
 
 // --- node mapping ----------------------------------------------------------------------
 
+// The model's nodes in an order where every value is made before it is read: the file's order
+// where it already is (ONNX asks for it, but ONNX Runtime sorts, and some exporters rely on that),
+// otherwise a stable topological sort. A cycle leaves its nodes last, where they are refused as
+// reading values never computed.
+static std::vector<const onnx::NodeProto*> topological_nodes(const onnx::GraphProto& g) {
+  std::unordered_map<std::string, int> maker;
+  for (int k = 0; k < g.node_size(); ++k) {
+    for (const auto& o : g.node(k).output()) {
+      if (!o.empty()) maker.emplace(o, k);
+    }
+  }
+  std::vector<std::vector<int>> readers(size_t(g.node_size()));
+  std::vector<int> waiting(size_t(g.node_size()), 0);
+  for (int k = 0; k < g.node_size(); ++k) {
+    std::set<int> from;
+    for (const auto& i : g.node(k).input()) {
+      auto it = maker.find(i);
+      if (it != maker.end() && it->second != k) from.insert(it->second);
+    }
+    waiting[size_t(k)] = int(from.size());
+    for (int f : from) readers[size_t(f)].push_back(k);
+  }
+  std::set<int> ready;
+  for (int k = 0; k < g.node_size(); ++k) {
+    if (waiting[size_t(k)] == 0) ready.insert(k);
+  }
+  std::vector<const onnx::NodeProto*> order;
+  std::vector<char> placed(size_t(g.node_size()), 0);
+  while (!ready.empty()) {
+    const int k = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(&g.node(k));
+    placed[size_t(k)] = 1;
+    for (int r : readers[size_t(k)]) {
+      if (--waiting[size_t(r)] == 0) ready.insert(r);
+    }
+  }
+  for (int k = 0; k < g.node_size(); ++k) {
+    if (!placed[size_t(k)]) order.push_back(&g.node(k));
+  }
+  return order;
+}
+
 void Importer::map_nodes() {
   // Each op's handler and how many inputs it needs at least (all of them named).
   struct Entry {
@@ -242,7 +285,8 @@ void Importer::map_nodes() {
       {"Softmax", {&Importer::softmax, 1}},
       {"Shape", {&Importer::shape_of, 1}},
   };
-  for (const auto& n : m_.proto.graph().node()) {
+  for (const onnx::NodeProto* np : topological_nodes(m_.proto.graph())) {
+    const onnx::NodeProto& n = *np;
     if (std::any_of(n.input().begin(), n.input().end(), [&](const std::string& i) { return failed_.count(i) > 0; })) {
       fail_outputs(n);  // already reported upstream
       continue;
@@ -329,8 +373,7 @@ bool Importer::fold_if_constant(const onnx::NodeProto& n) {
   std::vector<ConstTensor> out;
   std::string why;
   if (!fold_constant_node(m_, n, in, out, why)) {
-    refuse(n, "constant, but " + why);
-    return true;
+    return false;  // not evaluated at import: the converters compute it in the pass, from constants
   }
   for (int k = 0; k < n.output_size() && k < int(out.size()); ++k) values_[n.output(k)].constant = std::move(out[size_t(k)]);
   if (n.op_type() != "Constant") ++folded_["constant computations"];

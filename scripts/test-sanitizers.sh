@@ -35,4 +35,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 heavy="multi-GPU algorithms are never slower|every algorithm on every model at 1, 2 and 4 GPUs|a region ending in partial global pools"
 heavy+="|split equals unsplit bit for bit, 2 and 3 parts, halo and recompute, on 1 to 3 ranks"
 heavy+="|serving: every launcher answers every request once|serving: the latency budget, its default and range"
+# ONNX's 922 backend cases: thousands of hios processes, minutes each under the sanitizers; the
+# importer's fuzz test and the general ops' unit tests cover the same code here.
+heavy+="|ONNX's backend test cases on the cpu backend"
 cd "$B" && ctest --output-on-failure -j "$JOBS" --timeout 900 -E "$heavy"
