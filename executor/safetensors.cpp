@@ -5,35 +5,13 @@
 #include <cstring>
 #include <mutex>
 
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 #include "graph/json_reader.hpp"
 
 namespace hios::exec {
 
 namespace {
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);  // inf, nan
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exp = 113;
-    while ((mant & 0x400) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 std::map<std::string, TensorEntry> parse_safetensors(const std::string& b, const std::string& file) {
   HIOS_CHECK(b.size() >= 8, "%s: not a safetensors file (%zu bytes)", file.c_str(), b.size());

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 
 namespace hios::importer {
@@ -85,39 +86,6 @@ OnnxModel read_onnx_model(const std::string& file) {
 }
 
 namespace {
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      uint32_t m = man;
-      do {
-        ++e;
-        m <<= 1;
-      } while ((m & 0x400) == 0);
-      bits = sign | uint32_t(127 - 15 - e) << 23 | (m & 0x3ff) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | man << 13;
-  } else {
-    bits = sign | (exp + 127 - 15) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 size_t element_size(int type) {
   switch (type) {
@@ -213,7 +181,7 @@ ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const st
         case onnx::TensorProto::FLOAT: std::memcpy(&c.f[size_t(k)], p, 4); break;
         case onnx::TensorProto::DOUBLE: { double d; std::memcpy(&d, p, 8); c.f[size_t(k)] = float(d); break; }
         case onnx::TensorProto::FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); c.f[size_t(k)] = half_to_float(h); break; }
-        case onnx::TensorProto::BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); c.f[size_t(k)] = bf16_to_float(h); break; }
+        case onnx::TensorProto::BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); c.f[size_t(k)] = bfloat16_to_float(h); break; }
         case onnx::TensorProto::INT64: std::memcpy(&c.i[size_t(k)], p, 8); break;
         case onnx::TensorProto::INT32: { int32_t v; std::memcpy(&v, p, 4); c.i[size_t(k)] = v; break; }
         case onnx::TensorProto::INT16: { int16_t v; std::memcpy(&v, p, 2); c.i[size_t(k)] = v; break; }
@@ -250,7 +218,7 @@ ConstTensor read_tensor(const OnnxModel& m, const onnx::TensorProto& t, const st
       have = size_t(t.int32_data_size());
       for (size_t k = 0; k < have && k < c.f.size(); ++k) {
         const auto bits = uint16_t(t.int32_data(int(k)));
-        c.f[k] = type == onnx::TensorProto::FLOAT16 ? half_to_float(bits) : bf16_to_float(bits);
+        c.f[k] = type == onnx::TensorProto::FLOAT16 ? half_to_float(bits) : bfloat16_to_float(bits);
       }
       break;
     default:
