@@ -358,6 +358,8 @@ Shape infer_concat(const Op& op, const std::vector<Shape>& in, const InferContex
                in[k].str().c_str());
     HIOS_CHECK(!typed(ctx) || operand_type(ctx, k) == operand_type(ctx, 0), "node '%s': concat of a %s and a %s tensor",
                ctx.node.c_str(), dtype_name(operand_type(ctx, 0)), dtype_name(operand_type(ctx, k)));
+    HIOS_CHECK(out.dim(axis) <= kMaxDim - in[k].dim(axis), "node '%s': concat on axis %d grows the dim past %lld",
+               ctx.node.c_str(), axis, (long long)kMaxDim);
     out.dim(axis) += in[k].dim(axis);
   }
   return out;

@@ -39,9 +39,23 @@ bool is_signed_int(DType t) { return t == DType::I64 || t == DType::I32 || t == 
 Shape Shape::of(const std::vector<int64_t>& dims) {
   HIOS_CHECK(dims.size() <= size_t(kMaxRank), "a tensor of rank %zu: hios tensors have rank %d at most", dims.size(),
              kMaxRank);
+  // Bounds that keep every later size computation (offsets, byte counts, a dim grown by a concat)
+  // inside int64: a dim of at most 2^40 and at most 2^48 elements in all. A dim of 2^62 beside a
+  // dim of 0 is an empty tensor on paper and an overflow in the first sum that adds to it.
+  constexpr int64_t kMaxDimSize = int64_t(1) << 40, kMaxElements = int64_t(1) << 48;
   Shape s{1, 1, 1, 1};
   s.rank = int(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) s.dim(int(i)) = dims[i];
+  int64_t elements = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    HIOS_CHECK(dims[i] >= 0 && dims[i] <= kMaxDimSize, "a tensor with dim %zu of size %lld: dims are 0 to 2^40",
+               i, (long long)dims[i]);
+    s.dim(int(i)) = dims[i];
+    // Zero dims are skipped: numel() multiplies left to right, so the other dims' product must
+    // fit whatever the zeros make of the total.
+    if (dims[i] > 1) elements = elements > kMaxElements / dims[i] ? kMaxElements + 1 : elements * dims[i];
+  }
+  HIOS_CHECK(elements <= kMaxElements, "a tensor of %s: hios tensors hold at most 2^48 elements",
+             s.str().c_str());
   return s;
 }
 

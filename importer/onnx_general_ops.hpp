@@ -334,8 +334,14 @@ struct GeneralOps {
     const Shape s = im.operand_shape(x);
     std::vector<int64_t> raw = has(1) ? ints_of(need_const(1, "the axes")) : at.ints("axes");
     const int rank = s.rank + int(raw.size());
+    if (rank > kMaxRank) Importer::refused(strprintf("gives rank %d; hios tensors have rank %d at most", rank, kMaxRank));
     std::vector<int> axes;
-    for (int64_t a : raw) axes.push_back(norm_axis(a, rank));
+    for (int64_t a : raw) {
+      const int axis = norm_axis(a, rank);
+      // ONNX forbids a repeated axis; counting it twice would read past the input's dims.
+      if (std::find(axes.begin(), axes.end(), axis) != axes.end()) Importer::refused(strprintf("lists axis %d twice", axis));
+      axes.push_back(axis);
+    }
     std::vector<int64_t> dims;
     int src = 0;
     for (int d = 0; d < rank; ++d) {

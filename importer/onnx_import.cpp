@@ -143,7 +143,7 @@ void Importer::read_graph_input() {
     } else {
       p.op.attrs = TensorInputAttrs{Shape::of(dims), dtype};
     }
-    p.shape = image ? Shape{dims[0], dims[1], dims[2], dims[3]} : Shape::of(dims);
+    p.shape = Shape::of(dims);  // bounds the element count (an image is rank 4 the same)
     p.dtype = dtype;
     nodes_.push_back(p);
     Live l = node_live(int(nodes_.size()) - 1);

@@ -38,4 +38,7 @@ heavy+="|serving: every launcher answers every request once|serving: the latency
 # ONNX's 922 backend cases: thousands of hios processes, minutes each under the sanitizers; the
 # importer's fuzz test and the general ops' unit tests cover the same code here.
 heavy+="|ONNX's backend test cases on the cpu backend"
+# The built-in models' stored digests: every algorithm's schedule of two models, timed out at
+# 600 s under the sanitizers; the scheduler tests run the same algorithms on smaller graphs.
+heavy+="|built-in models' graphs and schedules unchanged"
 cd "$B" && ctest --output-on-failure -j "$JOBS" --timeout 900 -E "$heavy"
