@@ -407,8 +407,13 @@ void Importer::reshape(const onnx::NodeProto& n) {
     for (int64_t k = 0; k < s.numel(); ++k) {
       int64_t d = int64_t(s.at(k));
       if (d == 0 && !at.i("allowzero", 0)) d = size_t(k) < from.size() ? from[size_t(k)] : 1;
-      if (d == -1) infer = k;
-      else known *= d;
+      if (d < -1 || d > (int64_t(1) << 40)) refused(strprintf("reshapes to a dim of %lld", (long long)d));
+      if (d == -1) {
+        infer = k;
+      } else {
+        if (d > 1 && known > (int64_t(1) << 48) / d) refused("reshapes to over 2^48 elements");
+        known *= d;
+      }
       to.push_back(d);
     }
     int64_t total = 1;

@@ -212,6 +212,10 @@ void GeneralOps::pad() {
   for (size_t k = 0; k < axes.size(); ++k) {
     const int d = norm_axis(axes[k], s0.rank);
     const int64_t before = pads[k], after = pads[k + axes.size()];
+    constexpr int64_t kMaxPad = int64_t(1) << 31;  // past any dim: keeps the crop arithmetic in range
+    if (std::abs(std::max(before, -kMaxPad)) >= kMaxPad || std::abs(std::max(after, -kMaxPad)) >= kMaxPad) {
+      Importer::refused(strprintf("pads of %lld and %lld are out of range", (long long)before, (long long)after));
+    }
     if (!before && !after) continue;
     Shape s = im.operand_shape(cur);
     const std::string tag = ".axis" + std::to_string(d);
