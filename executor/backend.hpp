@@ -152,6 +152,9 @@ class Backend {
   // resident tensor as N*C*H*W floats in NCHW order (for --verify and --verify-nodes).
   virtual void set_input(const std::vector<float>& values) = 0;
   virtual std::vector<float> read_tensor(int node) = 0;
+  // A float tensor's values, N*C*H*W floats in NCHW order as read_tensor gives them, written
+  // into the backend's layout and element type (graph inputs other than the image).
+  virtual void write_tensor(int node, const std::vector<float>& values) = 0;
 
   // Device memory in use at its highest point since prepare (tensors, weights, workspaces).
   virtual size_t peak_memory_bytes() const = 0;

@@ -416,6 +416,18 @@ void set_inputs(Backend& backend, const Graph& g, const GraphInputs& in) {
       backend.set_input(image);
       continue;
     }
+    const Node& nd = g.nodes[size_t(v)];
+    if (is_float(nd.dtype)) {
+      // Float values are held as float32 (GraphInputs): the backend stores them in its own
+      // layout and element type (channels-last images, 16-bit storage).
+      HIOS_CHECK(in[k].size() == size_t(nd.shape.numel()) * sizeof(float),
+                 "input '%s': %zu bytes of values for a tensor of %lld floats", nd.name.c_str(), in[k].size(),
+                 (long long)nd.shape.numel());
+      std::vector<float> values(in[k].size() / sizeof(float));
+      std::memcpy(values.data(), in[k].data(), in[k].size());
+      backend.write_tensor(v, values);
+      continue;
+    }
     const TensorView t = backend.tensor(v);
     HIOS_CHECK(t.bytes == in[k].size(), "input '%s': %zu bytes of values for a tensor of %zu",
                g.nodes[size_t(v)].name.c_str(), in[k].size(), t.bytes);

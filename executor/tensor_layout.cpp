@@ -41,11 +41,12 @@ std::vector<float> permute(const std::vector<float>& v, const Shape& s, bool fro
 std::vector<float> nchw_to_nhwc(const std::vector<float>& v, const Shape& s) { return permute(v, s, true); }
 std::vector<float> nhwc_to_nchw(const std::vector<float>& v, const Shape& s) { return permute(v, s, false); }
 
+// Only images (rank 4) are stored channels-last: every other tensor is row-major in both layouts.
 std::vector<float> to_layout(const std::vector<float>& nchw, const Shape& s, Layout l) {
-  return l == Layout::Nhwc ? nchw_to_nhwc(nchw, s) : nchw;
+  return l == Layout::Nhwc && s.rank == 4 ? nchw_to_nhwc(nchw, s) : nchw;
 }
 std::vector<float> from_layout(const std::vector<float>& stored, const Shape& s, Layout l) {
-  return l == Layout::Nhwc ? nhwc_to_nchw(stored, s) : stored;
+  return l == Layout::Nhwc && s.rank == 4 ? nhwc_to_nchw(stored, s) : stored;
 }
 
 }  // namespace hios::exec

@@ -25,8 +25,15 @@ namespace {
 struct ParamDims {
   int64_t fan_in = 0, outputs = 0;
   bool bias = false;
+  int64_t bias_outputs = -1;  // the bias's length where it is not `outputs` (a transposed conv's)
+  int64_t biases() const { return bias ? (bias_outputs >= 0 ? bias_outputs : outputs) : 0; }
 };
 ParamDims param_dims(const Op& op, const Shape& in) {
+  if (op.kind == OpKind::ConvTranspose) {
+    // [in][out / groups][kh][kw]: "outputs" are the input channels, each scattering a patch.
+    const ConvTransposeAttrs& a = op.as<ConvTransposeAttrs>();
+    return {(a.out_channels / a.groups) * a.kernel[0] * a.kernel[1], in.c, a.bias, a.out_channels};
+  }
   if (op.kind == OpKind::Conv) {
     const ConvAttrs& a = op.conv();
     return {(in.c / a.groups) * a.kernel[0] * a.kernel[1], a.out_channels, a.bias};
@@ -43,7 +50,7 @@ ParamDims param_dims(const Op& op, const Shape& in) {
 template <class F>
 void for_each_param_op(const Graph& g, int v, F&& f) {
   const Node& nd = g.nodes[v];
-  if (nd.op.kind == OpKind::Conv || nd.op.kind == OpKind::Linear) {
+  if (nd.op.kind == OpKind::Conv || nd.op.kind == OpKind::Linear || nd.op.kind == OpKind::ConvTranspose) {
     f(nd.op, assembled_input_shape(g, v), -1);
   } else if (nd.op.kind == OpKind::Sequential) {
     Shape cur = assembled_input_shape(g, v);
@@ -64,7 +71,7 @@ OpParams make_op_params(const Op& op, const Shape& in, const std::string& prefix
   if (d.outputs == 0) return p;
   const float bound = init::weight_bound(double(d.fan_in));
   p.weight = uniform_values(seed, prefix + ".weight", d.outputs * d.fan_in, bound);
-  if (d.bias) p.bias = uniform_values(seed, prefix + ".bias", d.outputs, init::kBiasBound);
+  if (d.bias) p.bias = uniform_values(seed, prefix + ".bias", d.biases(), init::kBiasBound);
   return p;
 }
 
@@ -87,6 +94,10 @@ void reorder_for_layout(const Op& op, const Shape& in, Layout layout, OpParams& 
   if (op.kind == OpKind::Conv) {
     const ConvAttrs& a = op.conv();
     p.weight = nchw_to_nhwc(p.weight, Shape{a.out_channels, in.c / a.groups, a.kernel[0], a.kernel[1]});
+  } else if (op.kind == OpKind::ConvTranspose) {
+    // cuDNN's NHWC filter for the backward-data convolution: [in][kh][kw][out / groups].
+    const ConvTransposeAttrs& a = op.as<ConvTransposeAttrs>();
+    p.weight = nchw_to_nhwc(p.weight, Shape{in.c, a.out_channels / a.groups, a.kernel[0], a.kernel[1]});
   } else if (op.kind == OpKind::Linear && in.h * in.w > 1) {
     p.weight = nchw_to_nhwc(p.weight, Shape{op.linear().out_features, in.c, in.h, in.w});
   }
@@ -112,7 +123,7 @@ OpParams file_op_params(const Graph& g, const std::map<std::string, TensorEntry>
     return it->second.values;
   };
   p.weight = take(prefix + ".weight", d.outputs * d.fan_in);
-  if (d.bias) p.bias = take(prefix + ".bias", d.outputs);
+  if (d.bias) p.bias = take(prefix + ".bias", d.biases());
   return p;
 }
 
@@ -180,9 +191,12 @@ std::map<std::string, TensorEntry> seeded_weight_tensors(const Graph& g, uint64_
       if (op.kind == OpKind::Conv) {
         const ConvAttrs& a = op.conv();
         shape = {a.out_channels, in.c / a.groups, a.kernel[0], a.kernel[1]};
+      } else if (op.kind == OpKind::ConvTranspose) {
+        const ConvTransposeAttrs& a = op.as<ConvTransposeAttrs>();
+        shape = {in.c, a.out_channels / a.groups, a.kernel[0], a.kernel[1]};
       }
       out[prefix + ".weight"] = TensorEntry{shape, std::move(p.weight)};
-      if (!p.bias.empty()) out[prefix + ".bias"] = TensorEntry{{d.outputs}, std::move(p.bias)};
+      if (!p.bias.empty()) out[prefix + ".bias"] = TensorEntry{{d.biases()}, std::move(p.bias)};
     });
   }
   return out;
@@ -192,7 +206,7 @@ std::vector<std::pair<int64_t, int64_t>> node_param_counts(const Graph& g, int v
   std::vector<std::pair<int64_t, int64_t>> out;
   for_each_param_op(g, v, [&](const Op& op, const Shape& in, int) {
     const ParamDims d = param_dims(op, in);
-    out.emplace_back(d.outputs * d.fan_in, d.bias ? d.outputs : 0);
+    out.emplace_back(d.outputs * d.fan_in, d.biases());
   });
   return out;
 }

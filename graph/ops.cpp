@@ -819,6 +819,7 @@ static const std::vector<OpDef>& full_table() {
   static const std::vector<OpDef> t = [] {
     std::vector<OpDef> all = table();
     for (OpDef& d : tensor_op_rows()) all.push_back(d);
+    all.push_back(conv_transpose_op_row());
     HIOS_CHECK(all.size() == size_t(kNumOpKinds), "op table: %zu rows for %d kinds", all.size(), kNumOpKinds);
     for (size_t k = 0; k < all.size(); ++k) {
       HIOS_CHECK(all[k].kind == OpKind(k), "op table: row %zu is '%s', out of OpKind order", k, all[k].name);
@@ -865,6 +866,7 @@ Op make_op(OpKind kind) {
     case OpKind::Cast: op.attrs = CastAttrs{}; break;
     case OpKind::Expand: op.attrs = ExpandAttrs{}; break;
     case OpKind::Resize: op.attrs = ResizeAttrs{}; break;
+    case OpKind::ConvTranspose: op.attrs = ConvTransposeAttrs{}; break;
     default: op.attrs = std::monostate{}; break;
   }
   return op;

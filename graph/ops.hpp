@@ -64,9 +64,10 @@ struct Shape {
 // type (graph/ops_tensor.cpp), onto which an imported model's long tail lowers.
 enum class OpKind {
   Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows, Pad,
-  Join, Binary, Where, Reduce, MatMul, Transpose, Reshape, Concat, Slice, Gather, Cast, Expand, Resize
+  Join, Binary, Where, Reduce, MatMul, Transpose, Reshape, Concat, Slice, Gather, Cast, Expand, Resize,
+  ConvTranspose
 };
-constexpr int kNumOpKinds = 25;
+constexpr int kNumOpKinds = 26;
 
 // The element-wise functions of one operand: the activation op's, and a conv's fused epilogue
 // (None to Relu6 only). Relu6 is min(max(x, 0), 6) (MobileNet's). alpha and beta are the
@@ -277,10 +278,25 @@ struct TensorInputAttrs {
 };
 
 // Add, Mul, Identity, Join and Where carry no attributes (std::monostate).
+// A transposed 2-D convolution (ONNX's ConvTranspose, PyTorch's ConvTranspose2d): every input
+// pixel scatters its kernel-sized patch into the output at `stride` apart. The output is
+// (in - 1) * stride + dilation * (kernel - 1) + 1 + output_padding - pads before - pads after
+// along each axis. Weights are [in][out / groups][kh][kw], as ONNX and PyTorch store them.
+struct ConvTransposeAttrs {
+  int64_t out_channels = 0;
+  std::array<int, 2> kernel{1, 1};
+  std::array<int, 2> stride{1, 1};
+  std::array<int, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
+  std::array<int, 2> output_padding{0, 0};
+  std::array<int, 2> dilation{1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+};
+
 using Attrs = std::variant<std::monostate, InputAttrs, ConvAttrs, PoolAttrs, ActivationAttrs, LinearAttrs,
                            SequentialAttrs, RowsAttrs, PadAttrs, SoftmaxAttrs, BinaryAttrs, ReduceAttrs, MatMulAttrs,
                            TransposeAttrs, ReshapeAttrs, ConcatAttrs, SliceAttrs, GatherAttrs, CastAttrs, ExpandAttrs,
-                           TensorInputAttrs, ResizeAttrs>;
+                           TensorInputAttrs, ResizeAttrs, ConvTransposeAttrs>;
 
 struct Op {
   OpKind kind = OpKind::Identity;

@@ -1,5 +1,6 @@
-// The general tensor ops' rows of the op table (graph/ops.cpp appends them to its own) and the
-// shape rules they share with the backends: NumPy broadcasting and the matmul shape.
+// The op table's rows past the convolution-network ops (graph/ops.cpp appends them to its own):
+// the general tensor ops and the transposed convolution, and the shape rules the general ops
+// share with the backends: NumPy broadcasting and the matmul shape.
 #pragma once
 
 #include <vector>
@@ -8,8 +9,10 @@
 
 namespace hios {
 
-// The table rows of OpKind::Join .. the last kind, in OpKind order.
+// The table rows of OpKind::Join .. OpKind::Resize, in OpKind order.
 std::vector<OpDef> tensor_op_rows();
+// The row of OpKind::ConvTranspose (graph/ops_conv_transpose.cpp).
+OpDef conv_transpose_op_row();
 
 // The NumPy broadcast of shapes (aligned at their last dim, each dim equal or 1). Returns false
 // when they do not broadcast.

@@ -258,6 +258,7 @@ void Importer::map_nodes() {
   };
   static const std::map<std::string, Entry> handlers = {
       {"Conv", {&Importer::conv, 2}},
+      {"ConvTranspose", {&Importer::conv_transpose, 2}},
       {"BatchNormalization", {&Importer::batch_norm, 5}},
       {"Relu", {&Importer::activation, 1}},
       {"Sigmoid", {&Importer::activation, 1}},
@@ -657,7 +658,7 @@ OnnxImport Importer::emit(const std::vector<int>& kept, const std::vector<std::v
     for (int k : block) {
       const Pending& p = nodes_[size_t(kept[size_t(k)])];
       add(p, bi);
-      if (p.op.kind == OpKind::Conv || p.op.kind == OpKind::Linear) {
+      if (p.op.kind == OpKind::Conv || p.op.kind == OpKind::Linear || p.op.kind == OpKind::ConvTranspose) {
         r.weights[p.name + ".weight"] = exec::TensorEntry{p.weight_dims, p.weight};
         if (!p.bias.empty()) r.weights[p.name + ".bias"] = exec::TensorEntry{{int64_t(p.bias.size())}, p.bias};
       }

@@ -123,6 +123,7 @@ class Importer {
                                   std::array<int, 2> dilation);
   std::array<int, 2> take_padding(Live& x, const std::string& x_name, std::array<int64_t, 4> own, PadFill fill);
   void conv(const onnx::NodeProto& n);
+  void conv_transpose(const onnx::NodeProto& n);
   void affine(const onnx::NodeProto& n, const std::string& x_name, std::vector<float> scale, std::vector<float> shift,
               const char* what);
   void batch_norm(const onnx::NodeProto& n);

@@ -96,6 +96,79 @@ void Importer::conv(const onnx::NodeProto& n) {
   set_live(n, node_live(idx));
 }
 
+// ONNX's ConvTranspose: weight [in][out / group][kh][kw]; the pads from pads, or, with
+// output_shape or a SAME auto_pad, from the output size the specification's rules give.
+void Importer::conv_transpose(const onnx::NodeProto& n) {
+  const NodeAttrs at(n);
+  Live x = live(n.input(0), true);
+  if (x.flat) refused("reads a rank-2 tensor");
+  const ConstTensor& w = constant(n, 1, "weight");
+  const ConstTensor* b = optional_constant(n, 2, "bias");
+  if (w.dims.size() != 4 || w.integer) refused("the weight is not a 4-D float tensor");
+  const int64_t groups = at.i("group", 1);
+  if (groups < 1 || w.dims[0] != x.shape.c || x.shape.c % groups || w.dims[1] < 1 || w.dims[1] > (int64_t(1) << 24)) {
+    refused(strprintf("a weight of %lld input channels does not fit an input of %lld channels in %lld groups",
+                      (long long)w.dims[0], (long long)x.shape.c, (long long)groups));
+  }
+  ConvTransposeAttrs a;
+  a.out_channels = w.dims[1] * groups;
+  a.groups = groups;
+  if (b && (b->integer || b->numel() != a.out_channels)) refused("the bias does not match the output channels");
+  a.bias = b != nullptr;
+  a.kernel = pair_of(at.ints("kernel_shape", {w.dims[2], w.dims[3]}), 1);
+  if (a.kernel[0] != w.dims[2] || a.kernel[1] != w.dims[3]) refused("kernel_shape differs from the weight's");
+  a.stride = pair_of(at.ints("strides"), 1);
+  a.dilation = pair_of(at.ints("dilations"), 1);
+  a.output_padding = pair_of(at.ints("output_padding"), 0);
+  const std::string auto_pad = at.s("auto_pad", "NOTSET");
+  std::vector<int64_t> out_shape = at.ints("output_shape");
+  if (out_shape.size() == 4) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (!out_shape.empty() && out_shape.size() != 2) refused("output_shape is not two sizes");
+  const int64_t in_hw[2] = {x.shape.h, x.shape.w};
+  if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+    out_shape = {in_hw[0] * a.stride[0], in_hw[1] * a.stride[1]};
+  }
+  if (!out_shape.empty()) {
+    for (int i = 0; i < 2; ++i) {
+      const int64_t total = int64_t(a.stride[i]) * (in_hw[i] - 1) + a.output_padding[i] +
+                            int64_t(a.kernel[i] - 1) * a.dilation[i] + 1 - out_shape[size_t(i)];
+      if (total < -(int64_t(1) << 20) || total > (int64_t(1) << 20)) {
+        refused(strprintf("output_shape %lld is out of range", (long long)out_shape[size_t(i)]));
+      }
+      // The specification's halves round down (its reference is Python); a negative pad after
+      // is output rows past the kernel's reach, which is what output_padding adds.
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      int64_t before = auto_pad == "SAME_UPPER" ? half : total - half, after = total - before;
+      if (after < 0) {
+        a.output_padding[i] += int(-after);
+        after = 0;
+      }
+      if (before < 0) refused(strprintf("output_shape %lld is past what the kernel reaches", (long long)out_shape[size_t(i)]));
+      a.pads[i] = int(before);
+      a.pads[i + 2] = int(after);
+    }
+  } else if (auto_pad == "NOTSET") {
+    const std::vector<int64_t> pads = at.ints("pads", {0, 0, 0, 0});
+    if (pads.size() != 4) refused("pads are not four values");
+    for (int i = 0; i < 4; ++i) {
+      if (pads[size_t(i)] < 0 || pads[size_t(i)] > (int64_t(1) << 20)) refused("a pad is out of range");
+      a.pads[size_t(i)] = int(pads[size_t(i)]);
+    }
+  } else if (auto_pad != "VALID") {
+    refused("auto_pad '" + auto_pad + "' is not supported");
+  }
+  Pending p;
+  p.name = node_name(n);
+  p.op = make_op(OpKind::ConvTranspose);
+  p.op.attrs = a;
+  p.inputs = x.terms;
+  p.weight_dims = w.dims;
+  p.weight = w.f;
+  if (b) p.bias = b->f;
+  const int idx = add_node(std::move(p));
+  set_live(n, node_live(idx));
+}
+
 // y = x * scale[c] + shift[c]: folded into the conv or linear that alone computes x (before
 // its activation), else a depthwise 1x1 convolution.
 void Importer::affine(const onnx::NodeProto& n, const std::string& x_name, std::vector<float> scale,

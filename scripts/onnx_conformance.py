@@ -346,6 +346,10 @@ def constant_inputs(reason, names):
     """Graph inputs a refusal says must be constants: the last quoted graph-input name before each
     'must be a constant' in its clause."""
     found = []
+    # The CNN converters' form: "weight 'W' is computed; hios needs it constant".
+    for m in re.finditer(r"'([^']+)' is computed; hios needs it constant", reason):
+        if m.group(1) in names and m.group(1) not in found:
+            found.append(m.group(1))
     for m in re.finditer(r"must be a constant", reason):
         clause = re.split(r"[;]", reason[:m.start()])[-1]
         quoted = [q for q in QUOTED.findall(clause) if q in names]
@@ -376,7 +380,29 @@ def is_tensor(value_info):
     return value_info.type.WhichOneof("value") == "tensor_type"
 
 
-def run_case(case, cases_dir, hios, work_root, keep):
+def export_case(export_dir, case, tmp, graph, run_inputs, graph_outputs, outputs):
+    """A passing case as the replay script (scripts/replay_cases.py) runs it on another backend: the
+    imported graph with its weights, the inputs it was run with, and the expected outputs."""
+    dst = os.path.join(export_dir, case)
+    os.makedirs(dst, exist_ok=True)
+    for name in (os.path.basename(graph), "g.safetensors", "s.json"):
+        if os.path.isfile(os.path.join(tmp, name)):
+            shutil.copy(os.path.join(tmp, name), os.path.join(dst, name))
+    inputs = []
+    for name, path in run_inputs:
+        shutil.copy(path, os.path.join(dst, os.path.basename(path)))
+        inputs.append([name, os.path.basename(path)])
+    expected = []
+    for k, value_info in enumerate(graph_outputs):
+        file = "expected." + sanitize(value_info.name) + ".npy"
+        np.save(os.path.join(dst, file), outputs[k])
+        expected.append([value_info.name, sanitize(value_info.name) + ".npy", file])
+    with open(os.path.join(dst, "case.json"), "w") as f:
+        json.dump({"graph": os.path.basename(graph), "inputs": inputs, "outputs": expected,
+                   "schedule": "s.json" if os.path.isfile(os.path.join(tmp, "s.json")) else None}, f, indent=1)
+
+
+def run_case(case, cases_dir, hios, work_root, keep, export_dir=None):
     import onnx
     t0 = time.time()
     folder = os.path.join(cases_dir, case)
@@ -518,6 +544,8 @@ def run_case(case, cases_dir, hios, work_root, keep):
             worst = err if worst is None else max(worst, err)
         if not ok:
             return finish("wrong", f"output '{value_info.name}': {why}", err if err is not None else worst)
+    if export_dir:
+        export_case(export_dir, case, tmp, graph, run_inputs, graph_outputs, outputs)
     return finish("pass", "", worst)
 
 
@@ -687,6 +715,8 @@ def main(argv=None):
                                                     "--check lets them differ, the page says why")
     ap.add_argument("--work-dir", help="where each case's temporary folder goes (default: the system's)")
     ap.add_argument("--keep", action="store_true", help="keep each case's temporary folder")
+    ap.add_argument("--export", metavar="DIR", help="write every passing case (graph, weights, inputs, expected "
+                                                    "outputs) to DIR/<case>/ for scripts/replay_cases.py")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per case")
     args = ap.parse_args(argv)
     if args.jobs < 1:
@@ -727,7 +757,7 @@ def main(argv=None):
     rows = []
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(run_case, c, cases_dir, hios, work_root, args.keep): c for c in selected}
+            futures = {pool.submit(run_case, c, cases_dir, hios, work_root, args.keep, args.export): c for c in selected}
             for n, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 case = futures[fut]
                 try:

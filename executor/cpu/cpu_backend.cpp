@@ -275,6 +275,12 @@ class CpuBackend final : public Backend {
                values.size(), t.bytes / sizeof(float));
     std::memcpy(t.data, values.data(), t.bytes);
   }
+  void write_tensor(int node, const std::vector<float>& values) override {
+    TensorView t = tensor(node);
+    HIOS_CHECK(values.size() * sizeof(float) == t.bytes, "cpu backend: %zu values for '%s', which holds %zu",
+               values.size(), g_->nodes[size_t(node)].name.c_str(), t.bytes / sizeof(float));
+    std::memcpy(t.data, values.data(), t.bytes);
+  }
   std::vector<float> read_tensor(int node) override {
     TensorView t = tensor(node);
     const float* p = static_cast<const float*>(t.data);

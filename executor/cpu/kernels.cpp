@@ -214,6 +214,45 @@ void k_conv(const Op& op, const std::vector<const float*>& in, const std::vector
   const OpParamsView& w = first_params(op, p);
   conv2d(op.conv(), s[0], in[0], out, y, w.weight, w.bias);
 }
+// Each output pixel gathers the input pixels whose patches reach it: output row oh reads input
+// row ih through kernel row kh where oh + pad_top = ih * stride + kh * dilation. Accumulated in
+// double, as the convolution is.
+void k_conv_transpose(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>& s, const Shape& out,
+                      float* y, const std::vector<OpParamsView>& p, Scratch&) {
+  const ConvTransposeAttrs& a = op.as<ConvTransposeAttrs>();
+  const OpParamsView& w = first_params(op, p);
+  const Shape& x = s[0];
+  const int64_t in_g = x.c / a.groups, out_g = a.out_channels / a.groups, kh = a.kernel[0], kw = a.kernel[1];
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < out.n; ++n) {
+    for (int64_t co = 0; co < out.c; ++co) {
+      const int64_t g = co / out_g, cog = co % out_g;
+      for (int64_t oh = 0; oh < out.h; ++oh) {
+        for (int64_t ow = 0; ow < out.w; ++ow) {
+          double acc = w.bias ? w.bias[co] : 0.0;
+          for (int64_t i = 0; i < kh; ++i) {
+            const int64_t th = oh + a.pads[0] - i * a.dilation[0];
+            if (th < 0 || th % a.stride[0]) continue;
+            const int64_t ih = th / a.stride[0];
+            if (ih >= x.h) continue;
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t tw = ow + a.pads[1] - j * a.dilation[1];
+              if (tw < 0 || tw % a.stride[1]) continue;
+              const int64_t iw = tw / a.stride[1];
+              if (iw >= x.w) continue;
+              for (int64_t cig = 0; cig < in_g; ++cig) {
+                const int64_t ci = g * in_g + cig;
+                acc += double(in[0][((n * x.c + ci) * x.h + ih) * x.w + iw]) *
+                       double(w.weight[((ci * out_g + cog) * kh + i) * kw + j]);
+              }
+            }
+          }
+          y[((n * out.c + co) * out.h + oh) * out.w + ow] = float(acc);
+        }
+      }
+    }
+  }
+}
 void k_pool(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>& s, const Shape& out, float* y,
             const std::vector<OpParamsView>&, Scratch&) {
   pool2d(op.pool(), s[0], in[0], out, y);
@@ -336,7 +375,7 @@ constexpr KernelEntry kKernels[] = {
     {OpKind::Reduce, k_general},    {OpKind::MatMul, k_general},     {OpKind::Transpose, k_general},
     {OpKind::Reshape, k_general},   {OpKind::Concat, k_general},     {OpKind::Slice, k_general},
     {OpKind::Gather, k_general},    {OpKind::Cast, k_general},       {OpKind::Expand, k_general},
-    {OpKind::Resize, k_general},
+    {OpKind::Resize, k_general},    {OpKind::ConvTranspose, k_conv_transpose},
 };
 static_assert(std::size(kKernels) == kNumOpKinds, "the CPU kernel table must have one entry per OpKind");
 

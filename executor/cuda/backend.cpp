@@ -150,6 +150,8 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
   for (const exec::Instr& in : p.instrs) {
     if (in.kind == exec::InstrKind::Alloc) {
       const Node& nd = g.nodes.at(size_t(in.node));
+      HIOS_CHECK(is_float(nd.dtype), "node '%s' holds %s values: the cuda backend holds float tensors only "
+                 "(--backend cpu runs integer and bool tensors)", nd.name.c_str(), dtype_name(nd.dtype));
       // RankSession::load sized the program for this backend's element_bytes().
       const int64_t want = nd.shape.numel() * int64_t(element_bytes());
       HIOS_CHECK(in.bytes == want, "cuda backend: Alloc of '%s' asks for %lld bytes, its shape %s holds %lld in %s",
@@ -278,6 +280,16 @@ void CudaBackend::set_input(const std::vector<float>& values) {
   synchronize();
   // The user's values are NCHW fp32; the buffer holds the backend's layout and element type.
   const std::vector<float> stored = exec::to_layout(values, g_->nodes[size_t(in)].shape, layout_);
+  upload_as(p, storage_elem(math_), stored.data(), stored.size(), stream_handle(0));
+}
+
+void CudaBackend::write_tensor(int node, const std::vector<float>& values) {
+  void* p = resident(node, "write_tensor");
+  HIOS_CHECK(values.size() * element_bytes() == tensors_[size_t(node)].bytes,
+             "cuda backend: write_tensor got %zu values for '%s', which holds %zu", values.size(),
+             g_->nodes[size_t(node)].name.c_str(), tensors_[size_t(node)].bytes / element_bytes());
+  synchronize();
+  const std::vector<float> stored = exec::to_layout(values, g_->nodes[size_t(node)].shape, layout_);
   upload_as(p, storage_elem(math_), stored.data(), stored.size(), stream_handle(0));
 }
 

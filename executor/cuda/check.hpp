@@ -21,6 +21,8 @@ const std::string& error_location();
 
 [[noreturn]] void fail_cuda(cudaError_t err, const char* call, const char* file, int line);
 [[noreturn]] void fail_cudnn(cudnnStatus_t st, const char* call, const char* file, int line);
+// cuBLAS's status, as an int for the same reason.
+[[noreturn]] void fail_cublas(int status, const char* call, const char* file, int line);
 // NCCL's result type is an int-compatible enum; taking int keeps nccl.h out of this header.
 [[noreturn]] void fail_nccl(int result, const char* message, const char* call, const char* file, int line);
 
@@ -40,6 +42,14 @@ const std::string& error_location();
     if (hios_cudnn_st_ != CUDNN_STATUS_SUCCESS) {                          \
       ::hios::cuda::fail_cudnn(hios_cudnn_st_, #call, __FILE__, __LINE__); \
     }                                                                      \
+  } while (0)
+
+#define HIOS_CUBLAS_CHECK(call)                                                 \
+  do {                                                                          \
+    const int hios_cublas_st_ = int(call);                                      \
+    if (hios_cublas_st_ != 0) {                                                 \
+      ::hios::cuda::fail_cublas(hios_cublas_st_, #call, __FILE__, __LINE__);    \
+    }                                                                           \
   } while (0)
 
 // After a kernel launch: a bad configuration surfaces here, not at the next API call.

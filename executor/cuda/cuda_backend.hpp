@@ -49,6 +49,7 @@ class CudaBackend final : public exec::Backend {
 
   void set_input(const std::vector<float>& values) override;
   std::vector<float> read_tensor(int node) override;
+  void write_tensor(int node, const std::vector<float>& values) override;
   size_t peak_memory_bytes() const override;
   std::string plan_report() const override;
 

@@ -1,5 +1,7 @@
 #include "executor/cuda/device.hpp"
 
+#include <cublas_v2.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -40,6 +42,11 @@ void fail_cuda(cudaError_t err, const char* call, const char* file, int line) {
 
 void fail_cudnn(cudnnStatus_t st, const char* call, const char* file, int line) {
   throw_error("cuDNN error %s in %s at %s:%d%s", cudnnGetErrorString(st), call, file, line, suffix().c_str());
+}
+
+void fail_cublas(int status, const char* call, const char* file, int line) {
+  throw_error("cuBLAS error %s in %s at %s:%d%s", cublasGetStatusString(cublasStatus_t(status)), call, file, line,
+              suffix().c_str());
 }
 
 void fail_nccl(int result, const char* message, const char* call, const char* file, int line) {
@@ -342,8 +349,20 @@ StreamResources::StreamResources(int device, int index, int priority) : device_(
 
 StreamResources::~StreamResources() {
   (void)cudaSetDevice(device_);
+  if (cublas_) (void)cublasDestroy(cublas_);
   if (cudnn_) (void)cudnnDestroy(cudnn_);
   if (stream_) (void)cudaStreamDestroy(stream_);
+}
+
+cublasHandle_t StreamResources::cublas() {
+  if (cublas_) return cublas_;
+  HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  HIOS_CUBLAS_CHECK(cublasCreate(&cublas_));
+  HIOS_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  // A workspace of its own, set once: cuBLAS then allocates nothing while a pass is captured.
+  cublas_workspace_ = DeviceBuffer(device_, size_t(32) << 20, strprintf("the cuBLAS workspace of stream %d", index_));
+  HIOS_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.bytes()));
+  return cublas_;
 }
 
 void StreamResources::reserve_workspace(size_t bytes) {

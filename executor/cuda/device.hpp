@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <cublas_v2.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,8 @@ class StreamResources {
 
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
+  // Made on first use (while planning: never inside a capture), bound to this stream.
+  cublasHandle_t cublas();
   int index() const { return index_; }
 
   // Grow-only: called while planning, before any capture, so pointers stay fixed afterwards.
@@ -83,6 +86,8 @@ class StreamResources {
   int index_;
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer cublas_workspace_;
   DeviceBuffer workspace_;
   DeviceBuffer scratch_;
   uint64_t moves_ = 0;

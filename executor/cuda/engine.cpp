@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string_view>
 
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/kernels.hpp"
 #include "executor/init.hpp"
 #include "executor/weights.hpp"
+#include "graph/elements.hpp"
 #include "graph/relu_fold.hpp"
 
 namespace hios::cuda {
@@ -65,6 +67,7 @@ View Engine::node_view(int node) const {
 View Engine::value_view(const Value& v) const {
   const Shape& s = g_->nodes.at(size_t(v.node)).shape;
   const int64_t begin = g_->value_begin(v), end = g_->value_end(v);
+  if (begin == 0 && end == s.c) return node_view(v.node);  // whole: any rank
   View out = whole_view(outputs_.at(size_t(v.node)), Shape{s.n, end - begin, s.h, s.w}, opts_.layout, elem());
   out.batch_stride = s.c * s.h * s.w;
   if (opts_.layout == Layout::Nhwc) {
@@ -198,6 +201,43 @@ void Engine::load_params(int node) {
     params_[prefix] = out;
     owned_params_[owner] = out;
   }
+}
+
+const void* Engine::node_constant(int node, size_t index) {
+  const Node& nd = g_->nodes.at(size_t(node));
+  const Constant& c = nd.constants.at(index);
+  const std::string key = nd.params_name() + ".c" + std::to_string(c.operand) + (is_float(c.dtype) ? "" : ".i64");
+  auto it = weights_.find(key);
+  if (it != weights_.end()) return it->second.get();
+  std::vector<std::vector<uint8_t>> bytes = exec::make_node_constants(*g_, node, opts_.seed);
+  const int64_t count = c.shape.numel();
+  DeviceBuffer buf(opts_.device, size_t(std::max<int64_t>(count, 1)) * 8, "constant '" + key + "'");
+  if (is_float(c.dtype)) {  // make_node_constants gives float32
+    upload_as(buf.get(), elem(), reinterpret_cast<const float*>(bytes.at(index).data()), size_t(count),
+              streams_[0]->stream());
+  } else {
+    std::vector<int64_t> wide(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) wide[size_t(i)] = load_int(bytes.at(index).data(), c.dtype, i);
+    upload(buf.get(), wide.data(), wide.size() * sizeof(int64_t), streams_[0]->stream());
+  }
+  weight_bytes_ += buf.bytes();
+  const void* p = buf.get();
+  weights_.emplace(key, std::move(buf));
+  return p;
+}
+
+const void* Engine::table(const std::string& key, const void* src, size_t bytes) {
+  // Keyed by the contents too, and never replaced: a kept pass of another shape (a shape set's
+  // captured graph) may still read the table this node had there.
+  const std::string full = strprintf("table %s #%zu:%zx", key.c_str(), bytes,
+                                     std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(src), bytes)));
+  auto it = weights_.find(full);
+  if (it != weights_.end()) return it->second.get();
+  DeviceBuffer buf(opts_.device, std::max<size_t>(bytes, 1), "table '" + key + "'");
+  upload(buf.get(), src, bytes, streams_[0]->stream());
+  const void* p = buf.get();
+  weights_.emplace(full, std::move(buf));
+  return p;
 }
 
 const Engine::Params& Engine::params(const std::string& prefix) const {

@@ -101,19 +101,27 @@ struct PlanCtx {
   // The node's single input value is stored through a ReLU already (graph/relu_fold.hpp): a
   // sequential skips a first ReLU step.
   bool input_relu_stored = false;
+  int node = -1;  // the node being planned (its constants, its element type)
 };
 
 // Plans one op (the node's own op or a sequential's step). `in` holds the assembled input, or
 // for ops whose terms are operands one view per operand. `prefix` names the weights.
 using PlanFn = void (*)(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in,
                         const View& out);
-// The general tensor ops (executor/cuda/tensor_ops.cpp): a row-major reshape, and the refusal
-// of the ops without kernels, which names the node and what it lacks.
+// The general tensor ops (executor/cuda/tensor_ops.cpp), and the refusal of the ops without
+// kernels, which names the node and what it lacks.
 [[noreturn]] void refuse_general(const PlanCtx& c, const char* what);
-// A general node of integer or bool values, or with constants: refused (no kernels take them yet).
+// A general node of integer or bool values: refused (no kernels take them yet).
 void check_general_node(const Node& nd);
 void plan_general(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
 void plan_reshape(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
+// An activation past ReLU6, or of a tensor that is not an image; a softmax along any axis.
+void plan_tensor_activation(PlanCtx& c, const Op& op, const View& x, const View& y);
+void plan_tensor_softmax(PlanCtx& c, const Op& op, const View& x, const View& y);
+void plan_pad(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
+// A transposed convolution: cuDNN's backward-data convolution and the bias (executor/cuda/conv_transpose.cpp).
+void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in,
+                         const View& y);
 
 struct CudaOpImpl {
   OpKind kind;
@@ -190,6 +198,13 @@ class Engine {
   };
   void load_params(int node);
   const Params& params(const std::string& prefix) const;
+  // Constant operand `index` of node v (Node::constants, executor/weights.hpp's values) on the
+  // device, uploaded once: floats in the storage type, integers as int64 (gather indices).
+  const void* node_constant(int node, size_t index);
+  // Device memory holding `bytes` from `src`, owned by the engine until it is destroyed (tables
+  // a plan's launches read: gather indices, resize taps). Keyed so that planning a node again
+  // finds the same upload.
+  const void* table(const std::string& key, const void* src, size_t bytes);
   // Writes the graph input's deterministic values into its bound buffer (in the layout).
   void upload_input();
   const void* zeros(int64_t count, cudaStream_t fill_stream);

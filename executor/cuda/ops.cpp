@@ -118,7 +118,6 @@ Blocks pixel_blocks_of(const View& v) {
   return {v.shape.h * v.shape.w, v.shape.c, v.pixel_stride};
 }
 
-
 cudnnActivationMode_t act_mode(Activation a) {
   switch (a) {
     case Activation::Relu: return CUDNN_ACTIVATION_RELU;
@@ -126,6 +125,7 @@ cudnnActivationMode_t act_mode(Activation a) {
     case Activation::Tanh: return CUDNN_ACTIVATION_TANH;
     case Activation::Relu6: return CUDNN_ACTIVATION_CLIPPED_RELU;  // clipped at the coefficient, 6
     case Activation::None: return CUDNN_ACTIVATION_IDENTITY;
+    default: break;  // the others run on the strided map kernel (plan_tensor_activation)
   }
   return CUDNN_ACTIVATION_IDENTITY;
 }
@@ -461,8 +461,9 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
 // Point-wise ops
 
 void plan_activation(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
-  if (int(op.act().activation) > int(Activation::Relu6)) refuse_general(c, activation_name(op.act().activation));
-  if (y.shape.rank != 4) refuse_general(c, "an activation of a tensor that is not N x C x H x W");
+  if (int(op.act().activation) > int(Activation::Relu6) || y.shape.rank != 4) {
+    return plan_tensor_activation(c, op, in.at(0), y);
+  }
   if (half(y)) {
     const View x = c.packed(in.at(0));  // the kernel walks packed tensors (both passes: scratch)
     if (c.dry) return;
@@ -559,7 +560,7 @@ void plan_mul(PlanCtx& c, const Op&, const std::string&, const std::vector<View>
 
 void plan_softmax(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
   if (op.as<SoftmaxAttrs>().fn != SoftmaxFn::Softmax || op.as<SoftmaxAttrs>().axis != 1 || y.shape.rank != 4) {
-    refuse_general(c, "a softmax other than over the channels of an N x C x H x W tensor");
+    return plan_tensor_softmax(c, op, in.at(0), y);
   }
   if (half(y)) {
     const View x = c.packed(in.at(0));
@@ -581,22 +582,6 @@ void plan_softmax(PlanCtx& c, const Op& op, const std::string&, const std::vecto
     HIOS_CUDNN_CHECK(cudnnSoftmaxForward(r.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, xd->d, xp,
                                          &kZero, yd->d, yp));
   });
-}
-
-void plan_pad(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
-  const View x = c.packed(in.at(0));  // the kernel reads a packed input (both passes: scratch)
-  if (c.dry) return;
-  PadParams p;
-  p.x = x.ptr;
-  p.y = y.ptr;
-  p.elem = y.elem;
-  p.n = y.shape.n, p.c = y.shape.c, p.ih = x.shape.h, p.iw = x.shape.w, p.oh = y.shape.h, p.ow = y.shape.w;
-  p.top = op.pad().pads[0], p.left = op.pad().pads[1];
-  p.nhwc = y.nhwc() ? 1 : 0;
-  p.y_batch_stride = y.shape.n == 1 ? y.item() : y.batch_stride;
-  p.y_pixel_stride = y.nhwc() ? y.pixel_stride : 1;
-  p.fill = op.pad().fill == PadFill::NegInf ? -std::numeric_limits<float>::infinity() : 0.f;
-  c.emit([p](StreamResources& r) { launch_pad(p, r.stream()); });
 }
 
 // A launch copying view x into view y of the same shape (either may be an NHWC slice).
@@ -805,7 +790,7 @@ constexpr std::array<CudaOpImpl, kNumOpKinds> kTable = {{
     {OpKind::Reduce, plan_general}, {OpKind::MatMul, plan_general}, {OpKind::Transpose, plan_general},
     {OpKind::Reshape, plan_reshape}, {OpKind::Concat, plan_general}, {OpKind::Slice, plan_general},
     {OpKind::Gather, plan_general}, {OpKind::Cast, plan_general}, {OpKind::Expand, plan_general},
-    {OpKind::Resize, plan_general},
+    {OpKind::Resize, plan_general}, {OpKind::ConvTranspose, plan_conv_transpose},
 }};
 
 // A new OpKind without a row here fails to compile, not at run time.
@@ -824,7 +809,9 @@ const CudaOpImpl& cuda_op_impl(OpKind kind) { return kTable.at(size_t(kind)); }
 // ---------------------------------------------------------------------------------------------
 // Input assembly
 
+// Only images (rank 4) are stored channels-last in NHWC: every other tensor is row-major.
 View whole_view(void* ptr, const Shape& s, Layout layout, Elem elem) {
+  if (s.rank != 4) layout = Layout::Nchw;
   return View{ptr, s, s.c * s.h * s.w, layout, layout == Layout::Nhwc ? s.c : 0, elem};
 }
 
@@ -975,6 +962,7 @@ void plan_node(PlanCtx& c, int id) {
   const Op op = store_relu ? with_output_relu(nd.op) : nd.op;
   c.input_relu_stored = nd.inputs.size() == 1 && nd.inputs[0].size() == 1 && c.eng.stores_relu(nd.inputs[0][0].node);
   if (def.general) check_general_node(nd);
+  c.node = id;
   std::vector<View> in;
   if (nd.op.kind == OpKind::Input) {
     // No inputs.

@@ -1,37 +1,592 @@
-// The general tensor ops on the CUDA backend (graph/ops_tensor.cpp): a row-major reshape is a
-// copy; the others have no kernels yet and are refused when a program is prepared, naming the
-// node, so a graph that needs them runs on the CPU reference (--backend cpu) instead.
+// The general tensor ops on the CUDA backend (graph/ops_tensor.cpp), and the element-wise and
+// softmax ops on tensors that are not N x C x H x W images or functions past ReLU6. Every op is
+// planned onto the strided kernels of executor/cuda/tensor_kernels.hpp: operand and output
+// strides come from their views (row-major, channels-last images, channel slices), broadcast
+// operands get stride 0, and dims that are contiguous in every operand are merged first.
+//
+// What has no kernel yet is refused when the program is prepared, with one line naming the node
+// and what it needs (--backend cpu runs every op): where, gather by computed indices or of
+// elements, and tensors of integers or bools. Matmul is one cuBLAS call.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <cublas_v2.h>
+
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/engine.hpp"
+#include "executor/cuda/tensor_kernels.hpp"
+#include "executor/weights.hpp"
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 
 namespace hios::cuda {
+
+// The kernels' copies of graph/ops.hpp's function codes (executor/cuda/tensor.cu) follow these.
+static_assert(kNumActivations == 44 && int(Activation::Relu6) == 4 && int(Activation::Gelu) == 13 &&
+              int(Activation::Clip) == 17 && int(Activation::Atanh) == 38 && int(Activation::Shrink) == 43);
+static_assert(int(BinaryFn::FMod) == 8 && int(BinaryFn::PRelu) == 17);
+static_assert(int(ReduceFn::Max) == 2 && int(ReduceFn::SumSquare) == 9);
+static_assert(int(SoftmaxFn::Hardmax) == 2);
 
 void refuse_general(const PlanCtx& c, const char* what) {
   throw_error("node '%s': the cuda backend has no kernel for %s yet (--backend cpu runs it)", c.node_name.c_str(), what);
 }
 void check_general_node(const Node& nd) {
-  HIOS_CHECK(nd.constants.empty() && is_float(nd.dtype),
-             "node '%s': the cuda backend has no kernel for a %s of %s values or with constants yet (--backend cpu runs it)",
+  HIOS_CHECK(is_float(nd.dtype), "node '%s': the cuda backend has no kernel for a %s of %s values yet (--backend cpu runs it)",
              nd.name.c_str(), op_def(nd.op.kind).name, dtype_name(nd.dtype));
 }
 
-void plan_general(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>&, const View&) {
-  refuse_general(c, op_def(op.kind).name);
+namespace {
+
+// A view's per-dim strides in elements: channels-last images by their pixel stride, channel
+// slices by their batch stride, every other tensor row-major.
+struct Walk {
+  int rank = 0;
+  int64_t dims[kMaxTensorDims] = {};
+  int64_t stride[kMaxTensorDims] = {};
+};
+Walk walk_of(const View& v) {
+  const Shape& s = v.shape;
+  Walk w;
+  w.rank = s.rank;
+  for (int d = 0; d < s.rank; ++d) w.dims[d] = s.dim(d);
+  if (s.rank == 4) {
+    w.stride[0] = s.n == 1 ? v.item() : v.batch_stride;
+    if (v.nhwc()) {
+      w.stride[1] = 1;
+      w.stride[3] = v.pixel_stride;
+      w.stride[2] = s.w * v.pixel_stride;
+    } else {
+      w.stride[1] = s.h * s.w;
+      w.stride[2] = s.w;
+      w.stride[3] = 1;
+    }
+  } else if (s.rank > 0) {
+    w.stride[s.rank - 1] = 1;
+    for (int d = s.rank - 2; d >= 0; --d) w.stride[d] = w.stride[d + 1] * s.dim(d + 1);
+  }
+  return w;
+}
+bool row_major(const View& v) {
+  const Walk w = walk_of(v);
+  int64_t expect = 1;
+  for (int d = w.rank - 1; d >= 0; --d) {
+    if (w.dims[d] != 1 && w.stride[d] != expect) return false;
+    expect *= w.dims[d];
+  }
+  return true;
+}
+// v's strides broadcast to `rank` dims of `dims` (NumPy: aligned at the right, ones stretched).
+void broadcast_strides(const View& v, int rank, const int64_t* dims, int64_t* out) {
+  const Walk w = walk_of(v);
+  for (int d = 0; d < rank; ++d) {
+    const int k = d - (rank - w.rank);
+    out[d] = k < 0 || (w.dims[k] == 1 && dims[d] != 1) ? 0 : w.stride[k];
+  }
 }
 
-// A reshape moves no element where both tensors hold theirs in row-major order: a tensor that is
-// not an image, an image stored channels-first, or one of H x W = 1 x 1 (a classifier's logits
-// flattened to N x K): a copy of the bytes, or nothing where the memory plan shares them.
-void plan_reshape(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
+// Drops dims of size 1 and merges neighbours that are contiguous in every stride set, in place.
+void collapse(int& rank, int64_t* dims, const std::vector<int64_t*>& strides) {
+  int r = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (dims[d] == 1) continue;
+    if (r > 0) {
+      bool merge = true;
+      for (int64_t* s : strides) merge = merge && s[r - 1] == s[d] * dims[d];
+      if (merge) {
+        dims[r - 1] *= dims[d];
+        for (int64_t* s : strides) s[r - 1] = s[d];
+        continue;
+      }
+    }
+    dims[r] = dims[d];
+    for (int64_t* s : strides) s[r] = s[d];
+    ++r;
+  }
+  rank = r;
+}
+
+const Node& node_of(const PlanCtx& c) { return c.eng.graph().nodes.at(size_t(c.node)); }
+
+// The node's operands in order: its computed inputs' views (`in`, as plan_node assembled them)
+// and its constants, uploaded (floats in the storage type). Integer constants are refused here:
+// the ops that read them (gather's indices) take them from the host instead.
+std::vector<View> float_operands(PlanCtx& c, const std::vector<View>& in) {
+  const Node& nd = node_of(c);
+  std::vector<View> out;
+  size_t term = 0, constant = 0;
+  for (int k = 0; k < nd.operands(); ++k) {
+    if (const Constant* cst = nd.constant(k)) {
+      if (!is_float(cst->dtype)) refuse_general(c, strprintf("%s with a constant of %s values", op_def(nd.op.kind).name,
+                                                             dtype_name(cst->dtype)).c_str());
+      void* p = c.dry ? nullptr : const_cast<void*>(c.eng.node_constant(c.node, constant));
+      out.push_back(whole_view(p, cst->shape, Layout::Nchw, c.eng.elem()));
+      ++constant;
+    } else {
+      const Node& src = c.eng.graph().nodes.at(size_t(nd.inputs.at(term).at(0).node));
+      if (!is_float(src.dtype)) {
+        refuse_general(c, strprintf("%s of a %s tensor", op_def(nd.op.kind).name, dtype_name(src.dtype)).c_str());
+      }
+      out.push_back(in.at(term++));
+    }
+  }
+  return out;
+}
+
+// 16-bit node types on fp32 storage: the map rounds to them before it stores, as the CPU
+// reference does, so a cast to float16 gives float16's values.
+int rounding_of(const PlanCtx& c, const View& y) {
+  if (c.node < 0 || y.elem != Elem::F32) return 0;
+  const DType t = node_of(c).dtype;
+  return t == DType::F16 ? 1 : t == DType::BF16 ? 2 : 0;
+}
+
+void emit_map(PlanCtx& c, MapParams p) {
+  if (c.dry) return;
+  c.emit([p](StreamResources& r) { launch_map(p, r.stream()); });
+}
+
+// y = fn(operands) element by element, every operand broadcast to y's shape.
+void plan_pointwise(PlanCtx& c, const std::vector<View>& ops, const View& y, MapFn fn, int code, float alpha, float beta) {
+  MapParams p;
+  p.elem = y.elem;
+  const Walk wy = walk_of(y);
+  p.rank = wy.rank;
+  std::copy(wy.dims, wy.dims + kMaxTensorDims, p.dims);
+  std::copy(wy.stride, wy.stride + kMaxTensorDims, p.y_stride);
+  p.y = y.ptr;
+  p.operands = int(ops.size());
+  for (size_t k = 0; k < ops.size(); ++k) {
+    p.in[k].ptr = ops[k].ptr;
+    broadcast_strides(ops[k], p.rank, p.dims, p.in[k].stride);
+  }
+  p.fn = fn;
+  p.code = code;
+  p.alpha = alpha;
+  p.beta = beta;
+  p.round = rounding_of(c, y);
+  std::vector<int64_t*> all{p.y_stride, p.in[0].stride};
+  if (ops.size() > 1) all.push_back(p.in[1].stride);
+  collapse(p.rank, p.dims, all);
+  emit_map(c, p);
+}
+
+// One operand copied into y through its own strides, walking `dims` (y's region).
+void plan_copy(PlanCtx& c, const void* src, const int64_t* src_stride, void* dst, const int64_t* dst_stride, int rank,
+               const int64_t* dims, Elem elem, int round) {
+  MapParams p;
+  p.elem = elem;
+  p.rank = rank;
+  std::copy(dims, dims + rank, p.dims);
+  std::copy(dst_stride, dst_stride + rank, p.y_stride);
+  std::copy(src_stride, src_stride + rank, p.in[0].stride);
+  p.y = dst;
+  p.in[0].ptr = src;
+  p.round = round;
+  collapse(p.rank, p.dims, {p.y_stride, p.in[0].stride});
+  emit_map(c, p);
+}
+
+void plan_binary_op(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const int code = int(op.as<BinaryAttrs>().fn);
+  if (!map_binary_supported(code)) refuse_general(c, binary_fn_name(op.as<BinaryAttrs>().fn));
+  const std::vector<View> ops = float_operands(c, in);
+  plan_pointwise(c, ops, y, MapFn::Binary, code, 0, 0);
+}
+
+void plan_transpose(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const std::vector<View> ops = float_operands(c, in);
+  const Walk wx = walk_of(ops.at(0)), wy = walk_of(y);
+  const std::vector<int>& perm = op.as<TransposeAttrs>().perm;
+  int64_t st[kMaxTensorDims] = {};
+  for (int d = 0; d < wy.rank; ++d) st[d] = wx.stride[perm.at(size_t(d))];
+  plan_copy(c, ops[0].ptr, st, y.ptr, wy.stride, wy.rank, wy.dims, y.elem, rounding_of(c, y));
+}
+
+void plan_slice(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const std::vector<View> ops = float_operands(c, in);
+  const SliceAttrs& a = op.as<SliceAttrs>();
+  const Walk wx = walk_of(ops.at(0)), wy = walk_of(y);
+  int64_t st[kMaxTensorDims] = {}, first = 0;
+  for (int d = 0; d < wx.rank; ++d) {
+    first += a.starts.at(size_t(d)) * wx.stride[d];
+    st[d] = a.steps.at(size_t(d)) * wx.stride[d];
+  }
+  plan_copy(c, ops[0].at(first), st, y.ptr, wy.stride, wy.rank, wy.dims, y.elem, rounding_of(c, y));
+}
+
+void plan_concat(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const std::vector<View> ops = float_operands(c, in);
+  const int axis = op.as<ConcatAttrs>().axis;
+  const Walk wy = walk_of(y);
+  int64_t at = 0;
+  for (const View& x : ops) {
+    const Walk wx = walk_of(x);
+    plan_copy(c, x.ptr, wx.stride, y.at(at * wy.stride[axis]), wy.stride, wx.rank, wx.dims, y.elem, rounding_of(c, y));
+    at += wx.dims[axis];
+  }
+}
+
+void plan_expand(PlanCtx& c, const std::vector<View>& in, const View& y) {
+  plan_pointwise(c, float_operands(c, in), y, MapFn::Copy, 0, 0, 0);
+}
+
+void plan_cast(PlanCtx& c, const std::vector<View>& in, const View& y) {
+  // Float to float: the storage type is one for all, so a cast is a copy (rounded to a 16-bit
+  // target type on fp32 storage).
+  plan_pointwise(c, float_operands(c, in), y, MapFn::Copy, 0, 0, 0);
+}
+
+// Gather along one axis by constant indices: the map reads the data's coordinate on that axis
+// from a table of the indices, made non-negative here.
+void plan_gather(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const Node& nd = node_of(c);
+  const GatherAttrs& a = op.as<GatherAttrs>();
+  if (a.elements) refuse_general(c, "gather_elements");
+  const Constant* idx = nd.constant(1);
+  if (nd.constant(0) || !idx) refuse_general(c, "a gather by computed indices or of constant data");
   const View x = in.at(0);
-  auto row_major = [](const View& v) { return v.packed() && (v.shape.rank != 4 || !v.nhwc() || v.shape.h * v.shape.w == 1); };
-  if (!row_major(x) || !row_major(y)) refuse_general(c, "a reshape of a channels-last image (--layout nchw stores it row-major)");
-  if (c.dry || x.ptr == y.ptr) return;
+  const Walk wx = walk_of(x);
+  const int64_t k = idx->shape.numel(), dim = wx.dims[a.axis];
+  MapParams p;
+  p.elem = y.elem;
+  p.rank = wx.rank;
+  std::copy(wx.dims, wx.dims + kMaxTensorDims, p.dims);
+  p.dims[a.axis] = k;
+  // y in the data's index space: the indices' dims flatten into one run where y is row-major.
+  const Walk wy = walk_of(y);
+  if (wy.rank == wx.rank) {
+    std::copy(wy.stride, wy.stride + kMaxTensorDims, p.y_stride);
+  } else if (row_major(y)) {
+    p.y_stride[p.rank - 1] = 1;
+    for (int d = p.rank - 2; d >= 0; --d) p.y_stride[d] = p.y_stride[d + 1] * p.dims[d + 1];
+  } else {
+    refuse_general(c, "a gather into a channels-last image by indices of rank other than 1");
+  }
+  std::copy(wx.stride, wx.stride + kMaxTensorDims, p.in[0].stride);
+  p.in[0].ptr = x.ptr;
+  p.y = y.ptr;
+  p.gather_dim = a.axis;
+  p.round = rounding_of(c, y);
+  if (c.dry) return;
+  const std::vector<std::vector<uint8_t>> host = exec::make_node_constants(c.eng.graph(), c.node, c.eng.seed());
+  std::vector<int64_t> table(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t v = load_int(host.at(0).data(), idx->dtype, i);
+    if (v < 0) v += dim;
+    HIOS_CHECK(v >= 0 && v < dim, "node '%s': gather index %lld is outside a dim of %lld", c.node_name.c_str(),
+               (long long)load_int(host.at(0).data(), idx->dtype, i), (long long)dim);
+    table[size_t(i)] = v;
+  }
+  p.gather_table = static_cast<const int64_t*>(c.eng.table(c.node_name + ".indices", table.data(), table.size() * 8));
+  emit_map(c, p);
+}
+
+void plan_reduce(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const ReduceAttrs& a = op.as<ReduceAttrs>();
+  if (!reduce_supported(int(a.fn))) refuse_general(c, reduce_fn_name(a.fn));
+  const std::vector<View> ops = float_operands(c, in);
+  const Walk wx = walk_of(ops.at(0)), wy = walk_of(y);
+  ReduceParams p;
+  p.elem = y.elem;
+  p.fn = int(a.fn);
+  p.x = ops[0].ptr;
+  p.y = y.ptr;
+  p.rank = wx.rank;
+  int kept = 0;
+  for (int d = 0; d < wx.rank; ++d) {
+    const bool reduced = a.axes.empty() || std::find(a.axes.begin(), a.axes.end(), d) != a.axes.end();
+    p.x_stride[d] = wx.stride[d];
+    if (reduced) {
+      p.dims[d] = 1;
+      p.red_dims[p.red_rank] = wx.dims[d];
+      p.red_stride[p.red_rank++] = wx.stride[d];
+      p.y_stride[d] = a.keepdims ? wy.stride[d] : 0;
+    } else {
+      p.dims[d] = wx.dims[d];
+      p.y_stride[d] = wy.stride[a.keepdims ? d : kept];
+      ++kept;
+    }
+  }
+  collapse(p.rank, p.dims, {p.x_stride, p.y_stride});
+  collapse(p.red_rank, p.red_dims, {p.red_stride});
+  if (c.dry) return;
+  c.emit([p](StreamResources& r) { launch_reduce(p, r.stream()); });
+}
+
+void plan_softmax_axis(PlanCtx& c, const Op& op, const View& x, const View& y) {
+  const SoftmaxAttrs& a = op.as<SoftmaxAttrs>();
+  const Walk wx = walk_of(x), wy = walk_of(y);
+  SoftmaxAxisParams p;
+  p.elem = y.elem;
+  p.fn = int(a.fn);
+  p.x = x.ptr;
+  p.y = y.ptr;
+  p.rank = wx.rank;
+  std::copy(wx.dims, wx.dims + kMaxTensorDims, p.dims);
+  std::copy(wx.stride, wx.stride + kMaxTensorDims, p.x_stride);
+  std::copy(wy.stride, wy.stride + kMaxTensorDims, p.y_stride);
+  if (wx.rank > 0) {
+    p.len = wx.dims[a.axis];
+    p.x_axis_stride = wx.stride[a.axis];
+    p.y_axis_stride = wy.stride[a.axis];
+    p.dims[a.axis] = 1;
+  } else {
+    p.len = 1;
+  }
+  collapse(p.rank, p.dims, {p.x_stride, p.y_stride});
+  if (c.dry) return;
+  c.emit([p](StreamResources& r) { launch_softmax_axis(p, r.stream()); });
+}
+
+// The same coordinate rules as the CPU reference (executor/cpu/tensor_kernels.cpp), computed in
+// double on the host into per-axis tap tables.
+double resize_coord(ResizeCoord m, double x, double scale, int64_t in, int64_t out) {
+  const double resized = double(in) * scale;
+  switch (m) {
+    case ResizeCoord::HalfPixel: return (x + 0.5) / scale - 0.5;
+    case ResizeCoord::PytorchHalfPixel: return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
+    case ResizeCoord::AlignCorners: return resized == 1 ? 0 : x * double(in - 1) / (resized - 1);
+    case ResizeCoord::Asymmetric: return x / scale;
+    case ResizeCoord::TfHalfPixelForNn: return (x + 0.5) / scale;
+  }
+  return x;
+}
+int64_t nearest_of(NearestRound r, double x) {
+  const double f = std::floor(x);
+  switch (r) {
+    case NearestRound::RoundPreferFloor: return int64_t(x - f == 0.5 ? f : std::round(x));
+    case NearestRound::RoundPreferCeil: return int64_t(x - f == 0.5 ? f + 1 : std::round(x));
+    case NearestRound::Floor: return int64_t(f);
+    case NearestRound::Ceil: return int64_t(std::ceil(x));
+  }
+  return int64_t(f);
+}
+
+void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const ResizeAttrs& a = op.as<ResizeAttrs>();
+  const std::vector<View> ops = float_operands(c, in);
+  const Walk wx = walk_of(ops.at(0)), wy = walk_of(y);
+  ResizeParams p;
+  p.elem = y.elem;
+  p.rank = wy.rank;
+  p.x = ops[0].ptr;
+  p.y = y.ptr;
+  std::copy(wy.dims, wy.dims + kMaxTensorDims, p.dims);
+  std::copy(wx.dims, wx.dims + kMaxTensorDims, p.x_dims);
+  std::copy(wx.stride, wx.stride + kMaxTensorDims, p.x_stride);
+  std::copy(wy.stride, wy.stride + kMaxTensorDims, p.y_stride);
+  if (c.dry) return;
+  for (int d = 0; d < wy.rank; ++d) {
+    const int64_t n_in = wx.dims[d], n_out = wy.dims[d];
+    const double scale = a.scales.at(size_t(d));
+    if (n_in == n_out && scale == 1.0) continue;  // taps 0: not resized
+    HIOS_CHECK(n_in < (int64_t(1) << 31) && n_out < (int64_t(1) << 31), "node '%s': resize of a dim of %lld",
+               c.node_name.c_str(), (long long)n_in);
+    const int taps = a.mode == ResizeMode::Nearest ? 1 : a.mode == ResizeMode::Linear ? 2 : 4;
+    std::vector<int> index(size_t(n_out * taps), 0);
+    std::vector<float> weight(size_t(n_out * taps), 0.f);
+    for (int64_t o = 0; o < n_out; ++o) {
+      int* ix = &index[size_t(o * taps)];
+      float* wt = &weight[size_t(o * taps)];
+      const double x = resize_coord(a.coord, double(o), scale, n_in, n_out);
+      if (a.mode == ResizeMode::Nearest) {
+        ix[0] = int(std::clamp<int64_t>(nearest_of(a.nearest, x), 0, n_in - 1));
+        wt[0] = 1.f;
+      } else if (a.mode == ResizeMode::Linear) {
+        const double cx = std::clamp(x, 0.0, double(n_in - 1));
+        const int64_t i0 = int64_t(std::floor(cx));
+        const double f = cx - double(i0);
+        ix[0] = int(i0);
+        wt[0] = float(1 - f);
+        ix[1] = int(std::min(i0 + 1, n_in - 1));
+        wt[1] = float(f);
+      } else {
+        const int64_t i0 = int64_t(std::floor(x));
+        const double t = x - double(i0), A = a.cubic_a;
+        auto w = [A](double dd) {
+          dd = std::fabs(dd);
+          if (dd <= 1) return ((A + 2) * dd - (A + 3)) * dd * dd + 1;
+          if (dd < 2) return ((A * dd - 5 * A) * dd + 8 * A) * dd - 4 * A;
+          return 0.0;
+        };
+        const double ws[4] = {w(t + 1), w(t), w(1 - t), w(2 - t)};
+        double total = 0;
+        for (int k = 0; k < 4; ++k) {
+          const int64_t i = i0 - 1 + k;
+          const bool outside = i < 0 || i >= n_in;
+          ix[k] = int(std::clamp<int64_t>(i, 0, n_in - 1));
+          wt[k] = a.exclude_outside && outside ? 0.f : float(ws[k]);
+          if (!(a.exclude_outside && outside)) total += ws[k];
+        }
+        if (a.exclude_outside && total != 0) {
+          for (int k = 0; k < 4; ++k) wt[k] = float(wt[k] / total);
+        }
+      }
+    }
+    const std::string key = strprintf("%s.axis%d", c.node_name.c_str(), d);
+    p.taps[d] = taps;
+    p.tap_index[d] = static_cast<const int*>(c.eng.table(key + ".index", index.data(), index.size() * sizeof(int)));
+    p.tap_weight[d] = static_cast<const float*>(c.eng.table(key + ".weight", weight.data(), weight.size() * sizeof(float)));
+  }
+  c.emit([p](StreamResources& r) { launch_resize(p, r.stream()); });
+}
+
+// A row-major copy of v in the stream's scratch where v is not row-major already (a channels-
+// last image, a slice): cuBLAS reads matrices with one leading dimension.
+View row_major_of(PlanCtx& c, const View& v) {
+  if (row_major(v)) return v;
+  View s = c.scratch(v.shape);
+  s.layout = Layout::Nchw;
+  s.pixel_stride = 0;
+  s.batch_stride = s.item();
+  const Walk wv = walk_of(v), ws = walk_of(s);
+  plan_copy(c, v.ptr, wv.stride, s.ptr, ws.stride, wv.rank, wv.dims, v.elem, 0);
+  return s;
+}
+
+cudaDataType_t cublas_type(Elem e) { return e == Elem::F16 ? CUDA_R_16F : e == Elem::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// NumPy matmul (and Gemm's transposes, alpha and beta times an addend) as one strided batched
+// cuBLAS call. cuBLAS is column-major: a row-major M x N product Y = A B is the column-major
+// N x M product Y^T = B^T A^T, so B goes first. Each operand's batch is the result's or one
+// matrix for all (stride 0); other broadcasts are refused.
+void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const MatMulAttrs& a = op.as<MatMulAttrs>();
+  const std::vector<View> raw = float_operands(c, in);
+  const View A = row_major_of(c, raw.at(0)), B = row_major_of(c, raw.at(1));
+  const Shape sa = A.shape.rank == 1 ? Shape::of({1, A.shape.dim(0)}) : A.shape;
+  const Shape sb = B.shape.rank == 1 ? Shape::of({B.shape.dim(0), 1}) : B.shape;
+  const int64_t m = a.trans_a ? sa.dim(sa.rank - 1) : sa.dim(sa.rank - 2);
+  const int64_t k = a.trans_a ? sa.dim(sa.rank - 2) : sa.dim(sa.rank - 1);
+  const int64_t n = a.trans_b ? sb.dim(sb.rank - 2) : sb.dim(sb.rank - 1);
+  const int64_t batch = y.shape.numel() / std::max<int64_t>(m * n, 1);
+  auto batch_of = [](const Shape& s) { return s.numel() / std::max<int64_t>(s.dim(s.rank - 2) * s.dim(s.rank - 1), 1); };
+  const int64_t ba = batch_of(sa), bb = batch_of(sb);
+  if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch)) {
+    refuse_general(c, "a matmul whose operands' batch dims broadcast partly");
+  }
+  HIOS_CHECK(m < (int64_t(1) << 31) && n < (int64_t(1) << 31) && k < (int64_t(1) << 31) && batch < (int64_t(1) << 31),
+             "node '%s': a matmul of %lld x %lld by %lld x %lld is past cuBLAS's int sizes", c.node_name.c_str(),
+             (long long)m, (long long)k, (long long)k, (long long)n);
+  // The result where cuBLAS can write it: y, or row-major scratch copied into y afterwards.
+  const bool direct = row_major(y);
+  View out = y;
+  if (!direct) {
+    out = c.scratch(y.shape);
+    out.layout = Layout::Nchw;
+    out.pixel_stride = 0;
+  }
+  float beta = 0;
+  if (raw.size() > 2) {  // the addend, broadcast into the result first, then added by cuBLAS
+    plan_pointwise(c, {raw[2]}, out, MapFn::Copy, 0, 0, 0);
+    beta = float(a.beta);
+  }
+  const float alpha = float(a.alpha);
+  const MathMode math = c.eng.math();
+  const cublasComputeType_t compute = math == MathMode::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t type = cublas_type(y.elem);
+  const cublasOperation_t op_b = a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ld_b = int(a.trans_b ? k : n), ld_a = int(a.trans_a ? m : k), ld_y = int(n);
+  const long long stride_b = bb == 1 ? 0 : k * n, stride_a = ba == 1 ? 0 : m * k, stride_y = m * n;
+  if (!c.dry) {
+    c.res.cublas();  // made now, not inside a capture
+    const void *pa = A.ptr, *pb = B.ptr;
+    void* py = out.ptr;
+    const int M = int(m), N = int(n), K = int(k), count = int(batch);
+    c.emit([=](StreamResources& r) {
+      HIOS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(r.cublas(), op_b, op_a, N, M, K, &alpha, pb, type, ld_b, stride_b, pa,
+                                                   type, ld_a, stride_a, &beta, py, type, ld_y, stride_y, count, compute,
+                                                   CUBLAS_GEMM_DEFAULT));
+    });
+  }
+  if (!direct) {
+    const Walk wo = walk_of(out), wy = walk_of(y);
+    plan_copy(c, out.ptr, wo.stride, y.ptr, wy.stride, wy.rank, wy.dims, y.elem, 0);
+  }
+}
+
+void plan_join(PlanCtx& c, const View& y) {
+  // The results' join carries no values of its own: one element, written zero as on the CPU.
+  if (c.dry) return;
   const size_t bytes = size_t(y.shape.numel()) * elem_bytes(y.elem);
-  c.emit([src = x.ptr, dst = y.ptr, bytes](StreamResources& r) {
-    HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r.stream()));
-  });
+  c.emit([ptr = y.ptr, bytes](StreamResources& r) { HIOS_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, r.stream())); });
+}
+
+}  // namespace
+
+void plan_general(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+  switch (op.kind) {
+    case OpKind::Join: return plan_join(c, y);
+    case OpKind::Binary: return plan_binary_op(c, op, in, y);
+    case OpKind::Reduce: return plan_reduce(c, op, in, y);
+    case OpKind::Transpose: return plan_transpose(c, op, in, y);
+    case OpKind::Concat: return plan_concat(c, op, in, y);
+    case OpKind::Slice: return plan_slice(c, op, in, y);
+    case OpKind::Gather: return plan_gather(c, op, in, y);
+    case OpKind::Cast: return plan_cast(c, in, y);
+    case OpKind::Expand: return plan_expand(c, in, y);
+    case OpKind::Resize: return plan_resize(c, op, in, y);
+    case OpKind::MatMul: return plan_matmul(c, op, in, y);
+    case OpKind::Where: return refuse_general(c, "where (bool tensors)");
+    default: return refuse_general(c, op_def(op.kind).name);
+  }
+}
+
+void plan_tensor_activation(PlanCtx& c, const Op& op, const View& x, const View& y) {
+  const ActivationAttrs& a = op.act();
+  if (!map_activation_supported(int(a.activation))) refuse_general(c, activation_name(a.activation));
+  plan_pointwise(c, {x}, y, MapFn::Activation, int(a.activation), float(a.alpha), float(a.beta));
+}
+
+void plan_tensor_softmax(PlanCtx& c, const Op& op, const View& x, const View& y) { plan_softmax_axis(c, op, x, y); }
+
+// Explicit padding or cropping of H and W (hios's pad kernel).
+void plan_pad(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
+  const View x = c.packed(in.at(0));  // the kernel reads a packed input (both passes: scratch)
+  if (c.dry) return;
+  PadParams p;
+  p.x = x.ptr;
+  p.y = y.ptr;
+  p.elem = y.elem;
+  p.n = y.shape.n, p.c = y.shape.c, p.ih = x.shape.h, p.iw = x.shape.w, p.oh = y.shape.h, p.ow = y.shape.w;
+  p.top = op.pad().pads[0], p.left = op.pad().pads[1];
+  p.nhwc = y.nhwc() ? 1 : 0;
+  p.y_batch_stride = y.shape.n == 1 ? y.item() : y.batch_stride;
+  p.y_pixel_stride = y.nhwc() ? y.pixel_stride : 1;
+  p.fill = op.pad().fill == PadFill::NegInf ? -std::numeric_limits<float>::infinity() : 0.f;
+  c.emit([p](StreamResources& r) { launch_pad(p, r.stream()); });
+}
+
+// A reshape moves no element where both tensors hold theirs in row-major order: a copy of the
+// bytes, or nothing where the memory plan shares them. Otherwise (a channels-last image on either
+// side) one kernel walks both index spaces.
+void plan_reshape(PlanCtx& c, const Op&, const std::string&, const std::vector<View>& in, const View& y) {
+  const std::vector<View> ops = float_operands(c, in);
+  const View x = ops.at(0);
+  if (row_major(x) && row_major(y)) {
+    if (c.dry || x.ptr == y.ptr) return;
+    const size_t bytes = size_t(y.shape.numel()) * elem_bytes(y.elem);
+    c.emit([src = x.ptr, dst = y.ptr, bytes](StreamResources& r) {
+      HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r.stream()));
+    });
+    return;
+  }
+  const Walk wx = walk_of(x), wy = walk_of(y);
+  ReshapeParams p;
+  p.elem = y.elem;
+  p.x_rank = wx.rank;
+  p.y_rank = wy.rank;
+  std::copy(wx.dims, wx.dims + kMaxTensorDims, p.x_dims);
+  std::copy(wy.dims, wy.dims + kMaxTensorDims, p.y_dims);
+  std::copy(wx.stride, wx.stride + kMaxTensorDims, p.x_stride);
+  std::copy(wy.stride, wy.stride + kMaxTensorDims, p.y_stride);
+  p.x = x.ptr;
+  p.y = y.ptr;
+  if (c.dry) return;
+  c.emit([p](StreamResources& r) { launch_reshape(p, r.stream()); });
 }
 
 }  // namespace hios::cuda

@@ -61,6 +61,7 @@ class LoggingBackend final : public Backend {
   void copy_from_host(int node, const void* src, int stream) override { cpu_->copy_from_host(node, src, stream); }
   void set_input(const std::vector<float>& values) override { cpu_->set_input(values); }
   std::vector<float> read_tensor(int node) override { return cpu_->read_tensor(node); }
+  void write_tensor(int node, const std::vector<float>& values) override { cpu_->write_tensor(node, values); }
   size_t peak_memory_bytes() const override { return cpu_->peak_memory_bytes(); }
   size_t memory_in_use() const override { return cpu_->memory_in_use(); }
   bool loads_code_at_first_launch() const override { return g_lazy; }

@@ -1,0 +1,384 @@
+// The general tensor ops' kernels (executor/cuda/tensor_kernels.hpp): every one walks its
+// output's index space with a grid-stride loop, turns the linear index into coordinates, and
+// addresses each operand through its strides. The planner collapses dims that are contiguous in
+// every operand first, so an element-wise op on two tensors of one shape is a rank-1 walk with
+// no division. Indices are 32-bit where every offset fits, which halves the cost of the
+// coordinate arithmetic.
+#include "executor/cuda/tensor_kernels.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "executor/cuda/check.hpp"
+#include "executor/cuda/kernel_util.cuh"
+
+namespace hios::cuda {
+
+namespace {
+
+// graph/ops.hpp's Activation, BinaryFn, ReduceFn and SoftmaxFn, by value (the host planner
+// static_asserts that the values agree; nvcc compiles this file as C++17 without graph/).
+enum Act : int {
+  kNone, kRelu, kSigmoid, kTanh, kRelu6, kLeakyRelu, kElu, kSelu, kCelu, kHardSigmoid, kHardSwish, kSoftplus,
+  kSoftsign, kGelu, kGeluTanh, kErf, kMish, kClip, kExp, kLog, kSqrt, kReciprocal, kAbs, kNeg, kFloor, kCeil, kRound,
+  kSign, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kNot, kIsNan, kIsInf,
+  kThresholdedRelu, kShrink
+};
+enum Bin : int { kAdd, kSub, kMul, kDiv, kPow, kMin, kMax, kMod, kFMod, kPRelu = 17 };
+enum Red : int { kSum, kMean, kRMax, kRMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+enum Soft : int { kSoftmax, kLogSoftmax, kHardmax };
+
+__device__ __forceinline__ float softplus_f(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+
+__device__ float apply_activation(int code, float x, float al, float be) {
+  switch (code) {
+    case kNone: return x;
+    case kRelu: return x > 0.f || isnan(x) ? x : 0.f;
+    case kSigmoid: return 1.f / (1.f + expf(-x));
+    case kTanh: return tanhf(x);
+    case kRelu6: return isnan(x) ? x : fminf(fmaxf(x, 0.f), 6.f);
+    case kLeakyRelu: return x >= 0.f ? x : al * x;
+    case kElu: return x >= 0.f ? x : al * (expf(x) - 1.f);
+    case kSelu: return x > 0.f ? be * x : be * (al * expf(x) - al);
+    case kCelu: return fmaxf(0.f, x) + fminf(0.f, al * (expf(x / al) - 1.f));
+    case kHardSigmoid: return isnan(x) ? x : fmaxf(0.f, fminf(1.f, al * x + be));
+    case kHardSwish: return isnan(x) ? x : x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
+    case kSoftplus: return softplus_f(x);
+    case kSoftsign: return x / (1.f + fabsf(x));
+    case kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case kGeluTanh: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case kErf: return erff(x);
+    case kMish: return x * tanhf(softplus_f(x));
+    case kClip: return isnan(x) ? x : fminf(fmaxf(x, al), be);
+    case kExp: return expf(x);
+    case kLog: return logf(x);
+    case kSqrt: return sqrtf(x);
+    case kReciprocal: return 1.f / x;
+    case kAbs: return fabsf(x);
+    case kNeg: return -x;
+    case kFloor: return floorf(x);
+    case kCeil: return ceilf(x);
+    case kRound: return rintf(x);  // half to even
+    case kSign: return x > 0.f ? 1.f : x < 0.f ? -1.f : x;
+    case kSin: return sinf(x);
+    case kCos: return cosf(x);
+    case kTan: return tanf(x);
+    case kAsin: return asinf(x);
+    case kAcos: return acosf(x);
+    case kAtan: return atanf(x);
+    case kSinh: return sinhf(x);
+    case kCosh: return coshf(x);
+    case kAsinh: return asinhf(x);
+    case kAcosh: return acoshf(x);
+    case kAtanh: return atanhf(x);
+    case kThresholdedRelu: return x > al ? x : 0.f;
+    case kShrink: return x < -al ? x + be : x > al ? x - be : 0.f;
+    default: return x;
+  }
+}
+
+__device__ float apply_binary(int code, float a, float b) {
+  switch (code) {
+    case kAdd: return a + b;
+    case kSub: return a - b;
+    case kMul: return a * b;
+    case kDiv: return a / b;
+    case kPow: return powf(a, b);
+    case kMin: return isnan(a) || isnan(b) ? NAN : fminf(a, b);
+    case kMax: return isnan(a) || isnan(b) ? NAN : fmaxf(a, b);
+    case kMod: {
+      const float r = fmodf(a, b);
+      return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r;
+    }
+    case kFMod: return fmodf(a, b);
+    case kPRelu: return a < 0.f ? a * b : a;
+    default: return a;
+  }
+}
+
+// Coordinates of linear index i over dims (row-major), folded into offsets as they come.
+template <class I>
+struct Coords {
+  I c[kMaxTensorDims];
+  __device__ Coords(I i, int rank, const int64_t* dims) {
+    for (int d = rank - 1; d >= 0; --d) {
+      const I n = I(dims[d]);
+      c[d] = i % n;
+      i /= n;
+    }
+  }
+  __device__ I offset(int rank, const int64_t* stride) const {
+    I o = 0;
+    for (int d = 0; d < rank; ++d) o += c[d] * I(stride[d]);
+    return o;
+  }
+};
+
+__host__ __device__ inline int64_t count_of(int rank, const int64_t* dims) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= dims[d];
+  return n;
+}
+
+template <class T, class I>
+__global__ void map_kernel(MapParams p) {
+  const I count = I(count_of(p.rank, p.dims));
+  const T* a = static_cast<const T*>(p.in[0].ptr);
+  const T* b = static_cast<const T*>(p.in[1].ptr);
+  T* y = static_cast<T*>(p.y);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < count; i += I(gridDim.x) * I(blockDim.x)) {
+    const Coords<I> at(i, p.rank, p.dims);
+    I ao = 0;
+    for (int d = 0; d < p.rank; ++d) {
+      const I cd = d == p.gather_dim ? I(p.gather_table[at.c[d]]) : at.c[d];
+      ao += cd * I(p.in[0].stride[d]);
+    }
+    float v = ld(a + ao);
+    if (p.fn == MapFn::Activation) {
+      v = apply_activation(p.code, v, p.alpha, p.beta);
+    } else if (p.fn == MapFn::Binary) {
+      v = apply_binary(p.code, v, ld(b + at.offset(p.rank, p.in[1].stride)));
+    }
+    if (p.round == 1) v = __half2float(__float2half_rn(v));
+    if (p.round == 2) v = __bfloat162float(__float2bfloat16_rn(v));
+    st(y + at.offset(p.rank, p.y_stride), v);
+  }
+}
+
+// A warp per output element: the lanes stride over the reduced elements, then combine.
+template <class T, class I>
+__global__ void reduce_kernel(ReduceParams p) {
+  const int lane = threadIdx.x % 32;
+  const I outputs = I(count_of(p.rank, p.dims)), inner = I(count_of(p.red_rank, p.red_dims));
+  const int warps = blockDim.x / 32;
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  for (I o = blockIdx.x * I(warps) + threadIdx.x / 32; o < outputs; o += I(gridDim.x) * I(warps)) {
+    const Coords<I> at(o, p.rank, p.dims);
+    const I base = at.offset(p.rank, p.x_stride);
+    // LogSumExp subtracts the maximum first, as the CPU reference does.
+    float most = -INFINITY;
+    if (p.fn == kLogSumExp) {
+      for (I k = lane; k < inner; k += 32) most = fmaxf(most, ld(x + base + Coords<I>(k, p.red_rank, p.red_dims).offset(p.red_rank, p.red_stride)));
+      for (int off = 16; off > 0; off /= 2) most = fmaxf(most, __shfl_xor_sync(0xffffffffu, most, off));
+      if (isinf(most) || isnan(most)) most = 0.f;
+    }
+    float acc = p.fn == kProd ? 1.f : p.fn == kRMax ? -INFINITY : p.fn == kRMin ? INFINITY : 0.f;
+    bool nan = false;
+    for (I k = lane; k < inner; k += 32) {
+      const float v = ld(x + base + Coords<I>(k, p.red_rank, p.red_dims).offset(p.red_rank, p.red_stride));
+      nan = nan || isnan(v);
+      switch (p.fn) {
+        case kRMax: acc = fmaxf(acc, v); break;
+        case kRMin: acc = fminf(acc, v); break;
+        case kProd: acc *= v; break;
+        case kL1: acc += fabsf(v); break;
+        case kL2: case kSumSquare: acc += v * v; break;
+        case kLogSumExp: acc += expf(v - most); break;
+        default: acc += v; break;
+      }
+    }
+    for (int off = 16; off > 0; off /= 2) {
+      const float other = __shfl_xor_sync(0xffffffffu, acc, off);
+      acc = p.fn == kRMax ? fmaxf(acc, other) : p.fn == kRMin ? fminf(acc, other) : p.fn == kProd ? acc * other : acc + other;
+    }
+    nan = __any_sync(0xffffffffu, nan);
+    if (lane != 0) continue;
+    if (p.fn == kMean) acc /= float(inner);
+    if (p.fn == kL2) acc = sqrtf(acc);
+    if (p.fn == kLogSum) acc = logf(acc);
+    if (p.fn == kLogSumExp) acc = logf(acc) + most;
+    if (nan && (p.fn == kRMax || p.fn == kRMin)) acc = NAN;
+    st(y + at.offset(p.rank, p.y_stride), acc);
+  }
+}
+
+// A warp per line along the axis: the maximum, the sum of exponentials, then the outputs.
+template <class T, class I>
+__global__ void softmax_axis_kernel(SoftmaxAxisParams p) {
+  const int lane = threadIdx.x % 32;
+  const I lines = I(count_of(p.rank, p.dims)), len = I(p.len);
+  const int warps = blockDim.x / 32;
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  for (I o = blockIdx.x * I(warps) + threadIdx.x / 32; o < lines; o += I(gridDim.x) * I(warps)) {
+    const Coords<I> at(o, p.rank, p.dims);
+    const T* xl = x + at.offset(p.rank, p.x_stride);
+    T* yl = y + at.offset(p.rank, p.y_stride);
+    const I xs = I(p.x_axis_stride), ys = I(p.y_axis_stride);
+    float m = -INFINITY;
+    I arg = 0;
+    for (I k = lane; k < len; k += 32) {
+      const float v = ld(xl + k * xs);
+      if (v > m) {
+        m = v;
+        arg = k;
+      }
+    }
+    // The first of equal maxima wins, as on the CPU: the lower index on ties.
+    for (int off = 16; off > 0; off /= 2) {
+      const float om = __shfl_xor_sync(0xffffffffu, m, off);
+      const I oa = __shfl_xor_sync(0xffffffffu, arg, off);
+      if (om > m || (om == m && oa < arg)) {
+        m = om;
+        arg = oa;
+      }
+    }
+    if (p.fn == kHardmax) {
+      for (I k = lane; k < len; k += 32) st(yl + k * ys, k == arg ? 1.f : 0.f);
+      continue;
+    }
+    float sum = 0.f;
+    for (I k = lane; k < len; k += 32) sum += expf(ld(xl + k * xs) - m);
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float log_sum = logf(sum);
+    for (I k = lane; k < len; k += 32) {
+      const float z = ld(xl + k * xs) - m;
+      st(yl + k * ys, p.fn == kSoftmax ? expf(z) / sum : z - log_sum);
+    }
+  }
+}
+
+template <class T, class I>
+__global__ void resize_kernel(ResizeParams p) {
+  const I count = I(count_of(p.rank, p.dims));
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < count; i += I(gridDim.x) * I(blockDim.x)) {
+    const Coords<I> at(i, p.rank, p.dims);
+    I fixed = 0;  // the offset along the axes that are not resized
+    int axes[kMaxTensorDims], n = 0;
+    for (int d = 0; d < p.rank; ++d) {
+      if (p.taps[d] == 0) fixed += at.c[d] * I(p.x_stride[d]);
+      else axes[n++] = d;
+    }
+    // The product of the resized axes' taps as a mixed-radix counter.
+    int k[kMaxTensorDims] = {};
+    float acc = 0.f;
+    for (;;) {
+      I off = fixed;
+      float w = 1.f;
+      for (int j = 0; j < n; ++j) {
+        const int d = axes[j];
+        const I t = at.c[d] * I(p.taps[d]) + I(k[j]);
+        off += I(p.tap_index[d][t]) * I(p.x_stride[d]);
+        w *= p.tap_weight[d][t];
+      }
+      acc += w * ld(x + off);
+      int j = n - 1;
+      while (j >= 0 && ++k[j] == p.taps[axes[j]]) k[j--] = 0;
+      if (j < 0) break;
+    }
+    st(y + at.offset(p.rank, p.y_stride), acc);
+  }
+}
+
+template <class T, class I>
+__global__ void reshape_kernel(ReshapeParams p) {
+  const I count = I(count_of(p.y_rank, p.y_dims));
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < count; i += I(gridDim.x) * I(blockDim.x)) {
+    const I src = Coords<I>(i, p.x_rank, p.x_dims).offset(p.x_rank, p.x_stride);
+    y[Coords<I>(i, p.y_rank, p.y_dims).offset(p.y_rank, p.y_stride)] = x[src];
+  }
+}
+
+// Whether every offset the walk makes fits 32 bits: the element count and each operand's
+// furthest element (sum over dims of (dim - 1) * |stride|).
+bool fits32(int rank, const int64_t* dims, const int64_t* const* strides, int n) {
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  if (count_of(rank, dims) >= kLimit) return false;
+  for (int s = 0; s < n; ++s) {
+    int64_t reach = 0;
+    for (int d = 0; d < rank; ++d) reach += (dims[d] - 1) * (strides[s][d] < 0 ? -strides[s][d] : strides[s][d]);
+    if (reach >= kLimit) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool map_activation_supported(int code) { return code >= kNone && code <= kShrink && code != kNot && code != kIsNan && code != kIsInf; }
+bool map_binary_supported(int code) { return (code >= kAdd && code <= kFMod) || code == kPRelu; }
+bool reduce_supported(int code) { return code >= kSum && code <= kSumSquare; }
+
+void launch_map(const MapParams& p, cudaStream_t stream) {
+  const int64_t* s[3] = {p.in[0].stride, p.y_stride, p.in[1].stride};
+  const int64_t count = count_of(p.rank, p.dims);
+  if (count == 0) return;
+  // A gather reads operand a at table values, which its walk over the output's dims does not
+  // bound: 64-bit offsets then.
+  const bool small = p.gather_dim < 0 && fits32(p.rank, p.dims, s, p.operands + 1);
+  with_elem(p.elem, [&](auto t) {
+    using T = decltype(t);
+    if (small) map_kernel<T, int32_t><<<grid_for(count), kThreads, 0, stream>>>(p);
+    else map_kernel<T, int64_t><<<grid_for(count), kThreads, 0, stream>>>(p);
+  });
+  HIOS_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_reduce(const ReduceParams& p, cudaStream_t stream) {
+  const int64_t outputs = count_of(p.rank, p.dims);
+  if (outputs == 0) return;
+  const int64_t* s[2] = {p.x_stride, p.y_stride};
+  int64_t reach = 0;
+  for (int d = 0; d < p.red_rank; ++d) reach += (p.red_dims[d] - 1) * p.red_stride[d];
+  const bool small = fits32(p.rank, p.dims, s, 2) && reach < (int64_t(1) << 30) &&
+                     count_of(p.red_rank, p.red_dims) < (int64_t(1) << 31);
+  const int blocks = int(std::min<int64_t>((outputs + 7) / 8, 132 * 16));
+  with_elem(p.elem, [&](auto t) {
+    using T = decltype(t);
+    if (small) reduce_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(p);
+    else reduce_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(p);
+  });
+  HIOS_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_softmax_axis(const SoftmaxAxisParams& p, cudaStream_t stream) {
+  const int64_t lines = count_of(p.rank, p.dims);
+  if (lines == 0 || p.len == 0) return;
+  const int64_t* s[2] = {p.x_stride, p.y_stride};
+  const bool small = fits32(p.rank, p.dims, s, 2) && p.len * (p.x_axis_stride + p.y_axis_stride) < (int64_t(1) << 30);
+  const int blocks = int(std::min<int64_t>((lines + 7) / 8, 132 * 16));
+  with_elem(p.elem, [&](auto t) {
+    using T = decltype(t);
+    if (small) softmax_axis_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(p);
+    else softmax_axis_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(p);
+  });
+  HIOS_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_resize(const ResizeParams& p, cudaStream_t stream) {
+  const int64_t count = count_of(p.rank, p.dims);
+  if (count == 0) return;
+  // x is walked over its own dims (the taps stay inside them), y over the output's.
+  const int64_t* sx[1] = {p.x_stride};
+  const int64_t* sy[1] = {p.y_stride};
+  const bool small = fits32(p.rank, p.x_dims, sx, 1) && fits32(p.rank, p.dims, sy, 1);
+  with_elem(p.elem, [&](auto t) {
+    using T = decltype(t);
+    if (small) resize_kernel<T, int32_t><<<grid_for(count), kThreads, 0, stream>>>(p);
+    else resize_kernel<T, int64_t><<<grid_for(count), kThreads, 0, stream>>>(p);
+  });
+  HIOS_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_reshape(const ReshapeParams& p, cudaStream_t stream) {
+  const int64_t count = count_of(p.y_rank, p.y_dims);
+  if (count == 0) return;
+  const int64_t* sx[1] = {p.x_stride};
+  const int64_t* sy[1] = {p.y_stride};
+  const bool small = fits32(p.x_rank, p.x_dims, sx, 1) && fits32(p.y_rank, p.y_dims, sy, 1);
+  with_elem(p.elem, [&](auto t) {
+    using T = decltype(t);
+    if (small) reshape_kernel<T, int32_t><<<grid_for(count), kThreads, 0, stream>>>(p);
+    else reshape_kernel<T, int64_t><<<grid_for(count), kThreads, 0, stream>>>(p);
+  });
+  HIOS_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace hios::cuda
