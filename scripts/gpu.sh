@@ -48,7 +48,7 @@ suite_cases() {
     rm -rf "$dir" && mkdir -p "$dir" && tar -xJf "$CASES_TAR" -C "$dir" --strip-components=1 || { echo "cases: cannot extract $CASES_TAR"; return; }
   fi
   [ -d "$dir" ] || { echo "cases: no exported cases in $dir (scripts/onnx_conformance.py --export)"; return; }
-  for math in fp32 ${CASES_MATH:-tf32 bf16}; do
+  for math in fp32 ${CASES_MATH-tf32 bf16}; do
     python3 scripts/replay_cases.py "$dir" --hios "$B/cli/hios" --backend cuda --math "$math" --jobs "${CASES_JOBS:-8}" \
       --json "$OUT/cases-$math.json" --markdown "$OUT/cases-$math.md" >"$OUT/cases-$math.log" 2>&1
     head -n 14 "$OUT/cases-$math.log"

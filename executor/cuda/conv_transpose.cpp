@@ -7,8 +7,9 @@
 // gives for an output of H_out rows as long as the forward convolution of H_out rows lands on
 // the input's rows again: 0 <= p - q + output_padding < stride. Other pads are refused by name.
 //
-// The algorithm is cuDNN's fastest by cudnnFind over the real buffers, once per signature and
-// device (the key names every dim), with TF32 forbidden in fp32 mode, as the convolutions do.
+// The algorithm is cuDNN's fastest deterministic one by cudnnFind over the real buffers (any, where
+// it has no deterministic one), once per signature and device (the key names every dim), with
+// TF32 forbidden in fp32 mode, as the convolutions do.
 #include <cudnn.h>
 
 #include <map>
@@ -118,17 +119,20 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
     HIOS_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(c.res.cudnn(), d->w, prm.weight, d->dy, x.ptr, d->conv,
                                                                  d->dx, y.ptr, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                                  &found, perf, ws, ws_bytes));
+    // Deterministic algorithms first (a captured pass then replays the eager one bit for bit);
+    // where cuDNN has none for the problem, the fastest of the others.
     bool picked = false;
-    for (int i = 0; i < found && !picked; ++i) {
-      const cudnnConvolutionBwdDataAlgoPerf_t& p = perf[i];
-      if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
-      if (math == MathMode::Fp32 && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
-      if (p.memory > c.res.workspace_bytes()) continue;  // the dry pass sized the workspace
-      ch = Choice{p.algo, p.mathType, p.memory};
-      picked = true;
+    for (int pass = 0; pass < 2 && !picked; ++pass) {
+      for (int i = 0; i < found && !picked; ++i) {
+        const cudnnConvolutionBwdDataAlgoPerf_t& p = perf[i];
+        if (p.status != CUDNN_STATUS_SUCCESS || (pass == 0 && p.determinism != CUDNN_DETERMINISTIC)) continue;
+        if (math == MathMode::Fp32 && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
+        ch = Choice{p.algo, p.mathType, p.memory};
+        picked = true;
+      }
     }
-    HIOS_CHECK(picked, "node '%s': cuDNN has no deterministic backward-data algorithm for this conv_transpose (%s)",
-               nm.c_str(), key.c_str());
+    HIOS_CHECK(picked, "node '%s': cuDNN has no backward-data algorithm for this conv_transpose (%s)", nm.c_str(),
+               key.c_str());
     std::lock_guard<std::mutex> lock(choices_mu);
     choices()[key] = ch;
     known = true;
@@ -161,10 +165,16 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
   const cudnnConvolutionBwdDataAlgo_t algo = ch.algo;
   void* yp = y.ptr;
   const void* xp = x.ptr;
+  // A workspace of its own where the stream's (sized by the dry pass before any choice) is smaller.
+  std::shared_ptr<DeviceBuffer> own;
+  if (ws_need > c.res.workspace_bytes()) {
+    own = std::make_shared<DeviceBuffer>(c.eng.device(), ws_need, "the conv_transpose workspace of '" + nm + "'");
+  }
   c.emit([=](StreamResources& r) {
     const float one = 1.f, zero = 0.f;
-    HIOS_CUDNN_CHECK(cudnnConvolutionBackwardData(r.cudnn(), &one, d->w, w, d->dy, xp, d->conv, algo, r.workspace(),
-                                                  ws_need, &zero, d->dx, yp));
+    void* ws = own ? own->get() : r.workspace();
+    HIOS_CUDNN_CHECK(cudnnConvolutionBackwardData(r.cudnn(), &one, d->w, w, d->dy, xp, d->conv, algo, ws, ws_need,
+                                                  &zero, d->dx, yp));
     if (b) launch_bias_act(yp, yp, b, 0, s.n, s.c, s.h * s.w, nhwc, elem, r.stream());
   });
 }

@@ -23,9 +23,12 @@ TEST_CASE("general tensor ops on the GPU match the CPU reference, every math mod
   auto ref = exec::run_reference(g, cpu, *self, inputs);
   REQUIRE(g.results().size() == 3);
   for (const char* math : {"fp32", "tf32", "bf16", "fp16"}) {
-    // 16-bit storage rounds every tensor; fp32 and TF32 differ from the host's functions by ulps
-    // (the convolution in TF32 by its rounded operands).
-    const double tol = std::string(math) == "bf16" ? 3e-2 : std::string(math) == "fp16" ? 5e-3 : 2e-3;
+    // 16-bit storage rounds every one of the ~40 tensors on the way (bf16 keeps 8 bits, fp16 11),
+    // and the layer norm and the power amplify what came before: measured on one H200, the
+    // deepest result is 5.0e-2 off in bf16 and 5.7e-3 in fp16. fp32 and TF32 differ from the
+    // host's functions by ulps (the convolutions in TF32 by their rounded operands). An indexing
+    // error is off by the values themselves (norm-wise about 1).
+    const double tol = std::string(math) == "bf16" ? 8e-2 : std::string(math) == "fp16" ? 1e-2 : 2e-3;
     for (const char* layout : {"nchw", "nhwc"}) {
       exec::SessionOptions gpu;
       gpu.backend = "cuda";
