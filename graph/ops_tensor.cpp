@@ -596,6 +596,41 @@ bool matmul_shape(const MatMulAttrs& a, const Shape& A, const Shape& B, Shape* o
   return true;
 }
 
+// The input coordinate of output coordinate x along an axis of `in` elements resized by `scale`
+// to `out`. ONNX measures the resized length as in * scale, unrounded.
+double resize_coord(ResizeCoord c, double x, double scale, int64_t in, int64_t out) {
+  const double resized = double(in) * scale;
+  switch (c) {
+    case ResizeCoord::HalfPixel: return (x + 0.5) / scale - 0.5;
+    case ResizeCoord::PytorchHalfPixel: return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
+    case ResizeCoord::AlignCorners: return resized == 1 ? 0 : x * double(in - 1) / (resized - 1);
+    case ResizeCoord::Asymmetric: return x / scale;
+    case ResizeCoord::TfHalfPixelForNn: return (x + 0.5) / scale;
+  }
+  return x;
+}
+int64_t resize_nearest_index(NearestRound r, double x) {
+  const double f = std::floor(x);
+  switch (r) {
+    case NearestRound::RoundPreferFloor: return int64_t(x - f == 0.5 ? f : std::round(x));
+    case NearestRound::RoundPreferCeil: return int64_t(x - f == 0.5 ? f + 1 : std::round(x));
+    case NearestRound::Floor: return int64_t(f);
+    case NearestRound::Ceil: return int64_t(std::ceil(x));
+  }
+  return int64_t(f);
+}
+// Keys' cubic convolution weights of the four taps floor(x) - 1 .. floor(x) + 2.
+std::array<double, 4> resize_cubic_weights(double t, double A) {
+  auto w = [A](double d) {
+    d = std::fabs(d);
+    if (d <= 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
+    if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+    return 0.0;
+  };
+  return {w(t + 1), w(t), w(1 - t), w(2 - t)};
+}
+
+
 std::vector<OpDef> tensor_op_rows() {
   // kind, name, summary, step_allowed, terms_are_operands, infer, count, write, read, describe,
   // input_rows, output_rows, row_local, infer_dtype, general

@@ -548,40 +548,6 @@ void k_cast(const Op&, const std::vector<TensorArg>& in, const TensorOut& out) {
 
 void k_join(const Op&, const std::vector<TensorArg>&, const TensorOut& out) { sd(out, 0, 0); }
 
-// The input coordinate of output coordinate x along an axis of `in` elements resized by `scale`
-// to `out`. ONNX measures the resized length as in * scale, unrounded.
-double resize_coord(ResizeCoord c, double x, double scale, int64_t in, int64_t out) {
-  const double resized = double(in) * scale;
-  switch (c) {
-    case ResizeCoord::HalfPixel: return (x + 0.5) / scale - 0.5;
-    case ResizeCoord::PytorchHalfPixel: return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
-    case ResizeCoord::AlignCorners: return resized == 1 ? 0 : x * double(in - 1) / (resized - 1);
-    case ResizeCoord::Asymmetric: return x / scale;
-    case ResizeCoord::TfHalfPixelForNn: return (x + 0.5) / scale;
-  }
-  return x;
-}
-int64_t nearest_index(NearestRound r, double x) {
-  const double f = std::floor(x);
-  switch (r) {
-    case NearestRound::RoundPreferFloor: return int64_t(x - f == 0.5 ? f : std::round(x));
-    case NearestRound::RoundPreferCeil: return int64_t(x - f == 0.5 ? f + 1 : std::round(x));
-    case NearestRound::Floor: return int64_t(f);
-    case NearestRound::Ceil: return int64_t(std::ceil(x));
-  }
-  return int64_t(f);
-}
-// Keys' cubic convolution weights of the four taps floor(x) - 1 .. floor(x) + 2.
-std::array<double, 4> cubic_weights(double t, double A) {
-  auto w = [A](double d) {
-    d = std::fabs(d);
-    if (d <= 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
-    if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
-    return 0.0;
-  };
-  return {w(t + 1), w(t), w(1 - t), w(2 - t)};
-}
-
 // Separable: per axis, the taps (input index, weight) of every output coordinate; an output
 // element sums over the product of its axes' taps.
 void k_resize(const Op& op, const std::vector<TensorArg>& in, const TensorOut& out) {
@@ -600,7 +566,7 @@ void k_resize(const Op& op, const std::vector<TensorArg>& in, const TensorOut& o
       }
       const double c = resize_coord(a.coord, double(o), a.scales[size_t(d)], n_in, n_out);
       if (a.mode == ResizeMode::Nearest) {
-        t.push_back({std::clamp<int64_t>(nearest_index(a.nearest, c), 0, n_in - 1), 1.0});
+        t.push_back({std::clamp<int64_t>(resize_nearest_index(a.nearest, c), 0, n_in - 1), 1.0});
       } else if (a.mode == ResizeMode::Linear) {
         const double cc = std::clamp(c, 0.0, double(n_in - 1));
         const int64_t i0 = int64_t(std::floor(cc));
@@ -609,7 +575,7 @@ void k_resize(const Op& op, const std::vector<TensorArg>& in, const TensorOut& o
         t.push_back({std::min(i0 + 1, n_in - 1), f});
       } else {
         const int64_t i0 = int64_t(std::floor(c));
-        const std::array<double, 4> w = cubic_weights(c - double(i0), a.cubic_a);
+        const std::array<double, 4> w = resize_cubic_weights(c - double(i0), a.cubic_a);
         double total = 0;
         for (int k = 0; k < 4; ++k) {
           const int64_t i = i0 - 1 + k;

@@ -20,6 +20,7 @@
 #include "executor/weights.hpp"
 #include "graph/elements.hpp"
 #include "graph/error.hpp"
+#include "graph/ops_tensor.hpp"
 
 namespace hios::cuda {
 
@@ -341,30 +342,7 @@ void plan_softmax_axis(PlanCtx& c, const Op& op, const View& x, const View& y) {
   c.emit([p](StreamResources& r) { launch_softmax_axis(p, r.stream()); });
 }
 
-// The same coordinate rules as the CPU reference (executor/cpu/tensor_kernels.cpp), computed in
-// double on the host into per-axis tap tables.
-double resize_coord(ResizeCoord m, double x, double scale, int64_t in, int64_t out) {
-  const double resized = double(in) * scale;
-  switch (m) {
-    case ResizeCoord::HalfPixel: return (x + 0.5) / scale - 0.5;
-    case ResizeCoord::PytorchHalfPixel: return out > 1 ? (x + 0.5) / scale - 0.5 : 0;
-    case ResizeCoord::AlignCorners: return resized == 1 ? 0 : x * double(in - 1) / (resized - 1);
-    case ResizeCoord::Asymmetric: return x / scale;
-    case ResizeCoord::TfHalfPixelForNn: return (x + 0.5) / scale;
-  }
-  return x;
-}
-int64_t nearest_of(NearestRound r, double x) {
-  const double f = std::floor(x);
-  switch (r) {
-    case NearestRound::RoundPreferFloor: return int64_t(x - f == 0.5 ? f : std::round(x));
-    case NearestRound::RoundPreferCeil: return int64_t(x - f == 0.5 ? f + 1 : std::round(x));
-    case NearestRound::Floor: return int64_t(f);
-    case NearestRound::Ceil: return int64_t(std::ceil(x));
-  }
-  return int64_t(f);
-}
-
+// Tap tables on the host from graph/ops_tensor.hpp's resize rules, the CPU reference's own.
 void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
   const ResizeAttrs& a = op.as<ResizeAttrs>();
   const std::vector<View> ops = float_operands(c, in);
@@ -393,7 +371,7 @@ void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
       float* wt = &weight[size_t(o * taps)];
       const double x = resize_coord(a.coord, double(o), scale, n_in, n_out);
       if (a.mode == ResizeMode::Nearest) {
-        ix[0] = int(std::clamp<int64_t>(nearest_of(a.nearest, x), 0, n_in - 1));
+        ix[0] = int(std::clamp<int64_t>(resize_nearest_index(a.nearest, x), 0, n_in - 1));
         wt[0] = 1.f;
       } else if (a.mode == ResizeMode::Linear) {
         const double cx = std::clamp(x, 0.0, double(n_in - 1));
@@ -405,14 +383,7 @@ void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
         wt[1] = float(f);
       } else {
         const int64_t i0 = int64_t(std::floor(x));
-        const double t = x - double(i0), A = a.cubic_a;
-        auto w = [A](double dd) {
-          dd = std::fabs(dd);
-          if (dd <= 1) return ((A + 2) * dd - (A + 3)) * dd * dd + 1;
-          if (dd < 2) return ((A * dd - 5 * A) * dd + 8 * A) * dd - 4 * A;
-          return 0.0;
-        };
-        const double ws[4] = {w(t + 1), w(t), w(1 - t), w(2 - t)};
+        const std::array<double, 4> ws = resize_cubic_weights(x - double(i0), a.cubic_a);
         double total = 0;
         for (int k = 0; k < 4; ++k) {
           const int64_t i = i0 - 1 + k;
