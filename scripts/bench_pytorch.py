@@ -28,9 +28,13 @@ workspaces, what the caching allocator handed out). One JSON object per line goe
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_weights import SEGMENTATION, torchvision_model  # noqa: E402
 
 torch = None  # imported in main(), so that --report runs where PyTorch is not installed
 
@@ -44,7 +48,9 @@ def build(name):
         import timm
 
         return timm.create_model("nasnetalarge", pretrained=False)
-    raise SystemExit(f"bench_pytorch.py: unknown model {name!r} (inception_v3, nasnet_large)")
+    if name in SEGMENTATION:
+        return torchvision_model(name)
+    raise SystemExit(f"bench_pytorch.py: unknown model {name!r} (inception_v3, nasnet_large, {', '.join(SEGMENTATION)})")
 
 
 def time_passes(fn, warmup, iters):

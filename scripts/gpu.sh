@@ -10,6 +10,13 @@
 #           in fp32, then in the math modes of CASES_MATH (default "tf32 bf16")
 #   ab      the built-in models' one-GPU timings against a reference build (REF_TARBALL, a
 #           `git archive` of the reference commit): scripts/gpu-timing-ab.sh
+#   trained trained models as exported cases (TRAINED, default output/trained-cases: one folder per
+#           model, as scripts/trained_cases.py writes them) replayed in fp32, tf32 and bf16
+#   seg     torchvision's segmentation networks (SEG_MODELS) exported with seeded weights on this
+#           machine, imported at SEG_SIZES, scheduled (SEG_TUNE=1: `hios tune --gpus 1`, else
+#           hios-lp on analytic costs) and timed in SEG_MATH; SEG_TORCH=1 times torch.compile
+#           (reduce-overhead, channels_last; TF32 and bf16) in the same call. Needs the importer:
+#           carry .deps/onnx (scripts/pack-importer-deps.sh) where libonnx-dev is not installed
 #   all     build test cases ab
 #
 # Every suite builds what it needs first (once per call). Environment: OUT, BUILD_DIR (/tmp/b),
@@ -62,15 +69,66 @@ suite_ab() {
   built=1
 }
 
-[ $# -gt 0 ] || { sed -n '2,17p' "$0"; exit 2; }
+suite_trained() {
+  need_build
+  local dir=${TRAINED:-output/trained-cases}
+  [ -d "$dir" ] || { echo "trained: no cases in $dir (scripts/trained_cases.py)"; return; }
+  for math in fp32 tf32 bf16; do
+    python3 scripts/replay_cases.py "$dir" --hios "$B/cli/hios" --backend cuda --math "$math" --jobs 1 --timeout 300 \
+      --task --json "$OUT/trained-$math.json" >"$OUT/trained-$math.log" 2>&1
+    cat "$OUT/trained-$math.log"
+  done
+}
+
+suite_seg() {
+  need_build
+  grep -q "ONNX=ON" "$OUT/build.log" 2>/dev/null || grep -q "HIOS_WITH_IMPORTER" "$B/cli/CMakeFiles/hios.dir/flags.make" 2>/dev/null ||
+    { echo "seg: this hios has no importer (carry .deps/onnx: scripts/pack-importer-deps.sh)"; return; }
+  local w=/tmp/seg models=${SEG_MODELS:-lraspp_mobilenet_v3_large deeplabv3_resnet50 fcn_resnet50}
+  local t=$OUT/seg.txt
+  mkdir -p "$w"
+  : >"$t"
+  # One export per size: with a fixed input shape the exporters fold the shape arithmetic of
+  # the upsampling into constants, so a file exported at one size imports at that size only.
+  for m in $models; do
+    for size in ${SEG_SIZES:-1024 2048}; do
+      local d=$w/$m-$size g=$w/$m-$size/g.json
+      python3 scripts/torch_onnx_export.py --model "$m" --size "$size" --exporter "${SEG_EXPORTER:-legacy}" --out "$d" \
+        >"$d.export.log" 2>&1 || { echo "$m $size: export failed: $(tail -1 "$d.export.log")" | tee -a "$t"; continue; }
+      "$B/cli/hios" import "$d/model.onnx" -o "$g" >"$d.import.log" 2>&1 ||
+        { echo "$m $size: import refused: $(grep -m1 error "$d.import.log")" | tee -a "$t"; continue; }
+      for math in ${SEG_MATH:-tf32 bf16}; do
+        local s=$d/s-$math.json how=hios-lp
+        if [ -n "${SEG_TUNE:-}" ]; then
+          how=tuned
+          timeout 300 "$B/cli/hios" tune --graph "$g" --gpus 1 --backend cuda --math "$math" -o "$s" --timeout 280 \
+            -q ${SEG_TUNE_ARGS:-} >"$d.tune.log" 2>&1 || { echo "$m $size $math: tune failed: $(grep -m1 error "$d.tune.log")" | tee -a "$t"; continue; }
+        else
+          "$B/cli/hios" schedule --graph "$g" --algo hios-lp --gpus 1 -o "$s" >/dev/null 2>&1
+        fi
+        timeout 120 "$B/cli/hios" run --graph "$g" --schedule "$s" --backend cuda --math "$math" --warmup 5 --number 10 \
+          --repeat 7 -o "$d/run.json" >"$d.run.log" 2>&1 || { echo "$m $size $math: run failed: $(grep -m1 error "$d.run.log")" | tee -a "$t"; continue; }
+        echo "$m $size $math hios $how $(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('%.3f ms, peak %.0f MB' % (r['latency_ms']['median'], max(x['peak_memory_mb'] for x in r['ranks'])))" "$d/run.json")" | tee -a "$t"
+      done
+    done
+  done
+  if [ -n "${SEG_TORCH:-}" ]; then
+    python3 scripts/bench_pytorch.py --models "$(echo $models | tr ' ' ,)" --sizes "$(echo ${SEG_SIZES:-1024 2048} | tr ' ' ,)" \
+      --variants compile-ro-cl,compile-ro-cl-bf16 --warmup 10 --iters 30 --json "$OUT/seg-torch.jsonl" 2>&1 | grep -v Warning | tee -a "$t"
+  fi
+}
+
+[ $# -gt 0 ] || { sed -n '2,23p' "$0"; exit 2; }
 for suite in "$@"; do
   case "$suite" in
     build) need_build ;;
     test) suite_test ;;
     cases) suite_cases ;;
     ab) suite_ab ;;
+    trained) suite_trained ;;
+    seg) suite_seg ;;
     all) need_build; suite_test; suite_cases; suite_ab ;;
-    *) echo "gpu.sh: unknown suite '$suite' (build, test, cases, ab, all)"; exit 2 ;;
+    *) echo "gpu.sh: unknown suite '$suite' (build, test, cases, ab, trained, seg, all)"; exit 2 ;;
   esac
   echo "$suite done at $(( $(date +%s) - start )) s"
 done

@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_weights import calibrate_batch_norms  # noqa: E402
+from torch_weights import calibrate_batch_norms, torchvision_model  # noqa: E402
 
 
 def build(name, seed, size):
@@ -36,11 +36,10 @@ def build(name, seed, size):
         import timm
         model = timm.create_model("nasnetalarge", pretrained=False)
     else:
-        import torchvision
-        kwargs = {"weights": None}
+        kwargs = {}
         if name in ("inception_v3", "googlenet"):
             kwargs.update(aux_logits=False, init_weights=True)
-        model = getattr(torchvision.models, name)(**kwargs)
+        model = torchvision_model(name, **kwargs)
     calibrate_batch_norms(model, seed, size=min(size, 299))
     return model.eval()
 

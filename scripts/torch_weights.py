@@ -102,6 +102,33 @@ def build(model_name, seed):
     return model.eval()
 
 
+# torchvision's segmentation networks: built without any downloaded weights, they return a dict
+# ({"out": the class map}); torchvision_model wraps them to return the map as a tensor, which
+# is what the ONNX exporters and torch.compile's timings take.
+SEGMENTATION = ("lraspp_mobilenet_v3_large", "deeplabv3_resnet50", "deeplabv3_resnet101",
+                "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "fcn_resnet101")
+
+
+def torchvision_model(name, **kwargs):
+    """torchvision.models.<name> untrained (no download); a segmentation network returns its map."""
+    import torch
+    import torchvision
+    if name not in SEGMENTATION:
+        return getattr(torchvision.models, name)(weights=None, **kwargs)
+    model = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=False,
+                                                           **kwargs)
+
+    class SegmentationMap(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x)["out"]
+
+    return SegmentationMap(model)
+
+
 def calibrate_batch_norms(model, seed, size=299):
     """Running statistics measured on seeded images, as training would leave them.
 
