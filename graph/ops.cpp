@@ -114,11 +114,11 @@ static Shape band_shape(const Op& op, const RowWindow& r, const Shape& in, Shape
   return full_out;
 }
 
-static json window_json(const RowWindow& r) {
+json row_window_json(const RowWindow& r) {
   return json{{"out_first", r.out_first}, {"out_count", r.out_count}, {"in_first", r.in_first},
               {"in_full", r.in_full}};
 }
-static RowWindow read_window(JsonObject& o) {
+RowWindow read_row_window(JsonObject& o) {
   RowWindow r;
   if (!o.has("rows")) return r;
   JsonObject ro(o.get_object("rows"), o.child_path("rows"));
@@ -222,7 +222,7 @@ static void write_conv(const Op& op, json& j) {
   j["groups"] = a.groups;
   j["bias"] = a.bias;
   j["activation"] = activation_name(a.activation);
-  if (a.rows.banded()) j["rows"] = window_json(a.rows);
+  if (a.rows.banded()) j["rows"] = row_window_json(a.rows);
 }
 static void read_conv(Op& op, JsonObject& o) {
   ConvAttrs a;
@@ -234,7 +234,7 @@ static void read_conv(Op& op, JsonObject& o) {
   a.groups = o.get_int("groups", 1);
   a.bias = o.get_bool("bias", true);
   a.activation = parse_activation(o.get_string("activation", "none"), o.child_path("activation"), true);
-  a.rows = read_window(o);
+  a.rows = read_row_window(o);
   op.attrs = a;
 }
 
@@ -285,7 +285,7 @@ static void write_pool(const Op& op, json& j) {
   const PoolAttrs& a = op.pool();
   j["pool"] = pool_kind_name(a.kind);
   if (is_global(a.kind)) {
-    if (a.rows.banded()) j["rows"] = window_json(a.rows);  // a partial pool
+    if (a.rows.banded()) j["rows"] = row_window_json(a.rows);  // a partial pool
     return;
   }
   j["kernel"] = pair_json(a.kernel);
@@ -293,7 +293,7 @@ static void write_pool(const Op& op, json& j) {
   j["padding"] = pair_json(a.padding);
   j["ceil_mode"] = a.ceil_mode;
   if (a.kind == PoolKind::Avg) j["count_include_pad"] = a.count_include_pad;
-  if (a.rows.banded()) j["rows"] = window_json(a.rows);
+  if (a.rows.banded()) j["rows"] = row_window_json(a.rows);
 }
 static void read_pool(Op& op, JsonObject& o) {
   PoolAttrs a;
@@ -305,7 +305,7 @@ static void read_pool(Op& op, JsonObject& o) {
     a.ceil_mode = o.get_bool("ceil_mode", false);
     if (a.kind == PoolKind::Avg) a.count_include_pad = o.get_bool("count_include_pad", true);
   }
-  a.rows = read_window(o);  // global kinds too: a partial pool (shape inference checks it)
+  a.rows = read_row_window(o);  // global kinds too: a partial pool (shape inference checks it)
   op.attrs = a;
 }
 
@@ -714,6 +714,7 @@ const RowWindow& row_window(const Op& op) {
   static const RowWindow kNone;
   if (op.kind == OpKind::Conv) return op.conv().rows;
   if (op.kind == OpKind::Pool) return op.pool().rows;
+  if (op.kind == OpKind::Resize) return op.as<ResizeAttrs>().rows;
   return kNone;
 }
 
@@ -727,6 +728,12 @@ Op band_op(const Op& op, RowRange out, int64_t in_full, int64_t in_first, RowRan
     } else {
       std::get<PoolAttrs>(b.attrs).rows = w;
     }
+  } else if (op.kind == OpKind::Resize) {
+    std::get<ResizeAttrs>(b.attrs).rows = RowWindow{out.begin, out.size(), in_first, in_full};
+  } else if (op.kind == OpKind::ConvTranspose) {
+    // Its input holds exactly the rows it needs (row_split.cpp gives a band of a taller input
+    // only to convolutions and pools).
+    b = conv_transpose_band(op, out, in_first, need.end - in_first);
   } else if (op.kind == OpKind::Sequential) {
     // Step i reads what step i+1 needs; its input holds exactly those rows, except the first
     // step's, which holds what the node was given.

@@ -270,6 +270,9 @@ struct ResizeAttrs {
   bool exclude_outside = false;
   std::vector<int64_t> dims;   // the output's
   std::vector<double> scales;  // per axis, output over input (ONNX's scales, or sizes over dims)
+  // A band of a row split of a rank-4 image (axis 2): out_first and out_count among the whole
+  // output's dims[2] rows, read from an input holding rows in_first.. of in_full.
+  RowWindow rows;
 };
 // A graph input of any rank and type (the image input keeps InputAttrs::channels).
 struct TensorInputAttrs {
@@ -406,6 +409,11 @@ Op band_op(const Op& op, RowRange out, int64_t in_full, int64_t in_first, RowRan
 // The partial form of a global average pool: it sums input rows `in_rows` of a tensor in_full
 // rows high (its input holds exactly those rows) and divides by the whole tensor's size.
 Op partial_pool_op(const Op& op, RowRange in_rows, int64_t in_full);
+
+// A band's window as JSON ({"out_first", "out_count", "in_first", "in_full"}), and read back
+// from an op's "rows" key (a default window when it has none).
+json row_window_json(const RowWindow& r);
+RowWindow read_row_window(JsonObject& o);
 
 // A short human description, e.g. "conv 3x3/2 64 relu".
 std::string describe_op(const Op& op);

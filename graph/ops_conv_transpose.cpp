@@ -1,7 +1,12 @@
 // The transposed convolution's row of the op table (graph/ops.hpp, ConvTransposeAttrs): the
-// upsampling layer of U-Nets, FPN decoders and text detectors. It is not split by rows: a band
-// of its output reads input rows whose reach depends on the stride's phase, which no band rule
-// expresses yet, so a row split's region stops before one.
+// upsampling layer of U-Nets, FPN decoders and text detectors.
+//
+// A band of its output rows is a transposed convolution of the input rows that reach the band,
+// with its own top and bottom pads and output padding: an input row i scatters into the output
+// rows i * stride - pad_top + [0, dilation * (kernel - 1)], so a band's first row lies pad'
+// rows into the transposed result of its first input row, and the rows below its last input
+// row's reach are zeros, which output padding adds. No kernel needs a band form.
+#include <algorithm>
 #include <string>
 
 #include "graph/error.hpp"
@@ -100,8 +105,20 @@ std::string describe_conv_transpose(const Op& op) {
   return strprintf("conv_transpose %dx%d/%d -> %lld", a.kernel[0], a.kernel[1], a.stride[0], (long long)a.out_channels);
 }
 
-RowRange rows_of_whole_input(const Op&, RowRange out, int64_t in_h) {
-  return out.empty() ? RowRange{} : RowRange{0, in_h};
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Input rows that reach output rows `out`, widened upwards where needed so that the first one
+// starts at or above the band (its pad' >= 0) and never empty: a stride longer than the
+// kernel's reach leaves output rows that no input row reaches.
+RowRange conv_transpose_rows(const Op& op, RowRange out, int64_t in_h) {
+  if (out.empty()) return {};
+  const ConvTransposeAttrs& a = op.as<ConvTransposeAttrs>();
+  const int64_t s = a.stride[0], reach = int64_t(a.dilation[0]) * (a.kernel[0] - 1);
+  const int64_t top = out.begin + a.pads[0], bottom = out.end + a.pads[0];  // in the unpadded result
+  int64_t first = std::max<int64_t>(0, -floor_div(-(top - reach), s));
+  first = std::min({first, top / s, in_h - 1});
+  const int64_t end = std::max(first + 1, std::min(in_h, floor_div(bottom - 1, s) + 1));
+  return {first, end};
 }
 int64_t out_rows_transposed(const Op& op, int64_t in_h) {
   const ConvTransposeAttrs& a = op.as<ConvTransposeAttrs>();
@@ -114,7 +131,22 @@ OpDef conv_transpose_op_row() {
   return {OpKind::ConvTranspose, "conv_transpose",
           "transposed 2-D convolution (learned upsampling) with optional bias and groups", false, false,
           infer_conv_transpose, count_conv_transpose, write_conv_transpose, read_conv_transpose,
-          describe_conv_transpose, rows_of_whole_input, out_rows_transposed, false};
+          describe_conv_transpose, conv_transpose_rows, out_rows_transposed, true};
+}
+
+Op conv_transpose_band(const Op& op, RowRange out, int64_t in_first, int64_t in_rows) {
+  Op band = op;
+  ConvTransposeAttrs& a = std::get<ConvTransposeAttrs>(band.attrs);
+  const int64_t s = a.stride[0], reach = int64_t(a.dilation[0]) * (a.kernel[0] - 1);
+  const int64_t top = out.begin + a.pads[0] - in_first * s;                 // pad' above the band
+  const int64_t extra = (in_rows - 1) * s + reach + 1 - top - out.size();  // rows below it
+  HIOS_CHECK(top >= 0 && in_rows > 0 && -extra < std::max<int64_t>(s, a.dilation[0]),
+             "conv_transpose band %lld-%lld cannot be computed from input rows %lld-%lld",
+             (long long)out.begin, (long long)out.end, (long long)in_first, (long long)(in_first + in_rows));
+  a.pads[0] = int(top);
+  a.pads[2] = int(std::max<int64_t>(extra, 0));
+  a.output_padding[0] = int(std::max<int64_t>(-extra, 0));
+  return band;
 }
 
 }  // namespace hios

@@ -1,7 +1,8 @@
 // The general tensor ops of the op table: shape and type inference, counts, JSON and labels.
 // Their operands are their input terms (one whole value each) and the node's constants; the
-// graph checks that before calling these. None is split by rows yet: a row split's region
-// stops before one (row_local false, every input row read).
+// graph checks that before calling these. Binary, where and resize split by rows on images
+// (graph/row_split.cpp says where); the others read every input row, so a row split's region
+// stops before one.
 #include "graph/ops_tensor.hpp"
 
 #include <algorithm>
@@ -70,6 +71,12 @@ void write_none(const Op&, json&) {}
 void read_none(Op& op, JsonObject&) { op.attrs = std::monostate{}; }
 std::string describe_name(const Op& op) { return op_def(op.kind).name; }
 RowRange rows_whole(const Op&, RowRange out, int64_t in_h) { return out.empty() ? RowRange{} : RowRange{0, in_h}; }
+// Element-wise ops read the rows they write (graph/row_split.cpp splits one only where every
+// operand that is not a constant has the output's rows).
+RowRange rows_same(const Op&, RowRange out, int64_t in_h) {
+  return {std::clamp<int64_t>(out.begin, 0, in_h), std::clamp<int64_t>(out.end, 0, in_h)};
+}
+RowRange resize_input_rows(const ResizeAttrs& a, RowRange out, int64_t in_h);
 int64_t out_rows_same(const Op&, int64_t in_h) { return in_h; }
 
 // ---------------------------------------------------------------------------------------------
@@ -483,7 +490,42 @@ Shape infer_resize(const Op& op, const std::vector<Shape>& in, const InferContex
   HIOS_CHECK(!typed(ctx) || is_float(operand_type(ctx, 0)) || a.mode == ResizeMode::Nearest,
              "node '%s': %s resize of a %s tensor", ctx.node.c_str(), kResizeModes[int(a.mode)],
              dtype_name(operand_type(ctx, 0)));
-  return Shape::of(a.dims);
+  if (!a.rows.banded()) return Shape::of(a.dims);
+  // A band: its rows lie in the whole output, and the operand holds every input row they read.
+  const RowWindow& r = a.rows;
+  HIOS_CHECK(in[0].rank == 4 && a.scales[0] == 1 && a.scales[1] == 1 && a.dims[0] == in[0].n && a.dims[1] == in[0].c,
+             "node '%s': a band of a resize resizes the rows and columns of an N x C x H x W tensor only", ctx.node.c_str());
+  HIOS_CHECK(r.out_first <= a.dims[2] - r.out_count && r.in_first <= r.in_full - in[0].h,
+             "node '%s': band rows %lld-%lld of %lld from input rows %lld-%lld of %lld lie outside the tensors",
+             ctx.node.c_str(), (long long)r.out_first, (long long)(r.out_first + r.out_count), (long long)a.dims[2],
+             (long long)r.in_first, (long long)(r.in_first + in[0].h), (long long)r.in_full);
+  const RowRange need = resize_input_rows(a, {r.out_first, r.out_first + r.out_count}, r.in_full);
+  HIOS_CHECK(need.begin >= r.in_first && need.end <= r.in_first + in[0].h,
+             "node '%s': rows %lld-%lld read input rows %lld-%lld but the input holds rows %lld-%lld", ctx.node.c_str(),
+             (long long)r.out_first, (long long)(r.out_first + r.out_count), (long long)need.begin,
+             (long long)need.end, (long long)r.in_first, (long long)(r.in_first + in[0].h));
+  std::vector<int64_t> dims = a.dims;
+  dims[2] = r.out_count;
+  return Shape::of(dims);
+}
+// The input rows that output rows `out` of a rank-4 resize read (every row of any other rank).
+RowRange resize_input_rows(const ResizeAttrs& a, RowRange out, int64_t in_h) {
+  if (out.empty()) return {};
+  if (a.dims.size() != 4) return {0, in_h};
+  int per = 0;
+  const ResizeAxis x{in_h, a.dims[2], out.begin, out.size(), 0};
+  RowRange r{in_h, 0};
+  for (const ResizeTap& t : resize_axis_taps(a, 2, x, &per)) {
+    if (!t.used) continue;
+    r.begin = std::min(r.begin, t.index);
+    r.end = std::max(r.end, t.index + 1);
+  }
+  return r;
+}
+RowRange rows_resize(const Op& op, RowRange out, int64_t in_h) { return resize_input_rows(op.as<ResizeAttrs>(), out, in_h); }
+int64_t out_rows_resize(const Op& op, int64_t in_h) {
+  const ResizeAttrs& a = op.as<ResizeAttrs>();
+  return a.dims.size() == 4 ? a.dims[2] : in_h;
 }
 OpCost count_resize(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
   const ResizeAttrs& a = op.as<ResizeAttrs>();
@@ -505,6 +547,7 @@ void write_resize(const Op& op, json& j) {
   }
   j["dims"] = a.dims;
   j["scales"] = a.scales;
+  if (a.rows.banded()) j["rows"] = row_window_json(a.rows);
 }
 void read_resize(Op& op, JsonObject& o) {
   ResizeAttrs a;
@@ -520,6 +563,7 @@ void read_resize(Op& op, JsonObject& o) {
   a.dims = int_list<int64_t>(o, "dims", 1, kMaxDim);
   const json& s = o.get_array("scales");
   for (size_t k = 0; k < s.size(); ++k) a.scales.push_back(json_number(s[k], o.child_path("scales") + strprintf("[%zu]", k)));
+  a.rows = read_row_window(o);
   op.attrs = std::move(a);
 }
 std::string describe_resize(const Op& op) {
@@ -630,6 +674,54 @@ std::array<double, 4> resize_cubic_weights(double t, double A) {
   return {w(t + 1), w(t), w(1 - t), w(2 - t)};
 }
 
+ResizeAxis resize_axis(const ResizeAttrs& a, int axis, const Shape& in, const Shape& out) {
+  if (axis == 2 && a.rows.banded()) {
+    return {a.rows.in_full, a.dims.at(2), a.rows.out_first, a.rows.out_count, a.rows.in_first};
+  }
+  return {in.dim(axis), out.dim(axis), 0, out.dim(axis), 0};
+}
+
+std::vector<ResizeTap> resize_axis_taps(const ResizeAttrs& a, int axis, const ResizeAxis& x, int* taps_per_output) {
+  const double scale = a.scales.at(size_t(axis));
+  const bool same = x.n_in == x.n_out && scale == 1.0;
+  const int taps = same || a.mode == ResizeMode::Nearest ? 1 : a.mode == ResizeMode::Linear ? 2 : 4;
+  *taps_per_output = taps;
+  std::vector<ResizeTap> t(size_t(x.count) * size_t(taps));
+  auto held = [&](int64_t i) { return std::clamp<int64_t>(i, 0, x.n_in - 1) - x.in_first; };
+  for (int64_t o = 0; o < x.count; ++o) {
+    ResizeTap* p = &t[size_t(o) * size_t(taps)];
+    const int64_t at = x.out_first + o;  // in the whole output
+    if (same) {
+      p[0] = {at - x.in_first, 1.0, true};
+      continue;
+    }
+    const double c = resize_coord(a.coord, double(at), scale, x.n_in, x.n_out);
+    if (a.mode == ResizeMode::Nearest) {
+      p[0] = {held(resize_nearest_index(a.nearest, c)), 1.0, true};
+    } else if (a.mode == ResizeMode::Linear) {
+      const double cc = std::clamp(c, 0.0, double(x.n_in - 1));
+      const int64_t i0 = int64_t(std::floor(cc));
+      const double f = cc - double(i0);
+      p[0] = {i0 - x.in_first, 1 - f, true};
+      p[1] = {held(i0 + 1), f, true};
+    } else {
+      const int64_t i0 = int64_t(std::floor(c));
+      const std::array<double, 4> w = resize_cubic_weights(c - double(i0), a.cubic_a);
+      double total = 0;
+      for (int k = 0; k < 4; ++k) {
+        const int64_t i = i0 - 1 + k;
+        const bool used = !(a.exclude_outside && (i < 0 || i >= x.n_in));
+        p[k] = {held(i), used ? w[size_t(k)] : 0.0, used};
+        if (used) total += w[size_t(k)];
+      }
+      if (a.exclude_outside && total != 0) {
+        for (int k = 0; k < 4; ++k) p[k].weight /= total;
+      }
+    }
+  }
+  return t;
+}
+
 
 std::vector<OpDef> tensor_op_rows() {
   // kind, name, summary, step_allowed, terms_are_operands, infer, count, write, read, describe,
@@ -638,10 +730,10 @@ std::vector<OpDef> tensor_op_rows() {
       {OpKind::Join, "join", "waits for every operand (a graph's several results); one zero", false, true, infer_join,
        count_join, write_none, read_none, describe_name, rows_whole, out_rows_same, false, nullptr, true},
       {OpKind::Binary, "binary", "two operands under NumPy broadcasting: arithmetic, comparisons, logic", false, true,
-       infer_binary, count_elementwise, write_binary, read_binary, describe_binary, rows_whole, out_rows_same, false,
+       infer_binary, count_elementwise, write_binary, read_binary, describe_binary, rows_same, out_rows_same, true,
        dtype_binary, true},
       {OpKind::Where, "where", "condition ? x : y, broadcast", false, true, infer_where, count_elementwise, write_none,
-       read_none, describe_name, rows_whole, out_rows_same, false, dtype_where, true},
+       read_none, describe_name, rows_same, out_rows_same, true, dtype_where, true},
       {OpKind::Reduce, "reduce", "sum, mean, max, min, prod, norms, log-sum-exp, arg max/min over axes", false, true,
        infer_reduce, count_reduce, write_reduce, read_reduce, describe_reduce, rows_whole, out_rows_same, false,
        dtype_reduce, true},
@@ -664,7 +756,7 @@ std::vector<OpDef> tensor_op_rows() {
       {OpKind::Expand, "expand", "broadcast to a shape", false, true, infer_expand, count_copy, write_expand, read_expand,
        describe_expand, rows_whole, out_rows_same, false, nullptr, true},
       {OpKind::Resize, "resize", "nearest, linear or cubic interpolation to a size (Resize, Upsample)", false, true,
-       infer_resize, count_resize, write_resize, read_resize, describe_resize, rows_whole, out_rows_same, false, nullptr,
+       infer_resize, count_resize, write_resize, read_resize, describe_resize, rows_resize, out_rows_resize, true, nullptr,
        true},
   };
 }

@@ -33,4 +33,28 @@ double resize_coord(ResizeCoord c, double x, double scale, int64_t in, int64_t o
 int64_t resize_nearest_index(NearestRound r, double x);
 std::array<double, 4> resize_cubic_weights(double t, double A);
 
+// One axis of a resize as a kernel computes it: the whole tensor's input and output lengths,
+// and the outputs [out_first, out_first + count) computed from an operand that holds the input
+// elements from in_first on (all zero but for the rows of a row split's band).
+struct ResizeAxis {
+  int64_t n_in = 0, n_out = 0, out_first = 0, count = 0, in_first = 0;
+};
+ResizeAxis resize_axis(const ResizeAttrs& a, int axis, const Shape& in, const Shape& out);
+// The taps of every output of `x` along `axis`, taps_per_output (written) per output: the input
+// index relative to in_first, its weight, and whether the CPU reference sums it (cubic taps
+// outside the input with exclude_outside are not summed; the CUDA tables give them weight 0).
+// An axis neither resized nor banded has one tap per output, itself.
+struct ResizeTap {
+  int64_t index = 0;
+  double weight = 0;
+  bool used = false;
+};
+std::vector<ResizeTap> resize_axis_taps(const ResizeAttrs& a, int axis, const ResizeAxis& x, int* taps_per_output);
+
+// A band of a transposed convolution: the same op on input rows [in_first, in_first + in_rows)
+// of in_full, its top and bottom pads and output padding chosen so that it computes exactly
+// output rows `out` of the whole (graph/ops_conv_transpose.cpp; the rows it reads are its
+// table row's input_rows).
+Op conv_transpose_band(const Op& op, RowRange out, int64_t in_first, int64_t in_rows);
+
 }  // namespace hios

@@ -31,6 +31,42 @@ bool is_global_pool(const Op& op) {
   return op.kind == OpKind::Pool && (op.pool().kind == PoolKind::GlobalAvg || op.pool().kind == PoolKind::GlobalMax);
 }
 
+// Whether node v's bands read bands of its operands: its op reads bounded rows (row_local_op),
+// on N x C x H x W tensors whose H is the rows (the general ops see tensors of any rank). An
+// element-wise op splits where every operand that is an input term has the node's rows and its
+// constants have none of their own (a constant is broadcast to every band); a resize where it
+// keeps N and C; a softmax where its axis is not the rows.
+bool row_local_node(const Graph& g, int v) {
+  const Node& nd = g.nodes[size_t(v)];
+  if (!row_local_op(nd.op) || nd.shape.rank != 4) return false;
+  for (const Term& t : nd.inputs) {
+    for (const Value& val : t) {
+      if (g.nodes[size_t(val.node)].shape.rank != 4) return false;
+    }
+  }
+  switch (nd.op.kind) {
+    case OpKind::Binary:
+    case OpKind::Where:
+      for (const Term& t : nd.inputs) {
+        for (const Value& val : t) {
+          if (g.nodes[size_t(val.node)].shape.h != nd.shape.h) return false;
+        }
+      }
+      for (const Constant& k : nd.constants) {
+        if (k.shape.rank >= 2 && k.shape.dim(k.shape.rank - 2) > 1) return false;
+      }
+      return true;
+    case OpKind::Resize: {
+      const ResizeAttrs& a = nd.op.as<ResizeAttrs>();
+      return a.scales.size() == 4 && a.scales[0] == 1 && a.scales[1] == 1;
+    }
+    case OpKind::Softmax:
+      return nd.op.as<SoftmaxAttrs>().axis != 2;
+    default:
+      return true;
+  }
+}
+
 // A global pool inside a legal region is the region's reduction (region_legal allows no other):
 // its parts are partial pools, and its plan rows are the rows of its input each part sums.
 bool reduces(const Graph& g, int v) { return is_global_pool(g.nodes[size_t(v)].op); }
@@ -123,7 +159,7 @@ bool region_legal(const Graph& g, int first, int last, int parts, std::string* w
                             nd.name.c_str()));
     }
     if (v != layout.reduce &&
-        (nd.op.kind == OpKind::Input || nd.op.kind == OpKind::Rows || !row_local_op(nd.op))) {
+        (nd.op.kind == OpKind::Input || nd.op.kind == OpKind::Rows || !row_local_node(g, v))) {
       return fail(strprintf("node '%s' (%s) reads every row of its input, so it cannot be split by rows",
                             nd.name.c_str(), describe_op(nd.op).c_str()));
     }
@@ -175,7 +211,7 @@ std::vector<std::pair<int, int>> splittable_runs(const Graph& g, int parts) {
       bool nodes_ok = true;
       for (int v : g.blocks[size_t(e)].nodes) {
         const Node& nd = g.nodes[size_t(v)];
-        if (nd.op.kind == OpKind::Rows || !row_local_op(nd.op) || nd.shape.h < parts) nodes_ok = false;
+        if (nd.op.kind == OpKind::Rows || !row_local_node(g, v) || nd.shape.h < parts) nodes_ok = false;
       }
       // A block that is not row-local throughout can only end a run: the one with a global
       // average pool reduces partial results there (region_legal decides).
@@ -912,6 +948,7 @@ class Splitter {
         Node part;
         part.name = strprintf("%s@%d%s", nd.name.c_str(), k, bands[p].suffix);
         part.params_from = nd.params_name();
+        part.constants = nd.constants;  // an element-wise op's broadcast operands, the same for every band
         if (v == rg.reduce) {
           const RowRange need = band_need(rg, v, k, bands[p]);
           part.op = partial_pool_op(nd.op, need, in_h);

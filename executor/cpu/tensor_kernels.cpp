@@ -548,44 +548,22 @@ void k_cast(const Op&, const std::vector<TensorArg>& in, const TensorOut& out) {
 
 void k_join(const Op&, const std::vector<TensorArg>&, const TensorOut& out) { sd(out, 0, 0); }
 
-// Separable: per axis, the taps (input index, weight) of every output coordinate; an output
-// element sums over the product of its axes' taps.
+// Separable: per axis, the taps (input index, weight) of every output coordinate
+// (graph/ops_tensor.hpp's rules, a row split's band included); an output element sums over the
+// product of its axes' taps.
 void k_resize(const Op& op, const std::vector<TensorArg>& in, const TensorOut& out) {
   const ResizeAttrs& a = op.as<ResizeAttrs>();
   const Shape& x = in[0].shape;
   const int rank = x.rank;
   std::vector<std::vector<std::vector<std::pair<int64_t, double>>>> taps(static_cast<size_t>(rank));
   for (int d = 0; d < rank; ++d) {
-    const int64_t n_in = x.dim(d), n_out = out.shape.dim(d);
-    taps[size_t(d)].resize(size_t(n_out));
-    for (int64_t o = 0; o < n_out; ++o) {
-      auto& t = taps[size_t(d)][size_t(o)];
-      if (n_in == n_out && a.scales[size_t(d)] == 1.0) {
-        t.push_back({o, 1.0});
-        continue;
-      }
-      const double c = resize_coord(a.coord, double(o), a.scales[size_t(d)], n_in, n_out);
-      if (a.mode == ResizeMode::Nearest) {
-        t.push_back({std::clamp<int64_t>(resize_nearest_index(a.nearest, c), 0, n_in - 1), 1.0});
-      } else if (a.mode == ResizeMode::Linear) {
-        const double cc = std::clamp(c, 0.0, double(n_in - 1));
-        const int64_t i0 = int64_t(std::floor(cc));
-        const double f = cc - double(i0);
-        t.push_back({i0, 1 - f});
-        t.push_back({std::min(i0 + 1, n_in - 1), f});
-      } else {
-        const int64_t i0 = int64_t(std::floor(c));
-        const std::array<double, 4> w = resize_cubic_weights(c - double(i0), a.cubic_a);
-        double total = 0;
-        for (int k = 0; k < 4; ++k) {
-          const int64_t i = i0 - 1 + k;
-          if (a.exclude_outside && (i < 0 || i >= n_in)) continue;
-          t.push_back({std::clamp<int64_t>(i, 0, n_in - 1), w[size_t(k)]});
-          total += w[size_t(k)];
-        }
-        if (a.exclude_outside && total != 0) {
-          for (auto& p : t) p.second /= total;
-        }
+    int per = 0;
+    const std::vector<ResizeTap> all = resize_axis_taps(a, d, resize_axis(a, d, x, out.shape), &per);
+    taps[size_t(d)].resize(size_t(out.shape.dim(d)));
+    for (int64_t o = 0; o < out.shape.dim(d); ++o) {
+      for (int k = 0; k < per; ++k) {
+        const ResizeTap& t = all[size_t(o * per + k)];
+        if (t.used) taps[size_t(d)][size_t(o)].push_back({t.index, t.weight});
       }
     }
   }

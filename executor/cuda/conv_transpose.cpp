@@ -5,7 +5,9 @@
 // cuDNN takes one padding per axis. With pads before p and after q, the output is rows
 // [p, p + H_out) of the unpadded transposed result, which is what backward data with padding p
 // gives for an output of H_out rows as long as the forward convolution of H_out rows lands on
-// the input's rows again: 0 <= p - q + output_padding < stride. Other pads are refused by name.
+// the input's rows again: 0 <= p - q + output_padding < stride. Other pads (a band of a row
+// split has them, graph/ops_conv_transpose.cpp) take the unpadded result in scratch, from which
+// the pad kernel crops the output's rows and columns, zeros past its end.
 //
 // The algorithm is cuDNN's fastest deterministic one by cudnnFind over the real buffers (any, where
 // it has no deterministic one), once per signature and device (the key names every dim), with
@@ -67,17 +69,21 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
                          const View& y) {
   const ConvTransposeAttrs& a = op.as<ConvTransposeAttrs>();
   const View x = c.packed(in.at(0));
+  bool direct = true;
   for (int i = 0; i < 2; ++i) {
     const int lead = a.pads[i] - a.pads[i + 2] + a.output_padding[i];
-    if (lead < 0 || lead >= a.stride[i]) {
-      refuse_general(c, "a conv_transpose whose pads after exceed the pads before plus the output padding");
-    }
+    if (lead < 0 || lead >= a.stride[i]) direct = false;
   }
   HIOS_CHECK(y.packed(), "node '%s': conv_transpose writes a packed output", c.node_name.c_str());
+  const View dst = direct ? y
+                          : c.scratch(Shape::of({x.shape.n, a.out_channels,
+                                                 (x.shape.h - 1) * a.stride[0] + int64_t(a.dilation[0]) * (a.kernel[0] - 1) + 1,
+                                                 (x.shape.w - 1) * a.stride[1] + int64_t(a.dilation[1]) * (a.kernel[1] - 1) + 1}));
+  const int pad_h = direct ? a.pads[0] : 0, pad_w = direct ? a.pads[1] : 0;
   auto d = std::make_shared<BackwardDescs>();
   const cudnnTensorFormat_t fmt = x.nhwc() ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   const cudnnDataType_t st = cudnn_type(x.elem);
-  const Shape &xs = x.shape, &ys = y.shape;
+  const Shape &xs = x.shape, &ys = dst.shape;
   const std::string& nm = c.node_name;
   HIOS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d->dy, fmt, st, checked_int(xs.n, nm, "batch"), checked_int(xs.c, nm, "channels"),
                                               checked_int(xs.h, nm, "height"), checked_int(xs.w, nm, "width")));
@@ -85,7 +91,7 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
                                               checked_int(ys.h, nm, "height"), checked_int(ys.w, nm, "width")));
   HIOS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d->w, st, fmt, int(xs.c), int(a.out_channels / a.groups), a.kernel[0],
                                               a.kernel[1]));
-  HIOS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d->conv, a.pads[0], a.pads[1], a.stride[0], a.stride[1], a.dilation[0],
+  HIOS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d->conv, pad_h, pad_w, a.stride[0], a.stride[1], a.dilation[0],
                                                    a.dilation[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   HIOS_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d->conv, int(a.groups)));
   const MathMode math = c.eng.math();
@@ -95,7 +101,7 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
   HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, mt));
   const std::string key = strprintf("convT %s %s %s %s k%dx%d s%dx%d p%d,%d d%dx%d g%lld dev%d", math_mode_name(math),
                                     x.nhwc() ? "nhwc" : "nchw", xs.str().c_str(), ys.str().c_str(), a.kernel[0],
-                                    a.kernel[1], a.stride[0], a.stride[1], a.pads[0], a.pads[1], a.dilation[0],
+                                    a.kernel[1], a.stride[0], a.stride[1], pad_h, pad_w, a.dilation[0],
                                     a.dilation[1], (long long)a.groups, c.eng.device());
   Choice ch;
   bool known = false;
@@ -117,7 +123,7 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
     int found = 0;
     HIOS_CUDNN_CHECK(cudnnSetStream(c.res.cudnn(), c.res.stream()));
     HIOS_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(c.res.cudnn(), d->w, prm.weight, d->dy, x.ptr, d->conv,
-                                                                 d->dx, y.ptr, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                                 d->dx, dst.ptr, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                                  &found, perf, ws, ws_bytes));
     // Deterministic algorithms first (a captured pass then replays the eager one bit for bit);
     // where cuDNN has none for the problem, the fastest of the others.
@@ -160,6 +166,16 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
   const void* b = prm.bias;
   const Shape s = y.shape;
   const int nhwc = y.nhwc() ? 1 : 0;
+  void* into = dst.ptr;
+  PadParams crop;  // the output's window of the unpadded result (unused when direct)
+  crop.x = dst.ptr;
+  crop.y = y.ptr;
+  crop.elem = y.elem;
+  crop.n = s.n, crop.c = s.c, crop.ih = dst.shape.h, crop.iw = dst.shape.w, crop.oh = s.h, crop.ow = s.w;
+  crop.top = -a.pads[0], crop.left = -a.pads[1];
+  crop.nhwc = nhwc;
+  crop.y_batch_stride = y.item();
+  crop.y_pixel_stride = y.nhwc() ? s.c : 1;
   const Elem elem = y.elem;
   const size_t ws_need = ch.workspace;
   const cudnnConvolutionBwdDataAlgo_t algo = ch.algo;
@@ -174,7 +190,8 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
     const float one = 1.f, zero = 0.f;
     void* ws = own ? own->get() : r.workspace();
     HIOS_CUDNN_CHECK(cudnnConvolutionBackwardData(r.cudnn(), &one, d->w, w, d->dy, xp, d->conv, algo, ws, ws_need,
-                                                  &zero, d->dx, yp));
+                                                  &zero, d->dx, into));
+    if (!direct) launch_pad(crop, r.stream());
     if (b) launch_bias_act(yp, yp, b, 0, s.n, s.c, s.h * s.w, nhwc, elem, r.stream());
   });
 }

@@ -358,44 +358,17 @@ void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   std::copy(wy.stride, wy.stride + kMaxTensorDims, p.y_stride);
   if (c.dry) return;
   for (int d = 0; d < wy.rank; ++d) {
-    const int64_t n_in = wx.dims[d], n_out = wy.dims[d];
-    const double scale = a.scales.at(size_t(d));
-    if (n_in == n_out && scale == 1.0) continue;  // taps 0: not resized
-    HIOS_CHECK(n_in < (int64_t(1) << 31) && n_out < (int64_t(1) << 31), "node '%s': resize of a dim of %lld",
-               c.node_name.c_str(), (long long)n_in);
-    const int taps = a.mode == ResizeMode::Nearest ? 1 : a.mode == ResizeMode::Linear ? 2 : 4;
-    std::vector<int> index(size_t(n_out * taps), 0);
-    std::vector<float> weight(size_t(n_out * taps), 0.f);
-    for (int64_t o = 0; o < n_out; ++o) {
-      int* ix = &index[size_t(o * taps)];
-      float* wt = &weight[size_t(o * taps)];
-      const double x = resize_coord(a.coord, double(o), scale, n_in, n_out);
-      if (a.mode == ResizeMode::Nearest) {
-        ix[0] = int(std::clamp<int64_t>(resize_nearest_index(a.nearest, x), 0, n_in - 1));
-        wt[0] = 1.f;
-      } else if (a.mode == ResizeMode::Linear) {
-        const double cx = std::clamp(x, 0.0, double(n_in - 1));
-        const int64_t i0 = int64_t(std::floor(cx));
-        const double f = cx - double(i0);
-        ix[0] = int(i0);
-        wt[0] = float(1 - f);
-        ix[1] = int(std::min(i0 + 1, n_in - 1));
-        wt[1] = float(f);
-      } else {
-        const int64_t i0 = int64_t(std::floor(x));
-        const std::array<double, 4> ws = resize_cubic_weights(x - double(i0), a.cubic_a);
-        double total = 0;
-        for (int k = 0; k < 4; ++k) {
-          const int64_t i = i0 - 1 + k;
-          const bool outside = i < 0 || i >= n_in;
-          ix[k] = int(std::clamp<int64_t>(i, 0, n_in - 1));
-          wt[k] = a.exclude_outside && outside ? 0.f : float(ws[k]);
-          if (!(a.exclude_outside && outside)) total += ws[k];
-        }
-        if (a.exclude_outside && total != 0) {
-          for (int k = 0; k < 4; ++k) wt[k] = float(wt[k] / total);
-        }
-      }
+    const ResizeAxis axis = resize_axis(a, d, ops[0].shape, y.shape);
+    if (axis.n_in == axis.n_out && a.scales.at(size_t(d)) == 1.0 && axis.out_first == axis.in_first) continue;  // taps 0: not resized
+    HIOS_CHECK(axis.n_in < (int64_t(1) << 31) && axis.n_out < (int64_t(1) << 31), "node '%s': resize of a dim of %lld",
+               c.node_name.c_str(), (long long)axis.n_in);
+    int taps = 0;
+    const std::vector<ResizeTap> all = resize_axis_taps(a, d, axis, &taps);
+    std::vector<int> index(all.size());
+    std::vector<float> weight(all.size());
+    for (size_t k = 0; k < all.size(); ++k) {
+      index[k] = int(all[k].index);
+      weight[k] = float(all[k].weight);
     }
     const std::string key = strprintf("%s.axis%d", c.node_name.c_str(), d);
     p.taps[d] = taps;
