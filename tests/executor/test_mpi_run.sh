@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real mpirun jobs through the hios binary with the CPU backend: parallel outputs must equal the
 # sequential run exactly, and failures must end the whole job quickly with one line naming the
-# rank and host. Usage: test_mpi_run.sh HIOS MPIRUN SCENARIO (demo | inception | randwire | rowsplit | failure)
+# rank and host. Usage: test_mpi_run.sh HIOS MPIRUN SCENARIO (demo | inception | randwire | rowsplit | segmentation | failure)
 set -u
 HIOS=$1
 MPIRUN=$2
@@ -346,6 +346,49 @@ PY
     one_error "--save-output of a missing result" "has no result 'nope'" -o none --save-output "nope=$TMP/x.npy"
     one_error "a 10,000-digit --timeout" "--timeout: '1111.*\(10000 characters\) is not a number" -o none --timeout "$(printf '1%.0s' $(seq 1 10000))"
     one_error "a hexadecimal --seed" "--seed: '0x10' is not a decimal integer" -o none --seed 0x10
+    ;;
+  segmentation)
+    # The toolkit on a segmentation network: a small U-Net of transposed convolutions, resizes
+    # and a skip (tests/data/row-split-unet.json). Every algorithm on one and two ranks, row
+    # splits through the decoder, the lowering, a tune on CPU ranks and a short serving run,
+    # every parallel output equal to the sequential one bit for bit.
+    cp "$(dirname "$0")/../data/row-split-unet.json" "$TMP/unet.json"
+    "$HIOS" validate "$TMP/unet.json" >"$TMP/out" 2>&1 || fail "hios validate: $(tail -1 "$TMP/out")"
+    "$HIOS" info "$TMP/unet.json" >"$TMP/out" 2>&1 && grep -q "nodes  *12 in 4 blocks" "$TMP/out" ||
+      fail "hios info: $(head -3 "$TMP/out")"
+    "$HIOS" dot "$TMP/unet.json" -o "$TMP/unet.dot" >/dev/null 2>&1 && grep -q "deconv" "$TMP/unet.dot" || fail "hios dot"
+    for algo in sequential greedy ios hios-lp hios-mr heft; do
+      for gpus in 1 2; do
+        [ "$algo" = sequential ] && [ $gpus = 2 ] && continue
+        "$HIOS" schedule --graph "$TMP/unet.json" --algo "$algo" --gpus $gpus -o "$TMP/unet.$algo.$gpus.json" \
+          >/dev/null 2>"$TMP/err" || { fail "hios schedule --algo $algo --gpus $gpus: $(cat "$TMP/err")"; continue; }
+        "$HIOS" check --graph "$TMP/unet.json" --schedule "$TMP/unet.$algo.$gpus.json" >/dev/null 2>"$TMP/err" ||
+          fail "hios check $algo $gpus: $(cat "$TMP/err")"
+        run_ok unet "$algo" $gpus
+      done
+    done
+    for spec in "2 halo 2" "3 recompute 2" "2 mixed 2"; do
+      read -r parts mode gpus <<<"$spec"
+      "$HIOS" schedule --graph "$TMP/unet.json" --gpus "$gpus" --spatial "$parts" --spatial-mode "$mode" \
+        --no-single-gpu-fallback -o "$TMP/unet.split$parts$mode.$gpus.json" >"$TMP/sched.out" 2>"$TMP/err" ||
+        { fail "hios schedule --spatial $parts --spatial-mode $mode: $(cat "$TMP/err")"; continue; }
+      grep -q "spatial: rows of enc .. up2 split $parts ways" "$TMP/sched.out" ||
+        fail "--spatial $parts $mode: the split does not run through the decoder: $(grep spatial "$TMP/sched.out")"
+      "$HIOS" check --graph "$TMP/unet.json" --schedule "$TMP/unet.split$parts$mode.$gpus.json" >"$TMP/out" 2>&1 ||
+        fail "hios check of the $mode split: $(tail -1 "$TMP/out")"
+      run_ok unet "split$parts$mode" "$gpus"
+    done
+    "$HIOS" lower --graph "$TMP/unet.json" --schedule "$TMP/unet.split2halo.2.json" >"$TMP/out" 2>&1 &&
+      grep -q "deconv@1" "$TMP/out" || fail "hios lower of the split: $(tail -1 "$TMP/out")"
+    if "${MPI[@]}" -np 2 "$HIOS" tune --graph "$TMP/unet.json" --gpus 2 --backend cpu --threads 1 --warmup 1 --passes 3 \
+      --node-iters 2 --stage-iters 2 --link-iters 3 --timeout 240 -q -o "$TMP/unet.tuned.2.json" >"$TMP/out" 2>&1; then
+      run_ok unet tuned 2
+    else
+      fail "mpirun hios tune: $(grep -m1 error "$TMP/out")"
+    fi
+    "$HIOS" serve --models "$TMP/unet.json" --size 21 --duration 0.2 --loads 0.3 --batches 1,2 --policy fifo,adaptive \
+      -o "$TMP/serve.json" >"$TMP/out" 2>&1 && grep -q '"policy"' "$TMP/serve.json" ||
+      fail "hios serve of the U-Net: $(tail -2 "$TMP/out")"
     ;;
   *)
     echo "unknown scenario '$SCENARIO'"
