@@ -15,7 +15,8 @@
 #   seg     torchvision's segmentation networks (SEG_MODELS) exported with seeded weights on this
 #           machine, imported at SEG_SIZES, scheduled (SEG_TUNE=1: `hios tune --gpus 1`, else
 #           hios-lp on analytic costs) and timed in SEG_MATH; SEG_TORCH=1 times torch.compile
-#           (reduce-overhead, channels_last; TF32 and bf16) in the same call. Needs the importer:
+#           (reduce-overhead, channels_last; TF32 and bf16) in the same call; SEG_PROFILE=1 lists
+#           each configuration's slowest node signatures (hios profile). Needs the importer:
 #           carry .deps/onnx (scripts/pack-importer-deps.sh) where libonnx-dev is not installed
 #   all     build test cases ab
 #
@@ -108,6 +109,15 @@ suite_seg() {
         fi
         timeout 120 "$B/cli/hios" run --graph "$g" --schedule "$s" --backend cuda --math "$math" --warmup 5 --number 10 \
           --repeat 7 -o "$d/run.json" >"$d.run.log" 2>&1 || { echo "$m $size $math: run failed: $(grep -m1 error "$d.run.log")" | tee -a "$t"; continue; }
+        if [ -n "${SEG_PROFILE:-}" ]; then  # the slowest node signatures, to see where the time goes
+          timeout 200 "$B/cli/hios" profile --graph "$g" -o "$d/db-$math.json" --math "$math" --no-cupti --iters 10 \
+            >"$d.profile.log" 2>&1 && python3 - "$d/db-$math.json" <<'PY' | tee -a "$t"
+import json, sys
+entries = sorted(json.load(open(sys.argv[1]))["entries"], key=lambda e: -e["ms"])
+for e in entries[:12]:
+    print(f"  {e['ms']:8.4f} ms {e.get('achieved_gbs', 0):7.0f} GB/s {e.get('example', '')[:40]:40} {e['key'][:110]}")
+PY
+        fi
         echo "$m $size $math hios $how $(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('%.3f ms, peak %.0f MB' % (r['latency_ms']['median'], max(x['peak_memory_mb'] for x in r['ranks'])))" "$d/run.json")" | tee -a "$t"
       done
     done

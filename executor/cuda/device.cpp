@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/cublas_lazy.hpp"
 #include "executor/cuda/kernels.hpp"
 
 namespace hios::cuda {
@@ -45,7 +46,7 @@ void fail_cudnn(cudnnStatus_t st, const char* call, const char* file, int line) 
 }
 
 void fail_cublas(int status, const char* call, const char* file, int line) {
-  throw_error("cuBLAS error %s in %s at %s:%d%s", cublasGetStatusString(cublasStatus_t(status)), call, file, line,
+  throw_error("cuBLAS error %s in %s at %s:%d%s", cublas_api().status_string(cublasStatus_t(status)), call, file, line,
               suffix().c_str());
 }
 
@@ -349,7 +350,7 @@ StreamResources::StreamResources(int device, int index, int priority) : device_(
 
 StreamResources::~StreamResources() {
   (void)cudaSetDevice(device_);
-  if (cublas_) (void)cublasDestroy(cublas_);
+  if (cublas_) (void)cublas_api().destroy(cublas_);
   if (cudnn_) (void)cudnnDestroy(cudnn_);
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
@@ -357,11 +358,11 @@ StreamResources::~StreamResources() {
 cublasHandle_t StreamResources::cublas() {
   if (cublas_) return cublas_;
   HIOS_CUDA_CHECK(cudaSetDevice(device_));
-  HIOS_CUBLAS_CHECK(cublasCreate(&cublas_));
-  HIOS_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  HIOS_CUBLAS_CHECK(cublas_api().create(&cublas_));
+  HIOS_CUBLAS_CHECK(cublas_api().set_stream(cublas_, stream_));
   // A workspace of its own, set once: cuBLAS then allocates nothing while a pass is captured.
   cublas_workspace_ = DeviceBuffer(device_, size_t(32) << 20, strprintf("the cuBLAS workspace of stream %d", index_));
-  HIOS_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.bytes()));
+  HIOS_CUBLAS_CHECK(cublas_api().set_workspace(cublas_, cublas_workspace_.get(), cublas_workspace_.bytes()));
   return cublas_;
 }
 

@@ -15,6 +15,7 @@
 #include <cublas_v2.h>
 
 #include "executor/cuda/check.hpp"
+#include "executor/cuda/cublas_lazy.hpp"
 #include "executor/cuda/engine.hpp"
 #include "executor/cuda/tensor_kernels.hpp"
 #include "executor/weights.hpp"
@@ -441,7 +442,7 @@ void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
     void* py = out.ptr;
     const int M = int(m), N = int(n), K = int(k), count = int(batch);
     c.emit([=](StreamResources& r) {
-      HIOS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(r.cublas(), op_b, op_a, N, M, K, &alpha, pb, type, ld_b, stride_b, pa,
+      HIOS_CUBLAS_CHECK(cublas_api().gemm_strided_batched(r.cublas(), op_b, op_a, N, M, K, &alpha, pb, type, ld_b, stride_b, pa,
                                                    type, ld_a, stride_a, &beta, py, type, ld_y, stride_y, count, compute,
                                                    CUBLAS_GEMM_DEFAULT));
     });
