@@ -38,13 +38,13 @@ Graph where_unet() {
   return graph_from_json(j, "where_unet");
 }
 
-std::vector<float> run_job(const Graph& g, const Schedule& s) {
+std::vector<float> run_unet_job(const Graph& g, const Schedule& s) {
   test::LocalJob job(g, s);
   job.run(exec::make_input(g, 0));
   return job.backends[0]->read_tensor(g.output());
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
@@ -57,7 +57,7 @@ TEST_CASE("row split: a U-Net splits through transposed convs, resizes and where
     const auto runs = splittable_runs(g, 3);
     REQUIRE(runs.size() == 1);
     CHECK(runs[0] == std::make_pair(0, int(g.blocks.size()) - 1));
-    const std::vector<float> ref = run_job(g, test::schedule_with("sequential", g, 1));
+    const std::vector<float> ref = run_unet_job(g, test::schedule_with("sequential", g, 1));
     const auto cost = make_analytic_cost_model(test::test_device_preset());  // for the styles that weigh sync points
     std::vector<SplitStyle> styles = split_modes("auto");
     for (const SplitStyle& s : split_modes("halo-overlap")) styles.push_back(s);
@@ -76,7 +76,7 @@ TEST_CASE("row split: a U-Net splits through transposed convs, resizes and where
           INFO(parts << " parts, " << split_style_name(style) << ", " << gpus << " ranks");
           Schedule s = test::schedule_with(gpus == 1 ? "sequential" : "hios-lp", sg, gpus);
           REQUIRE(check_schedule(sg, s).empty());
-          CHECK(same_bits(run_job(sg, s), ref));
+          CHECK(bit_equal(run_unet_job(sg, s), ref));
         }
       }
     }
