@@ -14,7 +14,7 @@ from report_rows import ReportError
 # GPU script writes, under docs/data/) or, where no raw output was kept, its transcribed rows
 # ("kind": "transcribed", with columns and rows). Nothing here needs matplotlib.
 
-BENCH_SECTIONS = ("one-gpu-vs-torch", "two-gpus", "tune", "row-splits", "serving", "shape-sets", "launch-orders",
+BENCH_SECTIONS = ("one-gpu-vs-torch", "imported", "two-gpus", "tune", "row-splits", "serving", "shape-sets", "launch-orders",
                   "kernels", "kernel-choice", "tried")
 BENCH_COMMAND = "python3 scripts/report.py --benchmarks -o docs/benchmarks.md"
 

@@ -22,7 +22,7 @@ SRC = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path
 REPORT = os.path.join(SRC, "scripts", "report.py")
 PAGE = os.path.join(SRC, "docs", "benchmarks.md")
 DATA = os.path.join(SRC, "docs", "data")
-SECTIONS = ["One GPU against torch.compile", "Two GPUs against one", "hios tune", "Row splits", "Serving",
+SECTIONS = ["One GPU against torch.compile", "Imported models on one GPU", "Two GPUs against one", "hios tune", "Row splits", "Serving",
             "Shape sets", "Launch orders", "Kernels against copy time", "Kernels chosen by GPU time", "Tried and measured"]
 FORBIDDEN = [r"\bissue\s*#?\d", r"\bissue's\b", r"\bthe issue\b", r"\bsession\b", r"\bcalls? \d", r"\(call",
              r"nvidia-h\d", r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth)"
@@ -64,8 +64,8 @@ def main():
 
         # 2. The page's rules.
         lines = page.splitlines()
-        if len(lines) >= 600:
-            fail(f"the page has {len(lines)} lines (at most 599)")
+        if len(lines) >= 650:
+            fail(f"the page has {len(lines)} lines (at most 649)")
         heads = [ln[3:] for ln in lines if ln.startswith("## ")]
         if heads != SECTIONS:
             fail(f"sections {heads}, expected {SECTIONS}")
