@@ -663,7 +663,7 @@ static RowRange window_rows(RowRange out, int k, int s, int p, int d, int64_t in
   return clip_rows(out.begin * s - p, (out.end - 1) * s - p + int64_t(d) * (k - 1) + 1, in_h);
 }
 static RowRange rows_none(const Op&, RowRange, int64_t) { return {}; }
-static RowRange rows_same(const Op&, RowRange out, int64_t in_h) { return clip_rows(out.begin, out.end, in_h); }
+RowRange rows_same(const Op&, RowRange out, int64_t in_h) { return clip_rows(out.begin, out.end, in_h); }
 static RowRange rows_whole(const Op&, RowRange out, int64_t in_h) {
   return out.empty() ? RowRange{} : RowRange{0, in_h};
 }
@@ -684,7 +684,7 @@ static RowRange rows_pool(const Op& op, RowRange out, int64_t in_h) {
 static RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h) {
   return op.kind == OpKind::Conv ? rows_conv(op, out, in_h) : rows_pool(op, out, in_h);
 }
-static int64_t out_rows_same(const Op&, int64_t in_h) { return in_h; }
+int64_t out_rows_same(const Op&, int64_t in_h) { return in_h; }
 static int64_t out_rows_one(const Op&, int64_t) { return 1; }
 static int64_t out_rows_conv(const Op& op, int64_t in_h) {
   const ConvAttrs& a = op.conv();

@@ -71,13 +71,7 @@ void write_none(const Op&, json&) {}
 void read_none(Op& op, JsonObject&) { op.attrs = std::monostate{}; }
 std::string describe_name(const Op& op) { return op_def(op.kind).name; }
 RowRange rows_whole(const Op&, RowRange out, int64_t in_h) { return out.empty() ? RowRange{} : RowRange{0, in_h}; }
-// Element-wise ops read the rows they write (graph/row_split.cpp splits one only where every
-// operand that is not a constant has the output's rows).
-RowRange rows_same(const Op&, RowRange out, int64_t in_h) {
-  return {std::clamp<int64_t>(out.begin, 0, in_h), std::clamp<int64_t>(out.end, 0, in_h)};
-}
 RowRange resize_input_rows(const ResizeAttrs& a, RowRange out, int64_t in_h);
-int64_t out_rows_same(const Op&, int64_t in_h) { return in_h; }
 
 // ---------------------------------------------------------------------------------------------
 // join: waits for its operands (a graph's several results); its value is one zero.

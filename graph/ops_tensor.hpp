@@ -15,6 +15,11 @@ namespace hios {
 std::vector<OpDef> tensor_op_rows();
 // The row of OpKind::ConvTranspose (graph/ops_conv_transpose.cpp).
 OpDef conv_transpose_op_row();
+// The row rules of ops that read the rows they write (graph/ops.cpp): the same rows, clipped to
+// the input, and an output as high as the input. Element-wise general ops use them too; row_split.cpp
+// splits one only where every operand that is not a constant has the output's rows.
+RowRange rows_same(const Op& op, RowRange out, int64_t in_h);
+int64_t out_rows_same(const Op& op, int64_t in_h);
 
 // The NumPy broadcast of shapes (aligned at their last dim, each dim equal or 1). Returns false
 // when they do not broadcast.
