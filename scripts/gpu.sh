@@ -111,17 +111,14 @@ suite_seg() {
           --repeat 7 -o "$d/run.json" >"$d.run.log" 2>&1 || { echo "$m $size $math: run failed: $(grep -m1 error "$d.run.log")" | tee -a "$t"; continue; }
         if [ -n "${SEG_PROFILE:-}" ]; then  # the slowest node signatures, to see where the time goes
           timeout 200 "$B/cli/hios" profile --graph "$g" -o "$d/db-$math.json" --math "$math" --no-cupti --iters 10 \
-            >"$d.profile.log" 2>&1 && python3 - "$d/db-$math.json" <<'PY' | tee -a "$t"
-import json, sys
-entries = sorted(json.load(open(sys.argv[1]))["entries"], key=lambda e: -e["ms"])
-for e in entries[:12]:
-    print(f"  {e['ms']:8.4f} ms {e.get('achieved_gbs', 0):7.0f} GB/s {e.get('example', '')[:40]:40} {e['key'][:110]}")
-PY
+            >"$d.profile.log" 2>&1 && python3 scripts/profile_summary.py "$d/db-$math.json" --iters 10 | tee -a "$t"
         fi
         echo "$m $size $math hios $how $(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('%.3f ms, peak %.0f MB' % (r['latency_ms']['median'], max(x['peak_memory_mb'] for x in r['ranks'])))" "$d/run.json")" | tee -a "$t"
       done
     done
   done
+  # The profile databases and graphs (weights stay behind), for a closer look on another machine.
+  (cd "$w" && ls -d */db-*.json */g.json 2>/dev/null | tar cJf "$OUT/seg-profiles.tar.xz" -T - 2>/dev/null)
   if [ -n "${SEG_TORCH:-}" ]; then
     python3 scripts/bench_pytorch.py --models "$(echo $models | tr ' ' ,)" --sizes "$(echo ${SEG_SIZES:-1024 2048} | tr ' ' ,)" \
       --variants compile-ro-cl,compile-ro-cl-bf16 --warmup 10 --iters 30 --json "$OUT/seg-torch.jsonl" 2>&1 | grep -v Warning | tee -a "$t"

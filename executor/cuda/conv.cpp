@@ -51,7 +51,12 @@ Params kernel_params(const ConvProblem& p) {
   return dp;
 }
 
-DepthwiseParams depthwise_params(const ConvProblem& p) { return kernel_params<DepthwiseParams>(p); }
+DepthwiseParams depthwise_params(const ConvProblem& p) {
+  DepthwiseParams dp = kernel_params<DepthwiseParams>(p);
+  dp.dh = p.dilation[0];
+  dp.dw = p.dilation[1];
+  return dp;
+}
 
 // The direct kernel's arguments: the fallback for problems nothing else takes.
 DirectConvParams direct_params(const ConvProblem& p) {
@@ -829,7 +834,10 @@ void adopt_conv_choices(int device, const json& recipes) {
 
 bool depthwise_kernel_fits(const ConvProblem& p) {
   const int64_t c = p.x.shape.c;
-  return p.groups == c && p.out_channels == c && p.dilation[0] == 1 && p.dilation[1] == 1 &&
+  // Dilated windows (DeepLab's and LR-ASPP's atrous backbones) run on the generic NHWC kernel,
+  // where cuDNN's grouped kernels reached a twentieth of the memory bandwidth.
+  const bool dilation_ok = (p.dilation[0] == 1 && p.dilation[1] == 1) || p.x.nhwc();
+  return p.groups == c && p.out_channels == c && dilation_ok &&
          p.kernel[0] <= kMaxDepthwiseKernel && p.kernel[1] <= kMaxDepthwiseKernel && p.stride[0] <= kMaxDepthwiseStride &&
          p.stride[1] <= kMaxDepthwiseStride && c <= 65535 && p.x.shape.n <= 65535;
 }

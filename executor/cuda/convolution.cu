@@ -77,15 +77,15 @@ __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p)
     float acc[kDwRun] = {0.f, 0.f, 0.f, 0.f};
     const int ix0 = ox0 * p.sw - p.pw;
     for (int r = 0; r < p.kh; ++r) {
-      const int yy = oy * p.sh - p.ph + r;
+      const int yy = oy * p.sh - p.ph + r * p.dh;
       if (yy < 0 || yy >= p.h) continue;
       const T* xr = x + int64_t(yy) * p.w_in * p.c;
-      // Columns ix0 .. ix0 + (kDwRun - 1) * sw + kw - 1 of this row feed the run.
+      // Columns ix0 .. ix0 + (kDwRun - 1) * sw + (kw - 1) * dw of this row feed the run.
       for (int q = 0; q < p.kw; ++q) {
         const float wv = ld(wk + r * p.kw + q);
 #pragma unroll
         for (int j = 0; j < kDwRun; ++j) {
-          const int xx = ix0 + j * p.sw + q;
+          const int xx = ix0 + j * p.sw + q * p.dw;
           float v = (xx >= 0 && xx < p.w_in) ? ld(xr + int64_t(xx) * p.c) : 0.f;
           if (p.input_relu) v = fmaxf(v, 0.f);
           acc[j] = fmaf(v, wv, acc[j]);
@@ -293,7 +293,7 @@ void launch_depthwise(const DepthwiseParams& p, cudaStream_t stream) {
       };
       // (The fixed kernels index (item, row, run) in 32 bits.)
       const bool small = int64_t(p.n) * p.oh * p.ow <= int64_t(INT32_MAX);
-      const int k = small && p.kh == p.kw && p.sh == p.sw ? p.kh * 10 + p.sh : 0;
+      const int k = small && p.kh == p.kw && p.sh == p.sw && p.dh == 1 && p.dw == 1 ? p.kh * 10 + p.sh : 0;
       switch (k) {
         case 31:
           fixed(depthwise_nhwc_fixed_kernel<T, 3, 1, 8>, 8, depthwise_nhwc_tile_kernel<T, 3, 1, 4, 4>);

@@ -165,6 +165,7 @@ struct DepthwiseParams {
   Elem elem = Elem::F32;
   int n = 0, c = 0, h = 0, w_in = 0, oh = 0, ow = 0;
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int dh = 1, dw = 1;  // dilation: NHWC only, in the generic kernel (the fixed and tiled ones take 1)
   int input_relu = 0;
   int act = 0;
   int nhwc = 0;  // x and y packed NHWC: a thread per output, threads along channels

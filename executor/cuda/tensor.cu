@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "executor/cuda/check.hpp"
 #include "executor/cuda/kernel_util.cuh"
@@ -33,7 +34,7 @@ enum Soft : int { kSoftmax, kLogSoftmax, kHardmax };
 
 __device__ __forceinline__ float softplus_f(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 
-__device__ float apply_activation(int code, float x, float al, float be) {
+__device__ __forceinline__ float apply_activation(int code, float x, float al, float be) {
   switch (code) {
     case kNone: return x;
     case kRelu: return x > 0.f || isnan(x) ? x : 0.f;
@@ -80,7 +81,7 @@ __device__ float apply_activation(int code, float x, float al, float be) {
   }
 }
 
-__device__ float apply_binary(int code, float a, float b) {
+__device__ __forceinline__ float apply_binary(int code, float a, float b) {
   switch (code) {
     case kAdd: return a + b;
     case kSub: return a - b;
@@ -99,23 +100,53 @@ __device__ float apply_binary(int code, float a, float b) {
   }
 }
 
-// Coordinates of linear index i over dims (row-major), folded into offsets as they come.
-template <class I>
+// Coordinates of linear index i over dims (row-major), folded into offsets as they come. R is
+// the rank when the launch knows it (1 to 4), 0 for any rank up to kMaxTensorDims. Every loop
+// runs to a bound known at compile time, with the dims past the rank skipped by a guard, so the
+// coordinates stay in registers: indexed by a runtime d, nvcc put them in local memory, and an
+// element-wise op on an image ran at a twentieth of the memory bandwidth.
+template <class I, int R = 0>
 struct Coords {
-  I c[kMaxTensorDims];
+  static constexpr int N = R > 0 ? R : kMaxTensorDims;
+  I c[N];
   __device__ Coords(I i, int rank, const int64_t* dims) {
-    for (int d = rank - 1; d >= 0; --d) {
-      const I n = I(dims[d]);
-      c[d] = i % n;
-      i /= n;
+    if constexpr (R == 1) {  // i < dims[0]: no division
+      c[0] = i;
+    } else {
+#pragma unroll
+      for (int d = N - 1; d >= 0; --d) {
+        if (R > 0 || d < rank) {
+          const I n = I(dims[d]);
+          c[d] = i % n;
+          i /= n;
+        } else {
+          c[d] = 0;
+        }
+      }
     }
   }
   __device__ I offset(int rank, const int64_t* stride) const {
     I o = 0;
-    for (int d = 0; d < rank; ++d) o += c[d] * I(stride[d]);
+#pragma unroll
+    for (int d = 0; d < N; ++d) {
+      if (R > 0 || d < rank) o += c[d] * I(stride[d]);
+    }
     return o;
   }
 };
+
+// Calls f(std::integral_constant<int, R>) with R the rank where a specialised walk exists (1
+// to 4), else 0.
+template <class F>
+void with_rank(int rank, F&& f) {
+  switch (rank) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    default: f(std::integral_constant<int, 0>{}); break;
+  }
+}
 
 __host__ __device__ inline int64_t count_of(int rank, const int64_t* dims) {
   int64_t n = 1;
@@ -123,18 +154,22 @@ __host__ __device__ inline int64_t count_of(int rank, const int64_t* dims) {
   return n;
 }
 
-template <class T, class I>
-__global__ void map_kernel(MapParams p) {
+template <class T, class I, int R>
+__global__ void map_kernel(const __grid_constant__ MapParams p) {
+  constexpr int N = Coords<I, R>::N;
   const I count = I(count_of(p.rank, p.dims));
   const T* a = static_cast<const T*>(p.in[0].ptr);
   const T* b = static_cast<const T*>(p.in[1].ptr);
   T* y = static_cast<T*>(p.y);
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < count; i += I(gridDim.x) * I(blockDim.x)) {
-    const Coords<I> at(i, p.rank, p.dims);
+    const Coords<I, R> at(i, p.rank, p.dims);
     I ao = 0;
-    for (int d = 0; d < p.rank; ++d) {
-      const I cd = d == p.gather_dim ? I(p.gather_table[at.c[d]]) : at.c[d];
-      ao += cd * I(p.in[0].stride[d]);
+#pragma unroll
+    for (int d = 0; d < N; ++d) {
+      if (R > 0 || d < p.rank) {
+        const I cd = d == p.gather_dim ? I(p.gather_table[at.c[d]]) : at.c[d];
+        ao += cd * I(p.in[0].stride[d]);
+      }
     }
     float v = ld(a + ao);
     if (p.fn == MapFn::Activation) {
@@ -242,35 +277,43 @@ __global__ void softmax_axis_kernel(SoftmaxAxisParams p) {
   }
 }
 
-template <class T, class I>
-__global__ void resize_kernel(ResizeParams p) {
+template <class T, class I, int R>
+__global__ void resize_kernel(const __grid_constant__ ResizeParams p) {
+  constexpr int N = Coords<I, R>::N;
   const I count = I(count_of(p.rank, p.dims));
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < count; i += I(gridDim.x) * I(blockDim.x)) {
-    const Coords<I> at(i, p.rank, p.dims);
+    const Coords<I, R> at(i, p.rank, p.dims);
     I fixed = 0;  // the offset along the axes that are not resized
-    int axes[kMaxTensorDims], n = 0;
-    for (int d = 0; d < p.rank; ++d) {
-      if (p.taps[d] == 0) fixed += at.c[d] * I(p.x_stride[d]);
-      else axes[n++] = d;
+#pragma unroll
+    for (int d = 0; d < N; ++d) {
+      if ((R > 0 || d < p.rank) && p.taps[d] == 0) fixed += at.c[d] * I(p.x_stride[d]);
     }
-    // The product of the resized axes' taps as a mixed-radix counter.
-    int k[kMaxTensorDims] = {};
+    // The product of the resized axes' taps, as a mixed-radix counter k (one digit per axis).
+    int k[N] = {};
     float acc = 0.f;
     for (;;) {
       I off = fixed;
       float w = 1.f;
-      for (int j = 0; j < n; ++j) {
-        const int d = axes[j];
-        const I t = at.c[d] * I(p.taps[d]) + I(k[j]);
-        off += I(p.tap_index[d][t]) * I(p.x_stride[d]);
-        w *= p.tap_weight[d][t];
+#pragma unroll
+      for (int d = 0; d < N; ++d) {
+        if ((R > 0 || d < p.rank) && p.taps[d] != 0) {
+          const I t = at.c[d] * I(p.taps[d]) + I(k[d]);
+          off += I(p.tap_index[d][t]) * I(p.x_stride[d]);
+          w *= p.tap_weight[d][t];
+        }
       }
       acc += w * ld(x + off);
-      int j = n - 1;
-      while (j >= 0 && ++k[j] == p.taps[axes[j]]) k[j--] = 0;
-      if (j < 0) break;
+      bool carry = true;
+#pragma unroll
+      for (int d = N - 1; d >= 0; --d) {
+        if (carry && (R > 0 || d < p.rank) && p.taps[d] != 0) {
+          if (++k[d] == p.taps[d]) k[d] = 0;
+          else carry = false;
+        }
+      }
+      if (carry) break;
     }
     st(y + at.offset(p.rank, p.y_stride), acc);
   }
@@ -315,8 +358,10 @@ void launch_map(const MapParams& p, cudaStream_t stream) {
   const bool small = p.gather_dim < 0 && fits32(p.rank, p.dims, s, p.operands + 1);
   with_elem(p.elem, [&](auto t) {
     using T = decltype(t);
-    if (small) map_kernel<T, int32_t><<<grid_for(count), kThreads, 0, stream>>>(p);
-    else map_kernel<T, int64_t><<<grid_for(count), kThreads, 0, stream>>>(p);
+    with_rank(p.rank, [&](auto r) {
+      if (small) map_kernel<T, int32_t, decltype(r)::value><<<grid_for(count), kThreads, 0, stream>>>(p);
+      else map_kernel<T, int64_t, decltype(r)::value><<<grid_for(count), kThreads, 0, stream>>>(p);
+    });
   });
   HIOS_CUDA_CHECK(cudaGetLastError());
 }
@@ -361,8 +406,10 @@ void launch_resize(const ResizeParams& p, cudaStream_t stream) {
   const bool small = fits32(p.rank, p.x_dims, sx, 1) && fits32(p.rank, p.dims, sy, 1);
   with_elem(p.elem, [&](auto t) {
     using T = decltype(t);
-    if (small) resize_kernel<T, int32_t><<<grid_for(count), kThreads, 0, stream>>>(p);
-    else resize_kernel<T, int64_t><<<grid_for(count), kThreads, 0, stream>>>(p);
+    with_rank(p.rank, [&](auto r) {
+      if (small) resize_kernel<T, int32_t, decltype(r)::value><<<grid_for(count), kThreads, 0, stream>>>(p);
+      else resize_kernel<T, int64_t, decltype(r)::value><<<grid_for(count), kThreads, 0, stream>>>(p);
+    });
   });
   HIOS_CUDA_CHECK(cudaGetLastError());
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "executor/cpu/kernels.hpp"
+#include "executor/cpu/tensor_kernels.hpp"
 #include "executor/weights.hpp"
 #include "graph/error.hpp"
 
@@ -38,6 +39,25 @@ std::vector<float> random_values(int64_t count, std::mt19937& rng) {
 
 std::vector<float> cpu_node(const Graph& g, int v, const std::vector<std::vector<float>>& values, uint64_t seed) {
   const Node& nd = g.nodes[size_t(v)];
+  if (op_def(nd.op.kind).general) {
+    // A general op (binary, resize, ...) takes its operands and constants in operand order,
+    // as the CPU backend gives them; a float graph keeps every value in float32.
+    HIOS_CHECK(is_float(nd.dtype), "cpu_node: %s is not a float tensor", nd.name.c_str());
+    const std::vector<std::vector<uint8_t>> constants = exec::make_node_constants(g, v, seed);
+    std::vector<exec::cpu::TensorArg> args;
+    size_t term = 0, constant = 0;
+    for (int k = 0; k < nd.operands(); ++k) {
+      if (const Constant* c = nd.constant(k)) {
+        args.push_back({constants[constant++].data(), c->shape, exec::cpu::storage_type(c->dtype)});
+      } else {
+        const Value& src = nd.inputs[term++][0];
+        args.push_back({values[size_t(src.node)].data(), g.nodes[size_t(src.node)].shape, DType::F32});
+      }
+    }
+    std::vector<float> y(static_cast<size_t>(nd.shape.numel()));
+    exec::cpu::run_tensor_op(nd.op, args, {y.data(), nd.shape, DType::F32});
+    return y;
+  }
   std::vector<const float*> in;
   std::vector<Shape> shapes;
   std::vector<std::vector<float>> assembled;

@@ -120,6 +120,29 @@ TEST_CASE("NHWC depthwise kernels (4, 2 and 1 channels per thread) match the CPU
   }
 }
 
+// Dilated depthwise windows (DeepLab's and LR-ASPP's atrous MobileNet blocks) on hios's generic
+// NHWC kernel, padded to keep the size and not, at stride 1 and 2.
+TEST_CASE("dilated depthwise convolutions match the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(23);
+  for (int k : {3, 5}) {
+    for (int d : {2, 3}) {
+      for (int s : {1, 2}) {
+        const int64_t c = pick_of(rng, {13, 96}), h = pick(rng, 1 + (k - 1) * d, 29), w = pick(rng, 1 + (k - 1) * d, 33);
+        const int pad = pick(rng, 0, 1) == 1 ? (k / 2) * d : 0;
+        auto og = make_op_graph(1, h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+          return b.sequential("dw", {v[0]}, {conv_op(c, {k, k}, {s, s}, {pad, pad}, Activation::Relu, c, true, {d, d})});
+        });
+        for (MathMode m : gputest::kStorageModes) {
+          expect_close(check_op(og, m, rng, cuda::ConvImpl::Hios), OpKind::Sequential, m,
+                       strprintf("depthwise %dx%d/%d dilation %d pad %d c%lld %lldx%lld", k, k, s, d, pad, (long long)c,
+                                 (long long)h, (long long)w));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "[gpu][ops]") {
   REQUIRE_GPU();
   std::mt19937 rng(99);
