@@ -9,6 +9,7 @@
 // elements, and tensors of integers or bools. Matmul is one cuBLAS call.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -87,6 +88,29 @@ void broadcast_strides(const View& v, int rank, const int64_t* dims, int64_t* ou
     const int k = d - (rank - w.rank);
     out[d] = k < 0 || (w.dims[k] == 1 && dims[d] != 1) ? 0 : w.stride[k];
   }
+}
+
+// The order of the dims that walks the first stride set (the output's) in memory order: by
+// stride, largest first, ties in dim order. A channels-last image walked as N, C, H, W stepped
+// a pixel at a time in every warp, and an element-wise op on one reached 140 GB/s.
+std::vector<int> memory_order(int rank, const int64_t* stride) {
+  std::vector<int> order(size_t(rank), 0);
+  for (int d = 0; d < rank; ++d) order[size_t(d)] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return std::abs(stride[a]) > std::abs(stride[b]); });
+  return order;
+}
+template <class T>
+void permute_dims(T* values, const std::vector<int>& order) {
+  std::vector<T> old(values, values + order.size());
+  for (size_t d = 0; d < order.size(); ++d) values[d] = old[size_t(order[d])];
+}
+// Reorders dims and every stride set so that the first set (the output's) is walked in memory
+// order; the walk's coordinates are a permutation of the same index space, so any kernel that
+// addresses operands through their strides computes the same elements.
+void order_by_output(int rank, int64_t* dims, const std::vector<int64_t*>& strides) {
+  const std::vector<int> order = memory_order(rank, strides.at(0));
+  permute_dims(dims, order);
+  for (int64_t* s : strides) permute_dims(s, order);
 }
 
 // Drops dims of size 1 and merges neighbours that are contiguous in every stride set, in place.
@@ -171,6 +195,7 @@ void plan_pointwise(PlanCtx& c, const std::vector<View>& ops, const View& y, Map
   p.round = rounding_of(c, y);
   std::vector<int64_t*> all{p.y_stride, p.in[0].stride};
   if (ops.size() > 1) all.push_back(p.in[1].stride);
+  order_by_output(p.rank, p.dims, all);
   collapse(p.rank, p.dims, all);
   emit_map(c, p);
 }
@@ -187,6 +212,7 @@ void plan_copy(PlanCtx& c, const void* src, const int64_t* src_stride, void* dst
   p.y = dst;
   p.in[0].ptr = src;
   p.round = round;
+  order_by_output(p.rank, p.dims, {p.y_stride, p.in[0].stride});
   collapse(p.rank, p.dims, {p.y_stride, p.in[0].stride});
   emit_map(c, p);
 }
@@ -376,6 +402,15 @@ void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
     p.tap_index[d] = static_cast<const int*>(c.eng.table(key + ".index", index.data(), index.size() * sizeof(int)));
     p.tap_weight[d] = static_cast<const float*>(c.eng.table(key + ".weight", weight.data(), weight.size() * sizeof(float)));
   }
+  // Walk the output in memory order (each dim keeps its taps, so the result is the same).
+  const std::vector<int> order = memory_order(p.rank, p.y_stride);
+  permute_dims(p.dims, order);
+  permute_dims(p.x_dims, order);
+  permute_dims(p.x_stride, order);
+  permute_dims(p.y_stride, order);
+  permute_dims(p.taps, order);
+  permute_dims(p.tap_index, order);
+  permute_dims(p.tap_weight, order);
   c.emit([p](StreamResources& r) { launch_resize(p, r.stream()); });
 }
 
