@@ -15,8 +15,9 @@
 #   seg     torchvision's segmentation networks (SEG_MODELS) exported with seeded weights on this
 #           machine, imported at SEG_SIZES, scheduled (SEG_TUNE=1: `hios tune --gpus 1`, else
 #           hios-lp on analytic costs) and timed in SEG_MATH; SEG_TORCH=1 times torch.compile
-#           (reduce-overhead, channels_last; TF32 and bf16) in the same call; SEG_PROFILE=1 lists
-#           each configuration's slowest node signatures (hios profile). Needs the importer:
+#           (reduce-overhead, channels_last; TF32 and bf16) in the same call; SEG_PROFILE=1 prints
+#           each configuration's time per op kind and costliest node signatures (hios profile,
+#           scripts/profile_summary.py) and keeps the databases in seg-profiles.tar.xz. Needs the importer:
 #           carry .deps/onnx (scripts/pack-importer-deps.sh) where libonnx-dev is not installed
 #   all     build test cases ab
 #
