@@ -126,7 +126,7 @@ suite_seg() {
   fi
 }
 
-[ $# -gt 0 ] || { sed -n '2,23p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,25p' "$0"; exit 2; }
 for suite in "$@"; do
   case "$suite" in
     build) need_build ;;
