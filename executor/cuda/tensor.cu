@@ -319,6 +319,65 @@ __global__ void resize_kernel(const __grid_constant__ ResizeParams p) {
   }
 }
 
+// The same sums where the innermost dim is not resized and is contiguous in x and y (the
+// channels of a channels-last image): a thread takes kResizeRun neighbouring elements of it, so
+// the coordinates and the taps' offsets and weights are worked out once for all of them. Each
+// element's taps are summed in the same order as resize_kernel's, so both give the same bits.
+constexpr int kResizeRun = 4;
+template <class T, class I, int R>
+__global__ void resize_run_kernel(const __grid_constant__ ResizeParams p) {
+  constexpr int RO = R > 0 ? R - 1 : 0;  // the rank of the outer walk, when known
+  constexpr int N = Coords<I, RO>::N;
+  const int outer_rank = p.rank - 1;
+  const I inner = I(p.dims[outer_rank]);
+  const I runs = (inner + kResizeRun - 1) / kResizeRun;
+  const I count = I(count_of(outer_rank, p.dims)) * runs;
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < count; i += I(gridDim.x) * I(blockDim.x)) {
+    const I c0 = (i % runs) * kResizeRun;
+    const int nc = int(inner - c0 < kResizeRun ? inner - c0 : kResizeRun);
+    const Coords<I, RO> at(i / runs, outer_rank, p.dims);
+    I fixed = c0;
+#pragma unroll
+    for (int d = 0; d < N; ++d) {
+      if ((RO > 0 || d < outer_rank) && p.taps[d] == 0) fixed += at.c[d] * I(p.x_stride[d]);
+    }
+    int k[N] = {};
+    float acc[kResizeRun] = {0.f, 0.f, 0.f, 0.f};
+    for (;;) {
+      I off = fixed;
+      float w = 1.f;
+#pragma unroll
+      for (int d = 0; d < N; ++d) {
+        if ((RO > 0 || d < outer_rank) && p.taps[d] != 0) {
+          const I t = at.c[d] * I(p.taps[d]) + I(k[d]);
+          off += I(p.tap_index[d][t]) * I(p.x_stride[d]);
+          w *= p.tap_weight[d][t];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kResizeRun; ++j) {
+        if (j < nc) acc[j] += w * ld(x + off + j);
+      }
+      bool carry = true;
+#pragma unroll
+      for (int d = N - 1; d >= 0; --d) {
+        if (carry && (RO > 0 || d < outer_rank) && p.taps[d] != 0) {
+          if (++k[d] == p.taps[d]) k[d] = 0;
+          else carry = false;
+        }
+      }
+      if (carry) break;
+    }
+    T* yo = y + at.offset(outer_rank, p.y_stride) + c0;
+#pragma unroll
+    for (int j = 0; j < kResizeRun; ++j) {
+      if (j < nc) st(yo + j, acc[j]);
+    }
+  }
+}
+
 template <class T, class I>
 __global__ void reshape_kernel(ReshapeParams p) {
   const I count = I(count_of(p.y_rank, p.y_dims));
@@ -404,11 +463,20 @@ void launch_resize(const ResizeParams& p, cudaStream_t stream) {
   const int64_t* sx[1] = {p.x_stride};
   const int64_t* sy[1] = {p.y_stride};
   const bool small = fits32(p.rank, p.x_dims, sx, 1) && fits32(p.rank, p.dims, sy, 1);
+  // Runs along the innermost dim where it is kept whole and contiguous (the planner orders the
+  // dims by the output's strides, so a channels-last image ends in its channels).
+  const int last = p.rank - 1;
+  const bool runs = p.rank >= 2 && p.taps[last] == 0 && p.x_stride[last] == 1 && p.y_stride[last] == 1 &&
+                    p.x_dims[last] == p.dims[last] && p.dims[last] >= 2;
+  const int64_t run_count = runs ? count / p.dims[last] * ((p.dims[last] + kResizeRun - 1) / kResizeRun) : 0;
   with_elem(p.elem, [&](auto t) {
     using T = decltype(t);
     with_rank(p.rank, [&](auto r) {
-      if (small) resize_kernel<T, int32_t, decltype(r)::value><<<grid_for(count), kThreads, 0, stream>>>(p);
-      else resize_kernel<T, int64_t, decltype(r)::value><<<grid_for(count), kThreads, 0, stream>>>(p);
+      constexpr int R = decltype(r)::value;
+      if (runs && small) resize_run_kernel<T, int32_t, R><<<grid_for(run_count), kThreads, 0, stream>>>(p);
+      else if (runs) resize_run_kernel<T, int64_t, R><<<grid_for(run_count), kThreads, 0, stream>>>(p);
+      else if (small) resize_kernel<T, int32_t, R><<<grid_for(count), kThreads, 0, stream>>>(p);
+      else resize_kernel<T, int64_t, R><<<grid_for(count), kThreads, 0, stream>>>(p);
     });
   });
   HIOS_CUDA_CHECK(cudaGetLastError());
