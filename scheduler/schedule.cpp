@@ -650,15 +650,17 @@ void check_order(const Graph& g, const Placement& pl, std::vector<std::string>& 
 }
 
 // Transfers against what the placement needs: each one needed, from its producer's GPU, once;
-// none missing; the output brought to GPU 0.
+// none missing; every result brought to GPU 0 (the executor gathers them all there).
 void check_transfers(const Graph& g, const Schedule& s, const Placement& pl, std::vector<std::string>& out) {
   const ScheduleMeta& m = s.meta;
   const std::vector<Place>& place = pl.place;
   std::vector<int> gpu(g.nodes.size(), -1);
   for (int v = 0; v < g.size(); ++v) gpu[v] = g.is_input(v) ? 0 : place[v].gpu;
   std::set<std::pair<int, int>> need = needed_transfers(g, gpu, false);
-  const int out_node = g.output();
-  const bool gather = gpu[out_node] > 0;
+  std::set<int> gathered;  // the results computed off GPU 0
+  for (int r : g.results()) {
+    if (r >= 0 && r < g.size() && gpu[size_t(r)] > 0) gathered.insert(r);
+  }
   std::set<std::pair<int, int>> listed;
   for (size_t t = 0; t < s.transfers.size(); ++t) {
     const Transfer& tr = s.transfers[t];
@@ -693,7 +695,7 @@ void check_transfers(const Graph& g, const Schedule& s, const Placement& pl, std
                               tr.dst));
       continue;
     }
-    bool is_gather = gather && tr.node == out_node && tr.dst == 0;
+    const bool is_gather = gathered.count(tr.node) && tr.dst == 0;
     if (!need.count({tr.node, tr.dst}) && !is_gather) {
       out.push_back(strprintf("superfluous transfer: transfers[%zu] sends '%s' to GPU %d but nothing there reads it",
                               t, tn.c_str(), tr.dst));
@@ -713,10 +715,11 @@ void check_transfers(const Graph& g, const Schedule& s, const Placement& pl, std
                             "sends it there",
                             g.nodes[u].name.c_str(), gpu[u], reader.c_str(), dst));
   }
-  if (gather && !listed.count({out_node, 0})) {
+  for (int r : gathered) {
+    if (listed.count({r, 0})) continue;
     out.push_back(strprintf("output not on GPU 0: the graph output '%s' is produced on GPU %d and no transfer brings it "
                             "to GPU 0",
-                            g.nodes[out_node].name.c_str(), gpu[out_node]));
+                            g.nodes[r].name.c_str(), gpu[r]));
   }
 }
 

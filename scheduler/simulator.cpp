@@ -233,10 +233,20 @@ class Simulation {
       for (const SimStage& ss : r_.stages) ms = std::max(ms, ss.end_ms);
       return ms;
     }
-    if (where_[out].gpu == 0) return end_of_[out];
-    HIOS_CHECK(arrived_[size_t(out) * gpus_ + 0], "simulate: the graph output '%s' ends on GPU %d and no transfer brings it to GPU 0",
-               g_.nodes[out].name.c_str(), where_[out].gpu);
-    return arrival_[size_t(out) * gpus_ + 0];
+    // Every result must reach GPU 0, where the executor gathers them; with several results the
+    // last block's exit is their join, which gathers nothing itself, wherever it runs.
+    const std::vector<int> results = g_.results();
+    for (int r : results) {
+      if (where_[r].gpu == 0) {
+        ms = std::max(ms, end_of_[r]);
+        continue;
+      }
+      HIOS_CHECK(where_[r].gpu > 0 && arrived_[size_t(r) * gpus_ + 0],
+                 "simulate: the graph output '%s' ends on GPU %d and no transfer brings it to GPU 0",
+                 g_.nodes[r].name.c_str(), where_[r].gpu);
+      ms = std::max(ms, arrival_[size_t(r) * gpus_ + 0]);
+    }
+    return ms;
   }
 
   const Graph& g_;

@@ -156,6 +156,44 @@ def more():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), (1, 4, 10, 10)
 
 
+def segnet():
+    """opset 13, a small U-Net with two heads, for the toolkit on a segmentation network (no NumPy
+    reference: the sweep verifies its schedules against the sequential run): a max-pooled
+    encoder, a transposed-conv upsampling and a linear Resize by scales (so the file imports at
+    any even size), skips concatenated, a sigmoid mask at full size and coarse logits."""
+    c = 8
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["e1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["e1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["e2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["e2"], ["r2"]),
+        helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p2", "w3", "b3"], ["e3"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["e3"], ["r3"]),
+        helper.make_node("Conv", ["r3", "wa", "ba"], ["aux"], kernel_shape=[1, 1]),
+        helper.make_node("ConvTranspose", ["r3", "wt", "bt"], ["u2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Concat", ["u2", "r2"], ["k2"], axis=1),
+        helper.make_node("Conv", ["k2", "w4", "b4"], ["d2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["d2"], ["s2"]),
+        helper.make_node("Resize", ["s2", "", "scales"], ["u1"], mode="linear", coordinate_transformation_mode="half_pixel"),
+        helper.make_node("Concat", ["u1", "r1"], ["k1"], axis=1),
+        helper.make_node("Conv", ["k1", "w5", "b5"], ["d1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["d1"], ["s1"]),
+        helper.make_node("Conv", ["s1", "w6", "b6"], ["logit"], kernel_shape=[1, 1]),
+        helper.make_node("Sigmoid", ["logit"], ["mask"]),
+    ]
+    init = [t("w1", randn(c, 3, 3, 3)), t("b1", randn(c)), t("w2", randn(2 * c, c, 3, 3)), t("b2", randn(2 * c)),
+            t("w3", randn(2 * c, 2 * c, 3, 3)), t("b3", randn(2 * c)), t("wa", randn(3, 2 * c, 1, 1)), t("ba", randn(3)),
+            t("wt", randn(2 * c, c, 2, 2)), t("bt", randn(c)), t("w4", randn(c, 3 * c, 3, 3)), t("b4", randn(c)),
+            t("scales", np.array([1, 1, 2, 2], np.float32)), t("w5", randn(c, 2 * c, 3, 3)), t("b5", randn(c)),
+            t("w6", randn(1, c, 1, 1)), t("b6", randn(1))]
+    graph = helper.make_graph(nodes, "segnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, 16, 16]),
+                               helper.make_tensor_value_info("aux", TensorProto.FLOAT, [1, 3, 4, 4])], init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), (1, 3, 16, 16)
+
+
 def unsupported():
     inits = [t("w", randn(4, 3, 3, 3)), t("w2", randn(4, 4, 3, 3)), t("lo", np.array(-1, np.float32)),
              t("hi", np.array(1, np.float32)), t("pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64)),
@@ -295,21 +333,22 @@ def evaluate(model, x):
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for name, build in (("branchy", branchy), ("dynamo", dynamo), ("more", more), ("unsupported", unsupported)):
+    for name, build in (("branchy", branchy), ("dynamo", dynamo), ("more", more), ("unsupported", unsupported),
+                        ("segnet", segnet)):
         model, shape = build()
         if name != "dynamo" or onnx.defs.onnx_opset_version() >= 18:  # Debian's onnx 1.12 stops at opset 17
             onnx.checker.check_model(model)
         path = os.path.join(out, name + ".onnx")
         x = rng.standard_normal(shape).astype(np.float32)
         np.save(os.path.join(out, name + ".input.npy"), x)
-        if name != "unsupported":  # before saving: saving as external data empties the tensors
+        if name not in ("unsupported", "segnet"):  # before saving: saving as external data empties the tensors
             np.save(os.path.join(out, name + ".expected.npy"), evaluate(model, x).astype(np.float32))
         if name == "dynamo":
             onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
                             location=name + ".onnx.data", size_threshold=0)
         else:
             onnx.save_model(model, path)
-    print(f"wrote {out}: branchy, dynamo, more, unsupported")
+    print(f"wrote {out}: branchy, dynamo, more, unsupported, segnet")
 
 
 if __name__ == "__main__":

@@ -109,6 +109,19 @@ timeout 280 "$PY" "$here/../../scripts/sweep.py" "$W/sweep.json" -o "$W/sweep.js
   fail "sweep: $(tail -2 "$W/sweep.log")"
 grep -q "4 ok, 0 failed" "$W/sweep.log" || fail "sweep: $(tail -1 "$W/sweep.log")"
 
+# A sweep over a segmentation network (onnx_cases.py's segnet: a transposed conv, a linear
+# Resize by scales, skips, two heads) at two sizes on one and two ranks, every run verified;
+# on two ranks a head computed on rank 1 is gathered to rank 0.
+cat >"$W/sweep-seg.json" <<'JSON'
+{"name": "segnet", "models": ["segnet.onnx"], "sizes": [16, 24], "backends": ["cpu"], "costs": ["analytic"], "timeout_s": 120,
+ "run": {"warmup": 0, "number": 1, "repeat": 1, "threads": 1, "verify": true},
+ "groups": [{"batches": [1], "gpus": [1, 2], "algorithms": ["hios-lp", "ios"]}],
+ "mpirun": {"args": ["--oversubscribe"], "env": {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}}}
+JSON
+timeout 280 "$PY" "$here/../../scripts/sweep.py" "$W/sweep-seg.json" -o "$W/sweep-seg.jsonl" --hios "$H" >"$W/sweep-seg.log" 2>&1 ||
+  fail "segmentation sweep: $(tail -2 "$W/sweep-seg.log")"
+grep -q "8 ok, 0 failed" "$W/sweep-seg.log" || fail "segmentation sweep: $(tail -1 "$W/sweep-seg.log")"
+
 # Served like a built-in model: the graph file in --models, rebuilt at each batch, answers verified.
 timeout 300 "$H" serve --models "$W/branchy.json",demo --size 19 --duration 0.3 --loads 0.5 --batches 1,2 --static-batch 2 \
   --verify-every 1 -o "$W/serve.json" >"$W/serve.log" 2>&1 || fail "serve: $(grep -m1 error "$W/serve.log")"
