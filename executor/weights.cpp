@@ -81,7 +81,7 @@ Shape assembled_input_shape(const Graph& g, int v) {
   Shape s = g.value_shape(nd.inputs[0][0]);
   if (op_def(nd.op.kind).terms_are_operands) return s;
   s.c = 0;
-  for (const Term& t : nd.inputs) s.c += g.value_shape(t[0]).c;
+  for (size_t t = 0; t < nd.input_terms(); ++t) s.c += g.value_shape(nd.inputs[t][0]).c;
   return s;
 }
 

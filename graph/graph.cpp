@@ -391,7 +391,7 @@ void Graph::infer_node(Node& nd) {
     in = terms;
   } else {
     Shape cat = terms[0];
-    for (size_t ti = 1; ti < terms.size(); ++ti) {
+    for (size_t ti = 1; ti < nd.input_terms(); ++ti) {
       const Shape& s = terms[ti];
       HIOS_CHECK(s.n == cat.n && s.h == cat.h && s.w == cat.w,
                  "node '%s': spatial mismatch in a concat: term 0 ('%s') is %s but term %zu ('%s') is %s",
@@ -400,6 +400,7 @@ void Graph::infer_node(Node& nd) {
       cat.c += s.c;
     }
     in = {cat};
+    if (nd.has_residual()) in.push_back(terms.back());
   }
   for (const Shape& s : in) check_size(s, nd.name, "input");
   nd.shape = infer_op(nd.op, in, ctx);
@@ -497,13 +498,16 @@ Value GraphBuilder::node(const std::string& name, Op op, std::vector<Term> input
   }
   std::vector<Shape> in = terms;
   if (!op_def(op.kind).terms_are_operands && !terms.empty()) {
+    const bool residual = op.kind == OpKind::Conv && op.conv().residual && terms.size() >= 2;  // as Node::has_residual
+    const size_t concatenated = terms.size() - (residual ? 1 : 0);
     Shape cat = terms[0];
-    for (size_t i = 1; i < terms.size(); ++i) {
+    for (size_t i = 1; i < concatenated; ++i) {
       HIOS_CHECK(terms[i].h == cat.h && terms[i].w == cat.w, "node '%s': spatial mismatch in a concat (%s vs %s)",
                  name.c_str(), cat.str().c_str(), terms[i].str().c_str());
       cat.c += terms[i].c;
     }
     in = {cat};
+    if (residual) in.push_back(terms.back());
   }
   InferContext ctx{name, g_.batch, g_.height, g_.width};
   Node nd;

@@ -58,6 +58,11 @@ struct Node {
   DType dtype = DType::F32;  // output element type, filled by inference
   OpCost cost;       // counts, filled by shape inference (term assembly included)
   int operands() const { return int(inputs.size() + constants.size()); }
+  // The input terms concatenated into the op's input: all of them but a residual convolution's
+  // last (ConvAttrs::residual), which is residual_term().
+  size_t input_terms() const { return inputs.size() - (has_residual() ? 1 : 0); }
+  bool has_residual() const { return op.kind == OpKind::Conv && op.conv().residual && inputs.size() >= 2; }
+  const Term* residual_term() const { return has_residual() ? &inputs.back() : nullptr; }
   // Operand k's constant, or nullptr when operand k is an input term.
   const Constant* constant(int k) const;
   // The input term holding operand k (operands not constant, in order).

@@ -183,7 +183,11 @@ static void read_input(Op& op, JsonObject& o) {
 
 static Shape infer_conv(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
   const ConvAttrs& a = op.conv();
-  const Shape& in = image_input(ins, ctx, "conv");
+  // A residual convolution's operands are its input and the residual (Node::residual_term).
+  HIOS_CHECK(!a.residual || ins.size() == 2, "node '%s': a residual conv takes an input and a residual, got %zu tensors",
+             ctx.node.c_str(), ins.size());
+  const std::vector<Shape> first(ins.begin(), ins.begin() + (a.residual ? 1 : std::ptrdiff_t(ins.size())));
+  const Shape& in = image_input(first, ctx, "conv");
   HIOS_CHECK(a.groups > 0 && a.out_channels > 0, "node '%s': conv needs positive groups and out_channels",
              ctx.node.c_str());
   for (int i = 0; i < 2; ++i) {
@@ -199,7 +203,10 @@ static Shape infer_conv(const Op& op, const std::vector<Shape>& ins, const Infer
   Shape out{in.n, a.out_channels, window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false),
             window_out(in.w, a.kernel[1], a.stride[1], a.padding[1], a.dilation[1], false)};
   check_positive(out, ctx, "conv output");
-  return band_shape(op, a.rows, in, out, ctx);
+  const Shape result = band_shape(op, a.rows, in, out, ctx);
+  HIOS_CHECK(!a.residual || ins[1] == result, "node '%s': the residual is %s but the conv gives %s", ctx.node.c_str(),
+             ins[1].str().c_str(), result.str().c_str());
+  return result;
 }
 static OpCost count_conv(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
   const ConvAttrs& a = op.conv();
@@ -207,8 +214,9 @@ static OpCost count_conv(const Op& op, const std::vector<Shape>& in, const Shape
   double weights = double(a.out_channels) * double(in[0].c / a.groups) * a.kernel[0] * a.kernel[1];
   c.params = weights + (a.bias ? a.out_channels : 0);
   c.macs = double(out.numel()) * double(in[0].c / a.groups) * a.kernel[0] * a.kernel[1];
-  c.flops = 2 * c.macs + (a.bias ? out.numel() : 0) + (a.activation != Activation::None ? out.numel() : 0);
-  c.bytes_read = bytes_of(in, t) + c.params * dtype_size(t);
+  c.flops = 2 * c.macs + (a.bias ? out.numel() : 0) + (a.activation != Activation::None ? out.numel() : 0) +
+            (a.residual ? out.numel() : 0);
+  c.bytes_read = bytes_of(in, t) + c.params * dtype_size(t);  // the residual, in[1], included
   c.bytes_written = bytes_of(out, t);
   return c;
 }
@@ -222,6 +230,7 @@ static void write_conv(const Op& op, json& j) {
   j["groups"] = a.groups;
   j["bias"] = a.bias;
   j["activation"] = activation_name(a.activation);
+  if (a.residual) j["residual"] = true;
   if (a.rows.banded()) j["rows"] = row_window_json(a.rows);
 }
 static void read_conv(Op& op, JsonObject& o) {
@@ -234,6 +243,7 @@ static void read_conv(Op& op, JsonObject& o) {
   a.groups = o.get_int("groups", 1);
   a.bias = o.get_bool("bias", true);
   a.activation = parse_activation(o.get_string("activation", "none"), o.child_path("activation"), true);
+  a.residual = o.get_bool("residual", false);
   a.rows = read_row_window(o);
   op.attrs = a;
 }
@@ -624,6 +634,7 @@ static std::string describe_conv(const Op& op) {
   const ConvAttrs& a = op.conv();
   std::string s = strprintf("conv %dx%d/%d %lld", a.kernel[0], a.kernel[1], a.stride[0], (long long)a.out_channels);
   if (a.groups > 1) s += strprintf(" g%lld", (long long)a.groups);
+  if (a.residual) s += " +residual";
   if (a.activation != Activation::None) s += std::string(" ") + activation_name(a.activation);
   return s;
 }

@@ -129,6 +129,10 @@ struct ConvAttrs {
   int64_t groups = 1;
   bool bias = true;
   Activation activation = Activation::None;  // fused into the conv
+  // The node's last input term is added to the convolution's output, after the bias and before
+  // the activation: a skip connection (ResNet's, MobileNet's) fused into the convolution that
+  // ends the branch, so the sum is not a pass of its own. The other terms are the input.
+  bool residual = false;
   RowWindow rows;                            // a band of a row split, or the whole tensor
 };
 

@@ -256,6 +256,10 @@ class Splitter {
   // A node whose band may read an input holding more rows than its windows need: one value in,
   // read first by a convolution or a (non-global) pool, whose RowWindow places the band in the
   // rows the input holds. Element-wise ops, concats and sums need exactly their rows.
+  static bool is_residual_term(const Node& nd, size_t term) {
+    return nd.has_residual() && term + 1 == nd.inputs.size();
+  }
+
   static bool reads_band_of_taller_input(const Node& nd) {
     if (nd.inputs.size() != 1 || nd.inputs[0].size() != 1) return false;
     const Op* first = &nd.op;
@@ -352,10 +356,12 @@ class Splitter {
       for (int k = 0; k < rg.spec->parts; ++k) {
         for (const Band& band : plan_[size_t(v)].at(size_t(k))) {
           const RowRange need = band_need(rg, v, k, band);
-          for (const Term& t : nd.inputs) {
-            for (const Value& val : t) {
-              auto [it, fresh] = reads_.try_emplace(read_key(val, k), need);
-              if (!fresh) it->second = hull(it->second, need);
+          for (size_t ti = 0; ti < nd.inputs.size(); ++ti) {
+            // A residual convolution reads its residual at its own rows, not under its window.
+            const RowRange rows = is_residual_term(nd, ti) ? band.rows : need;
+            for (const Value& val : nd.inputs[ti]) {
+              auto [it, fresh] = reads_.try_emplace(read_key(val, k), rows);
+              if (!fresh) it->second = hull(it->second, rows);
             }
           }
         }
@@ -393,9 +399,12 @@ class Splitter {
           const RowRange need = band_need(rg, v, k, bands[p]);
           int64_t held_first = need.begin;
           const bool superset = reads_band_of_taller_input(nd);
-          for (const Term& t : nd.inputs) {
+          for (size_t ti = 0; ti < nd.inputs.size(); ++ti) {
             Term nt;
-            for (const Value& val : t) nt.push_back(source(rg, val, need, k, superset, &held_first));
+            for (const Value& val : nd.inputs[ti]) {
+              nt.push_back(is_residual_term(nd, ti) ? source(rg, val, bands[p].rows, k)
+                                                    : source(rg, val, need, k, superset, &held_first));
+            }
             part.inputs.push_back(std::move(nt));
           }
           part.op = band_op(nd.op, bands[p].rows, in_h, held_first);

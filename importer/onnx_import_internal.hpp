@@ -136,6 +136,7 @@ class Importer {
   void reduce_mean(const onnx::NodeProto& n);
   void concat(const onnx::NodeProto& n);
   void binary(const onnx::NodeProto& n);
+  bool fuse_residual(const onnx::NodeProto& n, const std::string& conv_out, const Live& other);
   static bool per_channel(const ConstTensor& c, bool flat, int64_t channels);
   void pad(const onnx::NodeProto& n);
   void alias(const onnx::NodeProto& n);

@@ -179,7 +179,8 @@ void Importer::affine(const onnx::NodeProto& n, const std::string& x_name, std::
   if (int64_t(shift.size()) == 1) shift.assign(size_t(c), shift[0]);
   if (int64_t(scale.size()) != c || int64_t(shift.size()) != c) refused("its constant is not per channel");
   Pending* p = sole_producer(x_name, OpKind::Conv);
-  if (p && p->op.conv().activation != Activation::None) p = nullptr;
+  // After an activation or a residual sum the affine map is not one of the weights'.
+  if (p && (p->op.conv().activation != Activation::None || p->op.conv().residual)) p = nullptr;
   if (!p) p = sole_producer(x_name, OpKind::Linear);
   if (p) {
     const int64_t per_out = int64_t(p->weight.size()) / c;
@@ -384,6 +385,7 @@ void Importer::binary(const onnx::NodeProto& n) {
   live(n.input(1));
   Live &x = *values_.at(n.input(0)).live, &y = *values_.at(n.input(1)).live;  // materialized in place
   if (x.shape != y.shape || x.flat != y.flat) refused("its operands differ in shape (hios does not broadcast)");
+  if (t == "Add" && (fuse_residual(n, n.input(0), y) || fuse_residual(n, n.input(1), x))) return;
   if (t == "Add" && uses(n.output(0)) == 1 && x.single() && y.single()) {
     Live out = x;  // one sum term, assembled by the reader
     out.terms = {{x.terms[0][0], y.terms[0][0]}};
@@ -397,6 +399,32 @@ void Importer::binary(const onnx::NodeProto& n) {
   const int idx = add_node(std::move(p));
   const Live out = node_live(idx, x.flat);
   set_live(n, out);
+}
+
+// conv_out + other, where a convolution alone computes conv_out: a skip connection, added in
+// that convolution's epilogue (ConvAttrs::residual) instead of a pass of its own. An activation
+// after the sum then folds into the same convolution (apply_activation).
+bool Importer::fuse_residual(const onnx::NodeProto& n, const std::string& conv_out, const Live& other) {
+  Pending* p = sole_producer(conv_out, OpKind::Conv);
+  if (!p || !other.single() || other.pad.any() || other.flat) return false;
+  const ConvAttrs& a = p->op.conv();
+  if (a.residual || a.activation != Activation::None || a.rows.banded()) return false;
+  // The convolution moves to the end of the nodes, after the residual's producer (a ResNet's
+  // downsampling branch comes after the convolution it is added to), so that nodes_ stays in
+  // topological order. Nothing else reads it where it was: the Add was its one use, and the
+  // husk left there is pruned as unread.
+  Pending q = std::move(*p);
+  *p = Pending{};
+  p->name = unique_name(q.name + ".moved");
+  p->op = make_op(OpKind::Identity);
+  p->inputs = q.inputs;
+  p->shape = q.shape;
+  q.inputs.push_back(Term{other.terms[0][0]});
+  std::get<ConvAttrs>(q.op.attrs).residual = true;
+  nodes_.push_back(std::move(q));
+  ++folded_["Adds into the epilogue of the convolution before them"];
+  set_live(n, node_live(int(nodes_.size()) - 1));
+  return true;
 }
 
 bool Importer::per_channel(const ConstTensor& c, bool flat, int64_t channels) {

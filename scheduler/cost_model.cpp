@@ -205,7 +205,7 @@ Shape assembled_input(const Graph& g, const Node& nd) {
   if (nd.inputs.empty()) return nd.constants.empty() ? nd.shape : nd.constants[0].shape;  // from constants alone
   Shape in = g.value_shape(nd.inputs[0][0]);
   if (!op_def(nd.op.kind).terms_are_operands) {
-    for (size_t t = 1; t < nd.inputs.size(); ++t) in.c += g.value_shape(nd.inputs[t][0]).c;
+    for (size_t t = 1; t < nd.input_terms(); ++t) in.c += g.value_shape(nd.inputs[t][0]).c;
   }
   return in;
 }

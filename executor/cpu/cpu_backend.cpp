@@ -131,6 +131,8 @@ class CpuBackend final : public Backend {
         if (op_def(nd.op.kind).terms_are_operands) {
           elems = 0;  // one buffer per operand, each of its own shape (a rows op's operands differ in H)
           for (const Term& t : nd.inputs) elems += g.value_shape(t[0]).numel();
+        } else if (const Term* r = nd.residual_term()) {
+          elems += g.value_shape(r->at(0)).numel();
         }
         assembly = std::max(assembly, elems);
       }
@@ -195,7 +197,8 @@ class CpuBackend final : public Backend {
       Shape s = assembled_input_shape(g, node);
       for (size_t t = 0; t < assembly_.size(); ++t) {
         in.push_back(assembly_[t].data());
-        shapes.push_back(operands ? g.value_shape(nd.inputs[t][0]) : s);
+        // A residual convolution's second buffer is its residual, of the output's shape.
+        shapes.push_back(operands ? g.value_shape(nd.inputs[t][0]) : t == 0 ? s : nd.shape);
       }
     }
     cpu::run_op(nd.op, in, shapes, nd.shape, tensors_[node].data, views_[node], scratch_);

@@ -37,7 +37,7 @@ static void valid_range(int64_t offset, int64_t stride, int64_t limit, int64_t o
 }
 
 void conv2d(const ConvAttrs& a, const Shape& in, const float* x, const Shape& out, float* y, const float* w,
-            const float* b) {
+            const float* b, const float* z) {
   const int64_t icg = in.c / a.groups, ocg = out.c / a.groups;
   const int64_t KH = a.kernel[0], KW = a.kernel[1], SH = a.stride[0], SW = a.stride[1];
   const int64_t PH = a.padding[0], PW = a.padding[1], DH = a.dilation[0], DW = a.dilation[1];
@@ -76,7 +76,17 @@ void conv2d(const ConvAttrs& a, const Shape& in, const float* x, const Shape& ou
         }
         const double bias = b ? double(b[oc]) : 0.0;
         float* yp = y + (n * out.c + oc) * OHW;
-        for (int64_t i = 0; i < OHW; ++i) yp[i] = float(apply_act(a.activation, acc[i] + bias));
+        if (z) {
+          // Rounded as the unfused graph rounds: the convolution's value, its sum with the
+          // residual, then the activation of that sum, each stored as float.
+          const float* zp = z + (n * out.c + oc) * OHW;
+          for (int64_t i = 0; i < OHW; ++i) {
+            const float sum = float(double(float(acc[i] + bias)) + double(zp[i]));
+            yp[i] = float(apply_act(a.activation, double(sum)));
+          }
+        } else {
+          for (int64_t i = 0; i < OHW; ++i) yp[i] = float(apply_act(a.activation, acc[i] + bias));
+        }
       }
     }
   }
@@ -212,7 +222,9 @@ void k_input(const Op&, const std::vector<const float*>&, const std::vector<Shap
 void k_conv(const Op& op, const std::vector<const float*>& in, const std::vector<Shape>& s, const Shape& out, float* y,
             const std::vector<OpParamsView>& p, Scratch&) {
   const OpParamsView& w = first_params(op, p);
-  conv2d(op.conv(), s[0], in[0], out, y, w.weight, w.bias);
+  const bool residual = op.conv().residual;
+  HIOS_CHECK(!residual || in.size() == 2, "cpu conv: a residual conv got %zu operands", in.size());
+  conv2d(op.conv(), s[0], in[0], out, y, w.weight, w.bias, residual ? in[1] : nullptr);
 }
 // Each output pixel gathers the input pixels whose patches reach it: output row oh reads input
 // row ih through kernel row kh where oh + pad_top = ih * stride + kh * dilation. Accumulated in
@@ -433,17 +445,20 @@ void assemble_terms(const Graph& g, int v, const std::vector<const float*>& prod
 
   const Shape base = g.value_shape(nd.inputs[0][0]);
   const int64_t N = base.n, cat_hw = base.h * base.w;
+  const size_t concatenated = nd.input_terms();
   int64_t total_c = 0;
-  for (const Term& t : nd.inputs) total_c += g.value_shape(t[0]).c;
+  for (size_t t = 0; t < concatenated; ++t) total_c += g.value_shape(nd.inputs[t][0]).c;
 
   // Operands keep their own shapes (a rows op's operands differ in H); a concat's terms share H x W.
-  out.resize(operands ? nd.inputs.size() : 1);
+  // A residual convolution's residual term is an operand of its own after the concatenation.
+  out.resize(operands ? nd.inputs.size() : 1 + (nd.inputs.size() - concatenated));
   if (operands) {
     for (size_t t = 0; t < nd.inputs.size(); ++t) {
       out[t].resize(static_cast<size_t>(g.value_shape(nd.inputs[t][0]).numel()));
     }
   } else {
     out[0].resize(static_cast<size_t>(N * total_c * cat_hw));
+    if (out.size() == 2) out[1].resize(static_cast<size_t>(g.value_shape(nd.inputs.back()[0]).numel()));
   }
 
   size_t k = 0;
@@ -452,10 +467,11 @@ void assemble_terms(const Graph& g, int v, const std::vector<const float*>& prod
     const Term& term = nd.inputs[t];
     const Shape ts = g.value_shape(term[0]);
     const int64_t tc = ts.c;
-    const int64_t HW = operands ? ts.h * ts.w : cat_hw;
-    float* dst = operands ? out[t].data() : out[0].data();
-    const int64_t dst_c = operands ? tc : total_c;
-    const int64_t dst_off = operands ? 0 : c_off;
+    const bool own = operands || t >= concatenated;  // an operand in a buffer of its own
+    const int64_t HW = own ? ts.h * ts.w : cat_hw;
+    float* dst = operands ? out[t].data() : own ? out[1].data() : out[0].data();
+    const int64_t dst_c = own ? tc : total_c;
+    const int64_t dst_off = own ? 0 : c_off;
     for (int64_t n = 0; n < N; ++n) {
       for (int64_t c = 0; c < tc; ++c) {
         float* dp = dst + ((n * dst_c) + dst_off + c) * HW;

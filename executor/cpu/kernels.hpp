@@ -16,9 +16,10 @@
 
 namespace hios::exec::cpu {
 
-// y = act(conv(x, w) + b); w is [out][in/groups][kh][kw]; b may be nullptr.
+// y = act(conv(x, w) + b), or with a residual z (of y's shape) act(conv(x, w) + b + z); w is
+// [out][in/groups][kh][kw]; b and z may be nullptr.
 void conv2d(const ConvAttrs& a, const Shape& in, const float* x, const Shape& out, float* y, const float* w,
-            const float* b);
+            const float* b, const float* z = nullptr);
 void pool2d(const PoolAttrs& a, const Shape& in, const float* x, const Shape& out, float* y);
 void activation(Activation act, int64_t count, const float* x, float* y);
 // y[i] = sum (add) or product (mul) over operands of operands[k][i], in operand order.

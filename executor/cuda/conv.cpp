@@ -45,10 +45,28 @@ Params kernel_params(const ConvProblem& p) {
   dp.ph = p.padding[0];
   dp.pw = p.padding[1];
   dp.input_relu = p.input_relu;
-  dp.act = act_code(p.act);
+  // With a residual the activation comes after the sum: residual_epilogue applies both.
+  dp.act = p.residual() ? 0 : act_code(p.act);
   dp.nhwc = p.x.nhwc() ? 1 : 0;
   dp.elem = p.x.elem;
   return dp;
+}
+
+// What hios's kernels leave to a pass of their own: a residual's sum and the activation after
+// it (their own epilogues take the bias and an activation only).
+struct ResidualEpilogue {
+  void* y = nullptr;
+  const void* z = nullptr;
+  int act = 0;
+  Shape ys;
+  int nhwc = 0;
+  Elem elem = Elem::F32;
+  void operator()(cudaStream_t st) const {
+    if (z) launch_bias_act(y, y, nullptr, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, st, z);
+  }
+};
+ResidualEpilogue residual_epilogue(const ConvProblem& p) {
+  return {p.y.ptr, p.z.ptr, act_code(p.act), p.y.shape, p.y.nhwc() ? 1 : 0, p.y.elem};
 }
 
 DepthwiseParams depthwise_params(const ConvProblem& p) {
@@ -141,13 +159,14 @@ BeP be_pointwise(cudnnPointwiseMode_t mode, const BeP& x, const BeP& b, const Be
   return op;
 }
 
-constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidB = 4;
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidB = 4, kUidZ = 5;
 
 // An operation graph (convolution, optionally + bias + activation) and everything it refers to.
 struct BeGraph {
   std::vector<BeP> keep;
   BeP graph;
   bool has_bias = false;
+  bool has_residual = false;  // reads the residual (kUidZ)
 };
 
 // Returns null when cuDNN cannot express or finalize the graph.
@@ -163,7 +182,7 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
   const cudnnDataType_t st = cudnn_type(e), acc = CUDNN_DATA_FLOAT;
   BeP tx = be_tensor(kUidX, {xs.n, xs.c, xs.h, xs.w}, false, ax, nhwc, st);
   BeP tw = be_tensor(kUidW, {p.out_channels, xs.c / p.groups, p.kernel[0], p.kernel[1]}, false, aw, nhwc, st);
-  const bool pointwise = fused && (p.b != nullptr || p.act != Activation::None);
+  const bool pointwise = fused && (p.b != nullptr || p.act != Activation::None || p.residual());
   BeP conv_out = pointwise ? be_tensor(10, {ys.n, ys.c, ys.h, ys.w}, true, 16, nhwc, acc)
                            : be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st);
   g->keep = {tx, tw, conv_out};
@@ -199,6 +218,18 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
   if (pointwise) {
     BeP cur = conv_out;
     const bool last_is_bias = p.act == Activation::None;
+    if (p.residual()) {
+      // conv + z + bias, then the activation: the skip connection in the convolution's epilogue.
+      const bool last = last_is_bias && !p.b;
+      BeP tz = be_tensor(kUidZ, {ys.n, ys.c, ys.h, ys.w}, false, alignment_of(p.z.ptr, e), nhwc, st);
+      BeP out = last ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st)
+                     : be_tensor(12, {ys.n, ys.c, ys.h, ys.w}, true, 16, nhwc, acc);
+      BeP add = be_pointwise(CUDNN_POINTWISE_ADD, cur, tz, out, g->keep);
+      g->keep.insert(g->keep.end(), {tz, out, add});
+      ops.push_back(add->d);
+      cur = out;
+      g->has_residual = true;
+    }
     if (p.b) {
       BeP tb = be_tensor(kUidB, {1, ys.c, 1, 1}, false, alignment_of(p.b, e), nhwc, st);
       BeP out = last_is_bias ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st)
@@ -426,6 +457,7 @@ std::string key_of(const ConvProblem& p, const void* x) {
   if (!p.cudnn_ok) band += " hios-only";
   // Layouts are problems of their own; NCHW keys stay as they were (recorded recipes).
   if (p.x.nhwc()) band += " nhwc";
+  if (p.residual()) band += " residual";
   if (p.x.elem != Elem::F32) {
     // 16-bit storage: the exact alignments (a band's pointer may sit at any element).
     band += strprintf(" al%lld,%lld,%lld", (long long)alignment_of(x, p.x.elem),
@@ -615,7 +647,7 @@ void add_graph_candidates(PlanCtx& c, const ConvProblem& p, const TrialInputs& i
   size_t ws_bytes = 0;
   (void)c.eng.find_workspace(&ws_bytes);
   for (bool fused : {true, false}) {
-    if (fused && p.b == nullptr && p.act == Activation::None) continue;  // nothing to fuse
+    if (fused && p.b == nullptr && p.act == Activation::None && !p.residual()) continue;  // nothing to fuse
     if (fused && p.act == Activation::Relu6) continue;  // no clipped pointwise op here: the epilogue kernel clips
     std::shared_ptr<BeGraph> g = build_graph(res.cudnn(), p, in.x, fused);
     if (!g) continue;
@@ -645,12 +677,17 @@ void add_graph_candidates(PlanCtx& c, const ConvProblem& p, const TrialInputs& i
         exec->uids.push_back(kUidB);
         exec->ptrs.push_back(const_cast<void*>(p.b));
       }
+      if (g->has_residual) {
+        exec->uids.push_back(kUidZ);
+        exec->ptrs.push_back(p.z.ptr);
+      }
       const void* b = p.b;
+      const void* z = p.z.ptr;
       void* y = p.y.ptr;
-      out.add(ch, [exec, fused, b, y, in](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
+      out.add(ch, [exec, fused, b, z, y, in](cudaStream_t st, cudnnHandle_t h, void* w, size_t) {
         in.pre(st);
         exec->run(h, w);
-        if (!fused) launch_bias_act(y, y, b, in.act, in.ys.n, in.ys.c, in.ys.h * in.ys.w, in.nhwc, in.elem, st);
+        if (!fused) launch_bias_act(y, y, b, in.act, in.ys.n, in.ys.c, in.ys.h * in.ys.w, in.nhwc, in.elem, st, z);
       });
     }
   }
@@ -682,10 +719,9 @@ void add_legacy_candidate(PlanCtx& c, const ConvProblem& p, const std::string& k
     HIOS_CUDA_CHECK(cudaStreamSynchronize(res.stream()));
     // With the workspace a launch will have (cudnnFind's, for the plain convolution): the
     // fused call may want more, and would then refuse with BAD_PARAM only when it runs.
-    const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(res.cudnn(), &kOne, d->x, x, d->w, p.w, d->conv,
-                                                                  lc.algo, ws, std::min(ws_bytes, lc.workspace),
-                                                                  &kZero, d->y, p.y.ptr, d->b, bias, d->act, d->y,
-                                                                  p.y.ptr);
+    const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
+        res.cudnn(), &kOne, d->x, x, d->w, p.w, d->conv, lc.algo, ws, std::min(ws_bytes, lc.workspace),
+        p.residual() ? &kOne : &kZero, d->y, p.residual() ? p.z.ptr : p.y.ptr, d->b, bias, d->act, d->y, p.y.ptr);
     if (s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM) {
       ch->legacy_fused = false;
     } else if (s != CUDNN_STATUS_SUCCESS) {
@@ -697,15 +733,17 @@ void add_legacy_candidate(PlanCtx& c, const ConvProblem& p, const std::string& k
   const cudnnConvolutionFwdAlgo_t algo = lc.algo;
   const void* w = p.w;
   const void* b = p.b;
+  const void* z = p.z.ptr;
   void* y = p.y.ptr;
-  out.add(ch, [d, lf, algo, x, w, b, bias, y, in](cudaStream_t st, cudnnHandle_t h, void* wsp, size_t wsb) {
+  out.add(ch, [d, lf, algo, x, w, b, z, bias, y, in](cudaStream_t st, cudnnHandle_t h, void* wsp, size_t wsb) {
     in.pre(st);
     if (lf) {
       HIOS_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb,
-                                                             &kZero, d->y, y, d->b, bias, d->act, d->y, y));
+                                                             z ? &kOne : &kZero, d->y, z ? z : y, d->b, bias, d->act,
+                                                             d->y, y));
     } else {
       HIOS_CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, wsp, wsb, &kZero, d->y, y));
-      launch_bias_act(y, y, b, in.act, in.ys.n, in.ys.c, in.ys.h * in.ys.w, in.nhwc, in.elem, st);
+      launch_bias_act(y, y, b, in.act, in.ys.n, in.ys.c, in.ys.h * in.ys.w, in.nhwc, in.elem, st, z);
     }
   });
 }
@@ -722,7 +760,11 @@ void add_depthwise_candidates(const ConvProblem& p, Candidates& out) {
     ch->what = variant == 0 ? "hios depthwise" : "hios depthwise rows";
     DepthwiseParams dp = depthwise_params(p);
     dp.variant = variant;
-    out.add(ch, [dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_depthwise(dp, st); });
+    const ResidualEpilogue after = residual_epilogue(p);
+    out.add(ch, [dp, after](cudaStream_t st, cudnnHandle_t, void*, size_t) {
+      launch_depthwise(dp, st);
+      after(st);
+    });
   }
 }
 
@@ -737,7 +779,11 @@ std::shared_ptr<Choice> direct_choice(const char* what) {
 }
 Trial direct_trial(const ConvProblem& p) {
   const DirectConvParams dp = direct_params(p);
-  return [dp](cudaStream_t st, cudnnHandle_t, void*, size_t) { launch_conv_direct(dp, st); };
+  const ResidualEpilogue after = residual_epilogue(p);
+  return [dp, after](cudaStream_t st, cudnnHandle_t, void*, size_t) {
+    launch_conv_direct(dp, st);
+    after(st);
+  };
 }
 
 // Times every candidate on the planning stream (time_on_stream) and keeps the fastest. One that
@@ -891,12 +937,20 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
     case Impl::Depthwise: {
       DepthwiseParams dp = depthwise_params(p);
       dp.variant = ch->depthwise_variant;
-      c.emit([dp](StreamResources& r) { launch_depthwise(dp, r.stream()); });
+      const ResidualEpilogue after = residual_epilogue(p);
+      c.emit([dp, after](StreamResources& r) {
+        launch_depthwise(dp, r.stream());
+        after(r.stream());
+      });
       return;
     }
     case Impl::Direct: {
       const DirectConvParams dp = direct_params(p);
-      c.emit([dp](StreamResources& r) { launch_conv_direct(dp, r.stream()); });
+      const ResidualEpilogue after = residual_epilogue(p);
+      c.emit([dp, after](StreamResources& r) {
+        launch_conv_direct(dp, r.stream());
+        after(r.stream());
+      });
       return;
     }
     case Impl::GraphFused:
@@ -910,13 +964,18 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
         exec->uids.push_back(kUidB);
         exec->ptrs.push_back(const_cast<void*>(p.b));
       }
+      if (ch->graph->has_residual) {
+        exec->uids.push_back(kUidZ);
+        exec->ptrs.push_back(p.z.ptr);
+      }
       const bool epilogue = ch->impl == Impl::GraphConv;
       const void* b = p.b;
+      const void* z = p.z.ptr;
       void* y = p.y.ptr;
-      c.emit([exec, epilogue, b, act, ys, y, pre, nhwc, elem](StreamResources& r) {
+      c.emit([exec, epilogue, b, z, act, ys, y, pre, nhwc, elem](StreamResources& r) {
         pre(r.stream());
         exec->run(r.cudnn(), r.workspace());
-        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, r.stream());
+        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, r.stream(), z);
       });
       return;
     }
@@ -928,14 +987,15 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
       const void* w = p.w;
       const void* b = p.b;
       const void* bias = p.b ? p.b : c.eng.zeros(p.out_channels, c.res.stream());
+      const void* z = p.z.ptr;
       void* y = p.y.ptr;
       const std::string what = ch->what;
-      c.emit([d, lf, algo, x, w, b, bias, y, act, ys, pre, nhwc, elem, key, what](StreamResources& r) {
+      c.emit([d, lf, algo, x, w, b, z, bias, y, act, ys, pre, nhwc, elem, key, what](StreamResources& r) {
         pre(r.stream());
         if (lf) {
-          const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv,
-                                                                        algo, r.workspace(), r.workspace_bytes(), &kZero,
-                                                                        d->y, y, d->b, bias, d->act, d->y, y);
+          const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
+              r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(), r.workspace_bytes(), z ? &kOne : &kZero,
+              d->y, z ? z : y, d->b, bias, d->act, d->y, y);
           // The trial at planning ran this call; say which problem refused it now, and with what.
           if (s != CUDNN_STATUS_SUCCESS) {
             const std::string call = strprintf("cudnnConvolutionBiasActivationForward (%s, workspace %zu bytes) for %s",
@@ -945,7 +1005,7 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
         } else {
           HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(),
                                                    r.workspace_bytes(), &kZero, d->y, y));
-          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, r.stream());
+          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, r.stream(), z);
         }
       });
       return;

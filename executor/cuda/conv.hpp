@@ -50,6 +50,8 @@ struct ConvProblem {
   bool fp32 = false;        // forbid TF32
   bool input_relu = false;  // the convolution reads relu(x)
   View relu_tmp;            // scratch of x's shape for the cuDNN candidates when input_relu
+  View z;                   // the residual added before the activation (ConvAttrs::residual); null ptr: none
+  bool residual() const { return z.ptr != nullptr; }
 };
 
 // Picks (or recalls) the fastest implementation and emits its launches; raises

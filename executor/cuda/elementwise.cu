@@ -21,8 +21,8 @@ namespace {
 // tensor's size, the pointers and the bias's period allow): the V elements of one access share
 // a bias row (NCHW: one plane) or take V consecutive channels (NHWC).
 template <class T, int V>
-__global__ void bias_act_kernel(const T* x, T* y, const T* bias, int act, int64_t c, int64_t hw, int nhwc,
-                                int64_t total) {
+__global__ void bias_act_kernel(const T* x, T* y, const T* bias, const T* z, int act, int64_t c, int64_t hw,
+                                int nhwc, int64_t total) {
   const int64_t accesses = total / V;
   for (int64_t a = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; a < accesses; a += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = a * V;
@@ -38,6 +38,12 @@ __global__ void bias_act_kernel(const T* x, T* y, const T* bias, int act, int64_
 #pragma unroll
         for (int k = 0; k < V; ++k) v[k] += b;
       }
+    }
+    if (z) {  // a residual convolution's skip connection, added before the activation
+      float r[V];
+      ldv<V>(z + i, r);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] += r[k];
     }
 #pragma unroll
     for (int k = 0; k < V; ++k) v[k] = activate(v[k], act);
@@ -100,20 +106,22 @@ __global__ void linear_kernel(const T* __restrict__ x, const T* __restrict__ w, 
 }  // namespace
 
 void launch_bias_act(const void* x, void* y, const void* bias, int act, int64_t n, int64_t c, int64_t hw, int nhwc,
-                     Elem elem, cudaStream_t stream) {
+                     Elem elem, cudaStream_t stream, const void* z) {
   const int64_t total = n * c * hw;
-  if (total <= 0 || (!bias && act == 0 && x == y)) return;
+  if (total <= 0 || (!bias && !z && act == 0 && x == y)) return;
   with_elem(elem, [&](auto tag) {
     using T = decltype(tag);
     // The widest access whose V elements stay within one bias period and whose addresses align.
     auto fits = [&](int64_t v) {
       const uintptr_t align = uintptr_t(v) * sizeof(T);
       return total % v == 0 && reinterpret_cast<uintptr_t>(x) % align == 0 &&
-             reinterpret_cast<uintptr_t>(y) % align == 0 && (!bias || (nhwc ? c : hw) % v == 0);
+             reinterpret_cast<uintptr_t>(y) % align == 0 && reinterpret_cast<uintptr_t>(z) % align == 0 &&
+             (!bias || (nhwc ? c : hw) % v == 0);
     };
     auto go = [&](auto kernel, int64_t v) {
       kernel<<<grid_for(total / v), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                           static_cast<const T*>(bias), act, c, hw, nhwc, total);
+                                                           static_cast<const T*>(bias), static_cast<const T*>(z), act,
+                                                           c, hw, nhwc, total);
     };
     if constexpr (sizeof(T) == 2) {
       if (fits(8)) return go(bias_act_kernel<T, 8>, 8);

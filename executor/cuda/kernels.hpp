@@ -111,10 +111,10 @@ void launch_pool_tiled(const PoolParams& p, cudaStream_t stream);
 
 // Activation codes shared by the kernels below: 0 none, 1 relu, 2 sigmoid, 3 tanh (the order of
 // hios::Activation).
-// y = act(x + bias[c]) over packed NCHW (nhwc 0) or NHWC (nhwc 1) tensors (x == y is fine);
-// bias may be null.
+// y = act(x + bias[c] + z) over packed NCHW (nhwc 0) or NHWC (nhwc 1) tensors (x == y is fine);
+// bias and z (a residual convolution's skip connection, of y's shape and layout) may be null.
 void launch_bias_act(const void* x, void* y, const void* bias, int act, int64_t n, int64_t c, int64_t hw,
-                     int nhwc, Elem elem, cudaStream_t stream);
+                     int nhwc, Elem elem, cudaStream_t stream, const void* z = nullptr);
 
 // Global max or average pooling (also a partial average, a part of a row split: divisor is
 // then the whole tensor's H * W, not the rows x holds): one output per (item, channel). x is

@@ -161,7 +161,7 @@ struct ConvSpec {
 // rows are cut off (a pointer offset for a single plane, otherwise a copy of the rows read),
 // except for a depthwise convolution that hios's kernel will compute, which reads around them.
 void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, View x, const View& y,
-                    bool input_relu = false) {
+                    bool input_relu = false, const View* residual = nullptr) {
   const int64_t sh = a.stride[0];
   const int64_t span_h = int64_t(a.dilation[0]) * (a.kernel[0] - 1) + 1;
   int64_t pad_top = a.padding[0], pad_bottom = a.padding[0];
@@ -200,6 +200,8 @@ void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, Vi
   }
   // Scratch for the cuDNN candidates, which need the ReLU's output materialised.
   const View relu_tmp = input_relu && cudnn_ok ? c.scratch(x.shape) : View{};
+  // The residual is read as the output is written: packed, in the output's layout.
+  const View z = residual ? c.packed(*residual) : View{};
   if (c.dry) return;
   const std::string& node = c.node_name;
   const int64_t cin_g = x.shape.c / a.groups;
@@ -239,15 +241,18 @@ void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, Vi
   p.fp32 = c.eng.math() == MathMode::Fp32;
   p.input_relu = input_relu;
   p.relu_tmp = relu_tmp;
+  p.z = z;
   plan_convolution(c, p);
 }
 
 void plan_conv(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& out) {
   const ConvAttrs& a = op.conv();
+  HIOS_CHECK(!a.residual || in.size() == 2, "node '%s': a residual convolution got %zu operands", c.node_name.c_str(),
+             in.size());
   plan_conv_spec(c,
                  ConvSpec{a.out_channels, a.groups, a.kernel, a.stride, a.padding, a.dilation, a.bias, a.activation,
                           a.rows},
-                 prefix, in.at(0), out);
+                 prefix, in.at(0), out, false, a.residual ? &in[1] : nullptr);
 }
 
 // A matrix-vector product per batch item (elementwise.cu), in full fp32 as PyTorch's nn.Linear by
@@ -980,7 +985,15 @@ void plan_node(PlanCtx& c, int id) {
       for (const Term& t : nd.inputs) s.c += g.value_shape(t.at(0)).c;
     }
     const bool identity = nd.op.kind == OpKind::Identity;
-    in.push_back(c.input_of(nd.inputs, s, identity ? &out : nullptr, identity && store_relu));
+    if (const Term* r = nd.residual_term()) {
+      // A residual convolution: its input terms, then the residual (ConvAttrs::residual).
+      s.c = 0;
+      for (size_t t = 0; t < nd.input_terms(); ++t) s.c += g.value_shape(nd.inputs[t].at(0)).c;
+      in.push_back(c.input_of(std::vector<Term>(nd.inputs.begin(), nd.inputs.end() - 1), s, nullptr));
+      in.push_back(c.input_of({*r}, nd.shape, nullptr));
+    } else {
+      in.push_back(c.input_of(nd.inputs, s, identity ? &out : nullptr, identity && store_relu));
+    }
   }
   cuda_op_impl(op.kind).plan(c, op, nd.name, in, out);
 }

@@ -60,6 +60,67 @@ TEST_CASE("cpu backend: the demo block equals concat(conv1 + conv2, conv3) compu
   }
 }
 
+namespace {
+
+// Every launch of the sequential schedule, then node `name`'s value.
+std::vector<float> run_sequentially(const Graph& g, const std::string& name) {
+  RankProgram p = lower(g, sequential_schedule(g), 0);
+  auto b = prepared(g, p);
+  b->set_input(make_input(g));
+  for (const Instr& in : p.instrs) {
+    if (in.kind == InstrKind::Launch) b->launch(in.node, in.stream);
+    if (in.kind == InstrKind::Record) b->record(in.event, in.stream);
+    if (in.kind == InstrKind::Wait) b->wait(in.event, in.stream);
+  }
+  b->synchronize();
+  return b->read_tensor(g.find(name));
+}
+
+// x -> conv "a" -> conv "b", and relu(b + a) as a node of its own or in b's epilogue.
+Graph skip_connection(bool fused, Activation act) {
+  GraphBuilder gb(fused ? "fused" : "unfused", 1, 9, 7);
+  const Value x = gb.input(3);
+  gb.begin_block("block");
+  const Value a = gb.conv("a", {x}, 6, 3, 1, 1, Activation::Relu);
+  Op op = conv_op(6, {3, 3}, {1, 1}, {1, 1}, fused ? act : Activation::None);
+  Value out;
+  if (fused) {
+    std::get<ConvAttrs>(op.attrs).residual = true;
+    out = gb.node("b", op, {Term{a}, Term{a}});
+  } else {
+    const Value b = gb.node("b", op, {Term{a}});
+    out = act == Activation::None ? gb.node("out", make_op(OpKind::Identity), {Term{b, a}})
+                                  : gb.node("out", activation_op(act), {Term{b, a}});
+  }
+  gb.end_block(out);
+  return gb.finish();
+}
+
+}  // namespace
+
+TEST_CASE("cpu backend: a residual convolution is bit for bit the convolution, the sum and the activation apart") {
+  for (Activation act : {Activation::Relu, Activation::None, Activation::Sigmoid}) {
+    INFO(activation_name(act));
+    const std::vector<float> apart = run_sequentially(skip_connection(false, act), "out");
+    const std::vector<float> fused = run_sequentially(skip_connection(true, act), "b");
+    REQUIRE(apart.size() == fused.size());
+    CHECK(apart == fused);
+  }
+}
+
+TEST_CASE("a residual convolution names what is wrong with its operands") {
+  GraphBuilder gb("bad", 1, 8, 8);
+  const Value x = gb.input(3);
+  gb.begin_block("block");
+  const Value a = gb.conv("a", {x}, 6, 3, 1, 1);
+  Op op = conv_op(4, {3, 3}, {1, 1}, {1, 1});
+  std::get<ConvAttrs>(op.attrs).residual = true;
+  CHECK_THROWS_WITH(gb.node("b", op, {Term{a}, Term{a}}),
+                    Catch::Contains("node 'b': the residual is 1x6x8x8 but the conv gives 1x4x8x8"));
+  CHECK_THROWS_WITH(gb.node("c", op, {Term{a}}),
+                    Catch::Contains("node 'c': a residual conv takes an input and a residual, got 1"));
+}
+
 TEST_CASE("cpu backend: weights are deterministic, seeded, bounded and named per node") {
   Graph g = build_model("demo", {1, 5, 5});
   int v = g.find("b1.conv1");

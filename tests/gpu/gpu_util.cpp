@@ -74,7 +74,8 @@ std::vector<float> cpu_node(const Graph& g, int v, const std::vector<std::vector
     const bool operands = op_def(nd.op.kind).terms_are_operands;
     for (size_t i = 0; i < assembled.size(); ++i) {
       in.push_back(assembled[i].data());
-      shapes.push_back(operands ? g.value_shape(nd.inputs[i][0]) : exec::assembled_input_shape(g, v));
+      // A residual convolution's second buffer is its residual, of the output's shape.
+      shapes.push_back(operands ? g.value_shape(nd.inputs[i][0]) : i == 0 ? exec::assembled_input_shape(g, v) : nd.shape);
     }
   }
   const std::vector<exec::OpParams> params = exec::make_node_params(g, v, seed);

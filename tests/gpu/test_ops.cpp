@@ -94,6 +94,35 @@ TEST_CASE("conv matches the CPU reference on random shapes", "[gpu][ops]") {
   }
 }
 
+// A skip connection in the convolution's epilogue (ConvAttrs::residual): act(conv + bias + z),
+// dense and depthwise, z a whole value or a channel slice, through every implementation.
+TEST_CASE("residual convolutions match the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(4321);
+  for (MathMode m : kModes) {
+    for (int it = 0; it < 8; ++it) {
+      const int64_t c = pick(rng, 2, 40), h = pick(rng, 3, 21), w = pick(rng, 3, 21);
+      const int k = pick_of(rng, {1, 3}), s = pick(rng, 1, 2);
+      const bool depthwise = it % 4 == 3, sliced = it % 3 == 1, bias = pick(rng, 0, 3) != 0;
+      const int64_t out = depthwise ? c : pick(rng, 1, 48);
+      const Activation act = pick_of(rng, {Activation::None, Activation::Relu, Activation::Relu, Activation::Sigmoid});
+      auto og = make_op_graph(1, h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& p) {
+        // The residual has the output's shape: a 1x1 convolution of the graph input at the stride.
+        const Value z = b.conv("z", {Value{0, 0, -1}}, sliced ? out + 5 : out, 1, s, 0, Activation::None);
+        Op op = conv_op(out, {k, k}, {s, s}, {k / 2, k / 2}, act, depthwise ? c : 1, bias);
+        std::get<ConvAttrs>(op.attrs).residual = true;
+        return b.node("conv", op, {Term{p[0]}, Term{sliced ? GraphBuilder::slice(z, 3, 3 + out) : z}});
+      });
+      for (cuda::ConvImpl impl : kImpls) {
+        expect_close(check_op(og, m, rng, impl), OpKind::Conv, m,
+                     strprintf("residual conv c%lld %lldx%lld k%d s%d out%lld depthwise%d sliced%d bias%d act %s impl %s",
+                               (long long)c, (long long)h, (long long)w, k, s, (long long)out, int(depthwise),
+                               int(sliced), int(bias), activation_name(act), cuda::conv_impl_name(impl)));
+      }
+    }
+  }
+}
+
 // hios's NHWC depthwise kernels for every fixed window (3, 5, 7 at stride 1 and 2), with C
 // chosen so each channel-vector path runs: 4 per thread (C = 96), 2 (C = 42, NASNet's first
 // cells) and 1 (C = 13); the ReLU before the depthwise (a separable chain's) is fused into it.

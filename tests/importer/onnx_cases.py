@@ -103,6 +103,43 @@ def branchy():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), (1, 3, 19, 19)
 
 
+def resnet():
+    """Skip connections as ResNet and MobileNet export them: a bottleneck whose sum feeds a ReLU, a
+    downsampling bottleneck whose shortcut convolution comes after the main branch's last one, and
+    a sum with no activation read by two nodes; each Add goes into the epilogue of the convolution
+    before it."""
+    inits, nodes = [], []
+    def conv(name, x, cin, cout, k=1, s=1):
+        inits.append(t(name + ".w", randn(cout, cin, k, k)))
+        nodes.append(helper.make_node("Conv", [x, name + ".w"], [name], name=name, strides=[s, s],
+                                      pads=[k // 2] * 4))
+        inits.extend(bn_params(name + ".bn", cout))
+        nodes.append(helper.make_node("BatchNormalization", [name] + [name + ".bn" + p for p in (".g", ".b", ".m", ".v")],
+                                      [name + ".bn"], name=name + ".bn"))
+        return name + ".bn"
+    def op(kind, ins, name, **kw):
+        nodes.append(helper.make_node(kind, ins, [name], name=name, **kw))
+        return name
+    stem = op("Relu", [conv("stem", "x", 3, 8, 3, 2)], "stem.relu")
+    a = op("Relu", [conv("a1", stem, 8, 4)], "a1.relu")
+    a = op("Relu", [conv("a2", a, 4, 4, 3)], "a2.relu")
+    b1 = op("Relu", [op("Add", [conv("a3", a, 4, 8), stem], "a.add")], "a.relu")
+    d = op("Relu", [conv("d1", b1, 8, 4)], "d1.relu")
+    d = op("Relu", [conv("d2", d, 4, 4, 3, 2)], "d2.relu")
+    main = conv("d3", d, 4, 16)
+    b2 = op("Relu", [op("Add", [main, conv("down", b1, 8, 16, 1, 2)], "d.add")], "d.relu")
+    m = op("Add", [b2, conv("m1", b2, 16, 16, 3)], "m.add")
+    o = op("Add", [conv("m2", m, 16, 16), m], "m2.add")
+    g = op("GlobalAveragePool", [o], "gap")
+    inits.append(t("shape", np.array([1, 16], dtype=np.int64)))
+    inits.append(t("fc.w", randn(5, 16)))
+    inits.append(t("fc.b", randn(5)))
+    op("Gemm", [op("Reshape", [g, "shape"], "flat"), "fc.w", "fc.b"], "fc", transB=1)
+    graph = helper.make_graph(nodes, "resnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 20, 20])],
+                              [helper.make_tensor_value_info("fc", TensorProto.FLOAT, [1, 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), (1, 3, 20, 20)
+
+
 def dynamo():
     inits, nodes = [], []
     inits.append(t("conv.w", randn(16, 3, 3, 3)))
@@ -334,7 +371,7 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, build in (("branchy", branchy), ("dynamo", dynamo), ("more", more), ("unsupported", unsupported),
-                        ("segnet", segnet)):
+                        ("segnet", segnet), ("resnet", resnet)):
         model, shape = build()
         if name != "dynamo" or onnx.defs.onnx_opset_version() >= 18:  # Debian's onnx 1.12 stops at opset 17
             onnx.checker.check_model(model)
@@ -348,7 +385,7 @@ def main():
                             location=name + ".onnx.data", size_threshold=0)
         else:
             onnx.save_model(model, path)
-    print(f"wrote {out}: branchy, dynamo, more, unsupported, segnet")
+    print(f"wrote {out}: branchy, dynamo, more, unsupported, segnet, resnet")
 
 
 if __name__ == "__main__":

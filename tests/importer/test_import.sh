@@ -39,7 +39,7 @@ if not rel < 1e-5:
 PY
 }
 
-for c in branchy dynamo more; do
+for c in branchy dynamo more resnet; do
   "$H" import "$W/$c.onnx" -o "$W/$c.json" 2>"$W/$c.import.log" || { fail "$c: import: $(cat "$W/$c.import.log")"; continue; }
   grep -q "hios nodes in" "$W/$c.import.log" || fail "$c: no summary line"
   [ -f "$W/$c.safetensors" ] || fail "$c: no weights file beside the graph"
@@ -52,6 +52,8 @@ for c in branchy dynamo more; do
 done
 grep -q '"activation": *"relu6"' "$W/dynamo.json" || fail "dynamo: Clip to [0, 6] did not become relu6"
 grep -q "BatchNormalization into the layer before it" "$W/branchy.import.log" || fail "branchy: batch norms not folded"
+grep -q "4 Adds into the epilogue of the convolution before them" "$W/resnet.import.log" ||
+  fail "resnet: the skip connections are not in their convolutions' epilogues: $(grep folded "$W/resnet.import.log")"
 grep -q "Pads into the padding" "$W/branchy.import.log" || fail "branchy: the symmetric Pad was not merged"
 [ "$(grep -c '"op": *"pad"' "$W/branchy.json")" -ge 3 ] || fail "branchy: asymmetric, -inf and cropping Pads are not pad nodes"
 
@@ -84,6 +86,19 @@ for s in lp2 split-halo split-recompute; do
     >"$W/$s.run.log" 2>&1 || fail "$s: run: $(grep -m1 error "$W/$s.run.log")"
   grep -q "correctness: OK" "$W/$s.run.log" || fail "$s: not verified"
   close "$W/branchy.expected.npy" "$W/branchy.$s.npy" "branchy, 2 ranks, $s"
+done
+
+# Row splits through convolutions with their skip connections fused: a part reads the residual
+# at its own rows and the convolution's input under its window.
+for mode in halo recompute; do
+  "$H" schedule --graph "$W/resnet.json" --algo hios-lp --gpus 2 --spatial 2 --spatial-mode $mode \
+    -o "$W/rsplit-$mode.json" >"$W/rsplit-$mode.log" 2>&1 || fail "resnet split $mode: $(grep -m1 error "$W/rsplit-$mode.log")"
+  grep -q "split 2 ways" "$W/rsplit-$mode.log" || fail "resnet split $mode: no region split: $(head -3 "$W/rsplit-$mode.log")"
+  timeout 240 "$MPIRUN" -np 2 "$H" run --graph "$W/resnet.json" --schedule "$W/rsplit-$mode.json" --backend cpu \
+    --input "$W/resnet.input.npy" --save-output "$W/resnet.$mode.npy" --verify --timeout 200 -o none \
+    >"$W/rsplit-$mode.run.log" 2>&1 || fail "resnet split $mode: run: $(grep -m1 error "$W/rsplit-$mode.run.log")"
+  grep -q "correctness: OK" "$W/rsplit-$mode.run.log" || fail "resnet split $mode: not verified"
+  close "$W/resnet.expected.npy" "$W/resnet.$mode.npy" "resnet, 2 ranks, split-$mode"
 done
 
 # The rest of the toolkit on the imported graph: info, dot, check, and a tune on CPU ranks
