@@ -102,21 +102,21 @@ TEST_CASE("residual convolutions match the CPU reference", "[gpu][ops]") {
   for (MathMode m : kModes) {
     for (int it = 0; it < 8; ++it) {
       const int64_t c = pick(rng, 2, 40), h = pick(rng, 3, 21), w = pick(rng, 3, 21);
-      const int k = pick_of(rng, {1, 3}), s = pick(rng, 1, 2);
+      const int k = pick_of(rng, {1, 3}), d = k == 3 ? pick(rng, 1, 2) : 1;
       const bool depthwise = it % 4 == 3, sliced = it % 3 == 1, bias = pick(rng, 0, 3) != 0;
       const int64_t out = depthwise ? c : pick(rng, 1, 48);
       const Activation act = pick_of(rng, {Activation::None, Activation::Relu, Activation::Relu, Activation::Sigmoid});
-      auto og = make_op_graph(1, h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& p) {
-        // The residual has the output's shape: a 1x1 convolution of the graph input at the stride.
-        const Value z = b.conv("z", {Value{0, 0, -1}}, sliced ? out + 5 : out, 1, s, 0, Activation::None);
-        Op op = conv_op(out, {k, k}, {s, s}, {k / 2, k / 2}, act, depthwise ? c : 1, bias);
+      // The residual is a second producer (of the output's shape: the padding keeps the size),
+      // or a channel slice of a wider one.
+      auto og = make_op_graph(1, h, w, {c, sliced ? out + 5 : out}, [&](GraphBuilder& b, const std::vector<Value>& p) {
+        Op op = conv_op(out, {k, k}, {1, 1}, {d * (k / 2), d * (k / 2)}, act, depthwise ? c : 1, bias, {d, d});
         std::get<ConvAttrs>(op.attrs).residual = true;
-        return b.node("conv", op, {Term{p[0]}, Term{sliced ? GraphBuilder::slice(z, 3, 3 + out) : z}});
+        return b.node("conv", op, {Term{p[0]}, Term{sliced ? GraphBuilder::slice(p[1], 3, 3 + out) : p[1]}});
       });
       for (cuda::ConvImpl impl : kImpls) {
         expect_close(check_op(og, m, rng, impl), OpKind::Conv, m,
-                     strprintf("residual conv c%lld %lldx%lld k%d s%d out%lld depthwise%d sliced%d bias%d act %s impl %s",
-                               (long long)c, (long long)h, (long long)w, k, s, (long long)out, int(depthwise),
+                     strprintf("residual conv c%lld %lldx%lld k%d d%d out%lld depthwise%d sliced%d bias%d act %s impl %s",
+                               (long long)c, (long long)h, (long long)w, k, d, (long long)out, int(depthwise),
                                int(sliced), int(bias), activation_name(act), cuda::conv_impl_name(impl)));
       }
     }
