@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <climits>
+#include <cstdint>
 #include <string>
 
 #include "graph/error.hpp"
@@ -25,6 +27,18 @@ const std::string& error_location();
 [[noreturn]] void fail_cublas(int status, const char* call, const char* file, int line);
 // NCCL's result type is an int-compatible enum; taking int keeps nccl.h out of this header.
 [[noreturn]] void fail_nccl(int result, const char* message, const char* call, const char* file, int line);
+
+// v as the int a cuDNN descriptor takes (0 to INT_MAX, or any int for to_int_signed); an error
+// naming the node and the quantity when it does not fit.
+inline int to_int(int64_t v, const std::string& node, const char* what) {
+  HIOS_CHECK(v >= 0 && v <= INT_MAX, "node '%s': %s = %lld exceeds what cuDNN's 32-bit descriptors hold",
+             node.c_str(), what, (long long)v);
+  return int(v);
+}
+inline int to_int_signed(int64_t v, const std::string& node, const char* what) {
+  HIOS_CHECK(v >= INT_MIN && v <= INT_MAX, "node '%s': %s = %lld exceeds 32 bits", node.c_str(), what, (long long)v);
+  return int(v);
+}
 
 }  // namespace hios::cuda
 

@@ -2,9 +2,9 @@
 // problem (and device), and the fastest runs. Internal to executor/cuda.
 //
 // Candidates:
-//  * cuDNN's graph API: the convolution fused with its bias and activation in one operation
-//    graph, when an engine takes it, and the convolution alone followed by hios's bias +
-//    activation kernel. The graph API reaches every engine cuDNN has for the GPU (the
+//  * cuDNN's graph API (conv_graph_api.hpp): the convolution fused with its residual, bias and
+//    activation in one operation graph, when an engine takes it, and the convolution alone
+//    followed by hios's bias + residual + activation kernel. The graph API reaches every engine cuDNN has for the GPU (the
 //    Hopper-specific ones included), which the legacy API below does not.
 //  * cuDNN's legacy API: cudnnFindConvolutionForwardAlgorithmEx's best algorithm, with
 //    cudnnConvolutionBiasActivationForward where allowed.
@@ -12,7 +12,7 @@
 //  * hios's direct kernel, only when nothing above takes the problem (never timed against them).
 //
 // A band of a row split (graph/ops.hpp, RowWindow) is an ordinary convolution of the rows its
-// input holds with its own H padding above and below (ops.cpp works it out): the graph API
+// input holds with its own H padding above and below (plan_conv_spec works it out): the graph API
 // takes pre- and post-paddings, the legacy API only equal ones (it declines the others), the
 // depthwise and direct kernels any, even a negative top padding (input rows above the ones
 // read). Such a problem has a signature of its own (the paddings are part of the key).
@@ -53,6 +53,21 @@ struct ConvProblem {
   View z;                   // the residual added before the activation (ConvAttrs::residual); null ptr: none
   bool residual() const { return z.ptr != nullptr; }
 };
+
+// A convolution node's (or a sequential's convolution step's) attributes, as ConvAttrs has them.
+struct ConvSpec {
+  int64_t out_channels, groups;
+  std::array<int, 2> kernel, stride, padding, dilation;
+  bool bias;
+  Activation act;
+  RowWindow rows;  // a band of a row split, or the whole tensor
+};
+
+// Plans convolution `a` of x into y: a band's paddings, packed operands, the parameters' check,
+// then plan_convolution. input_relu: the step before was a ReLU that this convolution applies to
+// its input itself (plan_sequential decides). residual: ConvAttrs::residual's operand.
+void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, View x, const View& y,
+                    bool input_relu = false, const View* residual = nullptr);
 
 // Picks (or recalls) the fastest implementation and emits its launches; raises
 // c.workspace_need to what it needs.
