@@ -160,14 +160,20 @@ int main(int argc, char** argv) {
   // CLI11 drops the empty elements of a comma-separated list ("2,,4" becomes 2 and 4): refuse a
   // number list with one, which is a typo more often than not.
   for (int i = 1; i < argc; ++i) {
-    std::string v = argv[i];
-    if (v.rfind("--", 0) == 0 && v.find('=') != std::string::npos) v = v.substr(v.find('=') + 1);
+    std::string v = argv[i], option;
+    if (v.rfind("--", 0) == 0 && v.find('=') != std::string::npos) {
+      option = v.substr(0, v.find('='));
+      v = v.substr(v.find('=') + 1);
+    } else if (i > 1 && argv[i - 1][0] == '-') {
+      option = argv[i - 1];  // the option this value is given to
+    }
     const bool number_list = !v.empty() && v.find(',') != std::string::npos &&
                              v.find_first_not_of("0123456789.eE+-,") == std::string::npos;
     if (number_list && (v.find(",,") != std::string::npos || v.front() == ',' || v.back() == ',')) {
       if (!quiet) {
+        const std::string what = option.empty() ? "'" + v + "'" : option + " '" + v + "'";
         std::fprintf(stderr, "hios: %s: an empty element in a comma-separated list (see 'hios --help')\n",
-                     one_line(("'" + v + "'").c_str()).c_str());
+                     one_line(what.c_str()).c_str());
       }
       return 2;
     }

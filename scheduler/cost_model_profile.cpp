@@ -87,7 +87,15 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
   root.expect_header("hios-profile", 1);
   ProfileDb db;
   db.device = root.get_string("device");
-  if (root.has("meta")) db.meta = root.get_object("meta");
+  if (root.has("meta")) {
+    db.meta = root.get_object("meta");
+    // Free-form but for the fields hios reads back: a wrong type is named here, not where it is read.
+    JsonObject meta(db.meta, root.child_path("meta"));
+    if (meta.has("gpus")) (void)meta.get_int_in("gpus", 1, 1024);
+    for (const char* key : {"gpu", "math", "layout", "graph", "date", "written_by"}) {
+      if (meta.has(key)) (void)meta.get_string(key);
+    }
+  }
   if (root.has("identity")) {
     db.identity = root.get_object("identity");
     for (const auto& [k, v] : db.identity.items()) json_string(v, root.child_path("identity") + "." + k);

@@ -25,6 +25,13 @@ size_t checked_bytes(int64_t elems, size_t elem_bytes, const std::string& model)
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
+// "2,4,8", or "none".
+std::string batch_list(const std::vector<int>& batches) {
+  std::string s;
+  for (int b : batches) s += (s.empty() ? "" : ",") + std::to_string(b);
+  return s.empty() ? "none" : s;
+}
+
 }  // namespace
 
 Server::Server(const std::vector<std::string>& models, int64_t size, const ServeOptions& opt,
@@ -38,9 +45,13 @@ Server::Server(const std::vector<std::string>& models, int64_t size, const Serve
                name.c_str());
   }
   for (int b : opt.batches) {
-    HIOS_CHECK(b >= 1 && b <= 4096, "batch size %d is outside 1 to 4096", b);
+    HIOS_CHECK(b >= 1 && b <= 4096, "--batches: batch size %d is outside 1 to 4096", b);
     max_batch_ = std::max(max_batch_, b);
   }
+  // Batch 1 is what every model is verified, warmed and placed at, and what a lone request runs.
+  HIOS_CHECK(std::count(opt.batches.begin(), opt.batches.end(), 1) == 1,
+             "--batches must list batch size 1 once (every model is verified and placed at batch 1), got %s",
+             batch_list(opt.batches).c_str());
   for (const std::string& name : models) {
     HIOS_CHECK(std::count(models.begin(), models.end(), name) == 1, "model '%s' is listed twice", name.c_str());
   }

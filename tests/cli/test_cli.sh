@@ -93,7 +93,7 @@ expect_error "tune lanes"          "--lanes: Value 9 not in range 1 to 8" "$HIOS
 expect_error "empty window"        "--window: an empty value is not a number" "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 --window "" -o "$TMP/x.json"
 expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
 expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
-expect_error "empty list element"  "'2,,4': an empty element"        "$HIOS" simulate-random --gpus 2,,4
+expect_error "empty list element"  "--gpus '2,,4': an empty element" "$HIOS" simulate-random --gpus 2,,4
 # Numbers are decimal and within their type; no value is empty.
 expect_error "hexadecimal number"  "--gpus: '0x10' is not a decimal integer" "$HIOS" schedule --graph "$TMP/d15.json" --gpus 0x10 -o "$TMP/x.json"
 expect_error "binary number"       "--batch: .*0b11" "$HIOS" graph --model demo --batch 0b11
@@ -157,7 +157,7 @@ json.dump({"format": "hios-graph", "version": 1, "name": "ring", "batch": 1, "he
            "blocks": [{"name": "b1", "exit": "out", "nodes": nodes}]}, open(sys.argv[1], "w"))
 PY
 expect_error "100,000-node cycle"  "cycle through 'c99999' -> .* \.\.\. \(100000 nodes in all\)" "$HIOS" info "$TMP/long-cycle.json"
-expect_error "trailing comma"      "'2,4,': an empty element"        "$HIOS" simulate-random --gpus=2,4,
+expect_error "trailing comma"      "--gpus '2,4,': an empty element" "$HIOS" simulate-random --gpus=2,4,
 expect_error "schedule for another graph" "schedule was made for graph" "$HIOS" check --graph "$TMP/d16.json" --schedule "$TMP/s15.json"
 expect_error "rank count mismatch" "is for 2 GPU\(s\) but the job has 1 rank" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --backend cpu -o none
 expect_ok "check good"     "$HIOS" check --graph "$TMP/d15.json" --schedule "$TMP/s15.json"
@@ -313,6 +313,8 @@ if want serve; then
 # and still writes its summary and JSON.
 expect_error "serve unknown model" "unknown model 'nope'"            "$HIOS" serve --models demo,nope
 expect_error "serve batches"       "--batches: '0'"                  "$HIOS" serve --models demo --size 15 --batches 0,1
+expect_error "serve batches no 1"  "--batches must list batch size 1 once.*got 2,4" "$HIOS" serve --models demo --size 15 --batches 2,4
+expect_error "serve devices list"  "--devices '0,,1': an empty element" "$HIOS" serve --models demo --size 15 --devices 0,,1
 expect_error "serve loads"         "--loads: 'x'"                    "$HIOS" serve --models demo --size 15 --loads x
 expect_error "serve policy"        "--policy must be .* not 'lifo'"  "$HIOS" serve --models demo --size 15 --policy fifo,lifo
 expect_error "serve budget 0"      "--latency-budget-ms: '0'"        "$HIOS" serve --models demo --size 15 --latency-budget-ms 0

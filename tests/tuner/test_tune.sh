@@ -261,6 +261,18 @@ else
   cat "$TMP/err2b"
 fi
 
+# 2c. A database whose metadata holds a string where hios reads back a number: exit 2, and a
+# line naming the field (not the JSON library's words).
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["meta"]["gpus"] = "two"; json.dump(d, open(sys.argv[2], "w"))' \
+  "$TMP/db.json" "$TMP/db-meta.json"
+"${MPI[@]}" "$HIOS" tune --graph "$TMP/demo.json" "${FAST[@]}" --profile-db "$TMP/db-meta.json" -o "$TMP/s2c.json" \
+  >"$TMP/out2c" 2>"$TMP/err2c"
+rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q 'db-meta.json: \$.meta.gpus: expected an integer, got string' "$TMP/err2c" ||
+   grep -q "json.exception" "$TMP/err2c"; then
+  fail "a database with a string meta.gpus: exit $rc, $(grep -c . "$TMP/err2c") lines: $(head -3 "$TMP/err2c")"
+fi
+
 # 3. Another graph against that database: refused with one line naming what differs.
 cp "$TMP/db.json" "$TMP/db.before"
 "${MPI[@]}" "$HIOS" tune --graph "$TMP/demo24.json" "${FAST[@]}" --profile-db "$TMP/db.json" -o "$TMP/s3.json" \
