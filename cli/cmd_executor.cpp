@@ -103,12 +103,15 @@ void run_shapes(const RunCliOptions& o, exec::Comm& comm) {
     return run_algorithm(algo, g, *cost, so);
   };
   const exec::ShapeRunReport rep = exec::run_shape_set(make_graph, make_schedule, keys, sr, comm);
-  const std::string table = exec::shape_report_to_table(rep);
-  std::fwrite(table.data(), 1, table.size(), stdout);
-  std::fflush(stdout);
   const std::string output = o.output.empty() ? strprintf("output/shapes-%s-%s.json", model.c_str(), rep.backend.c_str())
                                               : o.output;
-  if (output != "none") {
+  std::FILE* report = is_stdout(output) ? stderr : stdout;  // -o -: the JSON is standard output
+  const std::string table = exec::shape_report_to_table(rep);
+  std::fwrite(table.data(), 1, table.size(), report);
+  std::fflush(report);
+  if (is_stdout(output)) {
+    write_output(output, exec::shape_report_to_json(rep).dump(2) + "\n");
+  } else if (output != "none") {
     std::filesystem::path parent = std::filesystem::path(output).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
     write_file_atomic(output, exec::shape_report_to_json(rep).dump(2) + "\n");
@@ -322,14 +325,19 @@ void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
     const std::string output = ropt.output.empty() ? default_output(g, s, opt) : ropt.output;
     // A folder for --save-output takes one file per result; the files themselves are checked as they are written.
     const bool folder = !opt.output_file.empty() && std::filesystem::is_directory(opt.output_file);
-    writable = result_paths_writable(*comm, {output == "none" ? "" : output, opt.trace_file, folder ? "" : opt.output_file});
+    const bool no_file = output == "none" || is_stdout(output);
+    writable = result_paths_writable(*comm, {no_file ? "" : output, opt.trace_file, folder ? "" : opt.output_file});
     if (!writable) return;
     rep = exec::run_schedule(g, s, opt, *comm);
     if (comm->rank() != 0) return;
+    // With -o - the JSON is standard output, so the table goes to stderr.
+    std::FILE* report = is_stdout(output) ? stderr : stdout;
     std::string table = exec::report_to_table(rep);
-    std::fwrite(table.data(), 1, table.size(), stdout);
-    std::fflush(stdout);
-    if (output != "none") {
+    std::fwrite(table.data(), 1, table.size(), report);
+    std::fflush(report);
+    if (is_stdout(output)) {
+      write_output(output, report_to_json(rep).dump(2) + "\n");
+    } else if (output != "none") {
       std::filesystem::path parent = std::filesystem::path(output).parent_path();
       if (!parent.empty()) std::filesystem::create_directories(parent);
       write_file_atomic(output, report_to_json(rep).dump(2) + "\n");
@@ -430,7 +438,7 @@ void add_run_command(CLI::App& app) {
                   "Write the results as NumPy .npy files: FILE.npy (the one result; N,C for a classifier's logits), "
                   "an existing folder DIR (every result as DIR/NAME.npy), or NAME=FILE.npy (repeatable)");
   run->add_option("--output,-o", ropt->output,
-                  "Results JSON (default output/run-<graph>-<HxW>-<algo>-<N>gpu-<backend>.json; 'none' for no file)");
+                  "Results JSON (default output/run-<graph>-<HxW>-<algo>-<N>gpu-<backend>.json; 'none' for no file; '-' standard output, the table then on stderr)");
   // Testing only, hidden from --help: make one rank fail, or cap backend memory.
   run->add_option("--inject-failure", ropt->run.inject_failure, "RANK:PHASE")->group("");
   run->add_option("--memory-limit", ropt->run.memory_limit, "bytes")->group("");
@@ -443,6 +451,7 @@ void add_run_command(CLI::App& app) {
       "  mpirun -np 2 hios run -g demo.json -s demo.heft.json --trace measured.json   # vs hios trace\n");
   run->callback([ropt, run] {
     split_io_options(*ropt);
+    check_results_name(ropt->output);
     exec::RunOptions opt = ropt->run;
     opt.devices = parse_devices(ropt->devices);
     if (opt.verify_nodes) opt.verify = true;

@@ -63,23 +63,28 @@ void add_profiler_commands(CLI::App& app) {
     opt.stages = stages.get();
     prof::ProfileReport rep;
     const ProfileDb db = prof::profile_gpus(g, opt, &rep);
-    save_profile_db(db, o->output);
-    std::printf("profiled %s on %s\n", g.name.c_str(), rep.gpu.c_str());
-    std::printf("  device preset          %s (math %s)\n", db.device.c_str(), o->math.c_str());
-    std::printf("  node signatures        %zu (of %d nodes)\n", db.entries.size(), g.size() - 1);
-    std::printf("  sum of node times      %.4f ms (events)\n", rep.sequential_sum_ms);
-    if (rep.kernel_sum_ms >= 0) std::printf("  sum of kernel time     %.4f ms (CUPTI)\n", rep.kernel_sum_ms);
+    if (is_stdout(o->output)) {
+      write_output(o->output, profile_db_to_text(db));
+    } else {
+      save_profile_db(db, o->output);
+    }
+    std::FILE* report = is_stdout(o->output) ? stderr : stdout;  // -o -: the database is standard output
+    std::fprintf(report, "profiled %s on %s\n", g.name.c_str(), rep.gpu.c_str());
+    std::fprintf(report, "  device preset          %s (math %s)\n", db.device.c_str(), o->math.c_str());
+    std::fprintf(report, "  node signatures        %zu (of %d nodes)\n", db.entries.size(), g.size() - 1);
+    std::fprintf(report, "  sum of node times      %.4f ms (events)\n", rep.sequential_sum_ms);
+    if (rep.kernel_sum_ms >= 0) std::fprintf(report, "  sum of kernel time     %.4f ms (CUPTI)\n", rep.kernel_sum_ms);
     // How many kernels a pass launches: what fusing epilogues into convolutions reduces.
     if (rep.kernels_per_pass >= 0) {
-      std::printf("  kernels per pass       %lld (CUPTI: kernels, copies, memsets)\n", (long long)rep.kernels_per_pass);
+      std::fprintf(report, "  kernels per pass       %lld (CUPTI: kernels, copies, memsets)\n", (long long)rep.kernels_per_pass);
     }
     for (size_t i = 0; i < db.links.size(); ++i) {
       const ProfileLink& l = db.links[i];
-      std::printf("  link GPU %d -> GPU %d    %.1f us + bytes / %.1f GB/s (worst fit error %.0f%%)\n", l.src, l.dst,
+      std::fprintf(report, "  link GPU %d -> GPU %d    %.1f us + bytes / %.1f GB/s (worst fit error %.0f%%)\n", l.src, l.dst,
                   l.latency_us, l.bandwidth_gbs, 100.0 * rep.link_max_rel_residual[i]);
     }
-    if (opt.stages) std::printf("  stages measured        %d\n", rep.stages_measured);
-    std::printf("wrote %s\n", o->output.c_str());
+    if (opt.stages) std::fprintf(report, "  stages measured        %d\n", rep.stages_measured);
+    if (!is_stdout(o->output)) std::printf("wrote %s\n", o->output.c_str());
   });
 }
 

@@ -121,13 +121,14 @@ void add_fit_preset_command(CLI::App& app) {
     const json file = json{{"format", "hios-devices"}, {"version", 1}, {"devices", json::array({device_preset_to_json(p)})}};
     (void)device_presets_from_json(file, "fitted preset");  // what --devices will read back
     write_output(o->output, file.dump(2) + "\n");
-    std::printf("fitted %s to %d nodes: weighted mean node error %.1f%% -> %.1f%%\n", p.name.c_str(), fit.samples,
+    std::FILE* report = is_stdout(o->output) ? stderr : stdout;  // -o -: the file is standard output
+    std::fprintf(report, "fitted %s to %d nodes: weighted mean node error %.1f%% -> %.1f%%\n", p.name.c_str(), fit.samples,
                 100 * fit.error_before, 100 * fit.error_after);
-    std::printf("  conv %.3f (wider filters %.3f), depthwise %.3f, gemm %.3f, memory %.3f, launch %.2f us; links %.1f us + bytes / %.1f GB/s; "
+    std::fprintf(report, "  conv %.3f (wider filters %.3f), depthwise %.3f, gemm %.3f, memory %.3f, launch %.2f us; links %.1f us + bytes / %.1f GB/s; "
                 "alpha %.3f, stage overhead %.2f us\n",
                 p.conv_efficiency, spatial_conv_efficiency(p), p.depthwise_efficiency, p.gemm_efficiency, p.memory_efficiency, p.launch_overhead_us,
                 p.link_latency_us, p.link_bandwidth_gbs, p.alpha, p.stage_overhead_us);
-    std::printf("wrote %s\n", o->output.c_str());
+    if (!is_stdout(o->output)) std::printf("wrote %s\n", o->output.c_str());
     if (!o->report.empty()) {
       write_output(o->report, preset_fit_report(base, p, samples));
       std::printf("wrote %s\n", o->report.c_str());

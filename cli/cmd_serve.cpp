@@ -167,7 +167,9 @@ void add_device_options(CLI::App* cmd, ServeCli* o) {
 // load, then report what each sustains within the budget and write the JSON.
 class ServeRun {
  public:
-  explicit ServeRun(const ServeCli& o) : o_(o) {}
+  explicit ServeRun(const ServeCli& o) : o_(o), report_(is_stdout(o.output) ? stderr : stdout) {
+    check_results_name(o.output);
+  }
 
   void run() {
     g_stop.store(false);
@@ -281,11 +283,11 @@ class ServeRun {
   // it), and the adaptive launcher's seeds (a serving pass per prepared batch, each model alone).
   void print_header() {
     exec::Server& server = *server_;
-    std::printf("# hios serve: %s at %lldx%lld on %s, math %s; batches %s; fifo capacity %.1f requests/s (batch-1 ms:",
+    std::fprintf(report_, "# hios serve: %s at %lldx%lld on %s, math %s; batches %s; fifo capacity %.1f requests/s (batch-1 ms:",
                 o_.models.c_str(), (long long)o_.size, (long long)o_.size, server.device().c_str(), server.math().c_str(),
                 o_.batches.c_str(), capacity_);
-    for (size_t m = 0; m < models_.size(); ++m) std::printf(" %s %.3f", models_[m].c_str(), single_[m]);
-    std::printf(")");
+    for (size_t m = 0; m < models_.size(); ++m) std::fprintf(report_, " %s %.3f", models_[m].c_str(), single_[m]);
+    std::fprintf(report_, ")");
     bool any_replicas = false;
     for (const std::vector<int>& devs : server.replica_devices()) any_replicas |= devs.size() > 1;
     placement_rule_ = so_.devices.empty()         ? "one device"
@@ -296,18 +298,18 @@ class ServeRun {
                                      : "balanced by predicted batch-1 ms, longest first";
     // A model's replicas, each on a device: model@0,1 for two replicas.
     if (!so_.devices.empty()) {
-      std::printf("; placement (%s):", placement_rule_.c_str());
+      std::fprintf(report_, "; placement (%s):", placement_rule_.c_str());
       for (size_t m = 0; m < models_.size(); ++m) {
-        std::printf(" %s@", models_[m].c_str());
+        std::fprintf(report_, " %s@", models_[m].c_str());
         const std::vector<int>& devs = server.replica_devices()[m];
-        for (size_t k = 0; k < devs.size(); ++k) std::printf("%s%d", k ? "," : "", devs[k]);
+        for (size_t k = 0; k < devs.size(); ++k) std::fprintf(report_, "%s%d", k ? "," : "", devs[k]);
       }
     }
     if (any_replicas) {
-      std::printf("; replicas (%sstatic and adaptive; fifo uses the first):",
+      std::fprintf(report_, "; replicas (%sstatic and adaptive; fifo uses the first):",
                   so_.auto_replicas ? "auto, by measured batch-1 ms; " : "");
       for (size_t m = 0; m < models_.size(); ++m) {
-        std::printf(" %s=%zu", models_[m].c_str(), server.replica_devices()[m].size());
+        std::fprintf(report_, " %s=%zu", models_[m].c_str(), server.replica_devices()[m].size());
       }
     }
     for (size_t m = 0; m < models_.size(); ++m) {
@@ -315,18 +317,18 @@ class ServeRun {
       replicas_json_[models_[m]] = int(server.replica_devices()[m].size());
       replica_devices_json_[models_[m]] = server.replica_devices()[m];
     }
-    std::printf("\n");
-    std::printf("# serving pass ms by batch:");
+    std::fprintf(report_, "\n");
+    std::fprintf(report_, "# serving pass ms by batch:");
     for (size_t m = 0; m < models_.size(); ++m) {
-      std::printf(" %s", models_[m].c_str());
+      std::fprintf(report_, " %s", models_[m].c_str());
       json per = json::object();
       for (const auto& [b, ms] : server.batch_pass_ms()[m]) {
-        std::printf(" %d:%.3f", b, ms);
+        std::fprintf(report_, " %d:%.3f", b, ms);
         per[std::to_string(b)] = ms;
       }
       pass_json_[models_[m]] = per;
     }
-    std::printf("\n");
+    std::fprintf(report_, "\n");
   }
 
   // The budget: the one given; else the tail fifo keeps at the lowest load of this run, which
@@ -345,12 +347,12 @@ class ServeRun {
       budget_source_ = strprintf("default: %gx the slowest batch-1 serving pass", exec::Server::kDefaultBudgetPasses);
     }
     if (!budget_from_fifo_) print_budget();
-    std::printf("%-9s %9s  %-14s %8s %8s %8s %10s %9s %9s %9s %6s %6s %7s\n", "# launcher", "offered/s", "model", "offered",
+    std::fprintf(report_, "%-9s %9s  %-14s %8s %8s %8s %10s %9s %9s %9s %6s %6s %7s\n", "# launcher", "offered/s", "model", "offered",
                 "answered", "rejected", "answered/s", "p50_ms", "p95_ms", "p99_ms", "batch", "queue", "busy");
   }
 
   void print_budget() const {
-    std::printf("# latency budget %.3f ms (%s); adaptive hold up to %g of it, drain %s\n", server_->latency_budget_ms(),
+    std::fprintf(report_, "# latency budget %.3f ms (%s); adaptive hold up to %g of it, drain %s\n", server_->latency_budget_ms(),
                 budget_source_.c_str(), o_.hold_share, o_.drain.c_str());
   }
 
@@ -372,7 +374,7 @@ class ServeRun {
       }
       if (stopped_) break;
     }
-    if (stopped_) std::printf("# stopped by SIGINT: the run in progress answered what it had taken, rejected what waited\n");
+    if (stopped_) std::fprintf(report_, "# stopped by SIGINT: the run in progress answered what it had taken, rejected what waited\n");
   }
 
   // One launcher on one load's trace; the first run, fifo's at the lowest load, may set the
@@ -387,10 +389,10 @@ class ServeRun {
     }
     const std::vector<exec::Request>& run_trace = bar_trace.empty() ? trace : bar_trace;
     const exec::ServeResult r = server_->run(run_trace, p);
-    std::fputs(exec::serve_result_line(r).c_str(), stdout);
-    std::fputs(exec::serve_device_lines(r).c_str(), stdout);
+    std::fputs(exec::serve_result_line(r).c_str(), report_);
+    std::fputs(exec::serve_device_lines(r).c_str(), report_);
     if (sets_budget) set_budget_from(r, load);
-    std::fflush(stdout);
+    std::fflush(report_);
     json j = exec::serve_result_to_json(r, models_);
     j["load"] = load;
     j["requests"] = int64_t(run_trace.size());
@@ -425,18 +427,18 @@ class ServeRun {
 
   // The measure: throughput sustained within the budget, against what fifo sustains.
   void print_within_budget() {
-    std::printf("# within the budget (p99 <= %.3f ms, nothing rejected):", server_->latency_budget_ms());
-    if (best_.empty()) std::printf(" no run");
+    std::fprintf(report_, "# within the budget (p99 <= %.3f ms, nothing rejected):", server_->latency_budget_ms());
+    if (best_.empty()) std::fprintf(report_, " no run");
     for (const auto& [p, row] : best_) {
-      std::printf(" %s %.1f/s at load %g", exec::policy_name(p), row["answered_rps"].get<double>(),
+      std::fprintf(report_, " %s %.1f/s at load %g", exec::policy_name(p), row["answered_rps"].get<double>(),
                   row["load"].get<double>());
-      if (fifo_most_ > 0) std::printf(" (%.2fx fifo's most)", row["answered_rps"].get<double>() / fifo_most_);
-      std::printf(";");
+      if (fifo_most_ > 0) std::fprintf(report_, " (%.2fx fifo's most)", row["answered_rps"].get<double>() / fifo_most_);
+      std::fprintf(report_, ";");
       within_[exec::policy_name(p)] = row;
     }
-    if (fifo_most_ > 0) std::printf(" fifo's most answered/s at any load %.1f", fifo_most_);
-    std::printf("\n");
-    std::printf("# summary: %zu run(s), every request answered or rejected with a reason (see 'rejections' in the JSON)\n",
+    if (fifo_most_ > 0) std::fprintf(report_, " fifo's most answered/s at any load %.1f", fifo_most_);
+    std::fprintf(report_, "\n");
+    std::fprintf(report_, "# summary: %zu run(s), every request answered or rejected with a reason (see 'rejections' in the JSON)\n",
                 runs_.size());
   }
 
@@ -473,12 +475,14 @@ class ServeRun {
                 {"fifo_most_answered_rps", fifo_most_},
                 {"runs", runs_},
                 {"stopped", stopped_}};
+    if (is_stdout(output)) return write_output(output, all.dump(1) + "\n");
     std::filesystem::path parent = std::filesystem::path(output).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
     write_file_atomic(output, all.dump(1) + "\n");
   }
 
   const ServeCli& o_;
+  std::FILE* report_;  // the report's lines: standard output, or stderr when the JSON is (-o -)
   std::vector<std::string> models_;
   std::shared_ptr<std::map<std::string, Graph>> files_ = std::make_shared<std::map<std::string, Graph>>();
   std::vector<exec::Policy> policies_;
@@ -510,7 +514,7 @@ void add_serve_commands(CLI::App& app) {
   add_launcher_options(cmd, o.get());
   add_arrival_options(cmd, o.get());
   add_device_options(cmd, o.get());
-  cmd->add_option("--output,-o", o->output, "Results JSON (default output/serve-<backend>.json; 'none' for no file)");
+  cmd->add_option("--output,-o", o->output, "Results JSON (default output/serve-<backend>.json; 'none' for no file; '-' standard output, the report then on stderr)");
   cmd->footer(
       "Every launcher runs on the same trace at each load, in one process. Ctrl-C stops the current run:\n"
       "waiting requests are rejected with a reason, the summary and the JSON are still written.\n\n"

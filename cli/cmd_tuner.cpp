@@ -114,9 +114,11 @@ void add_tuner_commands(CLI::App& app) {
                                                                          json{{"regions", r.chosen.meta.spatial["regions"]}},
                                                                          "meta.spatial"));
       const std::string table = tune::tune_report(r) + split;
-      std::fwrite(table.data(), 1, table.size(), stdout);
+      std::FILE* report = is_stdout(o->output) ? stderr : stdout;  // -o -: the schedule is standard output
+      std::fwrite(table.data(), 1, table.size(), report);
+      std::fflush(report);
       write_output(o->output, schedule_to_json(r.graph, r.chosen).dump(2) + "\n");
-      std::printf("wrote %s\n", o->output.c_str());
+      if (!is_stdout(o->output)) std::printf("wrote %s\n", o->output.c_str());
       if (!o->one_gpu_output.empty()) {
         const tune::Candidate* one = tune::best_one_gpu(r);
         HIOS_CHECK(one != nullptr, "--one-gpu-output: no one-GPU candidate was verified");

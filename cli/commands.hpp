@@ -24,7 +24,11 @@ struct SilentExit {
 };
 
 // Writes text to a file atomically, or to stdout when file is empty or "-".
-void write_output(const std::string& file, const std::string& text);
+void write_output(const std::string& file, const std::string& text);  // "" or "-": standard output
+// Whether an -o value means standard output ("-"): the command's own report then goes to stderr.
+inline bool is_stdout(const std::string& file) { return file == "-"; }
+// Refuses a results file with a NumPy name (results are JSON; --save-output writes .npy files).
+void check_results_name(const std::string& file);
 
 // A CLI11 check for a floating-point option: finite and within [lo, hi] ((lo, hi] with
 // above_lo, for values where lo itself means nothing, like a latency budget of 0). CLI::Range

@@ -1,10 +1,11 @@
 // hios: inter-operator scheduling for DAG-shaped DNNs across GPUs and streams.
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -25,6 +26,14 @@ void write_output(const std::string& file, const std::string& text) {
     return;
   }
   write_file_atomic(file, text);
+}
+
+void check_results_name(const std::string& file) {
+  std::string ext = std::filesystem::path(file).extension().string();
+  for (char& ch : ext) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  HIOS_CHECK(ext != ".npy" && ext != ".npz",
+             "-o %s: the results file is JSON, not NumPy (--save-output writes the outputs as .npy files)",
+             file.c_str());
 }
 
 }  // namespace hios::cli

@@ -135,6 +135,26 @@ if [ "$made" != "./output/run-demo-15x15-x_.._.._victim_z-1gpu-cpu.json" ]; then
 else
   pass=$((pass + 1))
 fi
+# -o - is standard output for every command that writes JSON: the JSON alone there, the report on
+# stderr, and no file named '-'. A results file with a NumPy name is refused before anything runs.
+json_on_stdout() {  # NAME CMD...: exit 0, stdout one JSON document, no file '-' made
+  local name=$1
+  shift
+  (cd "$TMP/names" && "$@" >"$TMP/stdout.json" 2>"$TMP/err")
+  local rc=$?
+  if [ "$rc" -ne 0 ] || ! python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/stdout.json" 2>/dev/null ||
+     [ -e "$TMP/names/-" ]; then
+    echo "FAIL $name: rc=$rc, stdout not one JSON document, or a file '-' was written"; fails=$((fails + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
+json_on_stdout "run -o -"  "$HIOS" run --graph "$TMP/d15.json" --schedule one.json --warmup 0 --number 1 --repeat 1 -o -
+json_on_stdout "run --shapes -o -" "$HIOS" run --graph "$TMP/d15.json" --shapes 15 --warmup 0 --number 1 --repeat 1 -o -
+json_on_stdout "schedule -o -" "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 1 -o -
+expect_error "run -o NAME.npy" "y.npy: the results file is JSON, not NumPy" \
+  "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/names/one.json" -o "$TMP/y.npy"
+[ -e "$TMP/y.npy" ] && { echo "FAIL run -o y.npy wrote the file"; fails=$((fails + 1)); }
 # Nesting a million deep (in free-form metadata, and as a graph file's value) is refused where
 # the file is read, before anything copies it recursively.
 python3 - "$TMP/s15.json" "$TMP/deep.sched.json" "$TMP/deep.graph.json" <<'PY'
@@ -314,6 +334,14 @@ if want serve; then
 expect_error "serve unknown model" "unknown model 'nope'"            "$HIOS" serve --models demo,nope
 expect_error "serve batches"       "--batches: '0'"                  "$HIOS" serve --models demo --size 15 --batches 0,1
 expect_error "serve batches no 1"  "--batches must list batch size 1 once.*got 2,4" "$HIOS" serve --models demo --size 15 --batches 2,4
+expect_error "serve -o NAME.npy"   "r.NPY: the results file is JSON" "$HIOS" serve --models demo --size 15 -o "$TMP/r.NPY"
+(cd "$TMP" && "$HIOS" serve --models demo --size 15 --duration 0.1 --loads 0.5 --policy fifo -o - >"$TMP/serve.json" 2>"$TMP/serve.err")
+if [ $? -ne 0 ] || ! python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["format"] == "hios-serve"' "$TMP/serve.json" ||
+   ! grep -q "# summary" "$TMP/serve.err" || [ -e "$TMP/-" ]; then
+  echo "FAIL serve -o -: the JSON on stdout and the report on stderr"; fails=$((fails + 1))
+else
+  pass=$((pass + 1))
+fi
 expect_error "serve devices list"  "--devices '0,,1': an empty element" "$HIOS" serve --models demo --size 15 --devices 0,,1
 expect_error "serve loads"         "--loads: 'x'"                    "$HIOS" serve --models demo --size 15 --loads x
 expect_error "serve policy"        "--policy must be .* not 'lifo'"  "$HIOS" serve --models demo --size 15 --policy fifo,lifo
