@@ -18,17 +18,21 @@ namespace hios {
 
 std::vector<std::string> algorithm_names() { return {"sequential", "greedy", "ios", "hios-lp", "hios-mr", "heft"}; }
 
+// Every bound names the option a user sets and the range that means something: IOS's groups and
+// stages take at most the 64 nodes of a block part, and a stage has at most 64 streams; past
+// 1e8 states a part's DP would run for hours before the cap that is meant to bound it applies.
 void validate_options(const SchedulerOptions& opt) {
-  HIOS_CHECK(opt.num_gpus >= 1 && opt.num_gpus <= 64, "scheduler option gpus must be in [1, 64] (got %d)",
-             opt.num_gpus);
-  HIOS_CHECK(opt.max_streams >= 1, "scheduler option streams must be at least 1 (got %d)", opt.max_streams);
-  HIOS_CHECK(opt.window >= 0 && opt.window <= 16, "scheduler option window must be in [0, 16] (got %d)", opt.window);
-  HIOS_CHECK(opt.ios_max_group >= 1, "scheduler option ios-r must be at least 1 (got %d)", opt.ios_max_group);
-  HIOS_CHECK(opt.ios_max_groups >= 1, "scheduler option ios-s must be at least 1 (got %d)", opt.ios_max_groups);
-  HIOS_CHECK(opt.ios_max_states >= 1, "scheduler option ios-max-states must be at least 1 (got %lld)",
-             (long long)opt.ios_max_states);
+  HIOS_CHECK(opt.num_gpus >= 1 && opt.num_gpus <= 64, "--gpus must be from 1 to 64 (got %d)", opt.num_gpus);
+  HIOS_CHECK(opt.max_streams >= 1 && opt.max_streams <= 64, "--streams must be from 1 to 64 (got %d)", opt.max_streams);
+  HIOS_CHECK(opt.window >= 0 && opt.window <= 16, "--window must be from 0 to 16 (got %d)", opt.window);
+  HIOS_CHECK(opt.ios_max_group >= 1 && opt.ios_max_group <= 64, "--ios-r must be from 1 to 64 (got %d)",
+             opt.ios_max_group);
+  HIOS_CHECK(opt.ios_max_groups >= 1 && opt.ios_max_groups <= 64, "--ios-s must be from 1 to 64 (got %d)",
+             opt.ios_max_groups);
+  HIOS_CHECK(opt.ios_max_states >= 1 && opt.ios_max_states <= 100000000,
+             "--ios-max-states must be from 1 to 1e8 DP states per block part (got %lld)", (long long)opt.ios_max_states);
   HIOS_CHECK(std::isfinite(opt.time_budget_s) && opt.time_budget_s >= 0 && opt.time_budget_s <= 1e6,
-             "scheduler option time-budget must be 0 to 1e6 seconds (got %g)", opt.time_budget_s);
+             "--time-budget must be 0 to 1e6 seconds (got %g)", opt.time_budget_s);
 }
 
 Schedule run_algorithm(const std::string& name, const Graph& g, const CostModel& cost, const SchedulerOptions& opt) {

@@ -33,7 +33,8 @@ uint64_t SplitMix64::below(uint64_t n) {
 }
 
 RandomDag generate_random_dag(const RandomDagParams& p) {
-  HIOS_CHECK(p.nodes >= 1, "random DAG: --nodes must be at least 1 (got %d)", p.nodes);
+  // The bound is what the schedulers search in reasonable time; 2^31 nodes would only exhaust memory.
+  HIOS_CHECK(p.nodes >= 1 && p.nodes <= 100000, "random DAG: --nodes must be from 1 to 100000 (got %d)", p.nodes);
   HIOS_CHECK(p.layers >= 1 && p.layers <= p.nodes, "random DAG: --layers must be in [1, nodes=%d] (got %d)", p.nodes,
              p.layers);
   HIOS_CHECK(p.min_weight >= 0 && p.max_weight >= p.min_weight,
@@ -206,7 +207,7 @@ std::unique_ptr<CostModel> make_random_dag_cost_model(const RandomDag& dag) {
 std::vector<RandomDagRow> run_random_dag_experiment(const RandomDagParams& p, int seeds, const std::vector<int>& gpus,
                                                    const SchedulerOptions& opt,
                                                    const std::function<void(int, int)>& progress) {
-  HIOS_CHECK(seeds >= 1, "random DAG: --seeds must be at least 1 (got %d)", seeds);
+  HIOS_CHECK(seeds >= 1 && seeds <= 100000, "random DAG: --seeds must be from 1 to 100000 (got %d)", seeds);
   HIOS_CHECK(!gpus.empty(), "random DAG: --gpus lists no GPU count");
   for (int G : gpus) HIOS_CHECK(G >= 1 && G <= 64, "random DAG: GPU counts must be in [1, 64] (got %d)", G);
   std::vector<RandomDagRow> rows(gpus.size());

@@ -87,13 +87,16 @@ fi
 "$HIOS" graph --model demo --height 16 --width 16 -o "$TMP/d16.json" 2>/dev/null
 "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 -o "$TMP/s15.json" >/dev/null
 expect_error "unknown algorithm"   "unknown algorithm 'nope'"        "$HIOS" schedule --graph "$TMP/d15.json" --algo nope --gpus 2 -o "$TMP/x.json"
-expect_error "zero GPUs"           "gpus must be in"                 "$HIOS" schedule --graph "$TMP/d15.json" --algo heft --gpus 0 -o "$TMP/x.json"
+expect_error "zero GPUs"           "--gpus must be from 1 to 64"               "$HIOS" schedule --graph "$TMP/d15.json" --algo heft --gpus 0 -o "$TMP/x.json"
 expect_error "zero lanes"          "--lanes: Value 0 not in range 1 to 8" "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 --lanes 0 -o "$TMP/x.json"
 expect_error "tune lanes"          "--lanes: Value 9 not in range 1 to 8" "$HIOS" tune --graph "$TMP/d15.json" --gpus 1 --lanes 9
 expect_error "empty window"        "--window: an empty value is not a number" "$HIOS" schedule --graph "$TMP/d15.json" --algo hios-lp --gpus 2 --window "" -o "$TMP/x.json"
 expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
 expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
 expect_error "empty list element"  "--gpus '2,,4': an empty element" "$HIOS" simulate-random --gpus 2,,4
+expect_error "nodes 2^31"          "--nodes must be from 1 to 100000 \(got 2147483647\)" "$HIOS" simulate-random --nodes 2147483647 --gpus 2
+expect_error "states 2^31"         "--ios-max-states must be from 1 to 1e8 .*\(got 2147483648\)" "$HIOS" simulate-random --ios-max-states 2147483648 --gpus 2
+expect_error "streams huge"        "--streams must be from 1 to 64 \(got 100000\)" "$HIOS" simulate-random --streams 100000 --gpus 2
 # Numbers are decimal and within their type; no value is empty.
 expect_error "hexadecimal number"  "--gpus: '0x10' is not a decimal integer" "$HIOS" schedule --graph "$TMP/d15.json" --gpus 0x10 -o "$TMP/x.json"
 expect_error "binary number"       "--batch: .*0b11" "$HIOS" graph --model demo --batch 0b11
