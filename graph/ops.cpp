@@ -16,17 +16,18 @@ OpCost& OpCost::operator+=(const OpCost& o) {
   return *this;
 }
 
-// A conv's epilogue takes the first five (what its kernels fuse); the activation op any of them.
+// A conv's epilogue takes what its kernels fuse (conv_epilogue_activation); the activation op any.
 static Activation parse_activation(const std::string& s, const std::string& path, bool allow_none, bool epilogue = true) {
   for (int k = 0; k < kNumActivations; ++k) {
     const Activation a = Activation(k);
     if (s != activation_name(a)) continue;
     if (a == Activation::None && !allow_none) break;
-    if (epilogue && int(a) > int(Activation::Relu6)) break;
+    if (epilogue && !conv_epilogue_activation(a)) break;
     return a;
   }
-  throw_error("%s: unknown activation '%s' (expected %srelu, relu6, sigmoid or tanh%s)", path.c_str(), s.c_str(),
-              allow_none ? "none, " : "", epilogue ? "" : ", or a function of docs/graph-format.md's activation list");
+  throw_error("%s: unknown activation '%s' (expected %srelu, relu6, sigmoid, tanh or hard_swish%s)", path.c_str(),
+              s.c_str(), allow_none ? "none, " : "",
+              epilogue ? "" : ", or a function of docs/graph-format.md's activation list");
 }
 
 const char* pool_kind_name(PoolKind p) {

@@ -70,10 +70,10 @@ enum class OpKind {
 constexpr int kNumOpKinds = 26;
 
 // The element-wise functions of one operand: the activation op's, and a conv's fused epilogue
-// (None to Relu6 only). Relu6 is min(max(x, 0), 6) (MobileNet's). alpha and beta are the
-// function's ONNX attributes where it has them (LeakyRelu's slope, Clip's bounds, HardSigmoid's
-// alpha and beta, ...). The CUDA kernels take the first five as integer codes in this order
-// (executor/cuda/kernel_util.cuh, activate).
+// (None to Relu6, and HardSwish: conv_epilogue_activation). Relu6 is min(max(x, 0), 6)
+// (MobileNet's). alpha and beta are the function's ONNX attributes where it has them (LeakyRelu's
+// slope, Clip's bounds, HardSigmoid's alpha and beta, ...). The CUDA kernels take the epilogue's
+// functions as integer codes in this order (executor/cuda/kernel_util.cuh, activate).
 enum class Activation {
   None, Relu, Sigmoid, Tanh, Relu6,
   LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus, Softsign, Gelu, GeluTanh, Erf, Mish,
@@ -82,6 +82,10 @@ enum class Activation {
 };
 constexpr int kNumActivations = 44;
 const char* activation_name(Activation a);
+// Whether a convolution's epilogue computes `a`: none, relu, sigmoid, tanh, relu6 and
+// hard_swish (x * relu6(x + 3) / 6, MobileNetV3's), the functions without attributes its
+// kernels know.
+inline bool conv_epilogue_activation(Activation a) { return int(a) <= int(Activation::Relu6) || a == Activation::HardSwish; }
 // Whether f maps an operand of integer type onto itself exactly (abs, neg, sign, relu, ...).
 bool activation_takes_integers(Activation a);
 bool activation_reads_alpha(Activation a);  // written in JSON with alpha / beta

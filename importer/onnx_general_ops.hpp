@@ -85,6 +85,17 @@ struct GeneralOps {
   // An activation reads a term (it is not a general op); its operand must be computed.
   int unary(Activation a, double alpha, double beta, Operand x, int output = 0, const std::string& suffix = "") {
     if (x.constant) Importer::refused("its input is a constant that could not be folded");
+    // Hard-swish after a convolution that alone computes its input (MobileNetV3's blocks) is that
+    // convolution's epilogue, as relu, sigmoid and tanh are (Importer::apply_activation).
+    if (a == Activation::HardSwish && output == 0 && suffix.empty() && n.input_size() == 1) {
+      if (Pending* p = im.sole_producer(n.input(0), OpKind::Conv);
+          p && p->op.conv().activation == Activation::None && p->dtype == DType::F32) {
+        std::get<ConvAttrs>(p->op.attrs).activation = a;
+        ++im.folded_["activations into the convolution before them"];
+        im.set_live(n, *im.values_.at(n.input(0)).live);
+        return x.value.node;
+      }
+    }
     Pending p;
     p.name = im.unique_name(base() + suffix);
     p.op = activation_op(a, alpha, beta);

@@ -17,6 +17,8 @@ static double apply_act(Activation act, double v) {
     case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-v));
     case Activation::Tanh: return std::tanh(v);
     case Activation::Relu6: return std::isnan(v) ? v : v > 0 ? (v < 6 ? v : 6.0) : 0.0;
+    // As the activation op computes it (tensor_kernels.cpp), so a folded one gives the same.
+    case Activation::HardSwish: return std::isnan(v) ? v : v * std::max(0.0, std::min(1.0, v / 6 + 0.5));
     default: break;  // the rest take attributes: activation_kernel()
   }
   return v;

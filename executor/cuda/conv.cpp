@@ -404,7 +404,9 @@ void add_graph_candidates(PlanCtx& c, const ConvProblem& p, const TrialInputs& i
   (void)c.eng.find_workspace(&ws_bytes);
   for (bool fused : {true, false}) {
     if (fused && p.b == nullptr && p.act == Activation::None && !p.residual()) continue;  // nothing to fuse
-    if (fused && p.act == Activation::Relu6) continue;  // no clipped pointwise op here: the epilogue kernel clips
+    // cuDNN's pointwise ops here are relu, sigmoid and tanh: the epilogue kernel clips (relu6) and
+    // computes hard-swish.
+    if (fused && (p.act == Activation::Relu6 || p.act == Activation::HardSwish)) continue;
     std::shared_ptr<BeGraph> g = build_graph(res.cudnn(), p, in.x, fused);
     if (!g) continue;
     const std::vector<BeP> cfgs = heuristic_configs_for(*g);

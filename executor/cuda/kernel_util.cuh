@@ -185,6 +185,7 @@ __device__ __forceinline__ float activate(float v, int act) {
     case 2: return 1.f / (1.f + expf(-v));
     case 3: return tanhf(v);
     case 4: return fminf(fmaxf(v, 0.f), 6.f);  // Relu6
+    case 10: return v * fminf(fmaxf(v / 6.f + 0.5f, 0.f), 1.f);  // HardSwish (a NaN stays NaN: NaN * 0)
     default: return v;
   }
 }

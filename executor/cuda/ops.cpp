@@ -639,7 +639,7 @@ void plan_sequential(PlanCtx& c, const Op& op, const std::string& prefix, const 
       }
     }
     if (s.op.kind == OpKind::Conv && s.op.conv().activation == Activation::None && i + 1 < steps.size() &&
-        steps[i + 1].kind == OpKind::Activation) {
+        steps[i + 1].kind == OpKind::Activation && conv_epilogue_activation(steps[i + 1].act().activation)) {
       ConvAttrs a = s.op.conv();
       a.activation = steps[i + 1].act().activation;
       s.op.attrs = a;

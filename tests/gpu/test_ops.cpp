@@ -68,7 +68,7 @@ TEST_CASE("conv matches the CPU reference on random shapes", "[gpu][ops]") {
       }
       const bool bias = pick(rng, 0, 3) != 0;
       const Activation act = pick_of(rng, {Activation::None, Activation::Relu, Activation::Relu, Activation::Sigmoid,
-                                           Activation::Tanh});
+                                           Activation::Tanh, Activation::HardSwish});
       const int64_t cin = c;
       auto og = make_op_graph(n, h, w, prods, [&](GraphBuilder& b, const std::vector<Value>& p) {
         std::vector<Term> terms;
@@ -105,7 +105,8 @@ TEST_CASE("residual convolutions match the CPU reference", "[gpu][ops]") {
       const int k = pick_of(rng, {1, 3}), d = k == 3 ? pick(rng, 1, 2) : 1;
       const bool depthwise = it % 4 == 3, sliced = it % 3 == 1, bias = pick(rng, 0, 3) != 0;
       const int64_t out = depthwise ? c : pick(rng, 1, 48);
-      const Activation act = pick_of(rng, {Activation::None, Activation::Relu, Activation::Relu, Activation::Sigmoid});
+      const Activation act =
+          pick_of(rng, {Activation::None, Activation::Relu, Activation::Relu, Activation::Sigmoid, Activation::HardSwish});
       // The residual is a second producer (of the output's shape: the padding keeps the size),
       // or a channel slice of a wider one.
       auto og = make_op_graph(1, h, w, {c, sliced ? out + 5 : out}, [&](GraphBuilder& b, const std::vector<Value>& p) {

@@ -104,7 +104,8 @@ def branchy():
 
 
 def resnet():
-    """Skip connections as ResNet and MobileNet export them: a bottleneck whose sum feeds a ReLU, a
+    """Skip connections as ResNet and MobileNet export them (and MobileNetV3's hard-swish after a
+    convolution, which becomes its epilogue): a bottleneck whose sum feeds a ReLU, a
     downsampling bottleneck whose shortcut convolution comes after the main branch's last one, and
     a sum with no activation read by two nodes; each Add goes into the epilogue of the convolution
     before it."""
@@ -122,7 +123,7 @@ def resnet():
         return name
     stem = op("Relu", [conv("stem", "x", 3, 8, 3, 2)], "stem.relu")
     a = op("Relu", [conv("a1", stem, 8, 4)], "a1.relu")
-    a = op("Relu", [conv("a2", a, 4, 4, 3)], "a2.relu")
+    a = op("HardSwish", [conv("a2", a, 4, 4, 3)], "a2.hswish")  # MobileNetV3's: the conv's epilogue too
     b1 = op("Relu", [op("Add", [conv("a3", a, 4, 8), stem], "a.add")], "a.relu")
     d = op("Relu", [conv("d1", b1, 8, 4)], "d1.relu")
     d = op("Relu", [conv("d2", d, 4, 4, 3, 2)], "d2.relu")
@@ -137,7 +138,7 @@ def resnet():
     op("Gemm", [op("Reshape", [g, "shape"], "flat"), "fc.w", "fc.b"], "fc", transB=1)
     graph = helper.make_graph(nodes, "resnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 20, 20])],
                               [helper.make_tensor_value_info("fc", TensorProto.FLOAT, [1, 5])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), (1, 3, 20, 20)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), (1, 3, 20, 20)
 
 
 def dynamo():
@@ -315,6 +316,8 @@ def evaluate(model, x):
             r = (i[0] - i[3].reshape(sh)) / np.sqrt(i[4].reshape(sh) + a.get("epsilon", 1e-5)) * i[1].reshape(sh) + i[2].reshape(sh)
         elif op == "Relu":
             r = np.maximum(i[0], 0)
+        elif op == "HardSwish":
+            r = i[0] * np.clip(i[0] / 6 + 0.5, 0, 1)
         elif op == "Sigmoid":
             r = 1 / (1 + np.exp(-i[0]))
         elif op == "Tanh":

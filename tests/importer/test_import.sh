@@ -52,6 +52,7 @@ for c in branchy dynamo more resnet; do
 done
 grep -q '"activation": *"relu6"' "$W/dynamo.json" || fail "dynamo: Clip to [0, 6] did not become relu6"
 grep -q "BatchNormalization into the layer before it" "$W/branchy.import.log" || fail "branchy: batch norms not folded"
+grep -q '"activation":"hard_swish"' "$W/resnet.json" || fail "resnet: the hard-swish is not the convolution's epilogue"
 grep -q "4 Adds into the epilogue of the convolution before them" "$W/resnet.import.log" ||
   fail "resnet: the skip connections are not in their convolutions' epilogues: $(grep folded "$W/resnet.import.log")"
 grep -q "Pads into the padding" "$W/branchy.import.log" || fail "branchy: the symmetric Pad was not merged"
