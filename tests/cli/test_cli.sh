@@ -94,9 +94,9 @@ expect_error "empty window"        "--window: an empty value is not a number" "$
 expect_error "negative seed"       "--seed: '-1' is negative"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed -1 -o none
 expect_error "empty seed"          "--seed: an empty value"          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --seed "" -o none
 expect_error "empty list element"  "--gpus '2,,4': an empty element" "$HIOS" simulate-random --gpus 2,,4
-expect_error "nodes 2^31"          "--nodes must be from 1 to 100000 \(got 2147483647\)" "$HIOS" simulate-random --nodes 2147483647 --gpus 2
-expect_error "states 2^31"         "--ios-max-states must be from 1 to 1e8 .*\(got 2147483648\)" "$HIOS" simulate-random --ios-max-states 2147483648 --gpus 2
-expect_error "streams huge"        "--streams must be from 1 to 64 \(got 100000\)" "$HIOS" simulate-random --streams 100000 --gpus 2
+expect_error "nodes 2^31"          "--nodes must be from 1 to 100000 \(got 2147483647\)" timeout 60 "$HIOS" simulate-random --nodes 2147483647 --gpus 2
+expect_error "states 2^31"         "--ios-max-states must be from 1 to 1e8 .*\(got 2147483648\)" timeout 60 "$HIOS" simulate-random --ios-max-states 2147483648 --gpus 2
+expect_error "streams huge"        "--streams must be from 1 to 64 \(got 100000\)" timeout 60 "$HIOS" simulate-random --streams 100000 --gpus 2
 # Numbers are decimal and within their type; no value is empty.
 expect_error "hexadecimal number"  "--gpus: '0x10' is not a decimal integer" "$HIOS" schedule --graph "$TMP/d15.json" --gpus 0x10 -o "$TMP/x.json"
 expect_error "binary number"       "--batch: .*0b11" "$HIOS" graph --model demo --batch 0b11
