@@ -313,15 +313,53 @@ bool result_paths_writable(exec::Comm& comm, const std::vector<std::string>& pat
   return failed == 0;
 }
 
+// Runs `step` on every rank, where an error is one every rank meets alike (each reads the same
+// files): rank 0 prints it once, with the other ranks' reasons where they differ, and every rank
+// returns false, to end without aborting the job (no rank is left waiting, and mpirun adds
+// nothing). One rank alone throws as usual.
+bool shared_step(exec::Comm& comm, const std::function<void()>& step) {
+  std::string err;
+  try {
+    step();
+  } catch (const std::exception& e) {
+    if (comm.size() == 1) throw;
+    err = e.what();
+    one_line(err);
+  }
+  if (comm.size() == 1) return true;
+  const std::vector<std::string> all = comm.allgather(err);
+  std::string first, others;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty() || all[r] == first) continue;
+    if (first.empty()) {
+      first = all[r];
+    } else {
+      others += strprintf("; rank %zu: %s", r, all[r].c_str());
+    }
+  }
+  if (first.empty()) return true;
+  if (comm.rank() == 0) {
+    std::fprintf(stderr, "hios: error: %s%s\n", first.c_str(), others.c_str());
+    std::fflush(stderr);
+  }
+  return false;
+}
+
 // `hios run` of one schedule: the report table on rank 0, the JSON, the trace; a failed
 // verification fails the job once every rank has finalised MPI.
 void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
   std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
   exec::RunReport rep;
   bool writable = true;  // every result path, as rank 0 found it before the run
+  bool loaded = true;    // the graph and the schedule, read alike by every rank
   run_job(*comm, [&] {
-    Graph g = load_graph(ropt.graph);
-    Schedule s = load_schedule(g, ropt.schedule);
+    Graph g;
+    Schedule s;
+    loaded = shared_step(*comm, [&] {
+      g = load_graph(ropt.graph);
+      s = load_schedule(g, ropt.schedule);
+    });
+    if (!loaded) return;
     const std::string output = ropt.output.empty() ? default_output(g, s, opt) : ropt.output;
     // A folder for --save-output takes one file per result; the files themselves are checked as they are written.
     const bool folder = !opt.output_file.empty() && std::filesystem::is_directory(opt.output_file);
@@ -346,7 +384,7 @@ void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
   });
   int rank = comm->rank();
   comm.reset();  // MPI_Finalize on every rank before rank 0 reports a failed verification
-  if (!writable) throw SilentExit{2};  // rank 0 said why
+  if (!writable || !loaded) throw SilentExit{2};  // rank 0 said why
   if (rank == 0 && !rep.ok) {
     for (const exec::VerifyResult& v : rep.verify) {
       HIOS_CHECK(v.ok, "verification failed: output differs from the %s by max_rel %.3e (max_abs %.3e, worst '%s'), tolerance %.1e",

@@ -346,6 +346,16 @@ PY
     one_error "--save-output of a missing result" "has no result 'nope'" -o none --save-output "nope=$TMP/x.npy"
     one_error "a 10,000-digit --timeout" "--timeout: '1111.*\(10000 characters\) is not a number" -o none --timeout "$(printf '1%.0s' $(seq 1 10000))"
     one_error "a hexadecimal --seed" "--seed: '0x10' is not a decimal integer" -o none --seed 0x10
+    # A graph file every rank fails to read: one line from rank 0, and no rank killed.
+    timeout 120 "${MPI[@]}" -np 2 "$HIOS" run --graph "$TMP/missing.json" --schedule "$TMP/demo.hios-lp.2.json" \
+      "${FAST[@]}" -o none >"$TMP/stdout" 2>"$TMP/stderr"
+    rc=$?
+    if [ $rc -eq 0 ] || [ "$(grep -c '^hios' "$TMP/stderr")" -ne 1 ] ||
+       ! grep -q "^hios: error: .*missing.json: cannot open" "$TMP/stderr" || grep -q "SIGTERM\|MPI_ABORT" "$TMP/stderr"; then
+      fail "a missing graph on two ranks: rc $rc: $(head -4 "$TMP/stderr")"
+    else
+      echo "ok: a missing graph on two ranks: $(grep '^hios' "$TMP/stderr")"
+    fi
     ;;
   segmentation)
     # The toolkit on a segmentation network: a small U-Net of transposed convolutions, resizes
