@@ -8,14 +8,8 @@ import sys
 import tempfile
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "choice_spread.py")
-fails = 0
-
-
-def check(cond, what):
-    global fails
-    if not cond:
-        print("FAIL", what)
-        fails += 1
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
 
 
 def db(path, card, choices, gz=False):
@@ -53,5 +47,4 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode != 0 and "bad.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
           f"bad input: {r.returncode} {r.stderr}")
 
-print("choice_spread: ok" if fails == 0 else f"choice_spread: {fails} failure(s)")
-sys.exit(1 if fails else 0)
+finish("choice_spread")

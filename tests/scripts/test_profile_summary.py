@@ -8,14 +8,8 @@ import sys
 import tempfile
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "profile_summary.py")
-fails = 0
-
-
-def check(cond, what):
-    global fails
-    if not cond:
-        print("FAIL", what)
-        fails += 1
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
 
 
 def run(*args):
@@ -51,5 +45,4 @@ with tempfile.TemporaryDirectory() as d:
     r = run(bad)
     check(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "bad.json" in r.stderr, f"bad input: {r.stderr}")
 
-print("ok" if fails == 0 else f"{fails} failed")
-sys.exit(1 if fails else 0)
+finish("profile_summary")

@@ -6,14 +6,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import serve_sim  # noqa: E402
 
-fails = 0
-
-
-def check(cond, what):
-    global fails
-    if not cond:
-        print("FAIL", what)
-        fails += 1
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
 
 
 # M/D/1: one worker, batch 1 only, a 2 ms pass, 250 requests/s (utilisation 0.5). The mean wait in
@@ -69,5 +63,4 @@ lat, drained = serve_sim.simulate_adaptive(200, passes, sizes, 1000.0, n=5000, s
 check(drained == 0 and min(lat) >= 2.0 - 1e-9, "a budget nothing misses drained or answered early")
 check(math.isclose(serve_sim.percentile([1, 2, 3, 4], 0.5), 2), "percentile")
 
-print("serve_sim:", "ok" if fails == 0 else f"{fails} failed")
-sys.exit(1 if fails else 0)
+finish("serve_sim")
