@@ -110,38 +110,34 @@ std::shared_ptr<BeGraph> build_graph(cudnnHandle_t h, const ConvProblem& p, cons
   std::vector<cudnnBackendDescriptor_t> ops{op->d};
 
   if (pointwise) {
+    // conv (+ z) (+ bias) (+ activation): each step a pointwise op on the one before it, the last
+    // writing y, the others virtual fp32 tensors (uids from 11; without a residual the bias's is
+    // 11, as it always was).
+    const std::array<int64_t, 4> dims{ys.n, ys.c, ys.h, ys.w};
+    const bool has_act = p.act != Activation::None;
     BeP cur = conv_out;
-    const bool last_is_bias = p.act == Activation::None;
-    if (p.residual()) {
-      // conv + z + bias, then the activation: the skip connection in the convolution's epilogue.
-      const bool last = last_is_bias && !p.b;
-      BeP tz = be_tensor(kUidZ, {ys.n, ys.c, ys.h, ys.w}, false, alignment_of(p.z.ptr, e), nhwc, st);
-      BeP out = last ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st)
-                     : be_tensor(12, {ys.n, ys.c, ys.h, ys.w}, true, 16, nhwc, acc);
-      BeP add = be_pointwise(CUDNN_POINTWISE_ADD, cur, tz, out, g->keep);
-      g->keep.insert(g->keep.end(), {tz, out, add});
-      ops.push_back(add->d);
+    int64_t next_virtual = 11;
+    auto step = [&](cudnnPointwiseMode_t mode, const BeP& operand, bool last) {
+      BeP out = last ? be_tensor(kUidY, dims, false, ay, nhwc, st) : be_tensor(next_virtual++, dims, true, 16, nhwc, acc);
+      BeP op = be_pointwise(mode, cur, operand, out, g->keep);
+      if (operand) g->keep.push_back(operand);
+      g->keep.insert(g->keep.end(), {out, op});
+      ops.push_back(op->d);
       cur = out;
+    };
+    if (p.residual()) {  // the skip connection in the convolution's epilogue
+      step(CUDNN_POINTWISE_ADD, be_tensor(kUidZ, dims, false, alignment_of(p.z.ptr, e), nhwc, st), !p.b && !has_act);
       g->has_residual = true;
     }
     if (p.b) {
-      BeP tb = be_tensor(kUidB, {1, ys.c, 1, 1}, false, alignment_of(p.b, e), nhwc, st);
-      BeP out = last_is_bias ? be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st)
-                             : be_tensor(11, {ys.n, ys.c, ys.h, ys.w}, true, 16, nhwc, acc);
-      BeP add = be_pointwise(CUDNN_POINTWISE_ADD, cur, tb, out, g->keep);
-      g->keep.insert(g->keep.end(), {tb, out, add});
-      ops.push_back(add->d);
-      cur = out;
+      step(CUDNN_POINTWISE_ADD, be_tensor(kUidB, {1, ys.c, 1, 1}, false, alignment_of(p.b, e), nhwc, st), !has_act);
       g->has_bias = true;
     }
-    if (p.act != Activation::None) {
-      const cudnnPointwiseMode_t m = p.act == Activation::Relu      ? CUDNN_POINTWISE_RELU_FWD
-                                     : p.act == Activation::Sigmoid ? CUDNN_POINTWISE_SIGMOID_FWD
-                                                                    : CUDNN_POINTWISE_TANH_FWD;
-      BeP out = be_tensor(kUidY, {ys.n, ys.c, ys.h, ys.w}, false, ay, nhwc, st);
-      BeP a = be_pointwise(m, cur, nullptr, out, g->keep);
-      g->keep.insert(g->keep.end(), {out, a});
-      ops.push_back(a->d);
+    if (has_act) {
+      step(p.act == Activation::Relu      ? CUDNN_POINTWISE_RELU_FWD
+           : p.act == Activation::Sigmoid ? CUDNN_POINTWISE_SIGMOID_FWD
+                                          : CUDNN_POINTWISE_TANH_FWD,
+           nullptr, true);
     }
   }
   g->graph = be(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
