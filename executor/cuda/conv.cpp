@@ -149,7 +149,7 @@ struct LegacyDescs {
                                     : p.act == Activation::Tanh    ? CUDNN_ACTIVATION_TANH
                                     : p.act == Activation::Relu6   ? CUDNN_ACTIVATION_CLIPPED_RELU
                                                                    : CUDNN_ACTIVATION_IDENTITY;
-    HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(act, m, CUDNN_NOT_PROPAGATE_NAN, p.act == Activation::Relu6 ? 6.0 : 0.0));
+    HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(act, m, CUDNN_PROPAGATE_NAN, p.act == Activation::Relu6 ? 6.0 : 0.0));
   }
   ~LegacyDescs() {
     (void)cudnnDestroyTensorDescriptor(x);

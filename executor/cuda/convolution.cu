@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kBlockThreads) depthwise_kernel(const __grid_c
     float v = 0.f;
     if (yy >= 0 && yy < p.h && xx >= 0 && xx < p.w_in) {
       v = ld(x + yy * p.w_in + xx);
-      if (p.input_relu) v = fmaxf(v, 0.f);
+      if (p.input_relu) v = relu_keep_nan(v);
     }
     tile[i] = v;
   }
@@ -87,7 +87,7 @@ __global__ void depthwise_nhwc_kernel(const __grid_constant__ DepthwiseParams p)
         for (int j = 0; j < kDwRun; ++j) {
           const int xx = ix0 + j * p.sw + q * p.dw;
           float v = (xx >= 0 && xx < p.w_in) ? ld(xr + int64_t(xx) * p.c) : 0.f;
-          if (p.input_relu) v = fmaxf(v, 0.f);
+          if (p.input_relu) v = relu_keep_nan(v);
           acc[j] = fmaf(v, wv, acc[j]);
         }
       }
@@ -134,7 +134,7 @@ __global__ void depthwise_nhwc_fixed_kernel(const __grid_constant__ DepthwisePar
       for (int q = 0; q < kCols; ++q) {
         const int xx = ix0 + q;
         float v = (xx >= 0 && xx < p.w_in) ? ld(xr + int64_t(xx) * p.c) : 0.f;
-        xv[q] = p.input_relu ? fmaxf(v, 0.f) : v;
+        xv[q] = p.input_relu ? relu_keep_nan(v) : v;
       }
 #pragma unroll
       for (int q = 0; q < K; ++q) {
@@ -198,7 +198,7 @@ __global__ void depthwise_nhwc_tile_kernel(const __grid_constant__ DepthwisePara
       for (int q = 0; q < kCols; ++q) {
         float v = 0.f;
         if (inside || (ix0 + q >= 0 && ix0 + q < p.w_in)) v = ld(xr + q * p.c);
-        xv[q] = p.input_relu ? fmaxf(v, 0.f) : v;
+        xv[q] = p.input_relu ? relu_keep_nan(v) : v;
       }
 #pragma unroll
       for (int rr = 0; rr < ROWS; ++rr) {
@@ -263,7 +263,7 @@ __global__ void conv_direct_kernel(const __grid_constant__ DirectConvParams p) {
         for (int ic = 0; ic < cin_g; ++ic) {
           const int64_t pixel = int64_t(yy) * p.w_in + xx;
           float v = ld(xp + (kNhwc ? (b * plane + pixel) * p.c + c0 + ic : (b * p.c + c0 + ic) * plane + pixel));
-          if (p.input_relu) v = fmaxf(v, 0.f);
+          if (p.input_relu) v = relu_keep_nan(v);
           const float wv = ld(wp + (kNhwc ? ((int64_t(o) * p.kh + r) * p.kw + q) * cin_g + ic
                                           : ((int64_t(o) * cin_g + ic) * p.kh + r) * p.kw + q));
           acc = fmaf(v, wv, acc);

@@ -179,12 +179,19 @@ int grid_for(int64_t work, int per_thread = 1) {
   return int(std::max<int64_t>(1, std::min<int64_t>(blocks, 132 * 16)));
 }
 
+// ReLU written as a comparison, not fmaxf: fmaxf(NaN, 0) is 0, and ONNX Runtime keeps the NaN.
+__device__ __forceinline__ float relu_keep_nan(float v) { return v < 0.f ? 0.f : v; }
+
+// The larger of two, where a NaN on either side wins (as in ONNX Runtime's max pool); fmaxf
+// would drop it.
+__device__ __forceinline__ float max_keep_nan(float m, float v) { return m >= v || isnan(m) ? m : v; }
+
 __device__ __forceinline__ float activate(float v, int act) {
   switch (act) {
-    case 1: return fmaxf(v, 0.f);
+    case 1: return relu_keep_nan(v);
     case 2: return 1.f / (1.f + expf(-v));
     case 3: return tanhf(v);
-    case 4: return fminf(fmaxf(v, 0.f), 6.f);  // Relu6
+    case 4: return v < 0.f ? 0.f : v > 6.f ? 6.f : v;  // Relu6 (a NaN stays NaN)
     case 10: return v * fminf(fmaxf(v / 6.f + 0.5f, 0.f), 1.f);  // HardSwish (a NaN stays NaN: NaN * 0)
     default: return v;
   }

@@ -123,7 +123,7 @@ cudnnActivationMode_t act_mode(Activation a) {
 
 std::shared_ptr<ActDesc> act_desc(Activation a) {
   auto d = std::make_shared<ActDesc>();
-  HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(d->d, act_mode(a), CUDNN_NOT_PROPAGATE_NAN, a == Activation::Relu6 ? 6.0 : 0.0));
+  HIOS_CUDNN_CHECK(cudnnSetActivationDescriptor(d->d, act_mode(a), CUDNN_PROPAGATE_NAN, a == Activation::Relu6 ? 6.0 : 0.0));
   return d;
 }
 
@@ -280,7 +280,7 @@ void plan_cudnn_or_hios_pool(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w
   const cudnnPoolingMode_t mode = w.is_max ? CUDNN_POOLING_MAX
                                   : a.count_include_pad || w.global ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                                     : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-  HIOS_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pd->d, mode, CUDNN_NOT_PROPAGATE_NAN, w.k[0], w.k[1], w.p[0], w.p[1],
+  HIOS_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pd->d, mode, CUDNN_PROPAGATE_NAN, w.k[0], w.k[1], w.p[0], w.p[1],
                                                w.s[0], w.s[1]));
   auto xd = tensor_desc(x, node);
   auto yd = tensor_desc(y, node);
@@ -424,7 +424,7 @@ void plan_binary(PlanCtx& c, const std::vector<View>& in, const View& y, cudnnOp
     return;
   }
   auto od = std::make_shared<OpTensorDesc>();
-  HIOS_CUDNN_CHECK(cudnnSetOpTensorDescriptor(od->d, op, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
+  HIOS_CUDNN_CHECK(cudnnSetOpTensorDescriptor(od->d, op, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN));
   std::vector<std::shared_ptr<TensorDesc>> descs;
   std::vector<const void*> ptrs;
   for (const View& v : in) {

@@ -49,7 +49,7 @@ __device__ __forceinline__ float pool_reduce(const PoolParams& p, const PoolWind
   if (p.is_max) {
     float out = -INFINITY;
     for (int yy = w.y0; yy < w.y1; ++yy)
-      for (int xx = w.x0; xx < w.x1; ++xx) out = fmaxf(out, load(yy, xx));
+      for (int xx = w.x0; xx < w.x1; ++xx) out = max_keep_nan(out, load(yy, xx));
     return out;
   }
   float sum = 0.f;
@@ -95,7 +95,7 @@ __global__ void pool_nhwc_kernel(const __grid_constant__ PoolParams p) {
 #pragma unroll
           for (int k = 0; k < V; ++k) {
             const float e = v[k];
-            acc[j][k] = p.is_max ? fmaxf(acc[j][k], e) : acc[j][k] + e;
+            acc[j][k] = p.is_max ? max_keep_nan(acc[j][k], e) : acc[j][k] + e;
           }
         }
       }
@@ -153,7 +153,7 @@ __device__ __forceinline__ void pool3_row(const PoolParams& p, const T* xb, int 
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const float a = xv[j * S][v], b = xv[j * S + 1][v], c = xv[j * S + 2][v];
-      hr[j][v] = MAX ? fmaxf(fmaxf(a, b), c) : (a + b) + c;
+      hr[j][v] = MAX ? max_keep_nan(max_keep_nan(a, b), c) : (a + b) + c;
     }
   }
 }
@@ -184,7 +184,7 @@ __global__ void pool3_nhwc_kernel(const __grid_constant__ PoolParams p, int rows
         float o[V];
         if constexpr (MAX) {
 #pragma unroll
-          for (int v = 0; v < V; ++v) o[v] = fmaxf(fmaxf(h0[j][v], h1[j][v]), h2[j][v]);
+          for (int v = 0; v < V; ++v) o[v] = max_keep_nan(max_keep_nan(h0[j][v], h1[j][v]), h2[j][v]);
         } else {
           // One division per output, then a multiply per channel: V IEEE divisions made the
           // 16-bit tile kernel instruction-bound (Nsight Compute: 70% SM throughput, 26% DRAM).
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
     ldv<V>(reinterpret_cast<const T*>(base + CV), bb);
     ldv<V>(reinterpret_cast<const T*>(base + 2 * CV), c);
 #pragma unroll
-    for (int k = 0; k < V; ++k) h[k] = MAX ? fmaxf(fmaxf(a[k], bb[k]), c[k]) : (a[k] + bb[k]) + c[k];
+    for (int k = 0; k < V; ++k) h[k] = MAX ? max_keep_nan(max_keep_nan(a[k], bb[k]), c[k]) : (a[k] + bb[k]) + c[k];
   };
   const int ty0 = rg * RPT;
   // An average's divisor is a row factor times a column factor (pool_window: the window's
@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kPoolTileThreads) pool3_tile_kernel(const __gr
     float o[V];
     if constexpr (MAX) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) o[k] = fmaxf(fmaxf(h0[k], h1[k]), h2[k]);
+      for (int k = 0; k < V; ++k) o[k] = max_keep_nan(max_keep_nan(h0[k], h1[k]), h2[k]);
     } else {
       const int rows = pool_extent((oy + p.r0) * S - p.ph, 3, p.full_h, p.ph, p.count_include_pad);
       const float inv = rows == 3 ? inv3 : rows == 2 ? inv2 : inv1;  // as the row kernel: same bits
@@ -364,14 +364,14 @@ __global__ void __launch_bounds__(32 * kGlobalPoolWarps) global_pool_nhwc_kernel
     const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + ch;
     for (int64_t px = warp; px < p.hw; px += kGlobalPoolWarps) {
       const float v = ld(x + px * p.x_pixel_stride);
-      acc = p.is_max ? fmaxf(acc, v) : acc + v;
+      acc = p.is_max ? max_keep_nan(acc, v) : acc + v;
     }
   }
   part[warp][lane] = acc;
   __syncthreads();
   if (warp != 0 || ch >= p.c) return;
   float r = part[0][lane];
-  for (int k = 1; k < kGlobalPoolWarps; ++k) r = p.is_max ? fmaxf(r, part[k][lane]) : r + part[k][lane];
+  for (int k = 1; k < kGlobalPoolWarps; ++k) r = p.is_max ? max_keep_nan(r, part[k][lane]) : r + part[k][lane];
   st(static_cast<T*>(p.y) + int64_t(b) * p.c + ch, p.is_max ? r : r / p.divisor);
 }
 
@@ -385,11 +385,11 @@ __global__ void global_pool_nchw_kernel(const __grid_constant__ GlobalPoolParams
   float acc = p.is_max ? -INFINITY : 0.f;
   for (int64_t i = lane; i < p.hw; i += 32) {
     const float v = ld(x + i);
-    acc = p.is_max ? fmaxf(acc, v) : acc + v;
+    acc = p.is_max ? max_keep_nan(acc, v) : acc + v;
   }
   for (int off = 16; off > 0; off /= 2) {
     const float o = __shfl_down_sync(0xffffffffu, acc, off);
-    acc = p.is_max ? fmaxf(acc, o) : acc + o;
+    acc = p.is_max ? max_keep_nan(acc, o) : acc + o;
   }
   if (lane == 0) st(static_cast<T*>(p.y) + plane, p.is_max ? acc : acc / p.divisor);
 }
