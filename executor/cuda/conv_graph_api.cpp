@@ -50,6 +50,14 @@ BeP be_pointwise(cudnnPointwiseMode_t mode, const BeP& x, const BeP& b, const Be
   const cudnnDataType_t f = CUDNN_DATA_FLOAT;
   be_set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
   be_set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f);
+  // A NaN through the fused ReLU stays NaN, as in ONNX Runtime; the default drops it. cuDNN 9
+  // marks the attribute deprecated, and a library that no longer takes it keeps its default,
+  // so its status is not an error here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const cudnnNanPropagation_t keep_nan = CUDNN_PROPAGATE_NAN;
+  (void)cudnnBackendSetAttribute(pw->d, CUDNN_ATTR_POINTWISE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION, 1, &keep_nan);
+#pragma GCC diagnostic pop
   HIOS_CUDNN_CHECK(cudnnBackendFinalize(pw->d));
   BeP op = be(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
   be_set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw->d);
