@@ -15,7 +15,7 @@ namespace hios::cli {
 namespace {
 
 struct ProfileCliOptions {
-  std::string graph, output, device, math = "tf32", layout = "nhwc", stages;
+  std::string graph, output, device, math = "tf32", layout = "nhwc", conv_search = "quick", stages;
   int gpus = 1, warmup = 3, iters = 20, link_iters = 20;
   bool no_cupti = false;
 };
@@ -34,6 +34,8 @@ void add_profiler_commands(CLI::App& app) {
       ->check(CLI::IsMember({"tf32", "fp32", "fp16", "bf16"}));
   cmd->add_option("--layout", o->layout, "nchw or nhwc, as hios run --layout (default nhwc)")
       ->check(CLI::IsMember({"nchw", "nhwc"}));
+  cmd->add_option("--conv-search", o->conv_search, "quick or wide, as hios run --conv-search (default quick)")
+      ->check(CLI::IsMember({"quick", "wide"}));
   cmd->add_option("--warmup", o->warmup, "Untimed passes first (default 3)");
   cmd->add_option("--iters", o->iters, "Timed passes per node and per stage (default 20)");
   cmd->add_option("--link-iters", o->link_iters, "Timed transfers per size and GPU pair (default 20)");
@@ -56,6 +58,7 @@ void add_profiler_commands(CLI::App& app) {
     opt.device = o->device;
     opt.math = o->math;
     opt.layout = o->layout;
+    opt.conv_search = o->conv_search;
     opt.warmup = o->warmup;
     opt.iters = o->iters;
     opt.link_iters = o->link_iters;

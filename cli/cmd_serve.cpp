@@ -29,6 +29,7 @@ extern "C" void on_sigint(int) { g_stop.store(true); }
 
 struct ServeCli {
   std::string models = "inception_v3,nasnet_large,randwire", backend = "cpu", math, layout, policy = "all";
+  std::string conv_search = "quick";
   std::string drain = "bounded";
   std::string loads = "0.5,0.8,1.0", arrivals = "poisson", trace, batches = "1,2,4,8", output, algo = "hios-lp";
   int64_t size = 331;
@@ -92,6 +93,8 @@ void add_model_options(CLI::App* cmd, ServeCli* o) {
   cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");
   cmd->add_option("--math", o->math, "tf32, fp32, fp16 or bf16 (16-bit storage; cuda only). Requests are staged as stored, 16-bit ones converted on arrival (default: tf32 on cuda, fp32 on cpu)");
   cmd->add_option("--layout", o->layout, "nchw or nhwc (default: the backend's)")->check(CLI::IsMember({"nchw", "nhwc"}));
+  cmd->add_option("--conv-search", o->conv_search, "quick or wide, as hios run --conv-search (default quick)")
+      ->check(CLI::IsMember({"quick", "wide"}));
   cmd->add_option("--batches", o->batches, "Batch sizes prepared per model, comma-separated, 1 included (default 1,2,4,8)");
   cmd->add_option("--algo", o->algo, "One-GPU schedule of every model and batch (default hios-lp, analytic h200 costs)");
   cmd->add_option("--threads", o->threads, "cpu backend: OpenMP threads per pass, 0 to 1024")->check(CLI::Range(0, 1024));
@@ -222,6 +225,7 @@ class ServeRun {
     so_.set.session.backend = o_.backend;
     so_.set.session.math = o_.math;
     so_.set.session.layout = o_.layout;
+    so_.set.session.conv_search = o_.conv_search;
     so_.set.session.seed = o_.seed;
     so_.set.session.threads = o_.threads;
     so_.batches.clear();

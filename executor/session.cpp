@@ -29,6 +29,9 @@ RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) 
   cfg_.threads = opt.threads;
   cfg_.memory_limit = opt.memory_limit;
   cfg_.conv_impl = opt.conv_impl;
+  HIOS_CHECK(opt.conv_search == "quick" || opt.conv_search == "wide", "--conv-search must be quick or wide, not '%s'",
+             opt.conv_search.c_str());
+  cfg_.conv_search = opt.conv_search;
   HIOS_CHECK(opt.comm_priority == "high" || opt.comm_priority == "normal",
              "--comm-priority must be high or normal, not '%s'", opt.comm_priority.c_str());
   cfg_.comm_priority = opt.comm_priority;

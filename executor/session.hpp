@@ -47,6 +47,7 @@ struct SessionOptions {
   int threads = 0;              // CPU backend OpenMP threads; 0: default
   size_t memory_limit = 0;      // BackendConfig::memory_limit
   std::string conv_impl = "auto";  // BackendConfig::conv_impl
+  std::string conv_search = "quick";  // BackendConfig::conv_search: quick | wide
   std::string comm_priority = "high";  // BackendConfig::comm_priority: high | normal
   std::string compute_priority = "normal";  // BackendConfig::compute_priority: high | normal
   std::string layout;                  // BackendConfig::layout: nchw | nhwc; empty: the backend's default

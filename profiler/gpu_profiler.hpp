@@ -28,6 +28,7 @@ struct ProfileOptions {
   std::string device;          // preset name for the database ("h200"); empty: from the GPU's name
   std::string math = "tf32";
   std::string layout = "nhwc";  // of the cuda backend's activations (hios run --layout)
+  std::string conv_search = "quick";  // BackendConfig::conv_search (hios run --conv-search)
   int warmup = 3, iters = 20;  // per node pass and per stage
   bool cupti = true;
   std::vector<int64_t> link_bytes = {1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24, 1 << 26};

@@ -457,6 +457,7 @@ SessionOptions session_options(const RunOptions& opt) {
   so.memory_limit = opt.memory_limit;
   so.comm_priority = opt.comm_priority;
   so.layout = opt.layout;
+  so.conv_search = opt.conv_search.empty() ? "quick" : opt.conv_search;
   return so;
 }
 
@@ -467,6 +468,18 @@ std::string chosen_launch_order(const RunOptions& opt, const Schedule& s) {
     return s.meta.tune["launch_order"].value("chosen", std::string("topo"));
   }
   return "topo";
+}
+
+// --conv-search, else the search `hios tune` measured this schedule with when the run's backend
+// is the tune's, else quick.
+std::string chosen_conv_search(const RunOptions& opt, const Schedule& s) {
+  if (!opt.conv_search.empty()) return opt.conv_search;
+  if (s.meta.tune.is_object() && s.meta.tune.contains("identity") && s.meta.tune["identity"].is_object()) {
+    const json& id = s.meta.tune["identity"];
+    if (id.value("backend", std::string()) == opt.backend && id.contains("conv_search") && id["conv_search"] == "wide")
+      return "wide";
+  }
+  return "quick";
 }
 
 // --transport, else the transport `hios tune` measured this schedule's links and passes with
@@ -565,6 +578,7 @@ void describe_job(RunReport& rep, const Graph& g, const Schedule& s, const RunOp
   rep.transport = transport ? transport->name() : session.transport_name() + " (unused: one rank)";
   rep.math = backend.math();
   rep.layout = backend.layout();
+  rep.conv_search = session.backend_config().conv_search;
   rep.cuda_graph = use_graph ? "on" : "off";
   rep.memory = opt.memory == "shared" && !opt.verify_nodes ? "shared" : "separate";
   rep.launch_order = launch_order_summary(order);
@@ -613,6 +627,7 @@ struct Heartbeat final : PassObserver {
 RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& asked, Comm& comm) {
   RunOptions opt = asked;
   opt.transport = chosen_transport(asked, s);
+  opt.conv_search = chosen_conv_search(asked, s);
   std::atomic<const char*> phase{"setup"};
   Watchdog watchdog(opt.timeout_s, [&] { abort_timed_out(comm, opt, phase.load()); });
   std::atomic<const PeerWatch*> peer_watch{nullptr};  // while the ranks' pids are known
@@ -742,9 +757,10 @@ std::string report_to_table(const RunReport& r) {
   out += strprintf("# hios run: graph %s %lldx%lldx%lld (%s), schedule %s on %d GPU(s), predicted %.3f ms\n",
                    r.graph_name.c_str(), (long long)r.batch, (long long)r.height, (long long)r.width,
                    r.graph_digest.c_str(), r.algorithm.c_str(), r.num_ranks, r.predicted_ms);
-  out += strprintf("# backend %s (math %s, layout %s), transport %s, cuda-graph %s, memory %s, launch order %s, "
+  out += strprintf("# backend %s (math %s, layout %s%s), transport %s, cuda-graph %s, memory %s, launch order %s, "
                    "warmup %d, number %d, repeat %d\n",
-                   r.backend.c_str(), r.math.c_str(), r.layout.c_str(), r.transport.c_str(), r.cuda_graph.c_str(),
+                   r.backend.c_str(), r.math.c_str(), r.layout.c_str(),
+                   r.conv_search == "wide" ? ", wide convolution search" : "", r.transport.c_str(), r.cuda_graph.c_str(),
                    r.memory.c_str(), r.launch_order.c_str(), r.warmup, r.number, r.repeat);
   out += "# versions: " + r.versions + "\n";
   for (const RankInfo& ri : r.ranks) {
@@ -794,7 +810,7 @@ json report_to_json(const RunReport& r) {
                 {"width", r.width}};
   j["schedule"] = {{"algorithm", r.algorithm}, {"gpus", r.num_ranks}, {"predicted_ms", r.predicted_ms}};
   j["config"] = {{"backend", r.backend},   {"transport", r.transport}, {"math", r.math}, {"layout", r.layout},
-                 {"cuda_graph", r.cuda_graph}, {"memory", r.memory}, {"launch_order", r.launch_order},   {"warmup", r.warmup},   {"number", r.number},
+                 {"conv_search", r.conv_search}, {"cuda_graph", r.cuda_graph}, {"memory", r.memory}, {"launch_order", r.launch_order},   {"warmup", r.warmup},   {"number", r.number},
                  {"repeat", r.repeat}};
   j["versions"] = r.versions;
   json ranks = json::array();

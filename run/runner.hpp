@@ -27,6 +27,9 @@ struct RunOptions {
   std::string math;              // empty: the backend's default ("tf32" on cuda, "fp32" on cpu)
   std::string comm_priority = "high";  // SessionOptions::comm_priority
   std::string layout;                  // SessionOptions::layout (empty: the backend's default)
+  // SessionOptions::conv_search: quick | wide; empty: the one hios tune measured the schedule
+  // with (meta.tune.identity), else quick.
+  std::string conv_search;
   int warmup = 2, number = 6, repeat = 6;
   bool verify = false;
   bool verify_nodes = false;     // also compare every node's output (implies verify)
@@ -108,6 +111,7 @@ struct RunReport {
   int num_ranks = 1;
   std::string backend, transport, math, cuda_graph;  // cuda_graph: "on" or "off" as run
   std::string layout = "nchw";                        // how the backend stored activations
+  std::string conv_search = "quick";                  // BackendConfig::conv_search
   std::string memory;    // "shared" or "separate", as run
   std::string launch_order = "topo";  // launch_order_summary of the order run
   std::string versions;  // backend, transport and MPI library versions

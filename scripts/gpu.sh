@@ -17,7 +17,9 @@
 #           hios-lp on analytic costs) and timed in SEG_MATH; SEG_TORCH=1 times torch.compile
 #           (reduce-overhead, channels_last; TF32 and bf16) in the same call; SEG_PROFILE=1 prints
 #           each configuration's time per op kind and costliest node signatures (hios profile,
-#           scripts/profile_summary.py) and keeps the databases in seg-profiles.tar.xz. Needs the importer:
+#           scripts/profile_summary.py) and keeps the databases in seg-profiles.tar.xz (with every
+#           convolution's timed candidates); SEG_CONV_SEARCH=wide passes --conv-search wide to
+#           tune, profile and run. Needs the importer:
 #           carry .deps/onnx (scripts/pack-importer-deps.sh) where libonnx-dev is not installed
 #   all     build test cases ab
 #
@@ -87,7 +89,7 @@ suite_seg() {
   grep -q "ONNX=ON" "$OUT/build.log" 2>/dev/null || grep -q "HIOS_WITH_IMPORTER" "$B/cli/CMakeFiles/hios.dir/flags.make" 2>/dev/null ||
     { echo "seg: this hios has no importer (carry .deps/onnx: scripts/pack-importer-deps.sh)"; return; }
   local w=/tmp/seg models=${SEG_MODELS:-lraspp_mobilenet_v3_large deeplabv3_resnet50 fcn_resnet50}
-  local t=$OUT/seg.txt
+  local t=$OUT/seg.txt search=${SEG_CONV_SEARCH:+--conv-search $SEG_CONV_SEARCH}
   mkdir -p "$w"
   : >"$t"
   # One export per size: with a fixed input shape the exporters fold the shape arithmetic of
@@ -103,15 +105,15 @@ suite_seg() {
         local s=$d/s-$math.json how=hios-lp
         if [ -n "${SEG_TUNE:-}" ]; then
           how=tuned
-          timeout 300 "$B/cli/hios" tune --graph "$g" --gpus 1 --backend cuda --math "$math" -o "$s" --timeout 280 \
+          timeout 300 "$B/cli/hios" tune --graph "$g" --gpus 1 --backend cuda --math "$math" -o "$s" --timeout 280 $search \
             -q ${SEG_TUNE_ARGS:-} >"$d.tune.log" 2>&1 || { echo "$m $size $math: tune failed: $(grep -m1 error "$d.tune.log")" | tee -a "$t"; continue; }
         else
           "$B/cli/hios" schedule --graph "$g" --algo hios-lp --gpus 1 -o "$s" >/dev/null 2>&1
         fi
-        timeout 120 "$B/cli/hios" run --graph "$g" --schedule "$s" --backend cuda --math "$math" --warmup 5 --number 10 \
+        timeout 120 "$B/cli/hios" run --graph "$g" --schedule "$s" --backend cuda --math "$math" $search --warmup 5 --number 10 \
           --repeat 7 -o "$d/run.json" >"$d.run.log" 2>&1 || { echo "$m $size $math: run failed: $(grep -m1 error "$d.run.log")" | tee -a "$t"; continue; }
         if [ -n "${SEG_PROFILE:-}" ]; then  # the slowest node signatures, to see where the time goes
-          timeout 200 "$B/cli/hios" profile --graph "$g" -o "$d/db-$math.json" --math "$math" --no-cupti --iters 10 \
+          timeout 200 "$B/cli/hios" profile --graph "$g" -o "$d/db-$math.json" --math "$math" $search --no-cupti --iters 10 \
             >"$d.profile.log" 2>&1 && python3 scripts/profile_summary.py "$d/db-$math.json" --iters 10 | tee -a "$t"
         fi
         echo "$m $size $math hios $how $(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('%.3f ms, peak %.0f MB' % (r['latency_ms']['median'], max(x['peak_memory_mb'] for x in r['ranks'])))" "$d/run.json")" | tee -a "$t"

@@ -113,6 +113,8 @@ json identity_here(exec::RankSession& s, const Graph& g) {
   id["math"] = s.backend().math();
   // Node times depend on the layout; NCHW databases written before layouts existed stay valid.
   if (s.backend().layout() != "nchw") id["layout"] = s.backend().layout();
+  // So are node times with the wide convolution search; `hios run` takes it from here.
+  if (s.backend_config().conv_search == "wide") id["conv_search"] = "wide";
   // Choices timed another way (the host's submission counted, before the stream was held) are
   // not this run's: they and the node times measured with them are measured again.
   if (!s.backend().choice_timing().empty()) id["choice_timing"] = s.backend().choice_timing();

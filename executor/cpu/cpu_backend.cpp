@@ -32,6 +32,9 @@ class CpuBackend final : public Backend {
                cfg.math.c_str());
     HIOS_CHECK(cfg.layout == "nchw", "the cpu backend stores activations NCHW; --layout %s needs the cuda backend",
                cfg.layout.c_str());
+    HIOS_CHECK(cfg.conv_search == "quick",
+               "the cpu backend has one convolution kernel and nothing to search; --conv-search %s needs the cuda backend",
+               cfg.conv_search.c_str());
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
     threads_ = omp_get_max_threads();

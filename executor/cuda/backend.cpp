@@ -100,7 +100,8 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
     int least = 0, greatest = 0;
     HIOS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     eng_ = std::make_unique<Engine>(g, Engine::Options{device_, math_, cfg_.seed, parse_conv_impl(cfg_.conv_impl), layout_,
-                                                       cfg_.compute_priority == "high" ? greatest : 0, cfg_.fold_relu});
+                                                       cfg_.compute_priority == "high" ? greatest : 0, cfg_.fold_relu,
+                                                       cfg_.conv_search == "wide"});
   }
   g_ = &g;
   // Lowering puts the compute streams first; the send and receive streams follow.

@@ -181,6 +181,7 @@ struct Choice {
   size_t workspace = 0;
   double ms = 0;
   std::string what;
+  std::string tried;  // every candidate timed and its time, for the profile database's readers
 };
 
 struct ChoiceCache {
@@ -231,10 +232,16 @@ std::string key_of(const ConvProblem& p, const void* x) {
 
 // The graph API's candidate configurations of one operation graph, in a fixed order: a
 // recipe names its choice by position here (the heuristics answer alike for the same device,
-// cuDNN and problem, which the profile database's identity pins).
+// cuDNN and problem, which the profile database's identity pins). The first 12 of heuristic
+// mode A and 4 of the fallback list come first, as they always have (recipes recorded before
+// the list grew name positions there); the rest of both lists follow, for the wide search.
 std::vector<BeP> heuristic_configs_for(const BeGraph& g) {
   std::vector<BeP> cfgs = heuristic_configs(g, CUDNN_HEUR_MODE_A, 12);
   for (BeP& extra : heuristic_configs(g, CUDNN_HEUR_MODE_FALLBACK, 4)) cfgs.push_back(extra);
+  std::vector<BeP> more = heuristic_configs(g, CUDNN_HEUR_MODE_A, 40);
+  for (size_t i = 12; i < more.size(); ++i) cfgs.push_back(more[i]);
+  more = heuristic_configs(g, CUDNN_HEUR_MODE_FALLBACK, 16);
+  for (size_t i = 4; i < more.size(); ++i) cfgs.push_back(more[i]);
   return cfgs;
 }
 
@@ -256,7 +263,7 @@ std::shared_ptr<Choice> graph_choice(bool fused, const std::shared_ptr<BeGraph>&
   ch->graph_bias = fused && g->has_bias;
   ch->workspace = workspace;
   ch->config_index = index;
-  ch->what = strprintf("graph engine %lld%s%s", (long long)info.index, fused ? " fused" : " + epilogue",
+  ch->what = strprintf("graph engine %lld (config %d)%s%s", (long long)info.index, index, fused ? " fused" : " + epilogue",
                        info.tensor_core ? " tc" : "");
   return ch;
 }
@@ -297,6 +304,7 @@ json recipe_of(const Choice& ch) {
     r["fused"] = ch.legacy_fused;
   }
   r["ms"] = ch.ms;
+  if (!ch.tried.empty()) r["tried"] = ch.tried;
   return r;
 }
 
@@ -412,13 +420,18 @@ void add_graph_candidates(PlanCtx& c, const ConvProblem& p, const TrialInputs& i
     const std::vector<BeP> cfgs = heuristic_configs_for(*g);
     std::vector<int64_t> seen;
     int built = 0;
-    const int most = fused ? 3 : 6;
+    // The quick search times the first few distinct engines. The wide one times every
+    // configuration: cuDNN lists one engine several times with other knobs (tile sizes), and on
+    // ResNet-50's 1x1 and strided convolutions in TF32 a second configuration of the first
+    // engine was up to 30% faster than the first.
+    const bool wide = c.eng.wide_conv_search();
+    const int most = wide ? 16 : fused ? 3 : 6;
     for (size_t ci = 0; ci < cfgs.size(); ++ci) {
       const BeP& cfg = cfgs[ci];
       if (built >= most) break;
       const EngineInfo info = engine_info(cfg);
       if (!usable_engine(info, p.fp32)) continue;
-      if (std::find(seen.begin(), seen.end(), info.index) != seen.end()) continue;
+      if (!wide && std::find(seen.begin(), seen.end(), info.index) != seen.end()) continue;
       seen.push_back(info.index);
       BeP plan = make_plan(res.cudnn(), cfg);
       if (!plan) continue;
@@ -553,6 +566,7 @@ std::shared_ptr<Choice> keep_fastest(PlanCtx& c, const ConvProblem& p, const std
   void* ws = c.eng.find_workspace(&ws_bytes);
   const size_t n = cands.choices.size();
   size_t best = 0;
+  std::string tried;
   for (size_t i = 0; i < n; ++i) {
     Choice& ch = *cands.choices[i];
     const Trial& t = cands.trials[i];
@@ -568,6 +582,7 @@ std::shared_ptr<Choice> keep_fastest(PlanCtx& c, const ConvProblem& p, const std
       ch.what += std::string(" refused: ") + e.what();
     }
     if (ch.ms < cands.choices[best]->ms) best = i;
+    tried += strprintf("%s%s: %.4f ms", tried.empty() ? "" : "; ", ch.what.c_str(), ch.ms);
   }
   if (n == 0 || !std::isfinite(cands.choices[best]->ms)) {
     auto ch = direct_choice("hios direct (every other candidate refused)");
@@ -581,6 +596,7 @@ std::shared_ptr<Choice> keep_fastest(PlanCtx& c, const ConvProblem& p, const std
              c.node_name.c_str(), key.c_str());
   std::shared_ptr<Choice> ch = cands.choices[best];
   ch->what += strprintf(" %.3f ms (of %zu candidates)", ch->ms, cands.choices.size());
+  ch->tried = tried;
   return ch;
 }
 

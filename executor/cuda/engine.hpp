@@ -143,6 +143,8 @@ class Engine {
     // graph/relu_fold.hpp: nodes whose readers all start with a ReLU store relu(value), and
     // readers with a ReLU step of their own skip it. Off: every node stores its value.
     bool fold_relu = true;
+    // BackendConfig::conv_search == "wide": every engine configuration is timed.
+    bool wide_conv_search = false;
   };
   Engine(const Graph& g, const Options& opts);
   ~Engine();
@@ -155,6 +157,7 @@ class Engine {
   // What tensors and parameters are stored as: fp16 or bf16 under those math modes, else fp32.
   Elem elem() const { return storage_elem(opts_.math); }
   ConvImpl conv_impl() const { return opts_.conv_impl; }
+  bool wide_conv_search() const { return opts_.wide_conv_search; }
   Layout layout() const { return opts_.layout; }
   uint64_t seed() const { return opts_.seed; }
   // Whether node v stores relu(value) (graph/relu_fold.hpp; never when fold_relu is off).

@@ -62,6 +62,7 @@ struct Measurer {
     so.device = 0;
     so.math = opt.math;
     so.layout = opt.layout;
+    so.conv_search = opt.conv_search;
     session = std::make_unique<exec::RankSession>(g, so, *self);
     session->load(measurement_program(g, 0, 1, streams));
     session->backend().set_input(exec::make_input(g));
@@ -72,8 +73,10 @@ struct Measurer {
 
 // Every node alone on one stream of an eager sequential pass, markers around its launches;
 // CUPTI in passes of its own (its bookkeeping would otherwise land in the wall times).
-std::vector<NodeSamples> profile_nodes(const Graph& g, const ProfileOptions& opt) {
+// `choices` gets the algorithm choices the pass made, each with every candidate it timed.
+std::vector<NodeSamples> profile_nodes(const Graph& g, const ProfileOptions& opt, json* choices) {
   Measurer m(g, opt, 1);
+  *choices = m.session->backend().algorithm_choices();
   std::vector<NodeSamples> out = m.timer->nodes(opt.warmup, opt.iters);
   if (opt.cupti) {
     CuptiTracer tracer;
@@ -256,7 +259,7 @@ ProfileDb profile_gpus(const Graph& g, const ProfileOptions& opt, ProfileReport*
              rep.gpu.c_str());
   (void)find_device_preset(db.device);  // an unknown name fails here, before any measuring
 
-  const std::vector<NodeSamples> nodes = profile_nodes(g, opt);
+  const std::vector<NodeSamples> nodes = profile_nodes(g, opt, &db.choices);
   const DevicePreset peaks = find_device_preset(db.device);
   db.entries = pool_by_signature(g, nodes, &peaks, math_stores_16_bit(opt.math));
   for (const NodeSamples& ns : nodes) {
@@ -276,6 +279,7 @@ ProfileDb profile_gpus(const Graph& g, const ProfileOptions& opt, ProfileReport*
                  {"gpus", opt.gpus},
                  {"math", opt.math},
                  {"layout", opt.layout},
+                 {"conv_search", opt.conv_search},
                  {"graph", g.name},
                  {"date", today()},
                  {"node_timing", "CUDA events around each node alone on one stream, sequential eager pass"},

@@ -194,6 +194,21 @@ expect_error "nhwc on the cpu backend" "the cpu backend stores activations NCHW;
 expect_error "bf16 on the cpu backend" "the cpu backend computes in fp32 with double accumulation; --math bf16 needs a GPU backend" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --math bf16 -o none
 expect_error "unknown math mode"   "unknown math mode 'fp8'"        "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --math fp8 -o none
 expect_error "unknown layout"      "--layout: chwn not in"           "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --layout chwn -o none
+# --conv-search: the cpu backend has nothing to search. A schedule tuned with the wide search
+# runs with it when the run's backend is the tune's (the cpu one then refuses it), not otherwise.
+expect_error "wide conv search on the cpu backend" "the cpu backend has one convolution kernel and nothing to search; --conv-search wide needs the cuda backend" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --conv-search wide -o none
+expect_error "unknown conv search" "--conv-search: fast not in"     "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --conv-search fast -o none
+for tuned in cpu cuda; do
+  /usr/bin/env python3 - "$TMP/s15one.json" "$TMP/s15wide-$tuned.json" "$tuned" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["meta"]["tune"] = {"identity": {"backend": sys.argv[3], "conv_search": "wide"}}
+json.dump(s, open(sys.argv[2], "w"))
+PY
+done
+expect_error "the tune's wide conv search" "--conv-search wide needs the cuda backend" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15wide-cpu.json" --backend cpu -o none
+expect_ok "another backend's wide conv search" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15wide-cuda.json" --backend cpu -o "$TMP/r15wide.json"
+grep -q '"conv_search": *"quick"' "$TMP/r15wide.json" || { echo "FAIL the run's config does not say the quick conv search"; fails=$((fails + 1)); }
 expect_error "bad memory mode"     "memory"                          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --memory pooled -o none
 
 # The graph's input from a NumPy .npy file and its output to one (graph/npy.hpp), written and

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "executor/cuda/conv.hpp"
 #include "graph/error.hpp"
 
 #include "tests/catch.hpp"
@@ -40,8 +41,10 @@ std::string nan_mismatch(const gputest::OpGraph& og, MathMode math, cuda::ConvIm
     if (gpu.size() != cpu.size()) return strprintf("%zu outputs, the CPU %zu", gpu.size(), cpu.size());
     for (size_t i = 0; i < cpu.size(); ++i) {
       if (std::isnan(cpu[i]) ? !std::isnan(gpu[i]) : std::isnan(gpu[i]) && !lost_only)
-        return strprintf("layout %s, element %zu: GPU %g, CPU %g (%lld NaNs on the CPU)", exec::layout_name(l), i,
-                         double(gpu[i]), double(cpu[i]), (long long)cpu_nans);
+        // With the convolution choices made so far, to name the algorithm that lost the NaN.
+        return strprintf("layout %s, element %zu: GPU %g, CPU %g (%lld NaNs on the CPU); choices %s",
+                         exec::layout_name(l), i, double(gpu[i]), double(cpu[i]), (long long)cpu_nans,
+                         cuda::conv_choices(opts.device).dump().c_str());
     }
   }
   return "";
