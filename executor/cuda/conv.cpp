@@ -235,9 +235,11 @@ std::string key_of(const ConvProblem& p, const void* x) {
 // cuDNN and problem, which the profile database's identity pins). The first 12 of heuristic
 // mode A and 4 of the fallback list come first, as they always have (recipes recorded before
 // the list grew name positions there); the rest of both lists follow, for the wide search.
-std::vector<BeP> heuristic_configs_for(const BeGraph& g) {
+// `quick_end`, when given, gets the length of that first part: the quick search looks no further.
+std::vector<BeP> heuristic_configs_for(const BeGraph& g, size_t* quick_end = nullptr) {
   std::vector<BeP> cfgs = heuristic_configs(g, CUDNN_HEUR_MODE_A, 12);
   for (BeP& extra : heuristic_configs(g, CUDNN_HEUR_MODE_FALLBACK, 4)) cfgs.push_back(extra);
+  if (quick_end) *quick_end = cfgs.size();
   std::vector<BeP> more = heuristic_configs(g, CUDNN_HEUR_MODE_A, 40);
   for (size_t i = 12; i < more.size(); ++i) cfgs.push_back(more[i]);
   more = heuristic_configs(g, CUDNN_HEUR_MODE_FALLBACK, 16);
@@ -417,7 +419,8 @@ void add_graph_candidates(PlanCtx& c, const ConvProblem& p, const TrialInputs& i
     if (fused && (p.act == Activation::Relu6 || p.act == Activation::HardSwish)) continue;
     std::shared_ptr<BeGraph> g = build_graph(res.cudnn(), p, in.x, fused);
     if (!g) continue;
-    const std::vector<BeP> cfgs = heuristic_configs_for(*g);
+    size_t quick_end = 0;
+    const std::vector<BeP> cfgs = heuristic_configs_for(*g, &quick_end);
     std::vector<int64_t> seen;
     int built = 0;
     // The quick search times the first few distinct engines. The wide one times every
@@ -426,7 +429,7 @@ void add_graph_candidates(PlanCtx& c, const ConvProblem& p, const TrialInputs& i
     // engine was up to 30% faster than the first.
     const bool wide = c.eng.wide_conv_search();
     const int most = wide ? 16 : fused ? 3 : 6;
-    for (size_t ci = 0; ci < cfgs.size(); ++ci) {
+    for (size_t ci = 0; ci < (wide ? cfgs.size() : quick_end); ++ci) {
       const BeP& cfg = cfgs[ci];
       if (built >= most) break;
       const EngineInfo info = engine_info(cfg);
