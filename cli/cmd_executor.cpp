@@ -215,6 +215,38 @@ void run_job(exec::Comm& comm, const std::function<void()>& body) {
   }
 }
 
+// Runs `step` on every rank, where an error is one every rank meets alike (each reads the same
+// files): rank 0 prints it once, with the other ranks' reasons where they differ, and every rank
+// returns false, to end without aborting the job (no rank is left waiting, and mpirun adds
+// nothing). One rank alone throws as usual.
+bool shared_step(exec::Comm& comm, const std::function<void()>& step) {
+  std::string err;
+  try {
+    step();
+  } catch (const std::exception& e) {
+    if (comm.size() == 1) throw;
+    err = e.what();
+    one_line(err);
+  }
+  if (comm.size() == 1) return true;
+  const std::vector<std::string> all = comm.allgather(err);
+  std::string first, others;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty() || all[r] == first) continue;
+    if (first.empty()) {
+      first = all[r];
+    } else {
+      others += strprintf("; rank %zu: %s", r, all[r].c_str());
+    }
+  }
+  if (first.empty()) return true;
+  if (comm.rank() == 0) {
+    std::fprintf(stderr, "hios: error: %s%s\n", first.c_str(), others.c_str());
+    std::fflush(stderr);
+  }
+  return false;
+}
+
 namespace {
 
 // `hios lower`: one rank's instruction program, as `hios run` would run it.
@@ -314,38 +346,6 @@ bool result_paths_writable(exec::Comm& comm, const std::vector<std::string>& pat
   return failed == 0;
 }
 
-// Runs `step` on every rank, where an error is one every rank meets alike (each reads the same
-// files): rank 0 prints it once, with the other ranks' reasons where they differ, and every rank
-// returns false, to end without aborting the job (no rank is left waiting, and mpirun adds
-// nothing). One rank alone throws as usual.
-bool shared_step(exec::Comm& comm, const std::function<void()>& step) {
-  std::string err;
-  try {
-    step();
-  } catch (const std::exception& e) {
-    if (comm.size() == 1) throw;
-    err = e.what();
-    one_line(err);
-  }
-  if (comm.size() == 1) return true;
-  const std::vector<std::string> all = comm.allgather(err);
-  std::string first, others;
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].empty() || all[r] == first) continue;
-    if (first.empty()) {
-      first = all[r];
-    } else {
-      others += strprintf("; rank %zu: %s", r, all[r].c_str());
-    }
-  }
-  if (first.empty()) return true;
-  if (comm.rank() == 0) {
-    std::fprintf(stderr, "hios: error: %s%s\n", first.c_str(), others.c_str());
-    std::fflush(stderr);
-  }
-  return false;
-}
-
 // `hios run` of one schedule: the report table on rank 0, the JSON, the trace; a failed
 // verification fails the job once every rank has finalised MPI.
 void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
@@ -359,6 +359,7 @@ void run_one_schedule(const RunCliOptions& ropt, exec::RunOptions opt) {
     loaded = shared_step(*comm, [&] {
       g = load_graph(ropt.graph);
       s = load_schedule(g, ropt.schedule);
+      exec::check_run_options(s, opt, *comm);  // a schedule for another rank count, say
     });
     if (!loaded) return;
     const std::string output = ropt.output.empty() ? default_output(g, s, opt) : ropt.output;

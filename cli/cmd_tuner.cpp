@@ -107,8 +107,14 @@ void add_tuner_commands(CLI::App& app) {
     opt.session.devices = parse_devices(o->devices);
     opt.progress = !o->quiet;
     std::unique_ptr<exec::Comm> comm = exec::make_world_comm();
+    bool loaded = true;  // the graph and the options, alike on every rank
     run_job(*comm, [&] {
-      const Graph g = load_graph(o->graph);
+      Graph g;
+      loaded = shared_step(*comm, [&] {
+        g = load_graph(o->graph);
+        tune::check_tune_options(opt, *comm);
+      });
+      if (!loaded) return;
       tune::TuneResult r = tune::tune(g, opt, *comm);
       if (comm->rank() != 0) return;
       const std::string split = r.chosen.meta.spatial.is_null()
@@ -133,6 +139,10 @@ void add_tuner_commands(CLI::App& app) {
       }
       std::fflush(stdout);
     });
+    if (!loaded) {
+      comm.reset();  // MPI_Finalize on every rank, then exit 2: rank 0 said why
+      throw SilentExit{2};
+    }
   });
 }
 

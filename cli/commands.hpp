@@ -73,6 +73,10 @@ void one_line(std::string& s);
 // Runs an MPI job's body: any error becomes one line naming rank and host, and in a job of
 // several ranks the whole job is aborted (peers blocked in a receive would wait forever).
 void run_job(exec::Comm& comm, const std::function<void()>& body);
+// Runs `step` on every rank, where an error is one every rank meets alike (each reads the same
+// files): rank 0 prints it once, with the other ranks' reasons where they differ, and every rank
+// returns false, to end without aborting the job. One rank alone throws as usual.
+bool shared_step(exec::Comm& comm, const std::function<void()>& step);
 
 }  // namespace hios::cli
 #endif

@@ -1,6 +1,7 @@
 #include "executor/watchdog.hpp"
 
 #include <execinfo.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -46,20 +48,22 @@ char g_activity[1024];
 std::atomic<size_t> g_activity_len{0};
 std::atomic<bool> g_main_noted{false};
 std::atomic<bool> g_stack_printed{false};
+std::atomic<int> g_stack_fd{STDERR_FILENO};  // where the handler writes: stderr or a stack file
 
 extern "C" void print_own_stack(int) {
+  const int fd = g_stack_fd.load();
   static const char head[] = "hios: the rank's main thread was here:\n";
-  ssize_t ignored = ::write(STDERR_FILENO, head, sizeof head - 1);
+  ssize_t ignored = ::write(fd, head, sizeof head - 1);
   (void)ignored;
   void* frames[64];
   const int n = ::backtrace(frames, 64);
-  ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  ::backtrace_symbols_fd(frames, n, fd);
   const size_t len = g_activity_len.load();
   if (len > 0) {
     static const char doing[] = "hios: doing: ";
-    ignored = ::write(STDERR_FILENO, doing, sizeof doing - 1);
-    ignored = ::write(STDERR_FILENO, g_activity, len);
-    ignored = ::write(STDERR_FILENO, "\n", 1);
+    ignored = ::write(fd, doing, sizeof doing - 1);
+    ignored = ::write(fd, g_activity, len);
+    ignored = ::write(fd, "\n", 1);
   }
   g_stack_printed = true;
 }
@@ -96,6 +100,47 @@ void print_main_thread_stack() {
   g_stack_printed = false;
   if (::pthread_kill(g_main_thread, SIGURG) != 0) return;
   for (int i = 0; i < 100 && !g_stack_printed.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+std::string timeout_stack_pattern() {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = tmp && *tmp ? tmp : "/tmp";
+  // The parent (mpirun, or its daemon on another host) is shared by the job's ranks on a host.
+  return dir + "/hios-timeout-" + std::to_string(long(::getppid())) + "-rank";
+}
+
+std::string write_main_thread_stack(int rank) {
+  if (!g_main_noted.load() || ::pthread_equal(g_main_thread, ::pthread_self())) return "";
+  const std::string path = timeout_stack_pattern() + std::to_string(rank) + ".txt";
+  // A new file only: an existing one (or a symlink planted there) is left alone.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return "";
+  g_stack_fd = fd;
+  print_main_thread_stack();
+  const bool printed = g_stack_printed.load();
+  g_stack_fd = STDERR_FILENO;
+  ::close(fd);
+  return printed ? path : "";
+}
+
+void abort_on_shared_timeout(Comm& comm, const std::string& reason) {
+  const std::string stack = write_main_thread_stack(comm.rank());
+  if (comm.rank() != 0) {
+    silence_termination_line();  // rank 0's line says why mpirun ends this rank
+    // Every rank's watchdog fires within moments of the others' (the same option, started
+    // together): rank 0 speaks for the job and its abort ends this rank too. A rank 0 that is
+    // gone or cannot abort leaves this one to say it.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  }
+  std::string line = strprintf("hios: error: %s: %s; aborting the job", comm.where().c_str(), reason.c_str());
+  if (comm.size() > 1 && comm.rank() == 0) line += strprintf(" (every rank's limit; %d ranks)", comm.size());
+  if (!stack.empty()) {
+    line += comm.size() > 1 ? strprintf(" (call stacks: %s*.txt)", timeout_stack_pattern().c_str())
+                            : " (call stack: " + stack + ")";
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+  comm.abort(2);
 }
 
 PeerWatch::PeerWatch(Comm& comm, std::function<const char*()> phase) {

@@ -137,6 +137,15 @@ class Comm;
 void note_main_thread();
 // From another thread; waits at most a second for the noted thread to print. No-op if none noted.
 void print_main_thread_stack();
+// The same into a new file of its own, TIMEOUT_STACKS<rank>.txt (timeout_stack_pattern): its
+// path, or "" when none was written (no noted thread, or the file already exists).
+std::string write_main_thread_stack(int rank);
+// "$TMPDIR/hios-timeout-<parent pid>-rank": the ranks of one job on one host share the parent.
+std::string timeout_stack_pattern();
+// A limit every rank has (--timeout) ran out: each rank writes its main thread's stack to its
+// file, rank 0 prints the one line for the job (naming the files) and aborts it; another rank
+// speaks only if rank 0 has not ended the job 3 s later.
+void abort_on_shared_timeout(Comm& comm, const std::string& reason);
 // What the main thread is doing at a finer grain than its stack tells (which candidate kernel a
 // planning step is timing): printed with the stack. Truncated to 1 KiB; "" clears it.
 void note_main_thread_activity(const std::string& what);

@@ -595,11 +595,7 @@ void describe_job(RunReport& rep, const Graph& g, const Schedule& s, const RunOp
 
 // The watchdogs' ends: one line naming the rank, the phase and the rule, then the whole job down.
 void abort_timed_out(Comm& comm, const RunOptions& opt, const char* phase) {
-  std::fprintf(stderr, "hios: error: %s: timed out after %g s (--timeout) during %s; aborting the job\n",
-               comm.where().c_str(), opt.timeout_s, phase);
-  std::fflush(stderr);
-  print_main_thread_stack();
-  comm.abort(2);
+  abort_on_shared_timeout(comm, strprintf("timed out after %g s (--timeout) during %s", opt.timeout_s, phase));
 }
 
 void abort_stalled(Comm& comm, const RunOptions& opt, const char* phase, const PeerWatch* watch, double idle,
@@ -623,6 +619,10 @@ struct Heartbeat final : PassObserver {
 };
 
 }  // namespace
+
+void check_run_options(const Schedule& s, const RunOptions& opt, const Comm& comm) {
+  check_run(s, opt, comm, parse_injection(opt.inject_failure));
+}
 
 RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& asked, Comm& comm) {
   RunOptions opt = asked;

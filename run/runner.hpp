@@ -130,6 +130,10 @@ struct RunReport {
 // only their own details). Throws hios::Error prefixed with comm.where() on failure; the CLI
 // then aborts the job. Verification failures do not throw: report.ok is false.
 RunReport run_schedule(const Graph& g, const Schedule& s, const RunOptions& opt, Comm& comm);
+// The checks of the job's shape and options that run_schedule makes first (rank count, modes,
+// failure injection), on their own: every rank meets their errors alike, so a caller can have
+// rank 0 say them once (cli's shared_step).
+void check_run_options(const Schedule& s, const RunOptions& opt, const Comm& comm);
 
 // nccl-tests-style: '#' preamble (configuration, versions, one line per rank with host and
 // device), a header with units, one row per repeat plus summary rows, a correctness column.

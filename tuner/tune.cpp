@@ -570,8 +570,7 @@ void Tuner::make_cost_models() {
 
 // ---------------------------------------------------------------------------------------------
 
-TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
-  const auto t0 = Clock::now();
+void check_tune_options(const TuneOptions& o, const exec::Comm& comm) {
   HIOS_CHECK(o.gpus >= 1, "hios tune: --gpus must be at least 1 (got %d)", o.gpus);
   HIOS_CHECK(comm.size() == o.gpus, "hios tune: --gpus %d but the job has %d rank(s); start it with mpirun -np %d",
              o.gpus, comm.size(), o.gpus);
@@ -592,12 +591,13 @@ TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
     HIOS_CHECK(std::stoi(o.spatial) <= o.gpus, "hios tune: --spatial %s splits rows across more GPUs than --gpus %d",
                o.spatial.c_str(), o.gpus);
   }
+}
+
+TuneResult tune(const Graph& g, const TuneOptions& o, exec::Comm& comm) {
+  const auto t0 = Clock::now();
+  check_tune_options(o, comm);
   exec::Watchdog watchdog(o.timeout_s, [&] {
-    std::fprintf(stderr, "hios: error: %s: hios tune timed out after %g s (--timeout); aborting the job\n",
-                 comm.where().c_str(), o.timeout_s);
-    std::fflush(stderr);
-    exec::print_main_thread_stack();
-    comm.abort(2);
+    exec::abort_on_shared_timeout(comm, strprintf("hios tune timed out after %g s (--timeout)", o.timeout_s));
   });
   exec::PeerWatch peers(comm, [] { return "hios tune"; });  // a peer that dies is named
   detail::Tuner tuner(g, o, comm, t0);

@@ -129,6 +129,9 @@ struct TuneResult {
 // Every rank calls it; the result is complete on rank 0. Throws hios::Error (the CLI then
 // aborts the whole job).
 TuneResult tune(const Graph& g, const TuneOptions& opt, exec::Comm& comm);
+// The option and job-size checks tune() makes first, on their own: every rank meets their errors
+// alike, so the command has rank 0 say them once.
+void check_tune_options(const TuneOptions& opt, const exec::Comm& comm);
 
 // The table `hios tune` prints: candidates with predicted, measured, error and the choice.
 std::string tune_report(const TuneResult& r);

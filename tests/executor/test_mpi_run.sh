@@ -297,10 +297,14 @@ PY
     run_fails demo hios-lp 2 'rank 0 on host .*injected failure' 20 --inject-failure 0:prepare
     HIOS_INJECT_FAILURE=1:verify run_fails demo hios-lp 2 'rank 1 on host .*injected failure' 20 --verify
     # A rank that hangs: the --timeout watchdog ends the whole job.
-    run_fails demo hios-lp 2 'timed out after 3 s' 20 --inject-failure 1:hang --timeout 3
-    # ...and says where the hung rank's main thread was: its call stack, named.
-    grep -q "^hios: the rank's main thread was here:" "$TMP/stderr" && grep -q "run_schedule" "$TMP/stderr" ||
-      fail "a timed-out rank printed no named call stack: $(head -5 "$TMP/stderr")"
+    # Every rank's limit ran out alike, so rank 0 says it once, naming the files where each rank
+    # left its main thread's call stack (the hung rank's names where it was stuck).
+    TMPDIR=$TMP run_fails demo hios-lp 2 'rank 0 on host .*timed out after 3 s.*every rank.s limit; 2 ranks' 20 --inject-failure 1:hang --timeout 3
+    [ "$(grep -c '^hios' "$TMP/stderr")" -eq 1 ] || fail "a shared --timeout printed $(grep -c '^hios' "$TMP/stderr") hios lines: $(grep '^hios' "$TMP/stderr" | head -3)"
+    stacks=$(grep -o "call stacks: [^)]*" "$TMP/stderr" | sed 's/call stacks: //; s/\*\.txt$//')
+    { [ -n "$stacks" ] && grep -q "^hios: the rank's main thread was here:" "${stacks}1.txt" &&
+      grep -q "run_schedule" "${stacks}1.txt" && grep -q "run_schedule" "${stacks}0.txt"; } ||
+      fail "a timed-out job left no named call stacks at '${stacks}*.txt': $(grep '^hios' "$TMP/stderr" | head -2)"
     run_fails demo hios-lp 3 'is for 2 GPU\(s\) but the job has 3 rank' 20
     run_fails demo hios-lp 2 "out of memory .*tensor 'input'.*337500 bytes" 20 --memory-limit 200000
     run_fails demo hios-lp 2 "mpi-cuda-aware|unknown transport" 20 --transport mpi-cuda-aware
@@ -356,6 +360,20 @@ PY
     else
       echo "ok: a missing graph on two ranks: $(grep '^hios' "$TMP/stderr")"
     fi
+    # hios tune the same: a missing graph, and a job of another size than --gpus, on three ranks.
+    for why in "missing.json: cannot open" "--gpus 2 but the job has 3 rank"; do
+      graph_file=$TMP/demo.json
+      [ "$why" = "missing.json: cannot open" ] && graph_file=$TMP/missing.json
+      timeout 120 "${MPI[@]}" -np 3 "$HIOS" tune --graph "$graph_file" --gpus 2 --backend cpu -o "$TMP/t.json" -q \
+        >"$TMP/stdout" 2>"$TMP/stderr"
+      rc=$?
+      if [ $rc -ne 2 ] || [ "$(grep -c '^hios' "$TMP/stderr")" -ne 1 ] || ! grep -q -e "^hios: error: .*$why" "$TMP/stderr" ||
+         grep -q "SIGTERM\|MPI_ABORT" "$TMP/stderr" || [ -e "$TMP/t.json" ]; then
+        fail "hios tune on three ranks, $why: rc $rc: $(head -4 "$TMP/stderr")"
+      else
+        echo "ok: hios tune on three ranks: $(grep '^hios' "$TMP/stderr")"
+      fi
+    done
     ;;
   segmentation)
     # The toolkit on a segmentation network: a small U-Net of transposed convolutions, resizes
