@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference timings for the GPU benchmark (scripts/bench-gpu.sh).
+"""PyTorch reference timings for the GPU benchmark (scripts/gpu.sh bench).
 
 For each model and resolution, the variants of --variants (default: all of them), batch 1,
 torch.backends.cudnn.benchmark = True, inference mode:

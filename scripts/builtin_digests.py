@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Digests of the built-in models' graphs and schedules, to show that a change to the IR changes
-none of them (the 13 configurations of scripts/gpu-tune.sh, every algorithm on one and two GPUs,
+none of them (the 13 configurations of scripts/gpu.sh tune, every algorithm on one and two GPUs,
 and the row-split search on two).
 
     python3 scripts/builtin_digests.py build/cli/hios > now.txt

@@ -8,7 +8,7 @@ meta.tune) stays; only the prediction is recomputed.
   python3 scripts/calibration_replay.py --hios build/cli/hios DIR CONFIG [CONFIG ...]
 
 DIR holds CONFIG.graph.json (or the graph is rebuilt with `hios graph` from the name),
-CONFIG.db.json[.gz] and CONFIG.tuned.json, as scripts/gpu-tune.sh writes them, e.g.
+CONFIG.db.json[.gz] and CONFIG.tuned.json, as scripts/gpu.sh tune writes them, e.g.
 CONFIG = inception_v3-512-b1-tf32. A candidate's simulated latency as a function of the
 per-transfer cost x comes from `hios show --cost DB` on a copy of the database whose links'
 latencies are shifted by x (the same as the tune's replaying cost model for a transfer, since

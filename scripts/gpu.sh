@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The GPU machine's entry point: one device call runs one or more suites, in order.
+# The GPU machine's entry point: one device call runs one or more suites, in order. Words after a
+# suite's name that are not suite names are that suite's arguments.
 #
-#   bash scripts/gpu.sh SUITE [SUITE ...]        results under $OUT (default output/gpu)
+#   bash scripts/gpu.sh SUITE [ARG ...] [SUITE [ARG ...] ...]     results under $OUT (default output/gpu)
 #
+# Suites written here:
 #   build   configure and build hios and the GPU tests (Release, sm_90, CUDA on)
 #   test    the GPU test suite, `ctest -L gpu`
 #   cases   ONNX's backend cases exported by scripts/onnx_conformance.py --export (CASES, default
 #           output/conformance-export, or CASES_TAR, a .tar.xz of it) replayed on the CUDA backend
 #           in fp32, then in the math modes of CASES_MATH (default "tf32 bf16")
-#   ab      the built-in models' one-GPU timings against a reference build (REF_TARBALL, a
-#           `git archive` of the reference commit): scripts/gpu-timing-ab.sh
 #   trained trained models as exported cases (TRAINED, default output/trained-cases: one folder per
 #           model, as scripts/trained_cases.py writes them) replayed in fp32, tf32 and bf16
 #   seg     torchvision's segmentation networks (SEG_MODELS) exported with seeded weights on this
@@ -23,15 +23,35 @@
 #           carry .deps/onnx (scripts/pack-importer-deps.sh) where libonnx-dev is not installed
 #   all     build test cases ab
 #
-# Every suite builds what it needs first (once per call). Environment: OUT, BUILD_DIR (/tmp/b),
-# JOBS (16).
+# Suites in scripts/gpu/ (each file's head says its arguments and environment; they run alone
+# too, `bash scripts/gpu/NAME.sh`):
+#   bench          hios against PyTorch, one table (scripts/gpu/bench.sh)
+#   table          the one-GPU table against torch.compile, warm caches first (PHASE=warm|table)
+#   ab             the built-in models' one-GPU timings against a reference build (REF_TARBALL, a
+#                  `git archive` of the reference commit, or REF, a commit), CONFIGS as arguments
+#                  (default inception_v3:2048 inception_v3:2048:bf16 nasnet_large:331)
+#   tune           hios tune, re-tune and `hios run` per MODEL:SIZE:BATCH[:MATH] argument, two GPUs
+#   onnx           models exported from PyTorch, imported, run and compared (MODEL:SIZE:EXPORTER)
+#   torch-check    hios's inception_v3 against PyTorch's with the same weights
+#   serve, serve-scaling   hios serve on one GPU; on one and two GPUs with replicas
+#   shapes         shape sets: many input shapes from one process
+#   sweep          a sweep preset (scripts/sweeps/) and its report
+#   kernels        per-kernel timings against copy time, hios and PyTorch
+#   launch-order   topo, opara and measured launch orders
+#   split-probe    row-split candidates on two GPUs, their bands and halos timed
+#   profile        hios profile, then schedules on analytic against profiled costs
+#   analytic       the analytic cost model's predictions against runs
+#   preset-fit, presets    device presets fitted to measurements
+#   readme         the README's commands as a new user types them (MAKE_RUN=0 skips make run)
+#
+# Every suite builds what it needs first. Environment: OUT, BUILD_DIR (/tmp/b), JOBS (16).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/output/gpu}
 B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 start=$(date +%s)
 built=
 
@@ -64,13 +84,6 @@ suite_cases() {
       --json "$OUT/cases-$math.json" --markdown "$OUT/cases-$math.md" >"$OUT/cases-$math.log" 2>&1
     head -n 14 "$OUT/cases-$math.log"
   done
-}
-
-suite_ab() {
-  [ -n "${REF_TARBALL:-}" ] || { echo "ab: set REF_TARBALL to a git archive of the reference commit"; return; }
-  OUT=$OUT/ab BUILD_DIR=$B REPEATS=${REPEATS:-2} bash scripts/gpu-timing-ab.sh \
-    ${AB_CONFIGS:-inception_v3:2048 inception_v3:2048:bf16 nasnet_large:331} 2>&1 | tee "$OUT/ab.log" | tail -n 5
-  built=1
 }
 
 suite_trained() {
@@ -128,17 +141,60 @@ suite_seg() {
   fi
 }
 
-[ $# -gt 0 ] || { sed -n '2,25p' "$0"; exit 2; }
-for suite in "$@"; do
+# A suite of scripts/gpu/: the build folder and OUT travel in the environment, and it gets
+# its own folder under OUT.
+suite_script() {
+  local name=$1 file=$2
+  shift 2
+  OUT=$OUT/$name BUILD_DIR=$B bash "scripts/gpu/$file.sh" "$@" 2>&1 | tee "$OUT/$name.log" | tail -n "${TAIL:-40}"
+}
+
+suite_ab() {
+  [ -n "${REF_TARBALL:-}${REF:-}" ] || { echo "ab: set REF_TARBALL (a git archive of the reference commit) or REF"; return; }
+  [ $# -gt 0 ] || set -- inception_v3:2048 inception_v3:2048:bf16 nasnet_large:331
+  REPEATS=${REPEATS:-2} TAIL=5 suite_script ab timing-ab "$@"
+}
+
+declare -A SCRIPT_SUITES=([bench]=bench [table]=table [tune]=tune [onnx]=onnx [torch-check]=torch-check
+  [serve]=serve [serve-scaling]=serve-scaling [shapes]=shapes [sweep]=sweep [kernels]=kernels
+  [launch-order]=launch-order [split-probe]=split-probe [profile]=profile [analytic]=analytic
+  [preset-fit]=preset-fit [presets]=presets [readme]=readme)
+is_suite() {
+  case "$1" in build|test|cases|ab|trained|seg|all) return 0 ;; esac
+  [ -n "${SCRIPT_SUITES[$1]:-}" ]
+}
+
+run_suite() {
+  local suite=$1
+  shift
   case "$suite" in
     build) need_build ;;
     test) suite_test ;;
     cases) suite_cases ;;
-    ab) suite_ab ;;
+    ab) suite_ab "$@" ;;
     trained) suite_trained ;;
     seg) suite_seg ;;
     all) need_build; suite_test; suite_cases; suite_ab ;;
-    *) echo "gpu.sh: unknown suite '$suite' (build, test, cases, ab, trained, seg, all)"; exit 2 ;;
+    bench) mkdir -p "$OUT/bench"; gpu_build hios hios-gpu-bench; bash scripts/gpu/bench.sh "$B" "$OUT/bench" "$@" 2>&1 | tee "$OUT/bench.log" | tail -n 40 ;;
+    *) suite_script "$suite" "${SCRIPT_SUITES[$suite]}" "$@" ;;
   esac
   echo "$suite done at $(( $(date +%s) - start )) s"
+}
+
+[ $# -gt 0 ] || { sed -n '2,50p' "$0"; exit 2; }
+is_suite "$1" || { echo "gpu.sh: unknown suite '$1' (build, test, cases, ab, trained, seg, all, ${!SCRIPT_SUITES[*]})"; exit 2; }
+# Split the words into suites and their arguments, then run them in order.
+suite=$1
+shift
+args=()
+while :; do
+  if [ $# -eq 0 ] || is_suite "$1"; then
+    run_suite "$suite" "${args[@]}"
+    [ $# -eq 0 ] && break
+    suite=$1
+    args=()
+  else
+    args+=("$1")
+  fi
+  shift
 done

@@ -133,7 +133,7 @@ def _pair(tuned, one_gpu, spec):
 
 
 def bench_tune_runs(data, t, sec):
-    """scripts/gpu-tune.sh's summary: tuned against the best one-GPU candidate of the same job."""
+    """scripts/gpu.sh tune's summary: tuned against the best one-GPU candidate of the same job."""
     d = _need(t, "dir", "tune-runs")
     targets = sec.get("targets", {})
     walls = _walls(_bench_text(data, f"{d}/walls.txt"))
@@ -605,7 +605,7 @@ def bench_launch_order(data, t, sec):
 
 
 def _ab_rows(text, rel):
-    """The rows of a table that scripts/gpu-timing-ab.sh wrote: configuration, both builds' runs,
+    """The rows of a table that scripts/gpu.sh ab wrote: configuration, both builds' runs,
     their medians and the ratio."""
     rows = []
     for line in text.splitlines():
@@ -616,9 +616,9 @@ def _ab_rows(text, rel):
             rows.append({"config": cells[0], "ref": cells[1], "new": cells[2], "ref_ms": float(cells[3]),
                          "new_ms": float(cells[4]), "ratio": float(cells[5])})
         except ValueError:
-            raise ReportError(f"{rel}: not a gpu-timing-ab.sh row: {line.strip()[:80]}")
+            raise ReportError(f"{rel}: not a row of scripts/gpu/timing-ab.sh: {line.strip()[:80]}")
     if not rows:
-        raise ReportError(f"{rel}: no gpu-timing-ab.sh rows")
+        raise ReportError(f"{rel}: no rows of scripts/gpu/timing-ab.sh")
     return rows
 
 

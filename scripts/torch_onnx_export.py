@@ -16,7 +16,7 @@ non-trivial parameters. Writes:
   python3 scripts/torch_onnx_export.py --model resnet50 --size 224 --exporter legacy|dynamo --out DIR
 
 `--exporter legacy` is torch.onnx.export's TorchScript exporter (opset 17), `dynamo` the
-torch.export-based one (opset 18, weights as external data). scripts/gpu-onnx-check.sh imports
+torch.export-based one (opset 18, weights as external data). scripts/gpu.sh onnx imports
 the file with `hios import`, runs it and compares (torch_weights.py --compare).
 """
 import argparse

@@ -13,7 +13,7 @@ batch norms get seeded running statistics, so the fold is exercised. Writes:
   OUT/torch.npy             PyTorch's output for it, fp32 (TF32 off), eval mode
 
 Then `hios run --graph OUT/graph.json --input OUT/input.npy --save-output OUT/hios.npy` and
-`torch_weights.py --compare OUT/torch.npy OUT/hios.npy` (scripts/gpu-torch-check.sh).
+`torch_weights.py --compare OUT/torch.npy OUT/hios.npy` (scripts/gpu.sh torch-check).
 
   python3 scripts/torch_weights.py --model inception_v3 --graph g.json --out DIR [--seed 0]
 """

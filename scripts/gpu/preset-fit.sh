@@ -9,9 +9,9 @@
 #     prediction (`hios show --cost analytic`) beside the measured median in predictions.txt.
 #
 # Everything lands in OUT; the databases let the fit be repeated off the GPU machine.
-#   OUT=/some/dir FIT_BASE=h200 FIT_NAME=h200 bash scripts/gpu-preset-fit.sh inception_v3:331 nasnet_large:2048 ...
+#   OUT=/some/dir FIT_BASE=h200 FIT_NAME=h200 bash scripts/gpu.sh preset-fit inception_v3:331 nasnet_large:2048 ...
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-preset-fit}
 B=${BUILD_DIR:-/tmp/b}
 FIT_BASE=${FIT_BASE:-h200}
@@ -19,7 +19,7 @@ FIT_NAME=${FIT_NAME:-$FIT_BASE}
 MATHS=${MATHS:-tf32 bf16}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 gpu_hios_and_env
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(inception_v3:331 inception_v3:1024 inception_v3:2048 nasnet_large:331 nasnet_large:1024)

@@ -9,12 +9,12 @@
 # its sync points where the halo is cheapest).
 # Then it tunes the configurations named on the command line with a profile database each.
 #
-#   OUT=/some/dir MATH=tf32 bash scripts/gpu-split-probe.sh [SIZE] [MODEL:SIZE:MATH ...]
+#   OUT=/some/dir MATH=tf32 bash scripts/gpu.sh split-probe [SIZE] [MODEL:SIZE:MATH ...]
 #
 # Environment: MATH (tf32), DEVICE (the analytic preset; hios schedule's default when unset),
 # LEADS (receive leads also run per split, e.g. "0 2"), TRACE (0: no traces).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-split-probe}
 B=${BUILD_DIR:-/tmp/b}
 SIZE=${1:-2048}
@@ -24,7 +24,7 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv; git rev-parse --short HEAD; date -u +%FT%TZ; } \
   >"$OUT/env.txt" 2>&1
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 JOBS=${JOBS:-32} gpu_build hios
 H=$B/cli/hios
 W=$OUT/work

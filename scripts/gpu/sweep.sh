@@ -4,12 +4,12 @@
 # results file stays whole and a later call resumes it), then scripts/report.py. The device
 # returns at most 8 files, so the report's plots come back as one tarball.
 #
-#   OUT=/some/dir bash scripts/gpu-sweep.sh [PRESET]        # PRESET: scripts/sweeps/hios-paper.json
+#   OUT=/some/dir bash scripts/gpu.sh sweep [PRESET]        # PRESET: scripts/sweeps/hios-paper.json
 #
 # To resume in a second call, keep the results in the repository tree and carry them, with the
 # CPU references the first call computed (it returns them as references.tgz; unpack it into
 # output/ here):
-#   RESULTS=output/paper.jsonl bash scripts/gpu-sweep.sh
+#   RESULTS=output/paper.jsonl bash scripts/gpu.sh sweep
 #   (run's carry: ["output/paper.jsonl", "output/references"])
 #
 # Environment: BUILD_DIR (/tmp/b), BUDGET_S (480: seconds from the script's start, build
@@ -18,7 +18,7 @@
 # "inception_v3/331x331/*"), REFERENCES (output/references: CPU reference outputs to start from,
 # hios run --reference-cache).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PRESET=${1:-scripts/sweeps/hios-paper.json}
 OUT=${OUT:-$PWD/output/gpu-sweep}
 B=${BUILD_DIR:-/tmp/b}
@@ -30,7 +30,7 @@ mkdir -p "$OUT" "$(dirname "$RESULTS")" "$OUT/work/references"
 [ -d "$REFERENCES" ] && find "$REFERENCES" -maxdepth 1 -name '*.ref' -exec cp {} "$OUT/work/references/" \;
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 t0=$(date +%s)
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 gpu_build hios
 echo "GPUs: $( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "no GPU") | sort | uniq -c | xargs)"
 only=()

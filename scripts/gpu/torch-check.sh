@@ -6,15 +6,15 @@
 # split), and each output is compared with PyTorch's: max_abs, max_rel (over the largest
 # |logit|) and top-1 agreement. fp32 on both sides (TF32 off), then hios in TF32.
 #
-#   OUT=/some/dir bash scripts/gpu-torch-check.sh [SIZE ...]     (default 299 1024)
+#   OUT=/some/dir bash scripts/gpu.sh torch-check [SIZE ...]     (default 299 1024)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-torch-check}
 export BUILD_DIR=${BUILD_DIR:-/tmp/b}
 B=$BUILD_DIR
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 [ -x "$B/cli/hios" ] || JOBS=${JOBS:-32} gpu_build hios
 H=$B/cli/hios
 gpus=$(nvidia-smi -L | grep -c '^GPU')

@@ -14,7 +14,7 @@
 # mem: peak MB per rank of `mpirun hios run` (the run's own report), tuned (max over ranks)
 # against the best one-GPU schedule.
 #
-#   OUT=/some/dir bash scripts/gpu-tune.sh inception_v3:331:1 nasnet_large:2048:1:bf16 ...
+#   OUT=/some/dir bash scripts/gpu/tune.sh inception_v3:331:1 nasnet_large:2048:1:bf16 ...
 #
 # Arguments: MODEL:SIZE:BATCH[:MATH] (default: the 13 configurations below, TF32). Environment:
 # BUILD_DIR (/tmp/b), JOBS (32), GPUS (2), TUNE_S (270, the tune's --timeout), STALL_S (120), TUNE_ARGS (extra hios tune options), RUN_ARGS
@@ -23,7 +23,7 @@
 # NORUN=1 skips the hios runs, PACK=0 leaves the files loose (by default all but summary.txt and
 # env.txt go into gpu-tune.tgz: a device call returns at most 8 files).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-tune}
 B=${BUILD_DIR:-/tmp/b}
 JOBS=${JOBS:-32}

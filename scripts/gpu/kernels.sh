@@ -3,7 +3,7 @@
 # run the GPU tests, then per configuration hios-gpu-bench's rows (and per-node profile) and
 # scripts/profile_pytorch.py's kernel breakdown of the same model and size.
 #
-#   OUT=/some/dir bash scripts/gpu-kernels.sh inception_v3:2048 [nasnet_large:331 ...]
+#   OUT=/some/dir bash scripts/gpu.sh kernels inception_v3:2048 [nasnet_large:331 ...]
 #
 # Environment: BUILD_DIR (/tmp/b), JOBS (16), TESTS (0; 1: ctest -L gpu $CTEST_ARGS first, for at
 # most CTEST_TIMEOUT seconds, default 300), PT_VARIANTS
@@ -11,7 +11,7 @@
 # arguments; default "--layout both --profile 3 --summary"), KERNEL_MATH (e.g. "bf16 fp32": run
 # hios-kernel-bench, hios's depthwise and pool kernels variant against variant, in each).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-kernels}
 B=${BUILD_DIR:-/tmp/b}
 JOBS=${JOBS:-16}
@@ -26,7 +26,7 @@ t0=$(date +%s)
 targets=(hios-gpu-bench)
 [ "$TESTS" = 1 ] && targets+=(test_gpu)
 [ -n "${KERNEL_MATH:-}" ] && targets+=(hios-kernel-bench)
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 gpu_build "${targets[@]}"
 if [ "$TESTS" = 1 ]; then
   # shellcheck disable=SC2086

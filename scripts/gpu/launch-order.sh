@@ -3,18 +3,18 @@
 # stage's launches in topo, opara and measured order (CUDA Graph replay), and PyTorch's
 # sequential CUDA Graph of the same model, size and batch in the same call.
 #
-#   OUT=/some/dir bash scripts/gpu-launch-order.sh
+#   OUT=/some/dir bash scripts/gpu.sh launch-order
 #
 # Environment: BUILD_DIR (/tmp/b), MODELS (inception_v3 nasnet_large randwire), SIZES (331 1024),
 # BATCHES (1 8), MATH (tf32), GRAPH (on; "both" adds eager rows), DEADLINE_S (540: later
 # configurations are skipped, not cut), PT (1: PyTorch's cuda-graph variant where it has the model).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-launch-order}
 B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 t0=$(date +%s)
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 gpu_build hios-gpu-bench
 deadline=$(( t0 + ${DEADLINE_S:-540} ))
 for b in ${BATCHES:-1 8}; do

@@ -3,20 +3,20 @@
 # `hios run --shapes` of a model over sizes x batches with --compare-separate (each shape alone,
 # for the memory comparison) and optionally --verify (every shape against the CPU reference).
 #
-#   OUT=/some/dir bash scripts/gpu-shapes.sh
+#   OUT=/some/dir bash scripts/gpu.sh shapes
 #
 # Environment: BUILD_DIR (/tmp/b), TESTS (1: ctest -L gpu -R shape first), MODEL (inception_v3),
 # SHAPES (299,331,512,768,1024), BATCHES (1,2,4), MATH (tf32), VERIFY (1), EXTRA (more hios run
 # arguments).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-shapes}
 B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 t0=$(date +%s)
 targets=(hios)
 [ "${TESTS:-1}" = 1 ] && targets+=(test_gpu)
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 gpu_build "${targets[@]}"
 if [ "${TESTS:-1}" = 1 ]; then
   (cd "$B" && timeout "${CTEST_TIMEOUT:-240}" ctest -L gpu -R shape --output-on-failure --timeout 200) >"$OUT/ctest-gpu.log" 2>&1

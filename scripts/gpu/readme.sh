@@ -5,15 +5,15 @@
 # from the repository root with PATH set as the README says. Each command's line, exit status,
 # seconds and last lines of output go to $OUT/readme.log; a summary table ends it.
 #
-#   OUT=/some/dir bash scripts/gpu-readme.sh
-#   OUT=/some/dir SKIP='hios serve' bash scripts/gpu-readme.sh        # everything but serving
-#   OUT=/some/dir ONLY='hios serve --backend cuda --devices' MAKE_RUN=0 bash scripts/gpu-readme.sh
+#   OUT=/some/dir bash scripts/gpu.sh readme
+#   OUT=/some/dir SKIP='hios serve' bash scripts/gpu.sh readme        # everything but serving
+#   OUT=/some/dir ONLY='hios serve --backend cuda --devices' MAKE_RUN=0 bash scripts/gpu.sh readme
 #
 # Environment: ONLY / SKIP (extended regular expressions on the command line: run only the
 # matching commands / leave the matching ones out), MAKE_RUN (1: run `make run` first), JOBS
 # (make's jobs, 16), STEP_TIMEOUT (300 s per command), LIST=1 (print the commands and stop).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 OUT=${OUT:-$ROOT/output/gpu-readme}
 mkdir -p "$OUT"

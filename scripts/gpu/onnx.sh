@@ -8,7 +8,7 @@
 # PyTorch's own TF32 and bf16 outputs and ONNX Runtime's (CPU, fp32), which give the error the
 # number formats bring by themselves. A model the importer refuses is reported with its one-line error.
 #
-#   OUT=/some/dir bash scripts/gpu-onnx-check.sh resnet50:224:legacy inception_v3:299:dynamo ...
+#   OUT=/some/dir bash scripts/gpu.sh onnx resnet50:224:legacy inception_v3:299:dynamo ...
 #
 # Environment: MATHS (the one-GPU runs: fp32, tf32, bf16, fp16 and cpu, the CPU reference;
 # default fp32), TWO_MATH (the two-GPU runs', default fp32), TOP1_BATCH (the top-1 agreement
@@ -19,14 +19,14 @@
 # `mpirun -np 2 hios tune`, then its tuned and best one-GPU schedules run), SERVE (1: the first
 # imported model is also served on the GPU for a few seconds).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-onnx-check}
 export BUILD_DIR=${BUILD_DIR:-/tmp/b}
 B=$BUILD_DIR
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 t0=$(date +%s)
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 [ -x "$B/cli/hios" ] || JOBS=${JOBS:-32} gpu_build hios
 H=$B/cli/hios
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')

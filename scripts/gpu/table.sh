@@ -8,17 +8,17 @@
 #                processes, PAR at a time, into Inductor's on-disk caches (FX graphs, AOT
 #                autograd, Triton kernels, in $TORCHINDUCTOR_CACHE_DIR). Nothing is timed for
 #                the table; each compile's time is printed, then one warm recompile's.
-#   PHASE=table  scripts/bench-gpu.sh: PyTorch (compiling from the warm caches) and hios, every
+#   PHASE=table  scripts/gpu/bench.sh: PyTorch (compiling from the warm caches) and hios, every
 #                row of the table in this one call. Compile time is never part of a timing, so
 #                a warm cache changes how long the call takes, not what it measures.
 #
-#   OUT=/some/dir PHASE=warm bash scripts/gpu-table.sh; OUT=/some/dir PHASE=table bash scripts/gpu-table.sh
+#   OUT=/some/dir PHASE=warm bash scripts/gpu.sh table; OUT=/some/dir PHASE=table bash scripts/gpu.sh table
 #
 # Environment: BUILD_DIR (/tmp/b), MODELS (inception_v3,nasnet_large), SIZES (331,512,1024,2048),
 # MATH (tf32,bf16), PT_VARIANTS (compile-ro-cl,compile-ro-cl-bf16-pure: the strongest TF32 and
 # bf16 variants of earlier calls), PAR (8), DEADLINE_S (560), PT_TIMEOUT_S (360).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-table}
 B=${BUILD_DIR:-/tmp/b}
 MODELS=${MODELS:-inception_v3,nasnet_large}
@@ -29,7 +29,7 @@ export TORCHINDUCTOR_FX_GRAPH_CACHE=1 TORCHINDUCTOR_AUTOGRAD_CACHE=1
 mkdir -p "$OUT"
 t0=$(date +%s)
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv; date -u +%FT%TZ; } >"$OUT/env.txt" 2>&1
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 gpu_build hios hios-gpu-bench
 
 case "${PHASE:-table}" in
@@ -69,8 +69,8 @@ PY
     ;;
   table)
     MODELS=$MODELS SIZES=$SIZES MATH=${MATH:-tf32,bf16} LAYOUT=nhwc GPUS=1 PT_VARIANTS=$PT_VARIANTS \
-      DEADLINE_S=${DEADLINE_S:-560} PT_TIMEOUT_S=${PT_TIMEOUT_S:-360} bash scripts/bench-gpu.sh "$B" "$OUT" | tail -40
+      DEADLINE_S=${DEADLINE_S:-560} PT_TIMEOUT_S=${PT_TIMEOUT_S:-360} bash scripts/gpu/bench.sh "$B" "$OUT" | tail -40
     ;;
-  *) echo "gpu-table.sh: PHASE must be warm or table, not '${PHASE}'"; exit 2 ;;
+  *) echo "gpu.sh table: PHASE must be warm or table, not '${PHASE}'"; exit 2 ;;
 esac
 echo "total: $(( $(date +%s) - t0 )) s"

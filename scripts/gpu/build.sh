@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The build step every one-call GPU script shares (sourced, not run):
 #
-#   source scripts/gpu-build.sh
+#   source scripts/gpu/build.sh
 #   gpu_build hios test_gpu        # configures and builds these targets in $B, log in $OUT/build.log
 #
 # Release, Hopper (sm_90), CUDA backend on; JOBS parallel jobs (default 16). On failure it prints

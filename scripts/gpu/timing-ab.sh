@@ -4,19 +4,19 @@
 # convolutions anew (times each candidate engine and keeps the fastest), so the spread across
 # runs shows how steady those choices are, and the medians which build chooses better kernels.
 # The table is $OUT/table.md; the GPU tests of the timing ([timing]) run first.
-#   OUT=/some/dir REF=HEAD~1 bash scripts/gpu-timing-ab.sh inception_v3:1024 nasnet_large:331:bf16 ...
+#   OUT=/some/dir REF=HEAD~1 bash scripts/gpu.sh ab inception_v3:1024 nasnet_large:331:bf16 ...
 # Environment: BUILD_DIR (/tmp/b), REF_BUILD_DIR (/tmp/b-ref), REF (HEAD~1), REPEATS (3), PROFILE=1
 # also writes a profile database per build and repeat (`hios profile`: every node timed with the
 # convolution engines that build chose) as NAME.SIDE.I.db.json.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-timing-ab}
 B=${BUILD_DIR:-/tmp/b}
 RB=${REF_BUILD_DIR:-/tmp/b-ref}
 REF=${REF:-HEAD~1}
 REPEATS=${REPEATS:-3}
 mkdir -p "$OUT"
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 ref_tree=/tmp/hios-ref-tree
 rm -rf "$ref_tree"
 if [ -n "${REF_TARBALL:-}" ]; then
@@ -30,7 +30,7 @@ else
 fi
 # The two builds share the machine's cores.
 mkdir -p "$OUT/ref"
-(cd "$ref_tree" && OUT=$OUT/ref B=$RB JOBS=8 && source scripts/gpu-build.sh && gpu_build hios) >"$OUT/ref-build.txt" 2>&1 &
+(here=$PWD; cd "$ref_tree" && OUT=$OUT/ref B=$RB JOBS=8 && source "$here/scripts/gpu/build.sh" && gpu_build hios) >"$OUT/ref-build.txt" 2>&1 &
 ref_build=$!
 JOBS=8 gpu_build hios test_gpu
 wait $ref_build || { echo "reference build failed"; cat "$OUT/ref-build.txt"; exit 1; }

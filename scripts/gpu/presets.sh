@@ -6,14 +6,14 @@
 # with COMM_MODEL:COMM_SIZE) run under NCCL's default and limited CTA counts
 # (NCCL_MAX_CTAS): how much the NCCL kernels' SMs cost the compute beside them.
 #   OUT=/some/dir COMM_SCHEDULE=s.json COMM_MODEL=nasnet_large COMM_SIZE=2048 \
-#     bash scripts/gpu-presets.sh inception_v3:2048:1 inception_v3:1024:1 ...
+#     bash scripts/gpu.sh presets inception_v3:2048:1 inception_v3:1024:1 ...
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-presets}
 B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 [ -x "$B/cli/hios" ] && [ -z "${REBUILD:-}" ] || JOBS=${JOBS:-32} gpu_build hios
 H=$B/cli/hios
 if [ -n "${COMM_SCHEDULE:-}" ]; then
@@ -27,4 +27,4 @@ if [ -n "${COMM_SCHEDULE:-}" ]; then
       sed -E 's/.*median ([0-9.]+).*/median \1 ms/')" | tee -a "$OUT/comm.txt"
   done
 fi
-NORUN=1 OUT=$OUT BUILD_DIR=$B TUNE_S=${TUNE_S:-120} STALL_S=${STALL_S:-115} bash scripts/gpu-tune.sh "$@"
+NORUN=1 OUT=$OUT BUILD_DIR=$B TUNE_S=${TUNE_S:-120} STALL_S=${STALL_S:-115} bash scripts/gpu/tune.sh "$@"

@@ -4,20 +4,20 @@
 # --cost analytic with the preset of that math) writes the unsplit schedule and, with
 # --spatial SPATIAL, the row split it would choose; each runs under `mpirun -np GPUS hios run`
 # (cuda-ipc, the default on one host; median of 7 x 10 passes). The table is $OUT/table.md.
-#   OUT=/some/dir bash scripts/gpu-analytic-check.sh inception_v3:2048 inception_v3:2048:bf16 ...
+#   OUT=/some/dir bash scripts/gpu.sh analytic inception_v3:2048 inception_v3:2048:bf16 ...
 # Environment: BUILD_DIR (/tmp/b), DEVICE (h200; bf16 runs use DEVICE-bf16), GPUS (2), SPATIAL
 # (auto; a number P splits every region P ways, e.g. GPUS=1 SPATIAL=2: both parts of a split on
 # one GPU, the node and stage model without transfers), SPLIT_BUDGET_S (the split search's
 # --time-budget, 60).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-analytic-check}
 B=${BUILD_DIR:-/tmp/b}
 DEVICE=${DEVICE:-h200}
 GPUS=${GPUS:-2}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 gpu_hios_and_env
 echo "| configuration | schedule | preset | predicted ms | measured ms | error |" >"$OUT/table.md"
 echo "|---|---|---|---:|---:|---:|" >>"$OUT/table.md"

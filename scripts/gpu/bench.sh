@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmark: hios against PyTorch on the same GPU in the same call, then the table.
 #
-#   scripts/bench-gpu.sh BUILD_DIR OUT_DIR
+#   scripts/gpu/bench.sh BUILD_DIR OUT_DIR
 #
 # Environment: MODELS (inception_v3,nasnet_large), SIZES (331,512,1024,2048), WARMUP (10),
 # ITERS (30), GPUS (2: also the two-GPU hios-lp rows when two GPUs are visible), STREAMS (4),
@@ -14,8 +14,8 @@
 # Writes OUT_DIR/bench.jsonl (one JSON object per row, both stacks), OUT_DIR/bench.log and
 # OUT_DIR/bench-table.txt (nccl-tests-style), and prints the table last.
 set -uo pipefail
-BUILD=${1:?usage: bench-gpu.sh BUILD_DIR OUT_DIR}
-OUTDIR=${2:?usage: bench-gpu.sh BUILD_DIR OUT_DIR}
+BUILD=${1:?usage: gpu/bench.sh BUILD_DIR OUT_DIR}
+OUTDIR=${2:?usage: gpu/bench.sh BUILD_DIR OUT_DIR}
 MODELS=${MODELS:-inception_v3,nasnet_large}
 SIZES=${SIZES:-331,512,1024,2048}
 WARMUP=${WARMUP:-10}
@@ -30,7 +30,7 @@ RELU_FOLD=${RELU_FOLD:-on}
 # PyTorch variants (bench_pytorch.py --variants). Each torch.compile takes 17-65 s and
 # max-autotune minutes per shape, so the default keeps the two strongest reduce-overhead ones.
 PT_VARIANTS=${PT_VARIANTS:-eager,cuda-graph,compile-ro-cl,compile-ro-cl-bf16}
-HERE=$(cd "$(dirname "$0")" && pwd)
+HERE=$(cd "$(dirname "$0")/.." && pwd)  # scripts/
 BENCH="$BUILD/bench/hios-gpu-bench"
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast
 
@@ -42,7 +42,7 @@ LOG="$OUTDIR/bench.log"
 t0=$(date +%s)
 late() { [ $(( $(date +%s) - t0 )) -ge "$DEADLINE_S" ]; }
 
-[ -x "$BENCH" ] || { echo "bench-gpu.sh: $BENCH not built" | tee -a "$LOG"; exit 2; }
+[ -x "$BENCH" ] || { echo "gpu/bench.sh: $BENCH not built" | tee -a "$LOG"; exit 2; }
 echo "# $(date -u +%FT%TZ) models=$MODELS sizes=$SIZES warmup=$WARMUP iters=$ITERS gpus=$GPUS streams=$STREAMS" >>"$LOG"
 
 # PyTorch first, every configuration in one process (its imports take seconds).

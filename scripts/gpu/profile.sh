@@ -4,12 +4,12 @@
 # schedules made with analytic costs against ones made with the measured profile, in the same
 # call. Everything goes under $OUT; the table is printed last.
 #
-#   OUT=/some/dir bash scripts/gpu-profile-check.sh          (from the repository root)
+#   OUT=/some/dir bash scripts/gpu.sh profile          (from the repository root)
 #
 # Environment: BUILD_DIR (/tmp/b), JOBS (32), MODELS (inception_v3,nasnet_large), SIZE (1024),
 # GPUS (2), ITERS (20), DEADLINE_S (420: no new model starts after this many seconds).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-profile}
 B=${BUILD_DIR:-/tmp/b}
 JOBS=${JOBS:-32}

@@ -5,7 +5,7 @@
 # GPUs on one plot, each launcher's most within its budget against fifo's, and where each GPU's
 # workers spent their time. Everything comes back in OUT (the plot as scaling.tgz).
 #
-#   OUT=/some/dir bash scripts/gpu-serve-scaling.sh
+#   OUT=/some/dir bash scripts/gpu.sh serve-scaling
 #
 # Environment: BUILD_DIR (/tmp/b), MODELS (inception_v3,nasnet_large,randwire), SIZE (331),
 # MATH (bf16), BATCHES (1,2,3,4,5,6,7,8), LOADS1 (0.5,1,1.5,2: one GPU), LOADS2 (0.5,1,2,3,4: two
@@ -13,12 +13,12 @@
 # is the budget), SEED (1), SERVE_TIMEOUT (260 s per hios serve). Preparing five replicas at eight
 # batch sizes on two H100s took about 90 s of a hios serve; the whole script about 8 minutes.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/output/gpu-serve-scaling}
 B=${BUILD_DIR:-/tmp/b}
 mkdir -p "$OUT"
 t0=$(date +%s)
-source scripts/gpu-build.sh
+source scripts/gpu/build.sh
 gpu_build hios
 nvidia-smi --query-gpu=index,name --format=csv,noheader
 serve() {  # NAME DEVICES LOADS
