@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies what `hios import` builds against (Debian's libonnx-dev and libprotobuf-dev: the ONNX
 # headers, libonnx_proto and libprotobuf, with protobuf's headers) into .deps/onnx, so that a GPU
-# machine without those packages builds the importer too: scripts/gpu-build.sh points CMake at
+# machine without those packages builds the importer too: scripts/gpu/build.sh points CMake at
 # .deps/onnx when it is there. Name .deps/onnx in the device call's carry (about 12 MiB).
 #
 #   bash scripts/pack-importer-deps.sh
