@@ -287,6 +287,14 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
       HIOS_CHECK(chosen == "topo" || chosen == "opara" || chosen == "measured",
                  "%s.chosen: must be topo, opara or measured, not '%s'", at.c_str(), chosen.c_str());
     }
+    // The identity the tune measured under: hios run takes its transport and convolution
+    // search from it, so it is the flat strings the tune writes.
+    if (m.tune.contains("identity")) {
+      const std::string at = mo.child_path("tune") + ".identity";
+      const json& id = m.tune["identity"];
+      HIOS_CHECK(id.is_object(), "%s: expected an object, got %s", at.c_str(), json_type_name(id));
+      for (const auto& [k, v] : id.items()) (void)json_string(v, at + "." + k);
+    }
   }
   if (mo.has("spatial")) m.spatial = mo.get_object("spatial");
   mo.finish();

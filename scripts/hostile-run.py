@@ -42,6 +42,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hostile_loaders  # noqa: E402  (the loaders of databases, weights and named inputs)
+
 HOSTILE_VALUES = ["", "-1", "0", "1e20", "1.5", "nan", "inf", "0x10", "+3", "2,,4", "1,", ",",
                   "99999999999999999999", "9" * 10000, "\x1b[31mred", "a\nb"]
 
@@ -346,6 +349,29 @@ def build_cases(base_files, values_cheap, values_costly, rng):
                        "trace-esc": b"0.01,\x1b[31mdemo\n"}.items():
         cases.append(Case("serve", "input-file", name, serve_base + ["--trace", "arrivals.txt"],
                           {"arrivals.txt": data}, outputs=["serve.json", "output"]))
+    # The loaders of databases, weights, named inputs and tune identities (hostile_loaders.py)
+    for name, data in hostile_loaders.profile_db_mutations(base_files["db"].decode()).items():
+        cases.append(Case("schedule", "database-file", name, ["schedule", "--graph", "g.json", "--cost", "db.json",
+                                                               "-o", "o.json"], dict(G, **{"db.json": data}),
+                          outputs=["o.json"]))
+        cases.append(Case("tune", "database-file", name, tune_base + ["--gpus", "1", "--profile-db", "db.json"],
+                          dict(G, **{"db.json": data}), outputs=["t.json", "db.json"], mpi=1))
+    for name, data in hostile_loaders.safetensors_mutations(base_files["weights"]).items():
+        cases.append(Case("run", "weights-file", name, run_base[:2] + ["gw.json"] + run_base[3:] + ["--schedule", "s1.json"],
+                          {"gw.json": base_files["weighted_graph"], "w.safetensors": data, "s1.json": base_files["s1"]},
+                          outputs=["output"], mpi=1))
+        cases.append(Case("info", "weights-file", name, ["info", "gw.json"],
+                          {"gw.json": base_files["weighted_graph"], "w.safetensors": data}))
+    for what, values, files in hostile_loaders.named_input_cases("input", (1, 375, 15, 15)):
+        argv = run_base + ["--schedule", "s1.json"]
+        for v in values:
+            argv = argv + ["--input", v]
+        cases.append(Case("run", "input-file", what, argv, dict(GS1, **files), outputs=["output"], mpi=1))
+    for name, data in hostile_loaders.schedule_identity_mutations(base_files["s1"].decode()).items():
+        cases.append(Case("run", "schedule-file", name, run_base + ["--schedule", "s1.json"],
+                          dict(G, **{"s1.json": data}), outputs=["output"], mpi=1))
+        cases.append(Case("check", "schedule-file", name, ["check", "--graph", "g.json", "--schedule", "s1.json"],
+                          dict(G, **{"s1.json": data})))
     # Non-ONNX files to import
     for name, data in {"import-json": base_files["graph"], "import-empty": b"",
                        "import-binary": bytes(random.Random(9).randrange(256) for _ in range(8192)),
@@ -712,8 +738,15 @@ def main():
                    cwd=base, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     subprocess.run([hios, "schedule", "--graph", "g.json", "--gpus", "2", "--no-single-gpu-fallback",
                     "-o", "s2.json"], cwd=base, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run([hios, "graph", "--model", "demo", "--height", "15", "--width", "15", "-o", "gw.json",
+                    "--save-weights", "w.safetensors"], cwd=base, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    subprocess.run([hios, "tune", "--graph", "g.json", "--gpus", "1", "--backend", "cpu", "--passes", "1",
+                    "--warmup", "0", "--stage-budget", "1", "--threads", "1", "-q", "--profile-db", "db.json",
+                    "-o", "t.json"], cwd=base, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     files = {}
-    for k, n in (("graph", "g.json"), ("s1", "s1.json"), ("s2", "s2.json")):
+    for k, n in (("graph", "g.json"), ("s1", "s1.json"), ("s2", "s2.json"), ("db", "db.json"),
+                 ("weighted_graph", "gw.json"), ("weights", "w.safetensors")):
         with open(os.path.join(base, n), "rb") as f:
             files[k] = f.read()
     files["npy"] = make_npy((1, 375, 15, 15))

@@ -99,7 +99,9 @@ TuneResult Tuner::choose_and_write() {
   db_.choices = session_.backend().algorithm_choices();
   db_.meta["date"] = json(today_utc());
   db_.meta["written_by"] = "hios tune";
-  db_.meta["gpus"] = std::max(o_.gpus, db_.meta.value("gpus", 1));
+  // meta is free-form provenance: a "gpus" that is not a count is replaced, not trusted.
+  const json had = db_.meta.contains("gpus") ? db_.meta["gpus"] : json(1);
+  db_.meta["gpus"] = std::max<int64_t>(o_.gpus, had.is_number_integer() ? had.get<int64_t>() : 1);
   if (!o_.profile_db.empty()) {
     std::filesystem::path parent = std::filesystem::path(o_.profile_db).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);

@@ -651,7 +651,11 @@ void adopt_conv_choices(int device, const json& recipes) {
   std::lock_guard<std::mutex> lock(book.mu);
   for (const auto& [key, r] : recipes.items()) {
     // Malformed recipes are skipped, not fatal: the choice is timed again instead.
-    if (r.is_object() && r.contains("impl") && r["impl"].is_string()) book.entries[key] = r;
+    if (!r.is_object() || !r.contains("impl") || !r["impl"].is_string()) continue;
+    bool typed = true;  // rebuild() reads these fields with their types
+    for (const char* f : {"config", "variant", "algo", "math"}) typed = typed && (!r.contains(f) || r[f].is_number_integer());
+    typed = typed && (!r.contains("ms") || r["ms"].is_number()) && (!r.contains("fused") || r["fused"].is_boolean());
+    if (typed) book.entries[key] = r;
   }
 }
 
