@@ -209,6 +209,13 @@ done
 expect_error "the tune's wide conv search" "--conv-search wide needs the cuda backend" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15wide-cpu.json" --backend cpu -o none
 expect_ok "another backend's wide conv search" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15wide-cuda.json" --backend cpu -o "$TMP/r15wide.json"
 grep -q '"conv_search": *"quick"' "$TMP/r15wide.json" || { echo "FAIL the run's config does not say the quick conv search"; fails=$((fails + 1)); }
+/usr/bin/env python3 - "$TMP/s15one.json" "$TMP/s15badid.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["meta"]["tune"] = {"identity": {"backend": 3}}
+json.dump(s, open(sys.argv[2], "w"))
+PY
+expect_error "a tune identity that is not strings" "meta.tune.identity.backend: expected a string, got integer" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15badid.json" --backend cpu -o none
 expect_error "bad memory mode"     "memory"                          "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15.json" --memory pooled -o none
 
 # The graph's input from a NumPy .npy file and its output to one (graph/npy.hpp), written and
