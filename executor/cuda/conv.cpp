@@ -248,11 +248,13 @@ std::vector<BeP> heuristic_configs_for(const BeGraph& g, size_t* quick_end = nul
 }
 
 // Engines hios may run: no down-conversion to half precision, deterministic (a captured graph
-// replays the eager result bit for bit), no TF32 in fp32 mode, and precompiled (engines
-// compiled at run time, NVRTC, take up to a second each to finalize, for every signature of
-// every model; precompiled ones cover these problems).
-bool usable_engine(const EngineInfo& info, bool fp32) {
-  return !info.down_convert && !info.nondeterministic && !(fp32 && info.tensor_core) && !info.runtime_compiled;
+// replays the eager result bit for bit), no TF32 in fp32 mode, and precompiled unless the search
+// is wide. Engines compiled at run time (NVRTC) take up to a second each to finalize, once per
+// signature and process; the wide search pays that for what may be the fastest kernel (on
+// deeplabv3's dilated 3x3 convolutions in TF32, torch.compile ran a kernel faster than every
+// precompiled engine cuDNN offered hios).
+bool usable_engine(const EngineInfo& info, bool fp32, bool wide) {
+  return !info.down_convert && !info.nondeterministic && !(fp32 && info.tensor_core) && (wide || !info.runtime_compiled);
 }
 
 // A graph-API choice: configuration `index` of heuristic_configs_for, planned as `plan`.
@@ -337,7 +339,7 @@ std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r)
     const std::vector<BeP> cfgs = heuristic_configs_for(*g);
     if (index < 0 || index >= int64_t(cfgs.size())) return nullptr;
     const EngineInfo info = engine_info(cfgs[size_t(index)]);
-    if (!usable_engine(info, p.fp32)) return nullptr;
+    if (!usable_engine(info, p.fp32, c.eng.wide_conv_search())) return nullptr;
     BeP plan = make_plan(c.res.cudnn(), cfgs[size_t(index)]);
     if (!plan) return nullptr;
     size_t ws_bytes = 0;
@@ -433,7 +435,7 @@ void add_graph_candidates(PlanCtx& c, const ConvProblem& p, const TrialInputs& i
       const BeP& cfg = cfgs[ci];
       if (built >= most) break;
       const EngineInfo info = engine_info(cfg);
-      if (!usable_engine(info, p.fp32)) continue;
+      if (!usable_engine(info, p.fp32, wide)) continue;
       if (!wide && std::find(seen.begin(), seen.end(), info.index) != seen.end()) continue;
       seen.push_back(info.index);
       BeP plan = make_plan(res.cudnn(), cfg);
