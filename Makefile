@@ -24,9 +24,9 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-# The command-line and serving tests with two busy loops beside them (CI runs it too);
+# The command-line, serving and ONNX conformance tests with two busy loops beside them (CI runs it too);
 # LOAD_TESTS=. runs every test that way.
-LOAD_TESTS ?= ^cli:|^executor:serving:
+LOAD_TESTS ?= ^cli:|^executor:serving:|^importer: ONNX.s backend test cases
 test-under-load: build
 	@bash scripts/test-under-load.sh $(BUILD_DIR) '$(LOAD_TESTS)'
 

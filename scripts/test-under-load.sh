@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
-REGEX=${2:-'^cli:|^executor:serving:'}
+REGEX=${2:-'^cli:|^executor:serving:|^importer: ONNX.s backend test cases'}
 JOBS=${JOBS:-$(nproc)}
 [ -f "$B/CTestTestfile.cmake" ] || { echo "test-under-load.sh: $B is not a built tree (run make first)" >&2; exit 2; }
 
