@@ -27,6 +27,7 @@
 #include "executor/transport.hpp"
 #include "executor/weights.hpp"
 #include "graph/elements.hpp"
+#include "graph/input_values.hpp"
 #include "graph/error.hpp"
 #include "graph/stats.hpp"
 #include "graph/json_codec.hpp"
@@ -159,7 +160,10 @@ std::vector<uint8_t> tensor_input_from_npy(const Graph& g, int v, const std::str
   HIOS_CHECK(a.shape == nd.shape.dims() && a.dtype == nd.dtype,
              "%s: input '%s' takes %s %s, the file holds %s %s", file.c_str(), nd.name.c_str(), dtype_name(nd.dtype),
              npy_shape_str(nd.shape.dims()).c_str(), dtype_name(a.dtype), npy_shape_str(a.shape).c_str());
-  if (!is_float(nd.dtype)) return std::move(a.raw);
+  if (!is_float(nd.dtype)) {
+    check_index_input(g, v, a.raw, file);  // token ids inside their table, before a kernel reads them
+    return std::move(a.raw);
+  }
   const auto* p = reinterpret_cast<const uint8_t*>(a.data.data());
   return std::vector<uint8_t>(p, p + a.data.size() * sizeof(float));
 }

@@ -105,11 +105,24 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
     (void)concurrency_fit_from_json(db.concurrency, root.child_path("concurrency"));  // range-checked here
   }
   if (root.has("choices")) {
-    // Checked field by field by the backend that adopts them; here only the outer shape.
+    // Each recipe's fields have the types the backend that adopts them reads (which of them a
+    // backend uses, and whether a recipe still fits, is its business).
     db.choices = root.get_object("choices");
     for (const auto& [k, v] : db.choices.items()) {
-      HIOS_CHECK(v.is_object(), "%s.%s: expected an object, got %s", root.child_path("choices").c_str(), k.c_str(),
-                 json_type_name(v));
+      const std::string at = root.child_path("choices") + "." + k;
+      HIOS_CHECK(v.is_object(), "%s: expected an object, got %s", at.c_str(), json_type_name(v));
+      HIOS_CHECK(v.contains("impl"), "%s: a recipe names its impl", at.c_str());
+      for (const auto& [f, x] : v.items()) {
+        if (f == "impl" || f == "tried") {
+          (void)json_string(x, at + "." + f);
+        } else if (f == "config" || f == "variant" || f == "algo" || f == "math") {
+          (void)json_int(x, at + "." + f);
+        } else if (f == "ms") {
+          (void)json_number(x, at + "." + f);
+        } else if (f == "fused") {
+          HIOS_CHECK(x.is_boolean(), "%s.fused: expected a boolean, got %s", at.c_str(), json_type_name(x));
+        }
+      }
     }
   }
   if (root.has("searched")) db.searched = root.get_object("searched");

@@ -360,8 +360,6 @@ def build_cases(base_files, values_cheap, values_costly, rng):
         cases.append(Case("run", "weights-file", name, run_base[:2] + ["gw.json"] + run_base[3:] + ["--schedule", "s1.json"],
                           {"gw.json": base_files["weighted_graph"], "w.safetensors": data, "s1.json": base_files["s1"]},
                           outputs=["output"], mpi=1))
-        cases.append(Case("info", "weights-file", name, ["info", "gw.json"],
-                          {"gw.json": base_files["weighted_graph"], "w.safetensors": data}))
     for what, values, files in hostile_loaders.named_input_cases("input", (1, 375, 15, 15)):
         argv = run_base + ["--schedule", "s1.json"]
         for v in values:

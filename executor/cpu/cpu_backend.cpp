@@ -236,7 +236,14 @@ class CpuBackend final : public Backend {
         args.push_back({resident(nd.inputs[term - 1][0].node, nd.name), src.shape, cpu::storage_type(src.dtype)});
       }
     }
-    cpu::run_tensor_op(nd.op, args, {tensors_[node].data, nd.shape, cpu::storage_type(nd.dtype)});
+    try {
+      cpu::run_tensor_op(nd.op, args, {tensors_[node].data, nd.shape, cpu::storage_type(nd.dtype)});
+    } catch (const Error& e) {
+      // An index out of range in a computed tensor, say: the message names the node.
+      std::string why = e.what();
+      if (why.rfind("cpu kernel: ", 0) == 0) why = why.substr(12);
+      throw_error("node '%s': %s", nd.name.c_str(), why.c_str());
+    }
     if (is_float(nd.dtype)) cpu::round_to_type(tensors_[node].data, nd.shape.numel(), nd.dtype);
   }
 

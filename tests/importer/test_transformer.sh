@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# A transformer encoder layer through hios import on the CPU backend (transformer_case.py: token
+# ids and a padding mask as int64 inputs, attention, LayerNorm and GELU in both exporters'
+# forms): imported, run on one rank and, under mpirun, on two (hios-lp on 2 GPUs), each output
+# within 1e-5 of NumPy's and the two runs alike bit for bit. Then the inputs a user can get
+# wrong: ids outside the vocabulary (and below it), a sequence longer than the graph's, a mask
+# of the wrong shape or dtype, each one line naming the input, exit 2.
+#
+#   bash test_transformer.sh HIOS MPIRUN
+set -uo pipefail
+H=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # absolute: the test runs in its own folder
+MPIRUN=${2:-mpirun}
+here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+PY=
+for p in python3 /usr/bin/python3; do
+  if "$p" -c "import onnx, numpy" 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "FAIL: no python3 with the onnx and numpy packages (scripts/install-deps.sh installs python3-onnx)"; exit 1; }
+"$PY" "$here/transformer_case.py" "$W" || { echo "FAIL: transformer_case.py"; exit 1; }
+cd "$W" || exit 1
+RUN=(--backend cpu --threads 1 --warmup 0 --number 1 --repeat 1 -o none)
+
+close() {  # EXPECTED GOT LABEL
+  "$PY" - "$@" <<'PY' || fails=$((fails + 1))
+import sys
+import numpy as np
+want, got = np.load(sys.argv[1]), np.load(sys.argv[2])
+err = float(np.abs(want - got).max() / np.abs(want).max()) if want.shape == got.shape else float("inf")
+print(("ok: " if err < 1e-5 else "FAIL: ") + "%s: max |difference| / max |expected| %.2e" % (sys.argv[3], err))
+sys.exit(0 if err < 1e-5 else 1)
+PY
+}
+
+for o in 13 17; do
+  "$H" import "bert$o.onnx" -o "b$o.json" >"import$o.log" 2>&1 || { fail "import bert$o.onnx: $(tail -1 "import$o.log")"; continue; }
+  "$H" schedule --graph "b$o.json" --algo hios-lp --gpus 1 -o "s1-$o.json" >/dev/null 2>&1 || fail "schedule, 1 GPU"
+  "$H" schedule --graph "b$o.json" --algo hios-lp --gpus 2 --no-single-gpu-fallback -o "s2-$o.json" >/dev/null 2>&1 ||
+    fail "schedule, 2 GPUs"
+  inputs=(--input "ids=ids$o.npy" --input "mask=mask$o.npy")
+  "$H" run --graph "b$o.json" --schedule "s1-$o.json" "${RUN[@]}" "${inputs[@]}" --save-output "one$o.npy" --verify \
+    >"run1-$o.log" 2>&1 || fail "opset $o on one rank: $(tail -1 "run1-$o.log")"
+  close "expected$o.npy" "one$o.npy" "opset $o, one rank"
+  timeout 120 "$MPIRUN" -np 2 "$H" run --graph "b$o.json" --schedule "s2-$o.json" "${RUN[@]}" "${inputs[@]}" \
+    --save-output "two$o.npy" --verify >"run2-$o.log" 2>&1 || fail "opset $o on two ranks: $(grep -m1 error "run2-$o.log")"
+  grep -q "verify vs sequential cpu run .*max_abs 0.000e+00.*OK" "run2-$o.log" ||
+    fail "opset $o: two ranks differ from the sequential run: $(grep verify "run2-$o.log")"
+  close "expected$o.npy" "two$o.npy" "opset $o, two ranks"
+done
+
+refused() {  # NAME PATTERN --input ... : exit 2, one line matching PATTERN
+  local name=$1 pattern=$2
+  shift 2
+  "$H" run --graph b13.json --schedule s1-13.json "${RUN[@]}" "$@" >out.txt 2>err.txt
+  local rc=$?
+  if [ $rc -ne 2 ] || [ "$(wc -l <err.txt)" -ne 1 ] || ! grep -qE -e "$pattern" err.txt; then
+    fail "$name: rc $rc, wanted one line /$pattern/: $(head -3 err.txt)"
+  else
+    echo "ok: $name: $(cat err.txt)"
+  fi
+}
+refused "ids outside the vocabulary" "ids-out-of-vocabulary.npy: input 'ids' element 3 is 150, outside the 100 entries of axis 0" \
+  --input ids=ids-out-of-vocabulary.npy --input mask=mask13.npy
+refused "ids below the vocabulary" "input 'ids' element 5 is -101, outside the 100 entries" --input ids=ids-negative.npy --input mask=mask13.npy
+refused "a sequence longer than the graph's" "input 'ids' takes int64 \(1, 16\), the file holds int64 \(1, 32\)" \
+  --input ids=ids-too-long.npy --input mask=mask13.npy
+refused "a mask of the wrong shape" "input 'mask' takes int64 \(1, 16\), the file holds int64 \(1, 8\)" \
+  --input ids=ids13.npy --input mask=mask-wrong-shape.npy
+refused "a mask of floats" "input 'mask' takes int64 \(1, 16\), the file holds float32 \(1, 16\)" \
+  --input ids=ids13.npy --input mask=mask-float.npy
+
+[ $fails -eq 0 ] && echo "all checks passed"
+exit $((fails > 0))
