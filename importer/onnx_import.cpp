@@ -17,6 +17,7 @@
 #include "graph/npy.hpp"
 #include "importer/onnx_fold.hpp"
 #include "importer/onnx_import_internal.hpp"
+#include "importer/onnx_patterns.hpp"
 #include "importer/onnx_model.hpp"
 
 namespace hios::importer {
@@ -681,8 +682,13 @@ OnnxImport Importer::emit(const std::vector<int>& kept, const std::vector<std::v
 }  // namespace detail
 
 OnnxImport import_onnx(const OnnxImportOptions& options) {
-  const OnnxModel model = read_onnx_model(options.model_file);
-  return detail::Importer(model, options).run();
+  OnnxModel model = read_onnx_model(options.model_file);
+  const int nodes_in_file = model.proto.graph().node_size();
+  const int gelus = fuse_patterns(*model.proto.mutable_graph());
+  OnnxImport r = detail::Importer(model, options).run();
+  r.onnx_nodes = nodes_in_file;
+  if (gelus > 0) r.folded.push_back(strprintf("%d GELU%s written out as one Gelu", gelus, gelus == 1 ? "" : "s"));
+  return r;
 }
 
 }  // namespace hios::importer

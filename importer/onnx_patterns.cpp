@@ -1,0 +1,190 @@
+#include "importer/onnx_patterns.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+
+namespace hios::importer {
+
+namespace {
+
+// What the pass knows of the graph: each value's producer and how often it is read.
+struct GraphIndex {
+  std::map<std::string, int> producer;  // value -> node index
+  std::map<std::string, int> uses;      // value -> readers (graph outputs count)
+  std::map<std::string, const onnx::TensorProto*> initializers;
+  std::map<std::string, int> reader;    // value -> its last reader node
+
+  explicit GraphIndex(const onnx::GraphProto& g) {
+    for (int i = 0; i < g.node_size(); ++i) {
+      for (const std::string& o : g.node(i).output()) producer[o] = i;
+      for (const std::string& in : g.node(i).input()) {
+        ++uses[in];
+        reader[in] = i;
+      }
+    }
+    for (const auto& o : g.output()) ++uses[o.name()];
+    for (const auto& t : g.initializer()) initializers[t.name()] = &t;
+  }
+};
+
+// A scalar float constant's value (an initializer, or a Constant node's value), if `value` is one.
+bool scalar_value(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& value, double* out) {
+  const onnx::TensorProto* t = nullptr;
+  if (auto it = ix.initializers.find(value); it != ix.initializers.end()) {
+    t = it->second;
+  } else if (auto p = ix.producer.find(value); p != ix.producer.end()) {
+    const onnx::NodeProto& n = g.node(p->second);
+    if (n.op_type() != "Constant" || !n.domain().empty()) return false;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "value" && a.has_t()) t = &a.t();
+    }
+  }
+  if (!t) return false;
+  int64_t count = 1;
+  for (int64_t d : t->dims()) count *= d;
+  if (count != 1) return false;
+  if (t->data_type() == onnx::TensorProto::FLOAT) {
+    if (t->float_data_size() == 1) {
+      *out = t->float_data(0);
+    } else if (t->raw_data().size() == 4) {
+      float f;
+      std::memcpy(&f, t->raw_data().data(), 4);
+      *out = f;
+    } else {
+      return false;
+    }
+    return true;
+  }
+  if (t->data_type() == onnx::TensorProto::DOUBLE) {
+    if (t->double_data_size() == 1) {
+      *out = t->double_data(0);
+    } else if (t->raw_data().size() == 8) {
+      std::memcpy(out, t->raw_data().data(), 8);
+    } else {
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool near(double v, double want) { return std::fabs(v - want) <= 1e-6 * std::fabs(want); }
+
+const onnx::NodeProto* node_of(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& value) {
+  auto p = ix.producer.find(value);
+  return p == ix.producer.end() ? nullptr : &g.node(p->second);
+}
+
+// For a binary node of `type` with operands (x, c) in either order, where c is a scalar
+// constant near `want`: x. Empty when it is not that.
+std::string operand_beside(const onnx::GraphProto& g, const GraphIndex& ix, const onnx::NodeProto* n,
+                           const char* type, double want, bool commutes = true) {
+  if (!n || n->op_type() != type || !n->domain().empty() || n->input_size() != 2) return "";
+  double v = 0;
+  if (scalar_value(g, ix, n->input(1), &v) && near(v, want)) return n->input(0);
+  if (commutes && scalar_value(g, ix, n->input(0), &v) && near(v, want)) return n->input(1);
+  return "";
+}
+
+// The reader of `value` when it has exactly one.
+const onnx::NodeProto* sole_reader(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& value,
+                                   std::vector<int>* idx) {
+  auto u = ix.uses.find(value);
+  if (u == ix.uses.end() || u->second != 1 || !ix.reader.count(value)) return nullptr;
+  const int i = ix.reader.at(value);
+  idx->push_back(i);
+  return &g.node(i);
+}
+
+// The other operand of binary node n, beside `value`.
+std::string other_operand(const onnx::NodeProto& n, const std::string& value) {
+  if (n.input_size() != 2) return "";
+  return n.input(0) == value ? n.input(1) : n.input(1) == value ? n.input(0) : "";
+}
+
+// GELU in its erf form, as the exporters write it: 0.5 * x * (1 + erf(x / sqrt(2))), with
+// x / sqrt(2) also as x * (1 / sqrt(2)), and the 0.5 applied to x first or to the product last.
+// On a match: the node indices to remove, x, and the value the last node writes.
+struct GeluMatch {
+  std::vector<int> nodes;
+  std::string x, out;
+};
+
+bool match_gelu_erf(const onnx::GraphProto& g, const GraphIndex& ix, int erf_index, GeluMatch* m) {
+  const onnx::NodeProto& erf = g.node(erf_index);
+  if (erf.op_type() != "Erf" || !erf.domain().empty() || erf.input_size() != 1 || erf.output_size() != 1) return false;
+  const onnx::NodeProto* scale = node_of(g, ix, erf.input(0));
+  std::string x = operand_beside(g, ix, scale, "Div", std::sqrt(2.0), false);
+  if (x.empty()) x = operand_beside(g, ix, scale, "Mul", 1 / std::sqrt(2.0));
+  if (x.empty() || ix.uses.at(erf.input(0)) != 1) return false;
+  std::vector<int> idx{ix.producer.at(erf.input(0)), erf_index};
+  const onnx::NodeProto* add = sole_reader(g, ix, erf.output(0), &idx);
+  if (!add || add->op_type() != "Add" || !add->domain().empty()) return false;
+  double one = 0;
+  if (!scalar_value(g, ix, other_operand(*add, erf.output(0)), &one) || !near(one, 1.0)) return false;
+  const onnx::NodeProto* mul = sole_reader(g, ix, add->output(0), &idx);
+  if (!mul || mul->op_type() != "Mul" || !mul->domain().empty()) return false;
+  const std::string beside = other_operand(*mul, add->output(0));
+  if (beside == x) {  // x * (1 + erf): then * 0.5
+    const onnx::NodeProto* half = sole_reader(g, ix, mul->output(0), &idx);
+    if (operand_beside(g, ix, half, "Mul", 0.5) != mul->output(0)) return false;
+    m->out = half->output(0);
+  } else {  // (0.5 * x) * (1 + erf)
+    const onnx::NodeProto* halfx = node_of(g, ix, beside);
+    if (operand_beside(g, ix, halfx, "Mul", 0.5) != x || ix.uses.at(beside) != 1) return false;
+    idx.push_back(ix.producer.at(beside));
+    m->out = mul->output(0);
+  }
+  m->nodes = idx;
+  m->x = x;
+  return true;
+}
+
+}  // namespace
+
+int fuse_patterns(onnx::GraphProto& g) {
+  // Every match in one pass over the index (chains do not share nodes: each intermediate has
+  // one reader), then one rewrite: linear in the graph's size.
+  const GraphIndex ix(g);
+  std::vector<GeluMatch> matches;
+  std::set<int> taken;
+  for (int i = 0; i < g.node_size(); ++i) {
+    GeluMatch m;
+    if (!match_gelu_erf(g, ix, i, &m)) continue;
+    bool free = true;
+    for (int k : m.nodes) free = free && !taken.count(k);
+    if (!free) continue;
+    taken.insert(m.nodes.begin(), m.nodes.end());
+    matches.push_back(std::move(m));
+  }
+  if (matches.empty()) return 0;
+  // One Gelu node where each chain's last node was: its readers come after it, and x is computed
+  // before the chain's first node.
+  std::map<int, onnx::NodeProto> replace;
+  for (const GeluMatch& m : matches) {
+    const int last = ix.producer.at(m.out);
+    onnx::NodeProto gelu;
+    gelu.set_op_type("Gelu");
+    gelu.set_name(g.node(last).name().empty() ? m.out : g.node(last).name());
+    gelu.add_input(m.x);
+    gelu.add_output(m.out);
+    replace[last] = std::move(gelu);
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> rest;
+  for (int k = 0; k < g.node_size(); ++k) {
+    if (auto r = replace.find(k); r != replace.end()) {
+      *rest.Add() = r->second;
+    } else if (!taken.count(k)) {
+      *rest.Add() = g.node(k);
+    }
+  }
+  g.mutable_node()->Swap(&rest);
+  return int(matches.size());
+}
+
+}  // namespace hios::importer

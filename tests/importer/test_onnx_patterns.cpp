@@ -1,0 +1,114 @@
+// The importer's pattern rewrites (importer/onnx_patterns.hpp) on graphs built here: GELU in
+// the erf forms the exporters write becomes one Gelu node; near misses stay as they are.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "importer/onnx_patterns.hpp"
+#include "tests/catch.hpp"
+
+using namespace hios;
+
+namespace {
+
+onnx::NodeProto* add(onnx::GraphProto& g, const std::string& op, std::vector<std::string> in, const std::string& out) {
+  onnx::NodeProto* n = g.add_node();
+  n->set_op_type(op);
+  n->set_name(out);
+  for (const auto& i : in) n->add_input(i);
+  n->add_output(out);
+  return n;
+}
+
+void scalar(onnx::GraphProto& g, const std::string& name, float v) {
+  onnx::TensorProto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_float_data(v);
+}
+
+// x -> Relu -> GELU chain -> y, the chain as `form` writes it.
+onnx::GraphProto gelu_graph(int form) {
+  onnx::GraphProto g;
+  g.add_output()->set_name("y");
+  scalar(g, "sqrt2", float(std::sqrt(2.0)));
+  scalar(g, "inv_sqrt2", float(1 / std::sqrt(2.0)));
+  scalar(g, "one", 1.0f);
+  scalar(g, "half", 0.5f);
+  scalar(g, "two", 2.0f);
+  add(g, "Relu", {"in"}, "x");
+  switch (form) {
+    case 0:  // TorchScript's nn.GELU: x * (1 + erf(x / sqrt2)) * 0.5
+    case 2:  // the same, erf's output also a graph output
+      add(g, "Div", {"x", "sqrt2"}, "d");
+      add(g, "Erf", {"d"}, "e");
+      add(g, "Add", {"e", "one"}, "e1");
+      add(g, "Mul", {"x", "e1"}, "m");
+      add(g, "Mul", {"m", "half"}, "y");
+      if (form == 2) g.add_output()->set_name("e");
+      break;
+    case 1:  // (0.5 * x) * (1 + erf(x * (1 / sqrt2))), constants first where they commute
+      add(g, "Mul", {"inv_sqrt2", "x"}, "d");
+      add(g, "Erf", {"d"}, "e");
+      add(g, "Add", {"one", "e"}, "e1");
+      add(g, "Mul", {"half", "x"}, "hx");
+      add(g, "Mul", {"hx", "e1"}, "y");
+      break;
+    case 3:  // x / 2 is not x / sqrt2
+      add(g, "Div", {"x", "two"}, "d");
+      add(g, "Erf", {"d"}, "e");
+      add(g, "Add", {"e", "one"}, "e1");
+      add(g, "Mul", {"x", "e1"}, "m");
+      add(g, "Mul", {"m", "half"}, "y");
+      break;
+  }
+  return g;
+}
+
+std::vector<std::string> op_types(const onnx::GraphProto& g) {
+  std::vector<std::string> out;
+  for (const auto& n : g.node()) out.push_back(n.op_type());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("import patterns: GELU's erf forms become one Gelu node reading x and writing the chain's output") {
+  for (int form : {0, 1}) {
+    onnx::GraphProto g = gelu_graph(form);
+    CHECK(importer::fuse_patterns(g) == 1);
+    REQUIRE(op_types(g) == std::vector<std::string>{"Relu", "Gelu"});
+    CHECK(g.node(1).input(0) == "x");
+    CHECK(g.node(1).output(0) == "y");
+  }
+}
+
+TEST_CASE("import patterns: a GELU chain whose intermediate is read elsewhere, or with another constant, stays") {
+  for (int form : {2, 3}) {
+    onnx::GraphProto g = gelu_graph(form);
+    CHECK(importer::fuse_patterns(g) == 0);
+    CHECK(op_types(g) == std::vector<std::string>{"Relu", "Div", "Erf", "Add", "Mul", "Mul"});
+  }
+}
+
+TEST_CASE("import patterns: many GELUs in a chain are fused in one pass") {
+  onnx::GraphProto g;
+  scalar(g, "sqrt2", float(std::sqrt(2.0)));
+  scalar(g, "one", 1.0f);
+  scalar(g, "half", 0.5f);
+  std::string x = "in";
+  for (int i = 0; i < 2000; ++i) {
+    const std::string p = "g" + std::to_string(i) + "_";
+    add(g, "Div", {x, "sqrt2"}, p + "d");
+    add(g, "Erf", {p + "d"}, p + "e");
+    add(g, "Add", {p + "e", "one"}, p + "e1");
+    add(g, "Mul", {x, p + "e1"}, p + "m");
+    add(g, "Mul", {p + "m", "half"}, p + "y");
+    x = p + "y";
+  }
+  g.add_output()->set_name(x);
+  CHECK(importer::fuse_patterns(g) == 2000);
+  REQUIRE(g.node_size() == 2000);
+  CHECK(g.node(0).input(0) == "in");
+  CHECK(g.node(1999).output(0) == x);
+}
