@@ -107,14 +107,41 @@ std::string other_operand(const onnx::NodeProto& n, const std::string& value) {
   return n.input(0) == value ? n.input(1) : n.input(1) == value ? n.input(0) : "";
 }
 
-// GELU in its erf form, as the exporters write it: 0.5 * x * (1 + erf(x / sqrt(2))), with
-// x / sqrt(2) also as x * (1 / sqrt(2)), and the 0.5 applied to x first or to the product last.
-// On a match: the node indices to remove, x, and the value the last node writes.
+// A matched GELU chain: the node indices to remove, x, the value the last node writes, and
+// whether it is the tanh approximation.
 struct GeluMatch {
   std::vector<int> nodes;
   std::string x, out;
+  bool tanh = false;
 };
 
+// The tail both GELU forms share, after f(x) (erf or tanh): (1 + f) * x * 0.5, with the 0.5
+// applied to x first or to the product last. `f_out` is f's output; indices go to m->nodes.
+bool match_gelu_tail(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& f_out, const std::string& x,
+                     GeluMatch* m) {
+  const onnx::NodeProto* add = sole_reader(g, ix, f_out, &m->nodes);
+  if (!add || add->op_type() != "Add" || !add->domain().empty()) return false;
+  double one = 0;
+  if (!scalar_value(g, ix, other_operand(*add, f_out), &one) || !near(one, 1.0)) return false;
+  const onnx::NodeProto* mul = sole_reader(g, ix, add->output(0), &m->nodes);
+  if (!mul || mul->op_type() != "Mul" || !mul->domain().empty()) return false;
+  const std::string beside = other_operand(*mul, add->output(0));
+  if (beside == x) {  // x * (1 + f): then * 0.5
+    const onnx::NodeProto* half = sole_reader(g, ix, mul->output(0), &m->nodes);
+    if (operand_beside(g, ix, half, "Mul", 0.5) != mul->output(0)) return false;
+    m->out = half->output(0);
+  } else {  // (0.5 * x) * (1 + f)
+    const onnx::NodeProto* halfx = node_of(g, ix, beside);
+    if (operand_beside(g, ix, halfx, "Mul", 0.5) != x || ix.uses.at(beside) != 1) return false;
+    m->nodes.push_back(ix.producer.at(beside));
+    m->out = mul->output(0);
+  }
+  m->x = x;
+  return true;
+}
+
+// GELU in its erf form, as TorchScript exports nn.GELU: 0.5 * x * (1 + erf(x / sqrt(2))),
+// x / sqrt(2) also as x * (1 / sqrt(2)).
 bool match_gelu_erf(const onnx::GraphProto& g, const GraphIndex& ix, int erf_index, GeluMatch* m) {
   const onnx::NodeProto& erf = g.node(erf_index);
   if (erf.op_type() != "Erf" || !erf.domain().empty() || erf.input_size() != 1 || erf.output_size() != 1) return false;
@@ -122,27 +149,55 @@ bool match_gelu_erf(const onnx::GraphProto& g, const GraphIndex& ix, int erf_ind
   std::string x = operand_beside(g, ix, scale, "Div", std::sqrt(2.0), false);
   if (x.empty()) x = operand_beside(g, ix, scale, "Mul", 1 / std::sqrt(2.0));
   if (x.empty() || ix.uses.at(erf.input(0)) != 1) return false;
-  std::vector<int> idx{ix.producer.at(erf.input(0)), erf_index};
-  const onnx::NodeProto* add = sole_reader(g, ix, erf.output(0), &idx);
-  if (!add || add->op_type() != "Add" || !add->domain().empty()) return false;
-  double one = 0;
-  if (!scalar_value(g, ix, other_operand(*add, erf.output(0)), &one) || !near(one, 1.0)) return false;
-  const onnx::NodeProto* mul = sole_reader(g, ix, add->output(0), &idx);
-  if (!mul || mul->op_type() != "Mul" || !mul->domain().empty()) return false;
-  const std::string beside = other_operand(*mul, add->output(0));
-  if (beside == x) {  // x * (1 + erf): then * 0.5
-    const onnx::NodeProto* half = sole_reader(g, ix, mul->output(0), &idx);
-    if (operand_beside(g, ix, half, "Mul", 0.5) != mul->output(0)) return false;
-    m->out = half->output(0);
-  } else {  // (0.5 * x) * (1 + erf)
-    const onnx::NodeProto* halfx = node_of(g, ix, beside);
-    if (operand_beside(g, ix, halfx, "Mul", 0.5) != x || ix.uses.at(beside) != 1) return false;
-    idx.push_back(ix.producer.at(beside));
-    m->out = mul->output(0);
+  m->nodes = {ix.producer.at(erf.input(0)), erf_index};
+  return match_gelu_tail(g, ix, erf.output(0), x, m);
+}
+
+// x cubed: Pow(x, 3), or x * x * x in either grouping. Its nodes go to `idx`.
+std::string cube_root_of(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& value,
+                         std::vector<int>* idx) {
+  const onnx::NodeProto* n = node_of(g, ix, value);
+  if (!n || ix.uses.at(value) != 1) return "";
+  const std::string base = operand_beside(g, ix, n, "Pow", 3.0, false);
+  if (!base.empty()) {
+    idx->push_back(ix.producer.at(value));
+    return base;
   }
-  m->nodes = idx;
-  m->x = x;
-  return true;
+  if (n->op_type() != "Mul" || !n->domain().empty() || n->input_size() != 2) return "";
+  for (int k = 0; k < 2; ++k) {  // (x * x) * x or x * (x * x)
+    const std::string sq = n->input(k), x = n->input(1 - k);
+    const onnx::NodeProto* s = node_of(g, ix, sq);
+    if (s && s->op_type() == "Mul" && s->domain().empty() && s->input_size() == 2 && s->input(0) == x &&
+        s->input(1) == x && ix.uses.at(sq) == 1) {
+      idx->push_back(ix.producer.at(value));
+      idx->push_back(ix.producer.at(sq));
+      return x;
+    }
+  }
+  return "";
+}
+
+// GELU's tanh approximation: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))).
+bool match_gelu_tanh(const onnx::GraphProto& g, const GraphIndex& ix, int tanh_index, GeluMatch* m) {
+  const onnx::NodeProto& th = g.node(tanh_index);
+  if (th.op_type() != "Tanh" || !th.domain().empty() || th.input_size() != 1 || th.output_size() != 1) return false;
+  const std::string inner = operand_beside(g, ix, node_of(g, ix, th.input(0)), "Mul", std::sqrt(2 / M_PI));
+  if (inner.empty() || ix.uses.at(th.input(0)) != 1 || ix.uses.at(inner) != 1) return false;
+  const onnx::NodeProto* sum = node_of(g, ix, inner);
+  if (!sum || sum->op_type() != "Add" || !sum->domain().empty() || sum->input_size() != 2) return false;
+  m->nodes = {ix.producer.at(th.input(0)), ix.producer.at(inner), tanh_index};
+  for (int k = 0; k < 2; ++k) {  // x + 0.044715 * x^3, in either order
+    const std::string x = sum->input(k), term = sum->input(1 - k);
+    const std::string cube = operand_beside(g, ix, node_of(g, ix, term), "Mul", 0.044715);
+    if (cube.empty() || ix.uses.at(term) != 1) continue;
+    std::vector<int> idx = m->nodes;
+    if (cube_root_of(g, ix, cube, &idx) != x) continue;
+    idx.push_back(ix.producer.at(term));
+    m->nodes = idx;
+    m->tanh = true;
+    return match_gelu_tail(g, ix, th.output(0), x, m);
+  }
+  return false;
 }
 
 }  // namespace
@@ -155,7 +210,7 @@ int fuse_patterns(onnx::GraphProto& g) {
   std::set<int> taken;
   for (int i = 0; i < g.node_size(); ++i) {
     GeluMatch m;
-    if (!match_gelu_erf(g, ix, i, &m)) continue;
+    if (!match_gelu_erf(g, ix, i, &m) && !(m = GeluMatch{}, match_gelu_tanh(g, ix, i, &m))) continue;
     bool free = true;
     for (int k : m.nodes) free = free && !taken.count(k);
     if (!free) continue;
@@ -173,6 +228,12 @@ int fuse_patterns(onnx::GraphProto& g) {
     gelu.set_name(g.node(last).name().empty() ? m.out : g.node(last).name());
     gelu.add_input(m.x);
     gelu.add_output(m.out);
+    if (m.tanh) {
+      onnx::AttributeProto* a = gelu.add_attribute();
+      a->set_name("approximate");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s("tanh");
+    }
     replace[last] = std::move(gelu);
   }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> rest;

@@ -36,6 +36,9 @@ onnx::GraphProto gelu_graph(int form) {
   scalar(g, "one", 1.0f);
   scalar(g, "half", 0.5f);
   scalar(g, "two", 2.0f);
+  scalar(g, "three", 3.0f);
+  scalar(g, "k", 0.044715f);
+  scalar(g, "c", float(std::sqrt(2 / M_PI)));
   add(g, "Relu", {"in"}, "x");
   switch (form) {
     case 0:  // TorchScript's nn.GELU: x * (1 + erf(x / sqrt2)) * 0.5
@@ -53,6 +56,27 @@ onnx::GraphProto gelu_graph(int form) {
       add(g, "Add", {"one", "e"}, "e1");
       add(g, "Mul", {"half", "x"}, "hx");
       add(g, "Mul", {"hx", "e1"}, "y");
+      break;
+    case 4:  // the tanh form with Pow(x, 3), the 0.5 on x first
+    case 5:  // the same with x * x * x and the 0.5 last
+      if (form == 4) {
+        add(g, "Pow", {"x", "three"}, "cube");
+      } else {
+        add(g, "Mul", {"x", "x"}, "sq");
+        add(g, "Mul", {"sq", "x"}, "cube");
+      }
+      add(g, "Mul", {"k", "cube"}, "kc");
+      add(g, "Add", {"x", "kc"}, "inner");
+      add(g, "Mul", {"inner", "c"}, "scaled");
+      add(g, "Tanh", {"scaled"}, "t");
+      add(g, "Add", {"t", "one"}, "t1");
+      if (form == 4) {
+        add(g, "Mul", {"x", "half"}, "hx");
+        add(g, "Mul", {"hx", "t1"}, "y");
+      } else {
+        add(g, "Mul", {"t1", "x"}, "m");
+        add(g, "Mul", {"m", "half"}, "y");
+      }
       break;
     case 3:  // x / 2 is not x / sqrt2
       add(g, "Div", {"x", "two"}, "d");
@@ -73,13 +97,15 @@ std::vector<std::string> op_types(const onnx::GraphProto& g) {
 
 }  // namespace
 
-TEST_CASE("import patterns: GELU's erf forms become one Gelu node reading x and writing the chain's output") {
-  for (int form : {0, 1}) {
+TEST_CASE("import patterns: GELU's erf and tanh forms become one Gelu node reading x and writing the chain's output") {
+  for (int form : {0, 1, 4, 5}) {
     onnx::GraphProto g = gelu_graph(form);
     CHECK(importer::fuse_patterns(g) == 1);
     REQUIRE(op_types(g) == std::vector<std::string>{"Relu", "Gelu"});
     CHECK(g.node(1).input(0) == "x");
     CHECK(g.node(1).output(0) == "y");
+    const bool tanh = g.node(1).attribute_size() == 1 && g.node(1).attribute(0).s() == "tanh";
+    CHECK(tanh == (form >= 4));
   }
 }
 
