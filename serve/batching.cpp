@@ -1,4 +1,4 @@
-// The request streams and the batching decision of `hios serve` (serve.hpp): traces of arrivals,
+// The request streams and the batching decision of `hios serve` (batching.hpp): traces of arrivals,
 // the policy names, and BatchController, the launcher's choice of how many waiting requests to
 // take. Apart from the server because all of it is free of threads, clocks and devices, so it
 // is tested, and read, on its own.
@@ -10,7 +10,8 @@
 #include <sstream>
 
 #include "graph/error.hpp"
-#include "serve/serve.hpp"
+#include "graph/json_reader.hpp"
+#include "serve/batching.hpp"
 
 namespace hios::exec {
 
