@@ -293,7 +293,11 @@ void read_meta(const Graph& g, JsonObject& mo, ScheduleMeta& m) {
       const std::string at = mo.child_path("tune") + ".identity";
       const json& id = m.tune["identity"];
       HIOS_CHECK(id.is_object(), "%s: expected an object, got %s", at.c_str(), json_type_name(id));
-      for (const auto& [k, v] : id.items()) (void)json_string(v, at + "." + k);
+      for (const auto& [k, v] : id.items()) {
+        const std::string text = json_string(v, at + "." + k);
+        HIOS_CHECK(std::none_of(text.begin(), text.end(), [](char ch) { return (unsigned char)ch < 0x20; }),
+                   "%s.%s: holds a control character", at.c_str(), printable(k).c_str());
+      }
     }
   }
   if (mo.has("spatial")) m.spatial = mo.get_object("spatial");
