@@ -17,7 +17,7 @@ OpCost& OpCost::operator+=(const OpCost& o) {
 }
 
 // A conv's epilogue takes what its kernels fuse (conv_epilogue_activation); the activation op any.
-static Activation parse_activation(const std::string& s, const std::string& path, bool allow_none, bool epilogue = true) {
+Activation parse_activation(const std::string& s, const std::string& path, bool allow_none, bool epilogue) {
   for (int k = 0; k < kNumActivations; ++k) {
     const Activation a = Activation(k);
     if (s != activation_name(a)) continue;
@@ -40,30 +40,21 @@ const char* pool_kind_name(PoolKind p) {
   return "max";
 }
 
-static PoolKind parse_pool_kind(const std::string& s, const std::string& path) {
-  if (s == "max") return PoolKind::Max;
-  if (s == "avg") return PoolKind::Avg;
-  if (s == "global_max") return PoolKind::GlobalMax;
-  if (s == "global_avg") return PoolKind::GlobalAvg;
-  throw_error("%s: unknown pool kind '%s' (expected max, avg, global_max or global_avg)", path.c_str(), s.c_str());
-}
 
-static json pair_json(const std::array<int, 2>& p) { return json::array({p[0], p[1]}); }
 
-static bool is_global(PoolKind k) { return k == PoolKind::GlobalMax || k == PoolKind::GlobalAvg; }
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers for inference and counting.
 
-static double bytes_of(const Shape& s, DType t) { return double(s.numel()) * double(dtype_size(t)); }
+double value_bytes(const Shape& s, DType t) { return double(s.numel()) * double(dtype_size(t)); }
 
-static double bytes_of(const std::vector<Shape>& in, DType t) {
+double value_bytes(const std::vector<Shape>& in, DType t) {
   double b = 0;
-  for (const Shape& s : in) b += bytes_of(s, t);
+  for (const Shape& s : in) b += value_bytes(s, t);
   return b;
 }
 
-static void check_positive(const Shape& s, const InferContext& ctx, const char* what) {
+void check_positive(const Shape& s, const InferContext& ctx, const char* what) {
   HIOS_CHECK(s.n > 0 && s.c > 0 && s.h > 0 && s.w > 0, "node '%s': %s shape %s has a non-positive size",
              ctx.node.c_str(), what, s.str().c_str());
 }
@@ -73,7 +64,7 @@ static void check_positive(const Shape& s, const InferContext& ctx, const char* 
 // negative infinity. So a 2x2 input under a 3x3/2 ceil-mode pool still gives one output.
 static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-static int64_t window_out(int64_t in, int k, int s, int p, int d, bool ceil_mode) {
+int64_t window_out(int64_t in, int k, int s, int p, int d, bool ceil_mode) {
   int64_t span = int64_t(d) * (k - 1) + 1;
   int64_t num = in + 2 * int64_t(p) - span;
   int64_t out = floor_div(ceil_mode ? num + s - 1 : num, s) + 1;
@@ -82,37 +73,15 @@ static int64_t window_out(int64_t in, int k, int s, int p, int d, bool ceil_mode
   return out < 0 ? 0 : out;
 }
 
-static const Shape& single_input(const std::vector<Shape>& in, const InferContext& ctx) {
+const Shape& single_input(const std::vector<Shape>& in, const InferContext& ctx) {
   HIOS_CHECK(in.size() == 1, "node '%s': expected one input tensor, got %zu", ctx.node.c_str(), in.size());
   return in[0];
 }
 // The convolution-network ops (conv, pool, pad, rows) take image tensors, N x C x H x W.
-static const Shape& image_input(const std::vector<Shape>& in, const InferContext& ctx, const char* op) {
+const Shape& image_input(const std::vector<Shape>& in, const InferContext& ctx, const char* op) {
   const Shape& s = single_input(in, ctx);
   HIOS_CHECK(s.rank == 4, "node '%s': a %s takes an N x C x H x W tensor, not a rank-%d one", ctx.node.c_str(), op, s.rank);
   return s;
-}
-
-static RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h);
-
-// The output shape of a window op that computes the band `r` of `full_out` from an input
-// tensor `in`; checks that the band lies in the output and that `in` holds every input row the
-// band's windows read (the halo), naming the node and the rows when it does not.
-static Shape band_shape(const Op& op, const RowWindow& r, const Shape& in, Shape full_out, const InferContext& ctx) {
-  if (!r.banded()) return full_out;
-  HIOS_CHECK(r.out_count > 0 && r.out_first >= 0 && r.out_first <= full_out.h - r.out_count,
-             "node '%s': band rows %lld-%lld lie outside the output's %lld rows", ctx.node.c_str(),
-             (long long)r.out_first, (long long)(r.out_first + r.out_count), (long long)full_out.h);
-  HIOS_CHECK(r.in_first >= 0 && r.in_first <= r.in_full - in.h,
-             "node '%s': input rows %lld-%lld lie outside the whole input's %lld rows", ctx.node.c_str(),
-             (long long)r.in_first, (long long)(r.in_first + in.h), (long long)r.in_full);
-  const RowRange need = window_input_rows(op, {r.out_first, r.out_first + r.out_count}, r.in_full);
-  HIOS_CHECK(need.begin >= r.in_first && need.end <= r.in_first + in.h,
-             "node '%s': rows %lld-%lld read input rows %lld-%lld but the input holds rows %lld-%lld (halo too small)",
-             ctx.node.c_str(), (long long)r.out_first, (long long)(r.out_first + r.out_count), (long long)need.begin,
-             (long long)need.end, (long long)r.in_first, (long long)(r.in_first + in.h));
-  full_out.h = r.out_count;
-  return full_out;
 }
 
 json row_window_json(const RowWindow& r) {
@@ -147,7 +116,7 @@ static DType dtype_input(const Op& op, const std::vector<DType>&) {
 }
 static OpCost count_input(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
   OpCost c;
-  c.bytes_written = bytes_of(out, t);
+  c.bytes_written = value_bytes(out, t);
   return c;
 }
 // The image input says its channels (N, H and W are the graph's); a tensor input its dims and
@@ -180,147 +149,6 @@ static void read_input(Op& op, JsonObject& o) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// conv
-
-static Shape infer_conv(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
-  const ConvAttrs& a = op.conv();
-  // A residual convolution's operands are its input and the residual (Node::residual_term).
-  HIOS_CHECK(!a.residual || ins.size() == 2, "node '%s': a residual conv takes an input and a residual, got %zu tensors",
-             ctx.node.c_str(), ins.size());
-  const std::vector<Shape> first(ins.begin(), ins.begin() + (a.residual ? 1 : std::ptrdiff_t(ins.size())));
-  const Shape& in = image_input(first, ctx, "conv");
-  HIOS_CHECK(a.groups > 0 && a.out_channels > 0, "node '%s': conv needs positive groups and out_channels",
-             ctx.node.c_str());
-  for (int i = 0; i < 2; ++i) {
-    HIOS_CHECK(a.kernel[i] > 0 && a.stride[i] > 0 && a.dilation[i] > 0 && a.padding[i] >= 0,
-               "node '%s': conv kernel, stride and dilation must be positive and padding non-negative",
-               ctx.node.c_str());
-  }
-  HIOS_CHECK(in.c % a.groups == 0, "node '%s': conv input has %lld channels, not divisible by groups=%lld",
-             ctx.node.c_str(), (long long)in.c, (long long)a.groups);
-  HIOS_CHECK(a.out_channels % a.groups == 0, "node '%s': out_channels=%lld not divisible by groups=%lld",
-             ctx.node.c_str(), (long long)a.out_channels, (long long)a.groups);
-  const int64_t in_h = a.rows.banded() ? a.rows.in_full : in.h;
-  Shape out{in.n, a.out_channels, window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false),
-            window_out(in.w, a.kernel[1], a.stride[1], a.padding[1], a.dilation[1], false)};
-  check_positive(out, ctx, "conv output");
-  const Shape result = band_shape(op, a.rows, in, out, ctx);
-  HIOS_CHECK(!a.residual || ins[1] == result, "node '%s': the residual is %s but the conv gives %s", ctx.node.c_str(),
-             ins[1].str().c_str(), result.str().c_str());
-  return result;
-}
-static OpCost count_conv(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
-  const ConvAttrs& a = op.conv();
-  OpCost c;
-  double weights = double(a.out_channels) * double(in[0].c / a.groups) * a.kernel[0] * a.kernel[1];
-  c.params = weights + (a.bias ? a.out_channels : 0);
-  c.macs = double(out.numel()) * double(in[0].c / a.groups) * a.kernel[0] * a.kernel[1];
-  c.flops = 2 * c.macs + (a.bias ? out.numel() : 0) + (a.activation != Activation::None ? out.numel() : 0) +
-            (a.residual ? out.numel() : 0);
-  c.bytes_read = bytes_of(in, t) + c.params * dtype_size(t);  // the residual, in[1], included
-  c.bytes_written = bytes_of(out, t);
-  return c;
-}
-static void write_conv(const Op& op, json& j) {
-  const ConvAttrs& a = op.conv();
-  j["out_channels"] = a.out_channels;
-  j["kernel"] = pair_json(a.kernel);
-  j["stride"] = pair_json(a.stride);
-  j["padding"] = pair_json(a.padding);
-  j["dilation"] = pair_json(a.dilation);
-  j["groups"] = a.groups;
-  j["bias"] = a.bias;
-  j["activation"] = activation_name(a.activation);
-  if (a.residual) j["residual"] = true;
-  if (a.rows.banded()) j["rows"] = row_window_json(a.rows);
-}
-static void read_conv(Op& op, JsonObject& o) {
-  ConvAttrs a;
-  a.out_channels = o.get_int("out_channels");
-  a.kernel = o.get_pair("kernel", a.kernel);
-  a.stride = o.get_pair("stride", a.stride);
-  a.padding = o.get_pair("padding", a.padding);
-  a.dilation = o.get_pair("dilation", a.dilation);
-  a.groups = o.get_int("groups", 1);
-  a.bias = o.get_bool("bias", true);
-  a.activation = parse_activation(o.get_string("activation", "none"), o.child_path("activation"), true);
-  a.residual = o.get_bool("residual", false);
-  a.rows = read_row_window(o);
-  op.attrs = a;
-}
-
-// ---------------------------------------------------------------------------------------------
-// pool
-
-static Shape infer_pool(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
-  const PoolAttrs& a = op.pool();
-  const Shape& in = image_input(ins, ctx, "pool");
-  if (is_global(a.kind)) {
-    const RowWindow& r = a.rows;
-    if (r.banded()) {
-      // A partial pool: it sums every row its input holds, which must lie in the whole tensor.
-      HIOS_CHECK(a.kind == PoolKind::GlobalAvg,
-                 "node '%s': a global max pool has no partial form (partial maxima would need an element-wise max)",
-                 ctx.node.c_str());
-      HIOS_CHECK(r.out_first == 0 && r.out_count == 1,
-                 "node '%s': a partial global pool computes output row 0 only (out_first 0, out_count 1)",
-                 ctx.node.c_str());
-      HIOS_CHECK(r.in_first >= 0 && r.in_first <= r.in_full - in.h,
-                 "node '%s': input rows %lld-%lld lie outside the whole input's %lld rows", ctx.node.c_str(),
-                 (long long)r.in_first, (long long)(r.in_first + in.h), (long long)r.in_full);
-    }
-    return Shape{in.n, in.c, 1, 1};
-  }
-  for (int i = 0; i < 2; ++i) {
-    HIOS_CHECK(a.kernel[i] > 0 && a.stride[i] > 0 && a.padding[i] >= 0,
-               "node '%s': pool kernel and stride must be positive and padding non-negative", ctx.node.c_str());
-    HIOS_CHECK(2 * a.padding[i] <= a.kernel[i], "node '%s': pool padding %d exceeds half the kernel %d",
-               ctx.node.c_str(), a.padding[i], a.kernel[i]);
-  }
-  const int64_t in_h = a.rows.banded() ? a.rows.in_full : in.h;
-  Shape out{in.n, in.c, window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], 1, a.ceil_mode),
-            window_out(in.w, a.kernel[1], a.stride[1], a.padding[1], 1, a.ceil_mode)};
-  check_positive(out, ctx, "pool output");
-  return band_shape(op, a.rows, in, out, ctx);
-}
-static OpCost count_pool(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
-  const PoolAttrs& a = op.pool();
-  OpCost c;
-  double window = is_global(a.kind) ? double(in[0].h) * in[0].w : double(a.kernel[0]) * a.kernel[1];
-  c.flops = double(out.numel()) * window;
-  c.bytes_read = bytes_of(in, t);
-  c.bytes_written = bytes_of(out, t);
-  return c;
-}
-static void write_pool(const Op& op, json& j) {
-  const PoolAttrs& a = op.pool();
-  j["pool"] = pool_kind_name(a.kind);
-  if (is_global(a.kind)) {
-    if (a.rows.banded()) j["rows"] = row_window_json(a.rows);  // a partial pool
-    return;
-  }
-  j["kernel"] = pair_json(a.kernel);
-  j["stride"] = pair_json(a.stride);
-  j["padding"] = pair_json(a.padding);
-  j["ceil_mode"] = a.ceil_mode;
-  if (a.kind == PoolKind::Avg) j["count_include_pad"] = a.count_include_pad;
-  if (a.rows.banded()) j["rows"] = row_window_json(a.rows);
-}
-static void read_pool(Op& op, JsonObject& o) {
-  PoolAttrs a;
-  a.kind = parse_pool_kind(o.get_string("pool"), o.child_path("pool"));
-  if (!is_global(a.kind)) {
-    a.kernel = o.get_pair("kernel", a.kernel);
-    a.stride = o.get_pair("stride", a.stride);
-    a.padding = o.get_pair("padding", a.padding);
-    a.ceil_mode = o.get_bool("ceil_mode", false);
-    if (a.kind == PoolKind::Avg) a.count_include_pad = o.get_bool("count_include_pad", true);
-  }
-  a.rows = read_row_window(o);  // global kinds too: a partial pool (shape inference checks it)
-  op.attrs = a;
-}
-
-// ---------------------------------------------------------------------------------------------
 // activation
 
 static Shape infer_same(const Op&, const std::vector<Shape>& ins, const InferContext& ctx) {
@@ -329,8 +157,8 @@ static Shape infer_same(const Op&, const std::vector<Shape>& ins, const InferCon
 static OpCost count_pointwise(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
   OpCost c;
   c.flops = double(out.numel()) * double(in.size());
-  c.bytes_read = bytes_of(in, t);
-  c.bytes_written = bytes_of(out, t);
+  c.bytes_read = value_bytes(in, t);
+  c.bytes_written = value_bytes(out, t);
   return c;
 }
 static void write_activation(const Op& op, json& j) {
@@ -378,8 +206,8 @@ static Shape infer_elementwise(const Op& op, const std::vector<Shape>& ins, cons
 static OpCost count_elementwise(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
   OpCost c;
   c.flops = double(out.numel()) * double(in.size() - 1);
-  c.bytes_read = bytes_of(in, t);
-  c.bytes_written = bytes_of(out, t);
+  c.bytes_read = value_bytes(in, t);
+  c.bytes_written = value_bytes(out, t);
   return c;
 }
 static void write_none(const Op&, json&) {}
@@ -390,8 +218,8 @@ static void read_none(Op& op, JsonObject&) { op.attrs = std::monostate{}; }
 
 static OpCost count_identity(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
   OpCost c;
-  c.bytes_read = bytes_of(in, t);
-  c.bytes_written = bytes_of(out, t);
+  c.bytes_read = value_bytes(in, t);
+  c.bytes_written = value_bytes(out, t);
   return c;
 }
 
@@ -414,8 +242,8 @@ static OpCost count_linear(const Op& op, const std::vector<Shape>& in, const Sha
   c.params = in_features * a.out_features + (a.bias ? a.out_features : 0);
   c.macs = double(in[0].n) * in_features * a.out_features;
   c.flops = 2 * c.macs + (a.bias ? out.numel() : 0);
-  c.bytes_read = bytes_of(in, t) + c.params * dtype_size(t);
-  c.bytes_written = bytes_of(out, t);
+  c.bytes_read = value_bytes(in, t) + c.params * dtype_size(t);
+  c.bytes_written = value_bytes(out, t);
   return c;
 }
 static void write_linear(const Op& op, json& j) {
@@ -467,8 +295,8 @@ static std::string describe_softmax(const Op& op) {
 static OpCost count_softmax(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
   OpCost c;
   c.flops = 5.0 * double(out.numel());  // max, subtract, exp, sum, divide
-  c.bytes_read = bytes_of(in, t);
-  c.bytes_written = bytes_of(out, t);
+  c.bytes_read = value_bytes(in, t);
+  c.bytes_written = value_bytes(out, t);
   return c;
 }
 
@@ -508,8 +336,8 @@ static Shape infer_rows(const Op& op, const std::vector<Shape>& ins, const Infer
 // padded copy of the input).
 static OpCost count_output_copy(const Op&, const std::vector<Shape>&, const Shape& out, DType t) {
   OpCost c;
-  c.bytes_read = bytes_of(out, t);
-  c.bytes_written = bytes_of(out, t);
+  c.bytes_read = value_bytes(out, t);
+  c.bytes_written = value_bytes(out, t);
   return c;
 }
 static void write_rows(const Op& op, json& j) {
@@ -631,22 +459,6 @@ static void read_sequential(Op& op, JsonObject& o) {
 // Short labels.
 
 static std::string describe_plain(const Op& op) { return op_def(op.kind).name; }
-static std::string describe_conv(const Op& op) {
-  const ConvAttrs& a = op.conv();
-  std::string s = strprintf("conv %dx%d/%d %lld", a.kernel[0], a.kernel[1], a.stride[0], (long long)a.out_channels);
-  if (a.groups > 1) s += strprintf(" g%lld", (long long)a.groups);
-  if (a.residual) s += " +residual";
-  if (a.activation != Activation::None) s += std::string(" ") + activation_name(a.activation);
-  return s;
-}
-static std::string describe_pool(const Op& op) {
-  const PoolAttrs& a = op.pool();
-  if (is_global(a.kind)) {
-    const std::string s = std::string("pool ") + pool_kind_name(a.kind);
-    return a.rows.banded() ? s + " partial" : s;
-  }
-  return strprintf("pool %s %dx%d/%d", pool_kind_name(a.kind), a.kernel[0], a.kernel[1], a.stride[0]);
-}
 static std::string describe_activation(const Op& op) { return activation_name(op.act().activation); }
 static std::string describe_linear(const Op& op) {
   return strprintf("linear %lld", (long long)op.linear().out_features);
@@ -662,139 +474,6 @@ static std::string describe_sequential(const Op& op) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Row dependence (row splits)
-
-static RowRange clip_rows(int64_t begin, int64_t end, int64_t in_h) {
-  RowRange r{std::max<int64_t>(begin, 0), std::min<int64_t>(end, in_h)};
-  return r.empty() ? RowRange{} : r;
-}
-// Output row o's window starts at o * stride - pad and spans dilation * (kernel - 1) + 1 rows;
-// a ceil_mode window past the input is clipped like the padding.
-static RowRange window_rows(RowRange out, int k, int s, int p, int d, int64_t in_h) {
-  if (out.empty()) return {};
-  return clip_rows(out.begin * s - p, (out.end - 1) * s - p + int64_t(d) * (k - 1) + 1, in_h);
-}
-static RowRange rows_none(const Op&, RowRange, int64_t) { return {}; }
-RowRange rows_same(const Op&, RowRange out, int64_t in_h) { return clip_rows(out.begin, out.end, in_h); }
-static RowRange rows_whole(const Op&, RowRange out, int64_t in_h) {
-  return out.empty() ? RowRange{} : RowRange{0, in_h};
-}
-// Output row o of a pad is input row o - top (or padding).
-static RowRange rows_pad(const Op& op, RowRange out, int64_t in_h) {
-  return out.empty() ? RowRange{} : clip_rows(out.begin - op.pad().pads[0], out.end - op.pad().pads[0], in_h);
-}
-static int64_t out_rows_pad(const Op& op, int64_t in_h) { return in_h + op.pad().pads[0] + op.pad().pads[2]; }
-static RowRange rows_conv(const Op& op, RowRange out, int64_t in_h) {
-  const ConvAttrs& a = op.conv();
-  return window_rows(out, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], in_h);
-}
-static RowRange rows_pool(const Op& op, RowRange out, int64_t in_h) {
-  const PoolAttrs& a = op.pool();
-  if (is_global(a.kind)) return rows_whole(op, out, in_h);
-  return window_rows(out, a.kernel[0], a.stride[0], a.padding[0], 1, in_h);
-}
-static RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h) {
-  return op.kind == OpKind::Conv ? rows_conv(op, out, in_h) : rows_pool(op, out, in_h);
-}
-int64_t out_rows_same(const Op&, int64_t in_h) { return in_h; }
-static int64_t out_rows_one(const Op&, int64_t) { return 1; }
-static int64_t out_rows_conv(const Op& op, int64_t in_h) {
-  const ConvAttrs& a = op.conv();
-  return window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], a.dilation[0], false);
-}
-static int64_t out_rows_pool(const Op& op, int64_t in_h) {
-  const PoolAttrs& a = op.pool();
-  return is_global(a.kind) ? 1 : window_out(in_h, a.kernel[0], a.stride[0], a.padding[0], 1, a.ceil_mode);
-}
-static int64_t out_rows_sequential(const Op& op, int64_t in_h) {
-  for (const Op& step : op.sequential().steps) in_h = op_def(step.kind).output_rows(step, in_h);
-  return in_h;
-}
-// Backwards through the steps, each reading the rows its successor needs.
-static RowRange rows_sequential(const Op& op, RowRange out, int64_t in_h) {
-  const std::vector<Op>& steps = op.sequential().steps;
-  std::vector<int64_t> h{in_h};
-  for (const Op& step : steps) h.push_back(op_def(step.kind).output_rows(step, h.back()));
-  RowRange r = out;
-  for (size_t i = steps.size(); i-- > 0;) r = op_def(steps[i].kind).input_rows(steps[i], r, h[i]);
-  return r;
-}
-
-RowRange input_rows_op(const Op& op, RowRange out, int64_t in_h) { return op_def(op.kind).input_rows(op, out, in_h); }
-
-const RowWindow& row_window(const Op& op) {
-  static const RowWindow kNone;
-  if (op.kind == OpKind::Conv) return op.conv().rows;
-  if (op.kind == OpKind::Pool) return op.pool().rows;
-  if (op.kind == OpKind::Resize) return op.as<ResizeAttrs>().rows;
-  return kNone;
-}
-
-Op band_op(const Op& op, RowRange out, int64_t in_full, int64_t in_first, RowRange* needed) {
-  Op b = op;
-  RowRange need = input_rows_op(op, out, in_full);
-  if (op.kind == OpKind::Conv || op.kind == OpKind::Pool) {
-    RowWindow w{out.begin, out.size(), in_first, in_full};
-    if (op.kind == OpKind::Conv) {
-      std::get<ConvAttrs>(b.attrs).rows = w;
-    } else {
-      std::get<PoolAttrs>(b.attrs).rows = w;
-    }
-  } else if (op.kind == OpKind::Resize) {
-    std::get<ResizeAttrs>(b.attrs).rows = RowWindow{out.begin, out.size(), in_first, in_full};
-  } else if (op.kind == OpKind::ConvTranspose) {
-    // Its input holds exactly the rows it needs (row_split.cpp gives a band of a taller input
-    // only to convolutions and pools).
-    b = conv_transpose_band(op, out, in_first, need.end - in_first);
-  } else if (op.kind == OpKind::Sequential) {
-    // Step i reads what step i+1 needs; its input holds exactly those rows, except the first
-    // step's, which holds what the node was given.
-    std::vector<Op>& steps = std::get<SequentialAttrs>(b.attrs).steps;
-    std::vector<int64_t> h{in_full};
-    for (const Op& step : steps) h.push_back(op_def(step.kind).output_rows(step, h.back()));
-    std::vector<RowRange> want(steps.size() + 1);
-    want[steps.size()] = out;
-    for (size_t i = steps.size(); i-- > 0;) want[i] = input_rows_op(steps[i], want[i + 1], h[i]);
-    for (size_t i = 0; i < steps.size(); ++i) {
-      steps[i] = band_op(steps[i], want[i + 1], h[i], i == 0 ? in_first : want[i].begin);
-    }
-  }
-  if (needed) *needed = need;
-  return b;
-}
-
-Op partial_pool_op(const Op& op, RowRange in_rows, int64_t in_full) {
-  HIOS_CHECK(op.kind == OpKind::Pool && op.pool().kind == PoolKind::GlobalAvg,
-             "partial_pool_op: '%s' is not a global average pool", describe_op(op).c_str());
-  Op b = op;
-  std::get<PoolAttrs>(b.attrs).rows = RowWindow{0, 1, in_rows.begin, in_full};
-  return b;
-}
-
-bool row_local_op(const Op& op) {
-  if (op.kind == OpKind::Pool) return !is_global(op.pool().kind);
-  if (op.kind == OpKind::Sequential) {
-    for (const Op& step : op.sequential().steps) {
-      if (!row_local_op(step)) return false;
-    }
-    return true;
-  }
-  return op_def(op.kind).row_local;
-}
-
-std::vector<RowRange> split_rows(int64_t rows, int parts) {
-  HIOS_CHECK(parts >= 1 && rows >= 0, "split_rows: %lld rows into %d parts", (long long)rows, parts);
-  std::vector<RowRange> out;
-  int64_t at = 0;
-  for (int i = 0; i < parts; ++i) {
-    const int64_t n = rows / parts + (i < rows % parts ? 1 : 0);
-    out.push_back({at, at + n});
-    at += n;
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
 // The table. Order matches OpKind.
 
 static const std::vector<OpDef>& table() {
@@ -802,10 +481,8 @@ static const std::vector<OpDef>& table() {
       {OpKind::Input, "input", "a graph input: the image (N x channels x H x W) or a tensor of any rank and type",
        false, false, infer_input, count_input, write_input, read_input, describe_plain, rows_none, out_rows_same, false,
        dtype_input},
-      {OpKind::Conv, "conv", "2-D convolution with optional bias, groups, dilation and fused activation", true,
-       false, infer_conv, count_conv, write_conv, read_conv, describe_conv, rows_conv, out_rows_conv, true},
-      {OpKind::Pool, "pool", "max / avg / global max / global avg pooling", true, false, infer_pool, count_pool,
-       write_pool, read_pool, describe_pool, rows_pool, out_rows_pool, true},
+      conv_op_row(),
+      pool_op_row(),
       {OpKind::Activation, "activation", "an element-wise function: relu, sigmoid, gelu, clip, exp, ...", true, false,
        infer_activation, count_pointwise, write_activation, read_activation, describe_activation, rows_same,
        out_rows_same, true, dtype_activation},
@@ -819,7 +496,7 @@ static const std::vector<OpDef>& table() {
        infer_sequential, count_sequential, write_sequential, read_sequential, describe_sequential, rows_sequential,
        out_rows_sequential, true},
       {OpKind::Linear, "linear", "fully connected layer over the flattened input", true, false, infer_linear,
-       count_linear, write_linear, read_linear, describe_linear, rows_whole, out_rows_one, false},
+       count_linear, write_linear, read_linear, describe_linear, rows_all, out_rows_one, false},
       {OpKind::Softmax, "softmax", "softmax, log-softmax or hardmax over an axis (channels by default)", true, false,
        infer_softmax, count_softmax, write_softmax, read_softmax, describe_softmax, rows_same, out_rows_same, true},
       // A rows op as a consumer reads "the same rows" of its operands (which operand supplies a

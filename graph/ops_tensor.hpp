@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "graph/ops.hpp"
@@ -20,6 +21,37 @@ OpDef conv_transpose_op_row();
 // splits one only where every operand that is not a constant has the output's rows.
 RowRange rows_same(const Op& op, RowRange out, int64_t in_h);
 int64_t out_rows_same(const Op& op, int64_t in_h);
+// The row rules of the convolution-network ops (graph/ops_rows.cpp), named by the table in
+// graph/ops.cpp: the input rows an output band reads, and the output height.
+RowRange rows_none(const Op& op, RowRange out, int64_t in_h);
+RowRange rows_all(const Op& op, RowRange out, int64_t in_h);
+RowRange rows_pad(const Op& op, RowRange out, int64_t in_h);
+RowRange rows_conv(const Op& op, RowRange out, int64_t in_h);
+RowRange rows_pool(const Op& op, RowRange out, int64_t in_h);
+RowRange rows_sequential(const Op& op, RowRange out, int64_t in_h);
+int64_t out_rows_one(const Op& op, int64_t in_h);
+int64_t out_rows_pad(const Op& op, int64_t in_h);
+int64_t out_rows_conv(const Op& op, int64_t in_h);
+int64_t out_rows_pool(const Op& op, int64_t in_h);
+int64_t out_rows_sequential(const Op& op, int64_t in_h);
+// Output extent of a window of k taps, stride s, padding p and dilation d over `in` (PyTorch's
+// rule, ceil_mode included); graph/ops.cpp.
+int64_t window_out(int64_t in, int k, int s, int p, int d, bool ceil_mode);
+RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h);  // a conv's or a pool's
+
+// The table rows of conv and pool (graph/ops_window.cpp).
+OpDef conv_op_row();
+OpDef pool_op_row();
+
+// Helpers the table's files share (graph/ops.cpp): element bytes of shapes, the input checks of
+// shape inference, and the activation names a conv's epilogue or the activation op takes.
+double value_bytes(const Shape& s, DType t);
+double value_bytes(const std::vector<Shape>& in, DType t);
+void check_positive(const Shape& s, const InferContext& ctx, const char* what);
+const Shape& single_input(const std::vector<Shape>& in, const InferContext& ctx);
+const Shape& image_input(const std::vector<Shape>& in, const InferContext& ctx, const char* op);
+Activation parse_activation(const std::string& s, const std::string& path, bool allow_none, bool epilogue = true);
+inline bool is_global(PoolKind k) { return k == PoolKind::GlobalMax || k == PoolKind::GlobalAvg; }
 
 // The NumPy broadcast of shapes (aligned at their last dim, each dim equal or 1). Returns false
 // when they do not broadcast.
