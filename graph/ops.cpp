@@ -409,68 +409,12 @@ static std::string describe_pad(const Op& op) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// sequential
-
-static Shape infer_sequential(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
-  const auto& steps = op.sequential().steps;
-  HIOS_CHECK(!steps.empty(), "node '%s': a sequential needs at least one step", ctx.node.c_str());
-  Shape cur = single_input(ins, ctx);
-  for (const Op& step : steps) cur = infer_op(step, {cur}, ctx);
-  return cur;
-}
-static OpCost count_sequential(const Op& op, const std::vector<Shape>& ins, const Shape&, DType t) {
-  // Each step runs as its own kernel, so intermediates are written and read back: the bytes
-  // are the sum over steps.
-  OpCost total;
-  Shape cur = ins[0];
-  std::string name = "(step)";
-  InferContext ctx{name, cur.n, cur.h, cur.w};
-  for (const Op& step : op.sequential().steps) {
-    Shape next = infer_op(step, {cur}, ctx);
-    total += count_op(step, {cur}, next, t);
-    cur = next;
-  }
-  return total;
-}
-static void write_sequential(const Op& op, json& j) {
-  json steps = json::array();
-  for (const Op& step : op.sequential().steps) {
-    json s;
-    write_op(step, s);
-    steps.push_back(std::move(s));
-  }
-  j["steps"] = std::move(steps);
-}
-static void read_sequential(Op& op, JsonObject& o) {
-  SequentialAttrs a;
-  const json& steps = o.get_array("steps");
-  for (size_t i = 0; i < steps.size(); ++i) {
-    JsonObject so(steps[i], o.child_path("steps") + strprintf("[%zu]", i));
-    Op step = read_op(so);
-    HIOS_CHECK(op_def(step.kind).step_allowed, "%s.op: '%s' cannot be a step of a sequential", so.path().c_str(),
-               op_def(step.kind).name);
-    so.finish();
-    a.steps.push_back(std::move(step));
-  }
-  op.attrs = std::move(a);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Short labels.
 
 static std::string describe_plain(const Op& op) { return op_def(op.kind).name; }
 static std::string describe_activation(const Op& op) { return activation_name(op.act().activation); }
 static std::string describe_linear(const Op& op) {
   return strprintf("linear %lld", (long long)op.linear().out_features);
-}
-static std::string describe_sequential(const Op& op) {
-  std::string s = "seq(";
-  bool first = true;
-  for (const Op& step : op.sequential().steps) {
-    s += (first ? "" : ", ") + describe_op(step);
-    first = false;
-  }
-  return s + ")";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -492,9 +436,7 @@ static const std::vector<OpDef>& table() {
        infer_elementwise, count_elementwise, write_none, read_none, describe_plain, rows_same, out_rows_same, true},
       {OpKind::Identity, "identity", "its assembled input: sum within terms, concat across terms", true, false,
        infer_same, count_identity, write_none, read_none, describe_plain, rows_same, out_rows_same, true},
-      {OpKind::Sequential, "sequential", "a chain of single-input ops scheduled as one unit", false, false,
-       infer_sequential, count_sequential, write_sequential, read_sequential, describe_sequential, rows_sequential,
-       out_rows_sequential, true},
+      sequential_op_row(),
       {OpKind::Linear, "linear", "fully connected layer over the flattened input", true, false, infer_linear,
        count_linear, write_linear, read_linear, describe_linear, rows_all, out_rows_one, false},
       {OpKind::Softmax, "softmax", "softmax, log-softmax or hardmax over an axis (channels by default)", true, false,

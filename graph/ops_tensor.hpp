@@ -39,9 +39,10 @@ int64_t out_rows_sequential(const Op& op, int64_t in_h);
 int64_t window_out(int64_t in, int k, int s, int p, int d, bool ceil_mode);
 RowRange window_input_rows(const Op& op, RowRange out, int64_t in_h);  // a conv's or a pool's
 
-// The table rows of conv and pool (graph/ops_window.cpp).
+// The table rows of conv, pool and sequential (graph/ops_window.cpp).
 OpDef conv_op_row();
 OpDef pool_op_row();
+OpDef sequential_op_row();
 
 // Helpers the table's files share (graph/ops.cpp): element bytes of shapes, the input checks of
 // shape inference, and the activation names a conv's epilogue or the activation op takes.

@@ -1,4 +1,5 @@
-// The convolution and pooling rows of the op table (graph/ops.hpp, ConvAttrs and PoolAttrs):
+// The convolution, pooling and sequential rows of the op table (graph/ops.hpp: ConvAttrs,
+// PoolAttrs, SequentialAttrs, a chain of them scheduled as one node):
 // shape inference with row bands (a split's part computes a band of the output from the rows
 // its input holds), FLOP and byte counts, JSON and short labels. graph/ops.cpp puts the rows
 // into its table; their row dependence is in graph/ops_rows.cpp.
@@ -203,6 +204,63 @@ std::string describe_pool(const Op& op) {
   return strprintf("pool %s %dx%d/%d", pool_kind_name(a.kind), a.kernel[0], a.kernel[1], a.stride[0]);
 }
 
+// ---------------------------------------------------------------------------------------------
+// sequential
+
+Shape infer_sequential(const Op& op, const std::vector<Shape>& ins, const InferContext& ctx) {
+  const auto& steps = op.sequential().steps;
+  HIOS_CHECK(!steps.empty(), "node '%s': a sequential needs at least one step", ctx.node.c_str());
+  Shape cur = single_input(ins, ctx);
+  for (const Op& step : steps) cur = infer_op(step, {cur}, ctx);
+  return cur;
+}
+OpCost count_sequential(const Op& op, const std::vector<Shape>& ins, const Shape&, DType t) {
+  // Each step runs as its own kernel, so intermediates are written and read back: the bytes
+  // are the sum over steps.
+  OpCost total;
+  Shape cur = ins[0];
+  std::string name = "(step)";
+  InferContext ctx{name, cur.n, cur.h, cur.w};
+  for (const Op& step : op.sequential().steps) {
+    Shape next = infer_op(step, {cur}, ctx);
+    total += count_op(step, {cur}, next, t);
+    cur = next;
+  }
+  return total;
+}
+void write_sequential(const Op& op, json& j) {
+  json steps = json::array();
+  for (const Op& step : op.sequential().steps) {
+    json s;
+    write_op(step, s);
+    steps.push_back(std::move(s));
+  }
+  j["steps"] = std::move(steps);
+}
+void read_sequential(Op& op, JsonObject& o) {
+  SequentialAttrs a;
+  const json& steps = o.get_array("steps");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    JsonObject so(steps[i], o.child_path("steps") + strprintf("[%zu]", i));
+    Op step = read_op(so);
+    HIOS_CHECK(op_def(step.kind).step_allowed, "%s.op: '%s' cannot be a step of a sequential", so.path().c_str(),
+               op_def(step.kind).name);
+    so.finish();
+    a.steps.push_back(std::move(step));
+  }
+  op.attrs = std::move(a);
+}
+
+std::string describe_sequential(const Op& op) {
+  std::string s = "seq(";
+  bool first = true;
+  for (const Op& step : op.sequential().steps) {
+    s += (first ? "" : ", ") + describe_op(step);
+    first = false;
+  }
+  return s + ")";
+}
+
 }  // namespace
 
 OpDef conv_op_row() {
@@ -213,6 +271,12 @@ OpDef conv_op_row() {
 OpDef pool_op_row() {
   return {OpKind::Pool, "pool", "max / avg / global max / global avg pooling", true, false, infer_pool, count_pool,
           write_pool, read_pool, describe_pool, rows_pool, out_rows_pool, true};
+}
+
+OpDef sequential_op_row() {
+  return {OpKind::Sequential, "sequential", "a chain of single-input ops scheduled as one unit", false, false,
+          infer_sequential, count_sequential, write_sequential, read_sequential, describe_sequential, rows_sequential,
+          out_rows_sequential, true};
 }
 
 }  // namespace hios
