@@ -76,6 +76,23 @@ std::string summary_to_text(const Graph& g, const GraphSummary& s) {
   std::string out;
   out += strprintf("graph        %s  (batch %lld, %lldx%lld, %s)\n", s.name.c_str(), (long long)s.batch,
                    (long long)s.height, (long long)s.width, dtype_name(g.dtype));
+  // A graph of tensor inputs (an imported transformer's ids and mask, say): the header's batch
+  // and image size say little, so each input and result is listed with its type and dims.
+  bool tensors = false;
+  for (int v : g.inputs()) tensors = tensors || g.nodes[size_t(v)].op.tensor_input();
+  if (tensors) {
+    auto list = [&](const std::vector<int>& vs) {
+      std::string l;
+      for (int v : vs) {
+        const Node& nd = g.nodes[size_t(v)];
+        l += strprintf("%s%s %s %s", l.empty() ? "" : ", ", printable(nd.name).c_str(), dtype_name(nd.dtype),
+                       nd.shape.str().c_str());
+      }
+      return l;
+    };
+    out += "inputs       " + list(g.inputs()) + "\n";
+    out += "results      " + list(g.results()) + "\n";
+  }
   out += strprintf("nodes        %d in %d blocks, %lld edges\n", s.nodes, s.blocks, (long long)s.edges);
   out += strprintf("compute      %.3f GFLOPs  (%.3f GMACs; 1 MAC = 2 FLOPs)\n", s.total.flops / 1e9,
                    s.total.macs / 1e9);

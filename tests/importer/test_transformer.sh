@@ -38,6 +38,9 @@ PY
 
 for o in 13 17; do
   "$H" import "bert$o.onnx" -o "b$o.json" >"import$o.log" 2>&1 || { fail "import bert$o.onnx: $(tail -1 "import$o.log")"; continue; }
+  # hios info lists the tensor inputs and the result with their types and dims.
+  "$H" info "b$o.json" >"info$o.txt" 2>&1 && grep -q "^inputs  *ids int64 1x16, mask int64 1x16" "info$o.txt" &&
+    grep -q "^results  *hidden float32 1x16x64" "info$o.txt" || fail "hios info b$o.json: $(head -3 "info$o.txt")"
   # GELU, in its erf form (opset 13's) and its tanh form (opset 17's), is one Gelu node.
   grep -q "1 GELU written out as one Gelu" "import$o.log" || fail "bert$o: GELU not fused: $(grep folded "import$o.log")"
   "$H" schedule --graph "b$o.json" --algo hios-lp --gpus 1 -o "s1-$o.json" >/dev/null 2>&1 || fail "schedule, 1 GPU"
