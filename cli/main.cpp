@@ -204,7 +204,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    if (!quiet) std::fprintf(stderr, "hios: %s (see 'hios --help')\n", one_line(e.what()).c_str());
+    std::string why = e.what();
+    // A decimal integer within 64 bits that this option's narrower type cannot hold: CLI11 says
+    // "Could not convert: --edges = 99999999999"; the line names the option and the reason.
+    const std::string lead = "Could not convert: ";
+    const size_t eq = why.find(" = ");
+    if (dynamic_cast<const CLI::ConversionError*>(&e) && why.rfind(lead, 0) == 0 && eq != std::string::npos) {
+      why = why.substr(lead.size(), eq - lead.size()) + ": " + shown(why.substr(eq + 3)) +
+            " is out of this option's range";
+    }
+    if (!quiet) std::fprintf(stderr, "hios: %s (see 'hios --help')\n", one_line(why.c_str()).c_str());
     return 2;
   } catch (const hios::cli::SilentExit& e) {
     return e.code;

@@ -197,6 +197,7 @@ expect_error "unknown layout"      "--layout: chwn not in"           "$HIOS" run
 # --conv-search: the cpu backend has nothing to search. A schedule tuned with the wide search
 # runs with it when the run's backend is the tune's (the cpu one then refuses it), not otherwise.
 expect_error "wide conv search on the cpu backend" "the cpu backend has one convolution kernel and nothing to search; --conv-search wide needs the cuda backend" "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --backend cpu --conv-search wide -o none
+expect_error "a number past its option's 32 bits" "--edges: '99999999999' is out of this option's range" "$HIOS" simulate-random --edges 99999999999
 expect_error "unknown conv search" "--conv-search: fast not in"     "$HIOS" run --graph "$TMP/d15.json" --schedule "$TMP/s15one.json" --conv-search fast -o none
 for tuned in cpu cuda; do
   /usr/bin/env python3 - "$TMP/s15one.json" "$TMP/s15wide-$tuned.json" "$tuned" <<'PY'
