@@ -8,21 +8,9 @@
 # node listed in one line, and files that are not models.
 #
 #   bash test_import.sh HIOS MPIRUN
-set -uo pipefail
-H=$1
-MPIRUN=${2:-mpirun}
 here=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$here/importer_test_setup.sh" "$@"
 
-PY=
-for p in python3 /usr/bin/python3; do
-  if "$p" -c "import onnx, numpy" 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "FAIL: no python3 with the onnx and numpy packages (scripts/install-deps.sh installs python3-onnx)"; exit 1; }
 "$PY" "$here/onnx_cases.py" "$W" || { echo "FAIL: onnx_cases.py"; exit 1; }
 
 close() {  # EXPECTED GOT LABEL: max_rel below 1e-5 and the same shape

@@ -19,6 +19,7 @@
 #include "importer/onnx_import.hpp"
 #include "importer/onnx_model.hpp"
 #include "tests/catch.hpp"
+#include "tests/importer/onnx_builders.hpp"
 #include "tests/test_util.hpp"
 
 using namespace hios;
@@ -49,14 +50,8 @@ std::vector<float> ramp(size_t n, float scale) {
   return v;
 }
 
-onnx::NodeProto* node(onnx::GraphProto& g, const std::string& op, std::vector<std::string> in, const std::string& out) {
-  onnx::NodeProto* n = g.add_node();
-  n->set_op_type(op);
-  n->set_name(out);
-  for (const auto& i : in) n->add_input(i);
-  n->add_output(out);
-  return n;
-}
+using test::onnx_node;
+constexpr auto node = onnx_node;
 void attr_ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
   auto* a = n->add_attribute();
   a->set_name(name);

@@ -6,19 +6,13 @@
 
 #include "importer/onnx_patterns.hpp"
 #include "tests/catch.hpp"
+#include "tests/importer/onnx_builders.hpp"
 
 using namespace hios;
 
 namespace {
 
-onnx::NodeProto* add(onnx::GraphProto& g, const std::string& op, std::vector<std::string> in, const std::string& out) {
-  onnx::NodeProto* n = g.add_node();
-  n->set_op_type(op);
-  n->set_name(out);
-  for (const auto& i : in) n->add_input(i);
-  n->add_output(out);
-  return n;
-}
+constexpr auto add = test::onnx_node;
 
 void scalar(onnx::GraphProto& g, const std::string& name, float v) {
   onnx::TensorProto* t = g.add_initializer();

@@ -7,20 +7,9 @@
 # of the wrong shape or dtype, each one line naming the input, exit 2.
 #
 #   bash test_transformer.sh HIOS MPIRUN
-set -uo pipefail
-H=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # absolute: the test runs in its own folder
-MPIRUN=${2:-mpirun}
 here=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-PY=
-for p in python3 /usr/bin/python3; do
-  if "$p" -c "import onnx, numpy" 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || { echo "FAIL: no python3 with the onnx and numpy packages (scripts/install-deps.sh installs python3-onnx)"; exit 1; }
+source "$here/importer_test_setup.sh" "$@"
+
 "$PY" "$here/transformer_case.py" "$W" || { echo "FAIL: transformer_case.py"; exit 1; }
 cd "$W" || exit 1
 RUN=(--backend cpu --threads 1 --warmup 0 --number 1 --repeat 1 -o none)
