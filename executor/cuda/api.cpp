@@ -73,7 +73,9 @@ std::vector<float> run_single_node(const Graph& g, int node, const std::vector<s
                                    const SingleGpuOptions& opts) {
   HIOS_CUDA_CHECK(cudaSetDevice(opts.device));
   // The producers' values come from the caller as the graph defines them: no ReLU folding.
-  Engine eng(g, Engine::Options{opts.device, opts.math, opts.seed, opts.conv_impl, opts.layout, 0, false});
+  Engine::Options eo{opts.device, opts.math, opts.seed, opts.conv_impl, opts.layout, 0, false};
+  eo.phase_split = opts.phase_split;
+  Engine eng(g, eo);
   std::vector<DeviceBuffer> bufs;
   for (int p : g.predecessors(node)) {
     const Node& pn = g.nodes.at(size_t(p));

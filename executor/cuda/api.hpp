@@ -39,6 +39,11 @@ enum class ConvImpl { Auto, Graph, Legacy, Hios };
 const char* conv_impl_name(ConvImpl c);
 ConvImpl parse_conv_impl(const std::string& s);  // "auto", "graph", "legacy", "hios"; otherwise hios::Error
 
+// Whether a dilated convolution may run as the dilation-1 convolution of its input's d x d
+// phases (conv.hpp, "phase split"): Timed times it beside the direct candidates and keeps the
+// faster (the default); Always and Never force one where it applies, so the tests check both.
+enum class PhaseSplit { Timed, Always, Never };
+
 // Number of usable CUDA devices; 0 when there is no driver or no GPU. Never throws, so tests
 // can decide to skip.
 int device_count() noexcept;
@@ -54,6 +59,7 @@ struct SingleGpuOptions {
   uint64_t seed = init::kDefaultSeed;
   bool reuse_memory = true;        // share activation buffers between values whose lives do not overlap
   ConvImpl conv_impl = ConvImpl::Auto;
+  PhaseSplit phase_split = PhaseSplit::Timed;
   exec::Layout layout = exec::Layout::Nhwc;  // how activations are stored (values come back NCHW)
   bool fold_relu = true;           // BackendConfig::fold_relu (run_single_node never folds)
 };

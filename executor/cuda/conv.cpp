@@ -103,6 +103,38 @@ DirectConvParams direct_params(const ConvProblem& p) {
   return dp;
 }
 
+// The phase split's inner problem: the dilation-1 convolution of x's phases into y's phases,
+// with the padding that keeps a phase's size; bias and activation as the whole one's.
+ConvProblem inner_problem(const ConvProblem& p) {
+  ConvProblem ip = p;
+  ip.x = p.phase_x;
+  ip.y = p.phase_y;
+  ip.dilation = {1, 1};
+  ip.padding = {p.kernel[0] / 2, p.kernel[1] / 2};
+  ip.pad_bottom = ip.padding[0];
+  ip.phases = 0;
+  ip.phase_x = ip.phase_y = View{};
+  return ip;
+}
+
+// x into its phases (merge false), or y's phases into y.
+PhaseParams phase_params(const ConvProblem& p, bool merge) {
+  PhaseParams pp;
+  const View& image = merge ? p.y : p.x;
+  pp.src = merge ? p.phase_y.ptr : p.x.ptr;
+  pp.dst = merge ? p.y.ptr : p.phase_x.ptr;
+  pp.elem = p.x.elem;
+  pp.n = image.shape.n;
+  pp.h = image.shape.h;
+  pp.w = image.shape.w;
+  pp.channels = image.shape.c;
+  pp.dilation = p.phases;
+  pp.p = p.phase_x.shape.h;
+  pp.q = p.phase_x.shape.w;
+  pp.merge = merge ? 1 : 0;
+  return pp;
+}
+
 // The legacy API has one padding per dimension: it takes a band only when the band's H
 // paddings above and below are equal.
 bool legacy_fits(const ConvProblem& p) { return p.cudnn_ok && p.padding[0] == p.pad_bottom; }
@@ -166,7 +198,7 @@ struct LegacyDescs {
 // ---------------------------------------------------------------------------------------------
 // The choice, cached per device and problem signature.
 
-enum class Impl { GraphFused, GraphConv, Legacy, Depthwise, Direct };
+enum class Impl { GraphFused, GraphConv, Legacy, Depthwise, Direct, PhaseSplit };
 
 struct Choice {
   Impl impl = Impl::Legacy;
@@ -178,6 +210,7 @@ struct Choice {
   bool legacy_fused = false;
   int config_index = -1;           // graph API: position in heuristic_configs_for's list
   int depthwise_variant = 0;       // hios depthwise: DepthwiseParams::variant
+  std::shared_ptr<Choice> inner;   // phase split: the choice of its dilation-1 convolution
   size_t workspace = 0;
   double ms = 0;
   std::string what;
@@ -197,6 +230,9 @@ ChoiceCache& choice_cache(int device) {
   return *c;
 }
 
+// The choice for a problem (defined below; the phase split's candidate asks it for its inner one).
+std::shared_ptr<Choice> choice_for(PlanCtx& c, const ConvProblem& p);
+
 // Runs what a candidate would run (relu pre-pass included) on the planning stream.
 using Trial = std::function<void(cudaStream_t, cudnnHandle_t, void* ws, size_t ws_bytes)>;
 
@@ -205,7 +241,7 @@ void relu_pass(cudaStream_t st, const ConvProblem& p) {
   launch_bias_act(p.x.ptr, p.relu_tmp.ptr, nullptr, act_code(Activation::Relu), s.n, s.c, s.h * s.w, 0, p.x.elem, st);
 }
 
-std::string key_of(const ConvProblem& p, const void* x) {
+std::string key_of(const ConvProblem& p, const void* x, PhaseSplit forced_phases) {
   const Shape& s = p.x.shape;
   // A whole tensor's signature is unchanged by row splits (recorded recipes stay valid); a
   // band's unequal H paddings, or its hios-only geometry, add to it.
@@ -215,6 +251,10 @@ std::string key_of(const ConvProblem& p, const void* x) {
   // Layouts are problems of their own; NCHW keys stay as they were (recorded recipes).
   if (p.x.nhwc()) band += " nhwc";
   if (p.residual()) band += " residual";
+  // A forced phase split (the tests) must not answer for the timed choice, nor the other way.
+  if (p.phases > 0 && forced_phases != PhaseSplit::Timed) {
+    band += forced_phases == PhaseSplit::Always ? " phases always" : " phases never";
+  }
   if (p.x.elem != Elem::F32) {
     // 16-bit storage: the exact alignments (a band's pointer may sit at any element).
     band += strprintf(" al%lld,%lld,%lld", (long long)alignment_of(x, p.x.elem),
@@ -293,6 +333,7 @@ const char* impl_recipe_name(Impl i) {
     case Impl::Legacy: return "legacy";
     case Impl::Depthwise: return "depthwise";
     case Impl::Direct: return "direct";
+    case Impl::PhaseSplit: return "phase-split";
   }
   return "?";
 }
@@ -302,6 +343,7 @@ json recipe_of(const Choice& ch) {
   r["impl"] = impl_recipe_name(ch.impl);
   if (ch.impl == Impl::GraphFused || ch.impl == Impl::GraphConv) r["config"] = ch.config_index;
   if (ch.impl == Impl::Depthwise) r["variant"] = ch.depthwise_variant;
+  if (ch.impl == Impl::PhaseSplit) r["inner"] = recipe_of(*ch.inner);
   if (ch.impl == Impl::Legacy) {
     r["algo"] = int(ch.algo);
     r["math"] = int(ch.math);
@@ -349,6 +391,14 @@ std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r)
     const double ms = ch->ms;
     ch = graph_choice(fused, g, plan, size_t(need), int(index), info);
     ch->ms = ms;
+  } else if (impl == "phase-split") {
+    if (p.phases < 2 || !r.contains("inner") || !r["inner"].is_object()) return nullptr;
+    std::shared_ptr<Choice> inner = rebuild(c, inner_problem(p), r["inner"]);
+    if (!inner) return nullptr;
+    ch->impl = Impl::PhaseSplit;
+    ch->inner = inner;
+    ch->workspace = inner->workspace;
+    ch->what = strprintf("phase split %dx%d (%s)", p.phases, p.phases, inner->what.c_str());
   } else if (impl == "legacy") {
     const int64_t algo = r.value("algo", int64_t(-1)), math = r.value("math", int64_t(-1));
     if (!legacy_fits(p)) return nullptr;
@@ -605,6 +655,108 @@ std::shared_ptr<Choice> keep_fastest(PlanCtx& c, const ConvProblem& p, const std
   return ch;
 }
 
+// The launches of a choice for problem p, as a trial: what plan_convolution emits, and what
+// the phase split times around its inner convolution.
+Trial launch_of(PlanCtx& c, const ConvProblem& p, const Choice& ch) {
+  const void* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
+  const int act = act_code(p.act);
+  const Shape ys = p.y.shape;
+  const int nhwc = p.y.nhwc() ? 1 : 0;
+  const Elem elem = p.y.elem;
+  const ConvProblem prob = p;
+  auto pre = [prob](cudaStream_t st) {
+    if (prob.input_relu) relu_pass(st, prob);
+  };
+  const void* w = p.w;
+  const void* b = p.b;
+  const void* z = p.z.ptr;
+  void* y = p.y.ptr;
+  switch (ch.impl) {
+    case Impl::Depthwise: {
+      DepthwiseParams dp = depthwise_params(p);
+      dp.variant = ch.depthwise_variant;
+      const ResidualEpilogue after = residual_epilogue(p);
+      return [dp, after](cudaStream_t st, cudnnHandle_t, void*, size_t) {
+        launch_depthwise(dp, st);
+        after(st);
+      };
+    }
+    case Impl::Direct:
+      return direct_trial(p);
+    case Impl::GraphFused:
+    case Impl::GraphConv: {
+      auto exec = std::make_shared<BeExec>();
+      exec->graph = ch.graph;
+      exec->plan = ch.plan;
+      exec->uids = {kUidX, kUidW, kUidY};
+      exec->ptrs = {const_cast<void*>(x), const_cast<void*>(w), y};
+      if (ch.graph_bias) {
+        exec->uids.push_back(kUidB);
+        exec->ptrs.push_back(const_cast<void*>(b));
+      }
+      if (ch.graph->has_residual) {
+        exec->uids.push_back(kUidZ);
+        exec->ptrs.push_back(p.z.ptr);
+      }
+      const bool epilogue = ch.impl == Impl::GraphConv;
+      return [exec, epilogue, b, z, act, ys, y, pre, nhwc, elem](cudaStream_t st, cudnnHandle_t h, void* ws, size_t) {
+        pre(st);
+        exec->run(h, ws);
+        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, st, z);
+      };
+    }
+    case Impl::Legacy: {
+      auto d = std::make_shared<LegacyDescs>(p);
+      HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, ch.math));
+      const bool lf = ch.legacy_fused;
+      const cudnnConvolutionFwdAlgo_t algo = ch.algo;
+      const void* bias = p.b ? p.b : c.eng.zeros(p.out_channels, c.res.stream());
+      const std::string what = ch.what, key = key_of(p, x, c.eng.phase_split());
+      return [d, lf, algo, x, w, b, z, bias, y, act, ys, pre, nhwc, elem, key, what](cudaStream_t st, cudnnHandle_t h,
+                                                                                     void* ws, size_t wsb) {
+        pre(st);
+        if (lf) {
+          const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
+              h, &kOne, d->x, x, d->w, w, d->conv, algo, ws, wsb, z ? &kOne : &kZero, d->y, z ? z : y, d->b, bias,
+              d->act, d->y, y);
+          // The trial at planning ran this call; say which problem refused it now, and with what.
+          if (s != CUDNN_STATUS_SUCCESS) {
+            const std::string call = strprintf("cudnnConvolutionBiasActivationForward (%s, workspace %zu bytes) for %s",
+                                               what.c_str(), wsb, key.c_str());
+            fail_cudnn(s, call.c_str(), __FILE__, __LINE__);
+          }
+        } else {
+          HIOS_CUDNN_CHECK(
+              cudnnConvolutionForward(h, &kOne, d->x, x, d->w, w, d->conv, algo, ws, wsb, &kZero, d->y, y));
+          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, st, z);
+        }
+      };
+    }
+    case Impl::PhaseSplit: {
+      const Trial inner = launch_of(c, inner_problem(p), *ch.inner);
+      const PhaseParams split = phase_params(p, false), merge = phase_params(p, true);
+      return [inner, split, merge](cudaStream_t st, cudnnHandle_t h, void* ws, size_t wsb) {
+        launch_phases(split, st);
+        inner(st, h, ws, wsb);
+        launch_phases(merge, st);
+      };
+    }
+  }
+  throw Error("plan_convolution: unknown implementation");
+}
+
+// The phase split as a candidate: its inner convolution's own best choice (chosen, or recalled,
+// under the inner problem's signature), between the copies into and out of the phases.
+void add_phase_candidate(PlanCtx& c, const ConvProblem& p, Candidates& out) {
+  const ConvProblem ip = inner_problem(p);
+  auto ch = std::make_shared<Choice>();
+  ch->impl = Impl::PhaseSplit;
+  ch->inner = choice_for(c, ip);
+  ch->workspace = ch->inner->workspace;
+  ch->what = strprintf("phase split %dx%d (%s)", p.phases, p.phases, ch->inner->what.c_str());
+  out.add(ch, launch_of(c, p, *ch));
+}
+
 // The implementation a convolution runs: the families --conv-impl allows, each candidate timed.
 std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::string& key) {
   const ConvImpl only = c.eng.conv_impl();
@@ -620,6 +772,12 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
   const TrialInputs in = trial_inputs(p);
 
   Candidates cands;
+  const PhaseSplit phases = p.phases > 1 ? c.eng.phase_split() : PhaseSplit::Never;
+  if (phases == PhaseSplit::Always) {
+    add_phase_candidate(c, p, cands);
+    return keep_fastest(c, p, key, cands);
+  }
+  if (phases == PhaseSplit::Timed) add_phase_candidate(c, p, cands);
   if (want_graph) add_graph_candidates(c, p, in, cands);
   // The legacy API is also a candidate when nothing else is (forcing hios on a convolution its
   // depthwise kernel cannot compute, or the graph API finding no engine).
@@ -632,143 +790,11 @@ std::shared_ptr<Choice> choose(PlanCtx& c, const ConvProblem& p, const std::stri
   return keep_fastest(c, p, key, cands);
 }
 
-}  // namespace
-
-json conv_choices(int device) {
-  json out = json::object();
-  {
-    RecipeBook& book = recipe_book(device);
-    std::lock_guard<std::mutex> lock(book.mu);
-    for (const auto& [key, r] : book.entries) out[key] = r;
-  }
-  ChoiceCache& cache = choice_cache(device);
-  std::lock_guard<std::mutex> lock(cache.mu);
-  for (const auto& [key, ch] : cache.entries) out[key] = recipe_of(*ch);
-  return out;
-}
-
-void adopt_conv_choices(int device, const json& recipes) {
-  HIOS_CHECK(recipes.is_object(), "algorithm choices: expected an object of signature -> recipe");
-  RecipeBook& book = recipe_book(device);
-  std::lock_guard<std::mutex> lock(book.mu);
-  for (const auto& [key, r] : recipes.items()) {
-    // Malformed recipes are skipped, not fatal: the choice is timed again instead.
-    if (!r.is_object() || !r.contains("impl") || !r["impl"].is_string()) continue;
-    bool typed = true;  // rebuild() reads these fields with their types
-    for (const char* f : {"config", "variant", "algo", "math"}) typed = typed && (!r.contains(f) || r[f].is_number_integer());
-    typed = typed && (!r.contains("ms") || r["ms"].is_number()) && (!r.contains("fused") || r["fused"].is_boolean());
-    if (typed) book.entries[key] = r;
-  }
-}
-
-bool depthwise_kernel_fits(const ConvProblem& p) {
-  const int64_t c = p.x.shape.c;
-  // Dilated windows (DeepLab's and LR-ASPP's atrous backbones) run on the generic NHWC kernel,
-  // where cuDNN's grouped kernels reached a twentieth of the memory bandwidth.
-  const bool dilation_ok = (p.dilation[0] == 1 && p.dilation[1] == 1) || p.x.nhwc();
-  return p.groups == c && p.out_channels == c && dilation_ok &&
-         p.kernel[0] <= kMaxDepthwiseKernel && p.kernel[1] <= kMaxDepthwiseKernel && p.stride[0] <= kMaxDepthwiseStride &&
-         p.stride[1] <= kMaxDepthwiseStride && c <= 65535 && p.x.shape.n <= 65535;
-}
-
-// A band (a.rows) is an ordinary convolution of the rows x holds, with H paddings of its own:
-// its first output row's window starts at whole-tensor row u0 = out_first * stride - padding,
-// and x's first row is whole-tensor row in_first, so pad_top = in_first - u0 rows of zeros lie
-// above x (rows above in_first that the window covers are padding: shape inference guarantees
-// that x holds every row the band reads, so those rows are below 0), and pad_bottom makes the
-// output out_count rows high. Either may be negative, when x holds rows the band does not read
-// (a tensor also read by a convolution with a wider window): cuDNN takes neither, so those
-// rows are cut off (a pointer offset for a single plane, otherwise a copy of the rows read),
-// except for a depthwise convolution that hios's kernel will compute, which reads around them.
-void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, View x, const View& y, bool input_relu,
-                    const View* residual) {
-  const int64_t sh = a.stride[0];
-  const int64_t span_h = int64_t(a.dilation[0]) * (a.kernel[0] - 1) + 1;
-  int64_t pad_top = a.padding[0], pad_bottom = a.padding[0];
-  if (a.rows.banded()) {
-    pad_top = a.rows.in_first - (a.rows.out_first * sh - a.padding[0]);
-    pad_bottom = (a.rows.out_count - 1) * sh + span_h - pad_top - x.shape.h;
-  }
-  bool cudnn_ok = true;
-  if (pad_top < 0 || pad_bottom <= -sh) {
-    // Rows x holds that the band never reads: more below it than cuDNN's floor division of the
-    // output height absorbs (stride - 1 rows), or any above it.
-    ConvProblem probe;
-    probe.x.shape = x.shape;
-    probe.out_channels = a.out_channels;
-    probe.groups = a.groups;
-    probe.kernel = a.kernel;
-    probe.stride = a.stride;
-    probe.dilation = a.dilation;
-    const ConvImpl impl = c.eng.conv_impl();
-    if (x.shape.n * x.shape.c > 1 && depthwise_kernel_fits(probe) &&
-        (impl == ConvImpl::Auto || impl == ConvImpl::Hios)) {
-      cudnn_ok = false;  // hios's depthwise kernel reads x as it is
-      x = c.packed(x);
-    } else {
-      const int64_t skip = std::max<int64_t>(0, -pad_top);
-      const int64_t used = x.shape.h - skip - std::max<int64_t>(0, -pad_bottom);
-      x = c.rows_of(x, skip, used);
-      pad_top = std::max<int64_t>(0, pad_top);
-      pad_bottom = std::max<int64_t>(0, pad_bottom);
-    }
-  } else {
-    // Strided inputs (slices of batched tensors) are copied: not every cuDNN engine takes them.
-    x = c.packed(x);
-    // Up to stride - 1 unread rows at the bottom: the output height's floor division drops them.
-    pad_bottom = std::max<int64_t>(0, pad_bottom);
-  }
-  // Scratch for the cuDNN candidates, which need the ReLU's output materialised.
-  const View relu_tmp = input_relu && cudnn_ok ? c.scratch(x.shape) : View{};
-  // The residual is read as the output is written: packed, in the output's layout.
-  const View z = residual ? c.packed(*residual) : View{};
-  if (c.dry) return;
-  const std::string& node = c.node_name;
-  const int64_t cin_g = x.shape.c / a.groups;
-  const int64_t fan_in = cin_g * a.kernel[0] * a.kernel[1];
-  const Engine::Params& prm = c.eng.params(prefix);
-  HIOS_CHECK(prm.weight_count == a.out_channels * fan_in && prm.bias_count == (a.bias ? a.out_channels : 0),
-             "node '%s': parameters of '%s' hold %lld weights and %lld biases, expected %lld and %lld", node.c_str(),
-             prefix.c_str(), (long long)prm.weight_count, (long long)prm.bias_count,
-             (long long)(a.out_channels * fan_in), (long long)(a.bias ? a.out_channels : 0));
-  for (int i = 0; i < 2; ++i) {
-    const int64_t in = i == 0 ? x.shape.h : x.shape.w, out = i == 0 ? y.shape.h : y.shape.w;
-    const int64_t pads = i == 0 ? pad_top + pad_bottom : 2 * int64_t(a.padding[i]);
-    const int64_t span = int64_t(a.dilation[i]) * (a.kernel[i] - 1) + 1;
-    HIOS_CHECK(in + pads >= span && (in + pads - span) / a.stride[i] + 1 == out && y.shape.c == a.out_channels,
-               "node '%s': convolution of %s gives an output other than the graph's %s", node.c_str(),
-               x.shape.str().c_str(), y.shape.str().c_str());
-  }
-  HIOS_CHECK(!a.rows.banded() || y.shape.h == a.rows.out_count,
-             "node '%s': a band of %lld rows has an output of %s", node.c_str(), (long long)a.rows.out_count,
-             y.shape.str().c_str());
-  to_int(x.item(), node, "input size");
-  to_int(y.item(), node, "output size");
-  ConvProblem p;
-  p.x = x;
-  p.y = y;
-  p.w = prm.weight;
-  p.b = prm.bias;
-  p.out_channels = a.out_channels;
-  p.groups = a.groups;
-  p.kernel = a.kernel;
-  p.stride = a.stride;
-  p.padding = {to_int_signed(pad_top, node, "top padding"), a.padding[1]};
-  p.pad_bottom = to_int_signed(pad_bottom, node, "bottom padding");
-  p.cudnn_ok = cudnn_ok;
-  p.dilation = a.dilation;
-  p.act = a.act;
-  p.fp32 = c.eng.math() == MathMode::Fp32;
-  p.input_relu = input_relu;
-  p.relu_tmp = relu_tmp;
-  p.z = z;
-  plan_convolution(c, p);
-}
-
-void plan_convolution(PlanCtx& c, const ConvProblem& p) {
-  if (c.dry) return;
+// The choice for p: this process's (per device and signature), a recipe adopted from a profile
+// database rebuilt, or the candidates timed now.
+std::shared_ptr<Choice> choice_for(PlanCtx& c, const ConvProblem& p) {
   const void* x = p.input_relu ? p.relu_tmp.ptr : p.x.ptr;
-  const std::string key = key_of(p, x) + " impl " + conv_impl_name(c.eng.conv_impl());
+  const std::string key = key_of(p, x, c.eng.phase_split()) + " impl " + conv_impl_name(c.eng.conv_impl());
   ChoiceCache& cache = choice_cache(c.eng.device());
   std::shared_ptr<Choice> ch;
   {
@@ -800,94 +826,61 @@ void plan_convolution(PlanCtx& c, const ConvProblem& p) {
     cache.entries.emplace(key, ch);
   }
   c.eng.note_conv(key, ch->what);
-  c.workspace_need = std::max(c.workspace_need, ch->workspace);
+  return ch;
+}
 
-  const int act = act_code(p.act);
-  const Shape ys = p.y.shape;
-  const int nhwc = p.y.nhwc() ? 1 : 0;
-  const Elem elem = p.y.elem;
-  const ConvProblem prob = p;
-  auto pre = [prob](cudaStream_t st) {
-    if (prob.input_relu) relu_pass(st, prob);
-  };
-  switch (ch->impl) {
-    case Impl::Depthwise: {
-      DepthwiseParams dp = depthwise_params(p);
-      dp.variant = ch->depthwise_variant;
-      const ResidualEpilogue after = residual_epilogue(p);
-      c.emit([dp, after](StreamResources& r) {
-        launch_depthwise(dp, r.stream());
-        after(r.stream());
-      });
-      return;
-    }
-    case Impl::Direct: {
-      const DirectConvParams dp = direct_params(p);
-      const ResidualEpilogue after = residual_epilogue(p);
-      c.emit([dp, after](StreamResources& r) {
-        launch_conv_direct(dp, r.stream());
-        after(r.stream());
-      });
-      return;
-    }
-    case Impl::GraphFused:
-    case Impl::GraphConv: {
-      auto exec = std::make_shared<BeExec>();
-      exec->graph = ch->graph;
-      exec->plan = ch->plan;
-      exec->uids = {kUidX, kUidW, kUidY};
-      exec->ptrs = {const_cast<void*>(x), const_cast<void*>(p.w), p.y.ptr};
-      if (ch->graph_bias) {
-        exec->uids.push_back(kUidB);
-        exec->ptrs.push_back(const_cast<void*>(p.b));
-      }
-      if (ch->graph->has_residual) {
-        exec->uids.push_back(kUidZ);
-        exec->ptrs.push_back(p.z.ptr);
-      }
-      const bool epilogue = ch->impl == Impl::GraphConv;
-      const void* b = p.b;
-      const void* z = p.z.ptr;
-      void* y = p.y.ptr;
-      c.emit([exec, epilogue, b, z, act, ys, y, pre, nhwc, elem](StreamResources& r) {
-        pre(r.stream());
-        exec->run(r.cudnn(), r.workspace());
-        if (epilogue) launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, r.stream(), z);
-      });
-      return;
-    }
-    case Impl::Legacy: {
-      auto d = std::make_shared<LegacyDescs>(p);
-      HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, ch->math));
-      const bool lf = ch->legacy_fused;
-      const cudnnConvolutionFwdAlgo_t algo = ch->algo;
-      const void* w = p.w;
-      const void* b = p.b;
-      const void* bias = p.b ? p.b : c.eng.zeros(p.out_channels, c.res.stream());
-      const void* z = p.z.ptr;
-      void* y = p.y.ptr;
-      const std::string what = ch->what;
-      c.emit([d, lf, algo, x, w, b, z, bias, y, act, ys, pre, nhwc, elem, key, what](StreamResources& r) {
-        pre(r.stream());
-        if (lf) {
-          const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
-              r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(), r.workspace_bytes(), z ? &kOne : &kZero,
-              d->y, z ? z : y, d->b, bias, d->act, d->y, y);
-          // The trial at planning ran this call; say which problem refused it now, and with what.
-          if (s != CUDNN_STATUS_SUCCESS) {
-            const std::string call = strprintf("cudnnConvolutionBiasActivationForward (%s, workspace %zu bytes) for %s",
-                                               what.c_str(), r.workspace_bytes(), key.c_str());
-            fail_cudnn(s, call.c_str(), __FILE__, __LINE__);
-          }
-        } else {
-          HIOS_CUDNN_CHECK(cudnnConvolutionForward(r.cudnn(), &kOne, d->x, x, d->w, w, d->conv, algo, r.workspace(),
-                                                   r.workspace_bytes(), &kZero, d->y, y));
-          launch_bias_act(y, y, b, act, ys.n, ys.c, ys.h * ys.w, nhwc, elem, r.stream(), z);
-        }
-      });
-      return;
-    }
+// Whether rebuild() can read a recipe's fields with the types it reads them as (a phase split's
+// inner recipe included).
+bool recipe_typed(const json& r, int depth = 0) {
+  if (!r.is_object() || !r.contains("impl") || !r["impl"].is_string()) return false;
+  bool typed = true;
+  for (const char* f : {"config", "variant", "algo", "math"}) typed = typed && (!r.contains(f) || r[f].is_number_integer());
+  typed = typed && (!r.contains("ms") || r["ms"].is_number()) && (!r.contains("fused") || r["fused"].is_boolean());
+  if (r.contains("inner")) typed = typed && depth == 0 && recipe_typed(r["inner"], depth + 1);
+  return typed;
+}
+
+}  // namespace
+
+json conv_choices(int device) {
+  json out = json::object();
+  {
+    RecipeBook& book = recipe_book(device);
+    std::lock_guard<std::mutex> lock(book.mu);
+    for (const auto& [key, r] : book.entries) out[key] = r;
   }
+  ChoiceCache& cache = choice_cache(device);
+  std::lock_guard<std::mutex> lock(cache.mu);
+  for (const auto& [key, ch] : cache.entries) out[key] = recipe_of(*ch);
+  return out;
+}
+
+void adopt_conv_choices(int device, const json& recipes) {
+  HIOS_CHECK(recipes.is_object(), "algorithm choices: expected an object of signature -> recipe");
+  RecipeBook& book = recipe_book(device);
+  std::lock_guard<std::mutex> lock(book.mu);
+  for (const auto& [key, r] : recipes.items()) {
+    // Malformed recipes are skipped, not fatal: the choice is timed again instead.
+    if (recipe_typed(r)) book.entries[key] = r;
+  }
+}
+
+bool depthwise_kernel_fits(const ConvProblem& p) {
+  const int64_t c = p.x.shape.c;
+  // Dilated windows (DeepLab's and LR-ASPP's atrous backbones) run on the generic NHWC kernel,
+  // where cuDNN's grouped kernels reached a twentieth of the memory bandwidth.
+  const bool dilation_ok = (p.dilation[0] == 1 && p.dilation[1] == 1) || p.x.nhwc();
+  return p.groups == c && p.out_channels == c && dilation_ok &&
+         p.kernel[0] <= kMaxDepthwiseKernel && p.kernel[1] <= kMaxDepthwiseKernel && p.stride[0] <= kMaxDepthwiseStride &&
+         p.stride[1] <= kMaxDepthwiseStride && c <= 65535 && p.x.shape.n <= 65535;
+}
+
+void plan_convolution(PlanCtx& c, const ConvProblem& p) {
+  if (c.dry) return;
+  const std::shared_ptr<Choice> ch = choice_for(c, p);
+  c.workspace_need = std::max(c.workspace_need, ch->workspace);
+  const Trial run = launch_of(c, p, *ch);
+  c.emit([run](StreamResources& r) { run(r.stream(), r.cudnn(), r.workspace(), r.workspace_bytes()); });
 }
 
 }  // namespace hios::cuda

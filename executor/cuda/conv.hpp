@@ -11,6 +11,16 @@
 //  * hios's depthwise kernel (groups = in = out channels, kernels up to 7x7, strides up to 2).
 //  * hios's direct kernel, only when nothing above takes the problem (never timed against them).
 //
+//  * The phase split of a dilated convolution: with dilation d and the padding that keeps the
+//    size, output pixel (i * d + a, j * d + b) reads only input pixels of the same phase (a, b),
+//    so the convolution is the dilation-1 convolution of the batch of the input's d x d phases
+//    (TensorFlow's space-to-batch form of atrous convolution), copied apart before and back
+//    after. On an H200 in TF32, cuDNN's best engines ran DeepLab's ASPP convolutions (3x3,
+//    dilations 12 to 36) at half the throughput of its backbone's 3x3 convolutions of dilation
+//    2 and 4 (205 against 410 TFLOP/s); the split costs two copies and the zeros that pad each
+//    phase to a whole image. It is timed as one more candidate, with the best implementation of
+//    its inner convolution (PhaseSplit).
+//
 // A band of a row split (graph/ops.hpp, RowWindow) is an ordinary convolution of the rows its
 // input holds with its own H padding above and below (plan_conv_spec works it out): the graph API
 // takes pre- and post-paddings, the legacy API only equal ones (it declines the others), the
@@ -52,6 +62,10 @@ struct ConvProblem {
   View relu_tmp;            // scratch of x's shape for the cuDNN candidates when input_relu
   View z;                   // the residual added before the activation (ConvAttrs::residual); null ptr: none
   bool residual() const { return z.ptr != nullptr; }
+  // The phase split may run (phases = the dilation d, else 0): scratch for x's d x d phases
+  // (batch n * d * d of ceil(h / d) x ceil(w / d) images, launch_phases) and y's.
+  int phases = 0;
+  View phase_x, phase_y;
 };
 
 // A convolution node's (or a sequential's convolution step's) attributes, as ConvAttrs has them.

@@ -85,6 +85,7 @@ struct PlanCtx {
   size_t workspace_need = 0;
 
   View scratch(const Shape& s);  // bump allocation in the stream's arena
+  void* scratch_bytes(size_t bytes);  // the same, untyped (null in the dry pass)
   void emit(Launch l) {
     if (!dry) launches->push_back(std::move(l));
   }
@@ -145,6 +146,7 @@ class Engine {
     bool fold_relu = true;
     // BackendConfig::conv_search == "wide": every engine configuration is timed.
     bool wide_conv_search = false;
+    PhaseSplit phase_split = PhaseSplit::Timed;  // of dilated convolutions (conv.hpp)
   };
   Engine(const Graph& g, const Options& opts);
   ~Engine();
@@ -158,6 +160,7 @@ class Engine {
   Elem elem() const { return storage_elem(opts_.math); }
   ConvImpl conv_impl() const { return opts_.conv_impl; }
   bool wide_conv_search() const { return opts_.wide_conv_search; }
+  PhaseSplit phase_split() const { return opts_.phase_split; }
   Layout layout() const { return opts_.layout; }
   uint64_t seed() const { return opts_.seed; }
   // Whether node v stores relu(value) (graph/relu_fold.hpp; never when fold_relu is off).

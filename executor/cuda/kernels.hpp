@@ -129,8 +129,17 @@ struct GlobalPoolParams {
   int nhwc = 0;
   int is_max = 0;
   float divisor = 1.f;  // averages: sum / divisor
+  // NHWC: the pixels in `splits` parts, each part's sums (or maxima) per item and channel into
+  // `partial` (fp32, splits * n * c), then a second pass reduces the parts in order (the same
+  // bits every run). global_pool_splits says how many; 1 needs no partial.
+  int splits = 1;
+  float* partial = nullptr;
 };
 void launch_global_pool(const GlobalPoolParams& p, cudaStream_t stream);
+// The parts an NHWC global pool's pixels are split into: enough blocks to keep every SM
+// reading (one block per 32 channels of an item reached about a quarter of an H200's
+// bandwidth on DeepLab's 2048 x 128 x 128 map), each part at least 512 pixels.
+int global_pool_splits(int64_t n, int64_t c, int64_t hw);
 
 // Explicit padding (or cropping, negative pads) of H and W: y is x, packed, shifted by top rows
 // and left columns, the rest `fill`. y may be a view with its own batch stride (and, in NHWC,
@@ -194,6 +203,21 @@ struct DirectConvParams {
   int nhwc = 0;
 };
 void launch_conv_direct(const DirectConvParams& p, cudaStream_t stream);
+
+// The phase split of a dilated convolution (conv.hpp): with dilation d, NHWC image x[n][h][w]
+// becomes the batch of its d x d phases, phase (n, a, b) being batch item (n * d + a) * d + b of
+// p x q pixels, its pixel (i, j) the image's (i * d + a, j * d + b) or zeros past the image
+// (merge = 0); merge = 1 writes the image's pixels back from such a batch. `channels` elements
+// per pixel, both buffers packed NHWC.
+struct PhaseParams {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  Elem elem = Elem::F32;
+  int64_t n = 0, h = 0, w = 0, channels = 0;
+  int64_t dilation = 1, p = 0, q = 0;
+  int merge = 0;
+};
+void launch_phases(const PhaseParams& p, cudaStream_t stream);
 
 // Row copies (the rows op of row splits, and cutting the rows a band reads out of a taller
 // input). In NHWC a packed tensor's rows hold every channel, so the caller describes it as one

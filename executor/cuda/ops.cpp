@@ -166,8 +166,9 @@ void plan_linear(PlanCtx& c, const Op& op, const std::string& prefix, const std:
 
 int64_t floor_window_out(int64_t in, int k, int s, int p) { return (in + 2 * int64_t(p) - k) / s + 1; }
 
-// Which of cuDNN's pooling and hios's tiled kernel was faster, per device and problem.
-bool tiled_pool_faster(int device, const std::string& key, const std::function<bool()>& decide) {
+// Whether the alternative of two pool implementations measured faster (hios's kernel against
+// cuDNN's pooling, or hios's global pool in parts against whole), per device and problem.
+bool pool_alternative_faster(int device, const std::string& key, const std::function<bool()>& decide) {
   static std::mutex mu;
   static std::map<std::string, bool> cache;
   const std::string k = strprintf("%d:", device) + key;
@@ -250,9 +251,10 @@ void plan_pool_band(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w, const V
   emit_hios_pool(c, pp, tiled_ok);
 }
 
-// A global pool in 16-bit storage: hios's reduction kernel. A partial average divides by the
-// whole tensor's pixels, `full_rows` rows of them.
-void plan_global_pool_half(PlanCtx& c, const PoolParams& pp, const View& x, const View& y, int64_t full_rows) {
+// hios's global pool kernel's arguments. A partial average divides by the whole tensor's
+// pixels, `full_rows` rows of them; an NHWC map may be split in parts (kernels.hpp).
+GlobalPoolParams global_pool_params(const PoolParams& pp, const View& x, const View& y, int64_t full_rows, int splits,
+                                    float* partial) {
   GlobalPoolParams gp;
   gp.x = x.ptr;
   gp.y = y.ptr;
@@ -265,14 +267,17 @@ void plan_global_pool_half(PlanCtx& c, const PoolParams& pp, const View& x, cons
   gp.nhwc = pp.nhwc;
   gp.is_max = pp.is_max;
   gp.divisor = float(double(full_rows) * double(x.shape.w));
-  c.emit([gp](StreamResources& r) { launch_global_pool(gp, r.stream()); });
+  gp.splits = splits;
+  gp.partial = partial;
+  return gp;
 }
 
 // fp32 storage: cuDNN's pooling, or hios's kernel where cuDNN's floor-mode windows cannot
-// express the pool or hios's measures faster (tiled in NCHW, channel-parallel in NHWC; global
-// pools stay with cuDNN's reduction). `scale` takes a partial average to its share of the whole.
+// express the pool or hios's measures faster (tiled in NCHW, channel-parallel in NHWC; a
+// global pool against hios's split reduction where its map is split, `global`, otherwise
+// cuDNN's). `scale` takes a partial average to its share of the whole.
 void plan_cudnn_or_hios_pool(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w, const View& x, const View& y,
-                             const PoolParams& pp, bool tiled_ok, float scale) {
+                             const PoolParams& pp, bool tiled_ok, float scale, const GlobalPoolParams* global) {
   const std::string& node = c.node_name;
   const bool cudnn_ok = floor_window_out(x.shape.h, w.k[0], w.s[0], w.p[0]) == y.shape.h &&
                         floor_window_out(x.shape.w, w.k[1], w.s[1], w.p[1]) == y.shape.w;
@@ -289,7 +294,7 @@ void plan_cudnn_or_hios_pool(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w
   auto with_cudnn = [=](cudnnHandle_t h) {
     HIOS_CUDNN_CHECK(cudnnPoolingForward(h, pd->d, &scale, xd->d, xp, &kZero, yd->d, yp));
   };
-  const bool hios_ok = tiled_ok || (pp.nhwc && !w.global);
+  const bool hios_ok = tiled_ok || (pp.nhwc && !w.global) || global;
   bool use_hios = !cudnn_ok;
   if (cudnn_ok && hios_ok) {
     const std::string key =
@@ -297,10 +302,12 @@ void plan_cudnn_or_hios_pool(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w
                   w.s[1], w.p[0], w.p[1], int(a.count_include_pad), x.shape.str().c_str(), (long long)pp.x_batch_stride,
                   pp.nhwc ? strprintf(" nhwc px%lld", (long long)pp.x_pixel_stride).c_str() : "");
     StreamResources& res = c.res;
-    use_hios = tiled_pool_faster(c.eng.device(), key, [&] {
+    use_hios = pool_alternative_faster(c.eng.device(), key, [&] {
       const double t_cudnn = time_on_stream(res.stream(), [&] { with_cudnn(res.cudnn()); });
       const double t_hios = time_on_stream(res.stream(), [&] {
-        if (tiled_ok) {
+        if (global) {
+          launch_global_pool(*global, res.stream());
+        } else if (tiled_ok) {
           launch_pool_tiled(pp, res.stream());
         } else {
           launch_pool(pp, res.stream());
@@ -308,6 +315,10 @@ void plan_cudnn_or_hios_pool(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w
       });
       return t_hios < t_cudnn;
     });
+  }
+  if (use_hios && global) {
+    c.emit([gp = *global](StreamResources& r) { launch_global_pool(gp, r.stream()); });
+    return;
   }
   if (use_hios) {
     emit_hios_pool(c, pp, tiled_ok);
@@ -319,6 +330,12 @@ void plan_cudnn_or_hios_pool(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w
 void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
   const PoolAttrs& a = op.pool();
   const View x = in.at(0);
+  // An NHWC global pool's parts (global_pool_splits): their fp32 sums in scratch, both passes.
+  const bool global = a.kind == PoolKind::GlobalAvg || a.kind == PoolKind::GlobalMax;
+  const int splits = global && x.nhwc() ? global_pool_splits(x.shape.n, x.shape.c, x.shape.h * x.shape.w) : 1;
+  float* parts =
+      splits > 1 ? static_cast<float*>(c.scratch_bytes(size_t(splits) * size_t(x.shape.n * x.shape.c) * sizeof(float)))
+                 : nullptr;
   if (c.dry) return;
   const std::string& node = c.node_name;
   const PoolWindow w = pool_window(a, x, node);
@@ -339,12 +356,29 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
   if (a.rows.banded() && !partial) {
     plan_pool_band(c, a, w, y, pp, tiled_ok);
   } else if (half(x) && w.global) {
-    plan_global_pool_half(c, pp, x, y, partial ? a.rows.in_full : x.shape.h);
+    // 16-bit storage: hios's reduction kernel, in parts where they measure faster.
+    GlobalPoolParams gp = global_pool_params(pp, x, y, partial ? a.rows.in_full : x.shape.h, splits, parts);
+    if (splits > 1) {
+      GlobalPoolParams whole = gp;
+      whole.splits = 1;
+      whole.partial = nullptr;
+      const std::string key = strprintf("global pool %s in %d parts on %s b%lld px%lld %s", pool_kind_name(a.kind), splits,
+                                        x.shape.str().c_str(), (long long)gp.x_batch_stride,
+                                        (long long)gp.x_pixel_stride, x.elem == Elem::F16 ? "fp16" : "bf16");
+      StreamResources& res = c.res;
+      const bool in_parts = pool_alternative_faster(c.eng.device(), key, [&] {
+        const double t_whole = time_on_stream(res.stream(), [&] { launch_global_pool(whole, res.stream()); });
+        return time_on_stream(res.stream(), [&] { launch_global_pool(gp, res.stream()); }) < t_whole;
+      });
+      if (!in_parts) gp = whole;
+    }
+    c.emit([gp](StreamResources& r) { launch_global_pool(gp, r.stream()); });
   } else if (half(x)) {
     emit_hios_pool(c, pp, tiled_ok);
   } else {
     const float scale = partial ? float(double(x.shape.h) / double(a.rows.in_full)) : 1.0f;
-    plan_cudnn_or_hios_pool(c, a, w, x, y, pp, tiled_ok, scale);
+    const GlobalPoolParams gp = global_pool_params(pp, x, y, partial ? a.rows.in_full : x.shape.h, splits, parts);
+    plan_cudnn_or_hios_pool(c, a, w, x, y, pp, tiled_ok, scale, splits > 1 ? &gp : nullptr);
   }
 }
 
@@ -707,13 +741,16 @@ View whole_view(void* ptr, const Shape& s, Layout layout, Elem elem) {
 }
 
 View PlanCtx::scratch(const Shape& s) {
-  const size_t bytes = size_t(s.numel()) * elem_bytes(eng.elem());
+  return whole_view(scratch_bytes(size_t(s.numel()) * elem_bytes(eng.elem())), s, eng.layout(), eng.elem());
+}
+
+void* PlanCtx::scratch_bytes(size_t bytes) {
   const size_t at = (scratch_top + 255) / 256 * 256;  // keep every buffer 256-byte aligned
   scratch_top = at + bytes;
   char* base = dry ? nullptr : static_cast<char*>(res.scratch());
   HIOS_CHECK(dry || at + bytes <= res.scratch_bytes(), "node '%s': scratch arena of stream %d too small (%zu < %zu)",
              node_name.c_str(), res.index(), res.scratch_bytes(), at + bytes);
-  return whole_view(base ? base + at : nullptr, s, eng.layout(), eng.elem());
+  return base ? base + at : nullptr;
 }
 
 View PlanCtx::packed(const View& v) {

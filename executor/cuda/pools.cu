@@ -359,10 +359,13 @@ __global__ void __launch_bounds__(32 * kGlobalPoolWarps) global_pool_nhwc_kernel
   __shared__ float part[kGlobalPoolWarps][33];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int ch = blockIdx.x * 32 + lane, b = blockIdx.y;
+  // Part blockIdx.z of the pixels (all of them when there is one part).
+  const int64_t per_part = (p.hw + p.splits - 1) / p.splits;
+  const int64_t first = int64_t(blockIdx.z) * per_part, end = first + per_part < p.hw ? first + per_part : p.hw;
   float acc = p.is_max ? -INFINITY : 0.f;
   if (ch < p.c) {
     const T* x = static_cast<const T*>(p.x) + int64_t(b) * p.x_batch_stride + ch;
-    for (int64_t px = warp; px < p.hw; px += kGlobalPoolWarps) {
+    for (int64_t px = first + warp; px < end; px += kGlobalPoolWarps) {
       const float v = ld(x + px * p.x_pixel_stride);
       acc = p.is_max ? max_keep_nan(acc, v) : acc + v;
     }
@@ -372,7 +375,24 @@ __global__ void __launch_bounds__(32 * kGlobalPoolWarps) global_pool_nhwc_kernel
   if (warp != 0 || ch >= p.c) return;
   float r = part[0][lane];
   for (int k = 1; k < kGlobalPoolWarps; ++k) r = p.is_max ? max_keep_nan(r, part[k][lane]) : r + part[k][lane];
-  st(static_cast<T*>(p.y) + int64_t(b) * p.c + ch, p.is_max ? r : r / p.divisor);
+  if (p.splits > 1) {
+    p.partial[(int64_t(b) * p.splits + blockIdx.z) * p.c + ch] = r;
+  } else {
+    st(static_cast<T*>(p.y) + int64_t(b) * p.c + ch, p.is_max ? r : r / p.divisor);
+  }
+}
+
+// The parts of a split NHWC global pool, reduced in part order: one thread per item and channel.
+template <class T>
+__global__ void global_pool_parts_kernel(const __grid_constant__ GlobalPoolParams p) {
+  const int64_t total = int64_t(p.n) * p.c;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = i / p.c, ch = i - b * p.c;
+    const float* part = p.partial + b * p.splits * p.c + ch;
+    float r = part[0];
+    for (int s = 1; s < p.splits; ++s) r = p.is_max ? max_keep_nan(r, part[s * p.c]) : r + part[s * p.c];
+    st(static_cast<T*>(p.y) + i, p.is_max ? r : r / p.divisor);
+  }
 }
 
 template <class T>
@@ -436,12 +456,23 @@ void launch_pool_tiled(const PoolParams& p, cudaStream_t stream) {
   HIOS_CUDA_CHECK_LAUNCH();
 }
 
+int global_pool_splits(int64_t n, int64_t c, int64_t hw) {
+  const int64_t blocks = std::max<int64_t>(1, n * ((c + 31) / 32));
+  const int64_t want = (4 * 132 + blocks - 1) / blocks;
+  return int(std::clamp<int64_t>(std::min(want, hw / 512), 1, 64));
+}
+
 void launch_global_pool(const GlobalPoolParams& p, cudaStream_t stream) {
   if (int64_t(p.n) * p.c <= 0) return;
   with_elem(p.elem, [&](auto tag) {
     using T = decltype(tag);
     if (p.nhwc) {
-      global_pool_nhwc_kernel<T><<<dim3(unsigned((p.c + 31) / 32), unsigned(p.n)), 32 * kGlobalPoolWarps, 0, stream>>>(p);
+      const int splits = p.partial ? std::max(1, p.splits) : 1;
+      GlobalPoolParams q = p;
+      q.splits = splits;
+      global_pool_nhwc_kernel<T>
+          <<<dim3(unsigned((p.c + 31) / 32), unsigned(p.n), unsigned(splits)), 32 * kGlobalPoolWarps, 0, stream>>>(q);
+      if (splits > 1) global_pool_parts_kernel<T><<<grid_for(int64_t(p.n) * p.c), kThreads, 0, stream>>>(q);
     } else {
       const int warps = kThreads / 32;
       global_pool_nchw_kernel<T><<<unsigned((int64_t(p.n) * p.c + warps - 1) / warps), kThreads, 0, stream>>>(p);

@@ -71,7 +71,8 @@ struct OpCheck {
   std::string str() const;                    // err.str() and the layout it came from
 };
 OpCheck check_op(const OpGraph& og, cuda::MathMode math, std::mt19937& rng,
-                 cuda::ConvImpl conv_impl = cuda::ConvImpl::Auto);
+                 cuda::ConvImpl conv_impl = cuda::ConvImpl::Auto,
+                 cuda::PhaseSplit phase_split = cuda::PhaseSplit::Timed);
 
 // Tolerance on the norm-wise relative error of one op: convolutions and linear layers in TF32
 // round their operands to 10 mantissa bits (about 5e-4 relative each); everything else is fp32

@@ -1,7 +1,10 @@
 // Every CUDA op against the CPU reference (executor/cpu), on random shapes and fresh random
 // inputs, in both math modes. Skipped on machines without a GPU.
+#include <array>
 #include <random>
 
+#include "executor/cuda/conv.hpp"
+#include "executor/cuda/kernels.hpp"
 #include "graph/error.hpp"
 
 #include "tests/catch.hpp"
@@ -173,6 +176,47 @@ TEST_CASE("dilated depthwise convolutions match the CPU reference", "[gpu][ops]"
   }
 }
 
+// Dense dilated convolutions that keep the size (DeepLab's atrous backbone and ASPP) computed
+// directly and through the phase split (conv.hpp), sizes not multiples of the dilation
+// included: both against the CPU, and the split really chosen where it was forced.
+TEST_CASE("dilated convolutions through the phase split match the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(61);
+  struct Case {
+    int k, d;
+  };
+  for (const Case& cs : {Case{3, 2}, Case{3, 3}, Case{3, 12}, Case{5, 2}, Case{1, 4}}) {
+    const int64_t n = pick_of(rng, {1, 2}), c = pick_of(rng, {8, 33}), oc = pick_of(rng, {16, 24});
+    const int64_t h = pick(rng, 2 * cs.d + 1, 41), w = pick(rng, cs.d + 1, 37);
+    const int pad = cs.d * (cs.k / 2);
+    auto og = make_op_graph(n, h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+      return b.sequential("atrous", {v[0]},
+                          {conv_op(oc, {cs.k, cs.k}, {1, 1}, {pad, pad}, Activation::Relu, 1, true, {cs.d, cs.d})});
+    });
+    for (MathMode m : kModes) {
+      for (cuda::PhaseSplit ps : {cuda::PhaseSplit::Always, cuda::PhaseSplit::Never}) {
+        expect_close(check_op(og, m, rng, cuda::ConvImpl::Auto, ps), OpKind::Sequential, m,
+                     strprintf("%dx%d dilation %d, %lld x %lld x %lld x %lld to %lld, phase split %s", cs.k, cs.k, cs.d,
+                               (long long)n, (long long)c, (long long)h, (long long)w, (long long)oc,
+                               ps == cuda::PhaseSplit::Always ? "forced" : "off"));
+      }
+    }
+  }
+  // Every forced problem (the NHWC runs) chose the split, and none where it was off.
+  int forced = 0;
+  const json choices = cuda::conv_choices(0);
+  for (const auto& [key, recipe] : choices.items()) {
+    const bool split = recipe.value("impl", std::string()) == "phase-split";
+    INFO(key << ": " << recipe.dump());
+    if (key.find(" phases always") != std::string::npos) {
+      ++forced;
+      CHECK(split);
+    }
+    if (key.find(" phases never") != std::string::npos) CHECK_FALSE(split);
+  }
+  CHECK(forced >= 5);
+}
+
 TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "[gpu][ops]") {
   REQUIRE_GPU();
   std::mt19937 rng(99);
@@ -211,6 +255,18 @@ TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "
     return b.pool("pool", v[0], PoolKind::Max, 3, 2, 0, true);
   });
   expect_close_stored(og, OpKind::Pool, rng, "squeezenet max pool");
+  // Global pools of maps large enough to be split in parts (kernels.hpp, global_pool_splits),
+  // a part count that does not divide the pixels included.
+  for (const auto& [c, h, w] : {std::array<int64_t, 3>{70, 40, 37}, std::array<int64_t, 3>{33, 128, 96}}) {
+    REQUIRE(cuda::global_pool_splits(1, c, h * w) > 1);
+    for (const PoolKind kind : {PoolKind::GlobalAvg, PoolKind::GlobalMax}) {
+      auto og_global = make_op_graph(2, h, w, {c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+        return b.pool("pool", v[0], kind, 1, 1, 0, false, true);
+      });
+      expect_close_stored(og_global, OpKind::Pool, rng,
+                          strprintf("split %s c%lld %lldx%lld", pool_kind_name(kind), (long long)c, (long long)h, (long long)w));
+    }
+  }
 }
 
 TEST_CASE("activations, softmax and linear match the CPU reference", "[gpu][ops]") {
