@@ -15,7 +15,7 @@
 #   seg     torchvision's segmentation networks (SEG_MODELS) exported with seeded weights on this
 #           machine, imported at SEG_SIZES, scheduled (SEG_TUNE=1: `hios tune --gpus 1`, else
 #           hios-lp on analytic costs) and timed in SEG_MATH; SEG_TORCH=1 times torch.compile
-#           (reduce-overhead, channels_last; TF32 and bf16) in the same call; SEG_PROFILE=1 prints
+#           (reduce-overhead, channels_last; TF32 and bf16, or SEG_TORCH_VARIANTS) in the same call; SEG_PROFILE=1 prints
 #           each configuration's time per op kind and costliest node signatures (hios profile,
 #           scripts/profile_summary.py) and keeps the databases in seg-profiles.tar.xz (with every
 #           convolution's timed candidates); SEG_CONV_SEARCH=wide passes --conv-search wide to
@@ -137,7 +137,7 @@ suite_seg() {
   (cd "$w" && ls -d */db-*.json */g.json 2>/dev/null | tar cJf "$OUT/seg-profiles.tar.xz" -T - 2>/dev/null)
   if [ -n "${SEG_TORCH:-}" ]; then
     python3 scripts/bench_pytorch.py --models "$(echo $models | tr ' ' ,)" --sizes "$(echo ${SEG_SIZES:-1024 2048} | tr ' ' ,)" \
-      --variants compile-ro-cl,compile-ro-cl-bf16 --warmup 10 --iters 30 --json "$OUT/seg-torch.jsonl" 2>&1 | grep -v Warning | tee -a "$t"
+      --variants "${SEG_TORCH_VARIANTS:-compile-ro-cl,compile-ro-cl-bf16}" --warmup 10 --iters 30 --json "$OUT/seg-torch.jsonl" 2>&1 | grep -v Warning | tee -a "$t"
   fi
 }
 
