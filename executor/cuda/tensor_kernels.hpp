@@ -102,8 +102,14 @@ struct ResizeParams {
   int taps[kMaxTensorDims] = {};
   const int* tap_index[kMaxTensorDims] = {};      // device memory
   const float* tap_weight[kMaxTensorDims] = {};   // device memory
+  // Which kernel walks it (the same sums in the same order, so the same bits): the general
+  // walk (runs of the innermost dim where it is kept whole), or one thread per element of an
+  // image resized along its two middle dims of four (an NHWC upsampling), where that applies
+  // (resize_image_fits).
+  int image_kernel = 0;
 };
 void launch_resize(const ResizeParams& p, cudaStream_t stream);
+bool resize_image_fits(const ResizeParams& p);
 
 // y's elements in its own index space (y_dims, y_stride) take x's in x's (x_dims, x_stride), in
 // row-major order of both: a reshape between layouts that are not both row-major.

@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <mutex>
+#include <map>
 
 #include <cublas_v2.h>
 
@@ -369,6 +372,32 @@ void plan_softmax_axis(PlanCtx& c, const Op& op, const View& x, const View& y) {
   c.emit([p](StreamResources& r) { launch_softmax_axis(p, r.stream()); });
 }
 
+// Whether the image kernel measured faster than the general walk on this resize (both give the
+// same bits), per device and problem: shapes, strides, taps and type.
+bool resize_image_kernel_faster(PlanCtx& c, const ResizeParams& p) {
+  std::string key = strprintf("%d %d", c.eng.device(), int(p.elem));
+  for (int d = 0; d < p.rank; ++d) {
+    key += strprintf(" %lld/%lld:%lld/%lld:%d", (long long)p.x_dims[d], (long long)p.dims[d], (long long)p.x_stride[d],
+                     (long long)p.y_stride[d], p.taps[d]);
+  }
+  static std::mutex mu;
+  static std::map<std::string, bool> decided;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = decided.find(key);
+    if (it != decided.end()) return it->second;
+  }
+  ResizeParams general = p, image = p;
+  general.image_kernel = 0;
+  image.image_kernel = 1;
+  const cudaStream_t st = c.res.stream();
+  const double t_general = time_on_stream(st, [&] { launch_resize(general, st); });
+  const bool faster = time_on_stream(st, [&] { launch_resize(image, st); }) < t_general;
+  std::lock_guard<std::mutex> lock(mu);
+  decided.emplace(key, faster);
+  return faster;
+}
+
 // Tap tables on the host from graph/ops_tensor.hpp's resize rules, the CPU reference's own.
 void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
   const ResizeAttrs& a = op.as<ResizeAttrs>();
@@ -411,6 +440,7 @@ void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   permute_dims(p.taps, order);
   permute_dims(p.tap_index, order);
   permute_dims(p.tap_weight, order);
+  if (resize_image_fits(p)) p.image_kernel = resize_image_kernel_faster(c, p) ? 1 : 0;
   c.emit([p](StreamResources& r) { launch_resize(p, r.stream()); });
 }
 

@@ -14,6 +14,7 @@
 
 #include "executor/cuda/api.hpp"
 #include "executor/cuda/kernels.hpp"
+#include "executor/cuda/tensor_kernels.hpp"
 #include "graph/error.hpp"
 
 #include "tests/catch.hpp"
@@ -266,4 +267,125 @@ TEST_CASE("NHWC 3x3 pools read no row past a band's input", "[gpu][kernels]") {
   CHECK(mem_unmap(base, gran) == CUDA_SUCCESS);
   CHECK(mem_free_address(base, 2 * gran) == CUDA_SUCCESS);
   CHECK(mem_release(mem) == CUDA_SUCCESS);
+}
+
+// The image kernel of an NHWC resize (one thread per element) and the general walk (runs of
+// channels) sum the same taps in the same order: the same bits, for linear and cubic taps,
+// channel counts that are and are not multiples of the run.
+TEST_CASE("NHWC resize: the image kernel and the general walk give the same bits", "[gpu][kernels]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  for (Elem elem : {Elem::F32, Elem::BF16}) {
+    for (int taps : {2, 4}) {
+      for (int64_t c : {21, 8, 3}) {
+        const int64_t n = 2, h = 9, w = 7, oh = 8 * h, ow = 8 * w;
+        DeviceBuffer x(n * h * w * c, elem, rng), y0(n * oh * ow * c, elem, rng), y1(n * oh * ow * c, elem, rng);
+        // Each axis: `taps` source indices clamped to the input and weights summing to 1.
+        auto table = [&](int64_t out, int64_t in, std::vector<int>& index, std::vector<float>& weight) {
+          for (int64_t o = 0; o < out; ++o) {
+            const int64_t base = o * in / out;
+            for (int t = 0; t < taps; ++t) {
+              index.push_back(int(std::clamp<int64_t>(base + t - taps / 2 + 1, 0, in - 1)));
+              weight.push_back(t == 0 ? 0.625f : 0.375f / float(taps - 1));
+            }
+          }
+        };
+        std::vector<int> iy, ix;
+        std::vector<float> wy, wx;
+        table(oh, h, iy, wy);
+        table(ow, w, ix, wx);
+        void* dev[4] = {};
+        const void* host[4] = {iy.data(), wy.data(), ix.data(), wx.data()};
+        const size_t bytes[4] = {iy.size() * 4, wy.size() * 4, ix.size() * 4, wx.size() * 4};
+        for (int i = 0; i < 4; ++i) {
+          REQUIRE(cudaMalloc(&dev[i], bytes[i]) == cudaSuccess);
+          REQUIRE(cudaMemcpy(dev[i], host[i], bytes[i], cudaMemcpyHostToDevice) == cudaSuccess);
+        }
+        ResizeParams p;
+        p.elem = elem;
+        p.rank = 4;
+        const int64_t xd[4] = {n, h, w, c}, yd[4] = {n, oh, ow, c};
+        const int64_t xs[4] = {h * w * c, w * c, c, 1}, ys[4] = {oh * ow * c, ow * c, c, 1};
+        for (int d = 0; d < 4; ++d) {
+          p.x_dims[d] = xd[d];
+          p.dims[d] = yd[d];
+          p.x_stride[d] = xs[d];
+          p.y_stride[d] = ys[d];
+        }
+        p.taps[1] = p.taps[2] = taps;
+        p.tap_index[1] = static_cast<const int*>(dev[0]);
+        p.tap_weight[1] = static_cast<const float*>(dev[1]);
+        p.tap_index[2] = static_cast<const int*>(dev[2]);
+        p.tap_weight[2] = static_cast<const float*>(dev[3]);
+        p.x = x.p;
+        REQUIRE(resize_image_fits(p));
+        p.y = y0.p;
+        p.image_kernel = 0;
+        launch_resize(p, nullptr);
+        p.y = y1.p;
+        p.image_kernel = 1;
+        launch_resize(p, nullptr);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        INFO("resize " << taps << " taps, c" << c << ", elem " << int(elem));
+        CHECK(y0.bits() == y1.bits());
+        for (void* d : dev) cudaFree(d);
+      }
+    }
+  }
+}
+
+// The phase split's copies: an image split into its d x d phases and merged back is the image,
+// and every padded phase pixel (past the image) is zero.
+TEST_CASE("phase split copies: split then merge gives the image back, padding zero", "[gpu][kernels]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(29);
+  for (Elem elem : {Elem::F32, Elem::F16}) {
+    for (int d : {2, 3, 12}) {
+      for (int64_t c : {8, 3}) {
+        const int64_t n = 2, h = 2 * d + 3, w = d + 1, p = (h + d - 1) / d, q = (w + d - 1) / d;
+        DeviceBuffer x(n * h * w * c, elem, rng), y(n * h * w * c, elem, rng), phases(n * d * d * p * q * c, elem, rng);
+        PhaseParams pp;
+        pp.elem = elem;
+        pp.n = n;
+        pp.h = h;
+        pp.w = w;
+        pp.channels = c;
+        pp.dilation = d;
+        pp.p = p;
+        pp.q = q;
+        pp.src = x.p;
+        pp.dst = phases.p;
+        launch_phases(pp, nullptr);
+        pp.merge = 1;
+        pp.src = phases.p;
+        pp.dst = y.p;
+        launch_phases(pp, nullptr);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        INFO("phases d" << d << " c" << c << " elem " << int(elem));
+        CHECK(x.bits() == y.bits());
+        // Pixel (i, j) of phase (b, a, a2) is the image's (i * d + a, j * d + a2) or zero.
+        const std::vector<unsigned char> img = x.bits(), ph = phases.bits();
+        const size_t eb = elem_bytes(elem), px = size_t(c) * eb;
+        bool same = true;
+        for (int64_t b = 0; b < n; ++b) {
+          for (int64_t a = 0; a < d; ++a) {
+            for (int64_t a2 = 0; a2 < d; ++a2) {
+              for (int64_t i = 0; i < p; ++i) {
+                for (int64_t j = 0; j < q; ++j) {
+                  const unsigned char* got = ph.data() + size_t((((b * d + a) * d + a2) * p + i) * q + j) * px;
+                  const int64_t hh = i * d + a, ww = j * d + a2;
+                  if (hh < h && ww < w) {
+                    same = same && std::memcmp(got, img.data() + size_t((b * h + hh) * w + ww) * px, px) == 0;
+                  } else {
+                    same = same && std::all_of(got, got + px, [](unsigned char v) { return v == 0; });
+                  }
+                }
+              }
+            }
+          }
+        }
+        CHECK(same);
+      }
+    }
+  }
 }
