@@ -123,8 +123,16 @@ suite_seg() {
         else
           "$B/cli/hios" schedule --graph "$g" --algo hios-lp --gpus 1 -o "$s" >/dev/null 2>&1
         fi
-        timeout 120 "$B/cli/hios" run --graph "$g" --schedule "$s" --backend cuda --math "$math" $search --warmup 5 --number 10 \
-          --repeat 7 -o "$d/run.json" >"$d.run.log" 2>&1 || { echo "$m $size $math: run failed: $(grep -m1 error "$d.run.log")" | tee -a "$t"; continue; }
+        # The wide search at 2048 times every configuration of some 60 convolutions first.
+        local run_s=${SEG_RUN_S:-300} rc=0
+        timeout "$run_s" "$B/cli/hios" run --graph "$g" --schedule "$s" --backend cuda --math "$math" $search --warmup 5 --number 10 \
+          --repeat 7 -o "$d/run.json" >"$d.run.log" 2>&1 || rc=$?
+        if [ "$rc" != 0 ]; then
+          local why="exit $rc"
+          [ "$rc" = 124 ] && why="timed out after $run_s s"
+          echo "$m $size $math: run failed ($why): $(grep -m1 error "$d.run.log")" | tee -a "$t"
+          continue
+        fi
         if [ -n "${SEG_PROFILE:-}" ]; then  # the slowest node signatures, to see where the time goes
           timeout 200 "$B/cli/hios" profile --graph "$g" -o "$d/db-$math.json" --math "$math" $search --no-cupti --iters 10 \
             >"$d.profile.log" 2>&1 && python3 scripts/profile_summary.py "$d/db-$math.json" --iters 10 | tee -a "$t"

@@ -403,6 +403,7 @@ std::shared_ptr<Choice> rebuild(PlanCtx& c, const ConvProblem& p, const json& r)
     const int64_t algo = r.value("algo", int64_t(-1)), math = r.value("math", int64_t(-1));
     if (!legacy_fits(p)) return nullptr;
     if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || math < 0 || math > 3) return nullptr;
+    if (!legacy_algo_keeps_nan(cudnnConvolutionFwdAlgo_t(algo))) return nullptr;
     if (p.fp32 && cudnnMathType_t(math) != CUDNN_FMA_MATH) return nullptr;
     LegacyDescs d(p);
     HIOS_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, cudnnMathType_t(math)));

@@ -301,6 +301,7 @@ ConvChoice& Engine::find_conv(const std::string& key, StreamResources& res, cudn
   for (int i = 0; i < returned && !best; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (fp32_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    if (!legacy_algo_keeps_nan(perf[i].algo)) continue;
     best = &perf[i];
   }
   HIOS_CHECK(best != nullptr, "cudnnFind found no usable %s algorithm for convolution %s (%d tried)",

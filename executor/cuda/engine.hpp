@@ -60,6 +60,12 @@ inline Elem storage_elem(MathMode m) {
 
 using Launch = std::function<void(StreamResources&)>;
 
+// Whether a legacy algorithm may run: on an H200, cuDNN's non-fused Winograd turned NaN inputs
+// of a bf16 convolution into zeros where ONNX Runtime (and every other algorithm) kept them.
+inline bool legacy_algo_keeps_nan(cudnnConvolutionFwdAlgo_t algo) {
+  return algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+
 // What cudnnFind chose for one convolution signature.
 struct ConvChoice {
   cudnnConvolutionFwdAlgo_t algo{};
