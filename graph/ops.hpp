@@ -65,9 +65,9 @@ struct Shape {
 enum class OpKind {
   Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows, Pad,
   Join, Binary, Where, Reduce, MatMul, Transpose, Reshape, Concat, Slice, Gather, Cast, Expand, Resize,
-  ConvTranspose
+  ConvTranspose, Norm
 };
-constexpr int kNumOpKinds = 26;
+constexpr int kNumOpKinds = 27;
 
 // The element-wise functions of one operand: the activation op's, and a conv's fused epilogue
 // (None to Relu6, and HardSwish: conv_epilogue_activation). Relu6 is min(max(x, 0), 6)
@@ -226,6 +226,19 @@ struct ReduceAttrs {
   bool select_last = false;
 };
 
+// Normalisation over the dims from `axis` on, in one pass: layer norm ((x - mean) / sqrt(var +
+// epsilon), var the population variance) or RMS norm (x / sqrt(mean(x^2) + epsilon)), then times
+// operand 1 (the scale) plus operand 2 (the bias, optional). Scale and bias hold one value, or
+// one per normalised element (the normalised dims' shape, ones allowed in front): ONNX's
+// LayerNormalization and the layer norms exporters write out in primitives.
+enum class NormFn { Layer, Rms };
+const char* norm_fn_name(NormFn f);
+struct NormAttrs {
+  NormFn fn = NormFn::Layer;
+  int axis = 0;
+  double epsilon = 1e-5;
+};
+
 // NumPy matmul of operands A and B (rank >= 1, batch dims broadcast), then alpha * it plus an
 // optional third operand C (broadcast to the result) times beta: ONNX's MatMul and Gemm.
 struct MatMulAttrs {
@@ -307,7 +320,7 @@ struct ConvTransposeAttrs {
 using Attrs = std::variant<std::monostate, InputAttrs, ConvAttrs, PoolAttrs, ActivationAttrs, LinearAttrs,
                            SequentialAttrs, RowsAttrs, PadAttrs, SoftmaxAttrs, BinaryAttrs, ReduceAttrs, MatMulAttrs,
                            TransposeAttrs, ReshapeAttrs, ConcatAttrs, SliceAttrs, GatherAttrs, CastAttrs, ExpandAttrs,
-                           TensorInputAttrs, ResizeAttrs, ConvTransposeAttrs>;
+                           TensorInputAttrs, ResizeAttrs, ConvTransposeAttrs, NormAttrs>;
 
 struct Op {
   OpKind kind = OpKind::Identity;

@@ -564,6 +564,61 @@ std::string describe_resize(const Op& op) {
   return std::string("resize ") + kResizeModes[int(op.as<ResizeAttrs>().mode)] + " " + dims_text(op.as<ResizeAttrs>().dims);
 }
 
+// ---------------------------------------------------------------------------------------------
+// norm
+
+constexpr const char* kNormNames[] = {"layer", "rms"};
+
+Shape infer_norm(const Op& op, const std::vector<Shape>& in, const InferContext& ctx) {
+  const NormAttrs& a = op.as<NormAttrs>();
+  need_operands(in, 2, 3, ctx, "norm");
+  const Shape& x = in[0];
+  HIOS_CHECK(a.axis >= 0 && a.axis < x.rank, "node '%s': norm axis %d of a rank-%d input", ctx.node.c_str(), a.axis,
+             x.rank);
+  HIOS_CHECK(a.epsilon >= 0 && std::isfinite(a.epsilon), "node '%s': norm epsilon %g", ctx.node.c_str(), a.epsilon);
+  HIOS_CHECK(norm_length(a, x) > 0, "node '%s': norm over an empty dim", ctx.node.c_str());
+  for (size_t k = 1; k < in.size(); ++k) {
+    HIOS_CHECK(norm_operand_fits(in[k], x, a.axis), "node '%s': norm %s %s fits neither one value nor dims %d.. of %s",
+               ctx.node.c_str(), k == 1 ? "scale" : "bias", in[k].str().c_str(), a.axis, x.str().c_str());
+  }
+  if (typed(ctx)) {
+    for (size_t k = 0; k < in.size(); ++k) {
+      HIOS_CHECK(is_float(operand_type(ctx, k)), "node '%s': norm of a %s operand", ctx.node.c_str(),
+                 dtype_name(operand_type(ctx, k)));
+    }
+  }
+  return x;
+}
+OpCost count_norm(const Op&, const std::vector<Shape>& in, const Shape& out, DType t) {
+  OpCost c;
+  c.flops = 8.0 * double(out.numel());  // two sums, a subtraction, a square, the scale and bias
+  c.bytes_read = bytes_in(in, t);
+  c.bytes_written = bytes_of(out, t);
+  return c;
+}
+void write_norm(const Op& op, json& j) {
+  const NormAttrs& a = op.as<NormAttrs>();
+  j["fn"] = norm_fn_name(a.fn);
+  j["axis"] = a.axis;
+  j["epsilon"] = a.epsilon;
+}
+void read_norm(Op& op, JsonObject& o) {
+  NormAttrs a;
+  const std::string fn = o.get_string("fn");
+  HIOS_CHECK(fn == "layer" || fn == "rms", "%s: unknown norm fn '%s' (layer or rms)", o.child_path("fn").c_str(),
+             printable(fn).c_str());
+  a.fn = fn == "layer" ? NormFn::Layer : NormFn::Rms;
+  a.axis = int(o.get_int_in("axis", 0, kMaxRank - 1));
+  a.epsilon = o.get_number("epsilon", 1e-5);
+  HIOS_CHECK(a.epsilon >= 0 && a.epsilon < 1e30, "%s: epsilon %g (from 0 to 1e30)", o.child_path("epsilon").c_str(),
+             a.epsilon);
+  op.attrs = a;
+}
+std::string describe_norm(const Op& op) {
+  const NormAttrs& a = op.as<NormAttrs>();
+  return strprintf("%s norm from %d", norm_fn_name(a.fn), a.axis);
+}
+
 }  // namespace
 
 const char* binary_fn_name(BinaryFn f) { return kBinaryNames[size_t(f)]; }
@@ -754,5 +809,30 @@ std::vector<OpDef> tensor_op_rows() {
        true},
   };
 }
+
+OpDef norm_op_row() {
+  return {OpKind::Norm, "norm", "layer or RMS normalisation over the last dims, times a scale plus a bias", false,
+          true, infer_norm, count_norm, write_norm, read_norm, describe_norm, rows_whole, out_rows_same, false, nullptr,
+          true};
+}
+
+bool norm_operand_fits(const Shape& s, const Shape& x, int axis) {
+  if (s.numel() == 1) return true;
+  const int tail = x.rank - axis;
+  if (s.rank < tail) return false;
+  for (int d = 0; d < s.rank; ++d) {
+    const int from_end = s.rank - d;
+    if (from_end > tail ? s.dim(d) != 1 : s.dim(d) != x.dim(x.rank - from_end)) return false;
+  }
+  return true;
+}
+
+int64_t norm_length(const NormAttrs& a, const Shape& x) {
+  int64_t n = 1;
+  for (int d = a.axis; d < x.rank; ++d) n *= x.dim(d);
+  return n;
+}
+
+const char* norm_fn_name(NormFn f) { return kNormNames[int(f)]; }
 
 }  // namespace hios

@@ -16,6 +16,13 @@ namespace hios {
 std::vector<OpDef> tensor_op_rows();
 // The row of OpKind::ConvTranspose (graph/ops_conv_transpose.cpp).
 OpDef conv_transpose_op_row();
+// The row of OpKind::Norm (graph/ops_tensor.cpp).
+OpDef norm_op_row();
+// The elements one norm normalises together (the product of x's dims from the axis on).
+int64_t norm_length(const NormAttrs& a, const Shape& x);
+// Whether a norm's scale or bias `s` fits input x normalised from `axis`: one value, or the
+// normalised dims' shape with ones allowed in front.
+bool norm_operand_fits(const Shape& s, const Shape& x, int axis);
 // The row rules of ops that read the rows they write (graph/ops.cpp): the same rows, clipped to
 // the input, and an output as high as the input. Element-wise general ops use them too; row_split.cpp
 // splits one only where every operand that is not a constant has the output's rows.

@@ -684,10 +684,16 @@ OnnxImport Importer::emit(const std::vector<int>& kept, const std::vector<std::v
 OnnxImport import_onnx(const OnnxImportOptions& options) {
   OnnxModel model = read_onnx_model(options.model_file);
   const int nodes_in_file = model.proto.graph().node_size();
-  const int gelus = fuse_patterns(*model.proto.mutable_graph());
+  const PatternCounts fused = fuse_patterns(*model.proto.mutable_graph());
   OnnxImport r = detail::Importer(model, options).run();
   r.onnx_nodes = nodes_in_file;
-  if (gelus > 0) r.folded.push_back(strprintf("%d GELU%s written out as one Gelu", gelus, gelus == 1 ? "" : "s"));
+  if (fused.gelus > 0) {
+    r.folded.push_back(strprintf("%d GELU%s written out as one Gelu", fused.gelus, fused.gelus == 1 ? "" : "s"));
+  }
+  if (fused.layer_norms > 0) {
+    r.folded.push_back(strprintf("%d layer norm%s written out as one LayerNormalization", fused.layer_norms,
+                                 fused.layer_norms == 1 ? "" : "s"));
+  }
   return r;
 }
 

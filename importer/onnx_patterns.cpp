@@ -18,6 +18,7 @@ struct GraphIndex {
   std::map<std::string, int> uses;      // value -> readers (graph outputs count)
   std::map<std::string, const onnx::TensorProto*> initializers;
   std::map<std::string, int> reader;    // value -> its last reader node
+  std::map<std::string, std::vector<int>> readers;  // value -> every reader node (once per input slot)
 
   explicit GraphIndex(const onnx::GraphProto& g) {
     for (int i = 0; i < g.node_size(); ++i) {
@@ -25,6 +26,7 @@ struct GraphIndex {
       for (const std::string& in : g.node(i).input()) {
         ++uses[in];
         reader[in] = i;
+        readers[in].push_back(i);
       }
     }
     for (const auto& o : g.output()) ++uses[o.name()];
@@ -200,24 +202,142 @@ bool match_gelu_tanh(const onnx::GraphProto& g, const GraphIndex& ix, int tanh_i
   return false;
 }
 
+// A matched layer norm written out: the node indices to remove, x, the scale and bias (the bias
+// may be empty), the value the last node writes, the first normalised axis (negative) and epsilon.
+struct NormMatch {
+  std::vector<int> nodes;
+  std::string x, scale, bias, out;
+  int axis = -1;
+  double eps = 0;
+};
+
+// An int64 constant's values (an initializer or a Constant node's), if `value` is one.
+bool int_values(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& value, std::vector<int64_t>* out) {
+  const onnx::TensorProto* t = nullptr;
+  if (auto it = ix.initializers.find(value); it != ix.initializers.end()) {
+    t = it->second;
+  } else if (const onnx::NodeProto* n = node_of(g, ix, value); n && n->op_type() == "Constant" && n->domain().empty()) {
+    for (const auto& a : n->attribute()) {
+      if (a.name() == "value" && a.has_t()) t = &a.t();
+    }
+  }
+  if (!t || t->data_type() != onnx::TensorProto::INT64 || t->dims_size() > 1) return false;
+  out->assign(t->int64_data().begin(), t->int64_data().end());
+  if (out->empty() && t->raw_data().size() % 8 == 0) {
+    out->resize(t->raw_data().size() / 8);
+    if (!out->empty()) std::memcpy(out->data(), t->raw_data().data(), t->raw_data().size());
+  }
+  return !out->empty() && out->size() <= 8;
+}
+
+// A ReduceMean over the last k dims with kept dims (axes as an attribute, or opset 18's input):
+// k, else 0. Only negative axes say "the last dims" without the rank.
+int mean_over_last_dims(const onnx::GraphProto& g, const GraphIndex& ix, const onnx::NodeProto* n) {
+  if (!n || n->op_type() != "ReduceMean" || !n->domain().empty() || n->output_size() != 1) return 0;
+  std::vector<int64_t> axes;
+  for (const auto& a : n->attribute()) {
+    if (a.name() == "keepdims" && a.i() != 1) return 0;
+    if (a.name() == "noop_with_empty_axes" && a.i() != 0) return 0;
+    if (a.name() == "axes") axes.assign(a.ints().begin(), a.ints().end());
+  }
+  if (n->input_size() == 2 && !int_values(g, ix, n->input(1), &axes)) return 0;
+  if (n->input_size() > 2 || axes.empty()) return 0;
+  std::set<int64_t> set(axes.begin(), axes.end());
+  const int k = int(axes.size());
+  if (int(set.size()) != k || *set.begin() != -k || *set.rbegin() != -1) return 0;
+  return k;
+}
+
+// A layer norm as the TorchScript exporter writes nn.LayerNorm: mean = ReduceMean(x), d = x -
+// mean, var = ReduceMean(d^2) (Pow(d, 2) or d * d), (d / Sqrt(var + eps)) * scale, + bias.
+bool match_layer_norm(const onnx::GraphProto& g, const GraphIndex& ix, int mean_index, NormMatch* m) {
+  const onnx::NodeProto& mean = g.node(mean_index);
+  const int k = mean_over_last_dims(g, ix, &mean);
+  if (k == 0) return false;
+  const std::string x = mean.input(0);
+  m->nodes = {mean_index};
+  const onnx::NodeProto* sub = sole_reader(g, ix, mean.output(0), &m->nodes);
+  if (!sub || sub->op_type() != "Sub" || !sub->domain().empty() || sub->input_size() != 2 || sub->input(0) != x ||
+      sub->input(1) != mean.output(0)) {
+    return false;
+  }
+  const std::string d = sub->output(0);
+  auto r = ix.readers.find(d);
+  if (r == ix.readers.end() || ix.uses.at(d) != int(r->second.size())) return false;  // a graph output too
+  const onnx::NodeProto *square = nullptr, *div = nullptr;
+  for (int i : r->second) {
+    const onnx::NodeProto& n = g.node(i);
+    if (!n.domain().empty() || n.input_size() != 2) return false;
+    if (n.op_type() == "Div" && n.input(0) == d && !div) {
+      div = &n;
+    } else if (!square && ((n.op_type() == "Mul" && n.input(0) == d && n.input(1) == d) ||
+                           operand_beside(g, ix, &n, "Pow", 2.0, false) == d)) {
+      square = &n;
+    } else if (&n != square) {
+      return false;
+    }
+  }
+  const size_t want = square && square->op_type() == "Mul" ? 3 : 2;
+  if (!square || !div || r->second.size() != want) return false;
+  m->nodes.push_back(ix.producer.at(square->output(0)));
+  m->nodes.push_back(ix.producer.at(div->output(0)));
+  const onnx::NodeProto* var = sole_reader(g, ix, square->output(0), &m->nodes);
+  if (mean_over_last_dims(g, ix, var) != k) return false;
+  const onnx::NodeProto* add_eps = sole_reader(g, ix, var->output(0), &m->nodes);
+  if (!add_eps || add_eps->op_type() != "Add" || !add_eps->domain().empty() || add_eps->input_size() != 2) return false;
+  if (!scalar_value(g, ix, other_operand(*add_eps, var->output(0)), &m->eps) || !(m->eps >= 0)) return false;
+  const onnx::NodeProto* root = sole_reader(g, ix, add_eps->output(0), &m->nodes);
+  if (!root || root->op_type() != "Sqrt" || !root->domain().empty() || div->input(1) != root->output(0) ||
+      ix.uses.at(root->output(0)) != 1) {
+    return false;
+  }
+  const onnx::NodeProto* mul = sole_reader(g, ix, div->output(0), &m->nodes);
+  if (!mul || mul->op_type() != "Mul" || !mul->domain().empty() || mul->input_size() != 2) return false;
+  m->scale = other_operand(*mul, div->output(0));
+  if (m->scale.empty() || m->scale == div->output(0)) return false;
+  m->out = mul->output(0);
+  std::vector<int> with_bias = m->nodes;
+  const onnx::NodeProto* add = sole_reader(g, ix, mul->output(0), &with_bias);
+  if (add && add->op_type() == "Add" && add->domain().empty() && add->input_size() == 2) {
+    const std::string bias = other_operand(*add, mul->output(0));
+    if (!bias.empty() && bias != mul->output(0)) {
+      m->bias = bias;
+      m->out = add->output(0);
+      m->nodes = with_bias;
+    }
+  }
+  m->x = x;
+  m->axis = -k;
+  return true;
+}
+
 }  // namespace
 
-int fuse_patterns(onnx::GraphProto& g) {
+PatternCounts fuse_patterns(onnx::GraphProto& g) {
   // Every match in one pass over the index (chains do not share nodes: each intermediate has
-  // one reader), then one rewrite: linear in the graph's size.
+  // one reader, a layer norm's centred x two), then one rewrite: linear in the graph's size.
   const GraphIndex ix(g);
   std::vector<GeluMatch> matches;
+  std::vector<NormMatch> norms;
   std::set<int> taken;
+  auto claim = [&](const std::vector<int>& nodes) {
+    for (int k : nodes) {
+      if (taken.count(k)) return false;
+    }
+    taken.insert(nodes.begin(), nodes.end());
+    return true;
+  };
   for (int i = 0; i < g.node_size(); ++i) {
+    NormMatch nm;
+    if (match_layer_norm(g, ix, i, &nm)) {
+      if (claim(nm.nodes)) norms.push_back(std::move(nm));
+      continue;
+    }
     GeluMatch m;
     if (!match_gelu_erf(g, ix, i, &m) && !(m = GeluMatch{}, match_gelu_tanh(g, ix, i, &m))) continue;
-    bool free = true;
-    for (int k : m.nodes) free = free && !taken.count(k);
-    if (!free) continue;
-    taken.insert(m.nodes.begin(), m.nodes.end());
-    matches.push_back(std::move(m));
+    if (claim(m.nodes)) matches.push_back(std::move(m));
   }
-  if (matches.empty()) return 0;
+  if (matches.empty() && norms.empty()) return {};
   // One Gelu node where each chain's last node was: its readers come after it, and x is computed
   // before the chain's first node.
   std::map<int, onnx::NodeProto> replace;
@@ -236,6 +356,26 @@ int fuse_patterns(onnx::GraphProto& g) {
     }
     replace[last] = std::move(gelu);
   }
+  // One LayerNormalization node where each written-out norm's last node was.
+  for (const NormMatch& m : norms) {
+    const int last = ix.producer.at(m.out);
+    onnx::NodeProto ln;
+    ln.set_op_type("LayerNormalization");
+    ln.set_name(g.node(last).name().empty() ? m.out : g.node(last).name());
+    ln.add_input(m.x);
+    ln.add_input(m.scale);
+    if (!m.bias.empty()) ln.add_input(m.bias);
+    ln.add_output(m.out);
+    onnx::AttributeProto* axis = ln.add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(m.axis);
+    onnx::AttributeProto* eps = ln.add_attribute();
+    eps->set_name("epsilon");
+    eps->set_type(onnx::AttributeProto::FLOAT);
+    eps->set_f(float(m.eps));
+    replace[last] = std::move(ln);
+  }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> rest;
   for (int k = 0; k < g.node_size(); ++k) {
     if (auto r = replace.find(k); r != replace.end()) {
@@ -245,7 +385,7 @@ int fuse_patterns(onnx::GraphProto& g) {
     }
   }
   g.mutable_node()->Swap(&rest);
-  return int(matches.size());
+  return {int(matches.size()), int(norms.size())};
 }
 
 }  // namespace hios::importer

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "graph/elements.hpp"
+#include "graph/ops_tensor.hpp"
 #include "importer/onnx_general_ops.hpp"
 
 namespace hios::importer::detail {
@@ -40,6 +41,19 @@ void GeneralOps::layer_norm() {
   Operand x = in(0);
   const Shape s = im.operand_shape(x);
   const int axis = norm_axis(at.i("axis", -1), s.rank);
+  // One norm node where only Y is read and the scale and bias fit it (graph/ops.hpp, NormAttrs);
+  // the mean and inverse deviation as outputs of their own take the composition below.
+  const bool more_outputs = (n.output_size() > 1 && !n.output(1).empty()) || (n.output_size() > 2 && !n.output(2).empty());
+  const bool fits = s.rank > 0 && norm_operand_fits(shape(1), s, axis) && (!has(2) || norm_operand_fits(shape(2), s, axis));
+  if (!more_outputs && fits && is_float(im.operand_dtype(x))) {
+    Op op = make_op(OpKind::Norm);
+    op.attrs = NormAttrs{NormFn::Layer, axis, double(at.f("epsilon", 1e-5f))};
+    std::vector<Operand> ops{x, in(1)};
+    if (has(2)) ops.push_back(in(2));
+    unify(ops);
+    emit(std::move(op), ops);
+    return;
+  }
   std::vector<int> axes;
   for (int d = axis; d < s.rank; ++d) axes.push_back(d);
   normalize(x, axes, at.f("epsilon", 1e-5f), 1, has(2) ? 2 : -1, Shape::of({}), n.output_size() > 1 ? 1 : -1,

@@ -462,6 +462,34 @@ void k_transpose(const Op& op, const std::vector<TensorArg>& in, const TensorOut
   }
 }
 
+// In double, row by row (the normalised dims are the last, so a row is contiguous): the mean
+// first, then the spread about it, as ONNX's LayerNormalization defines them.
+void k_norm(const Op& op, const std::vector<TensorArg>& in, const TensorOut& out) {
+  const NormAttrs& a = op.as<NormAttrs>();
+  const int64_t len = norm_length(a, in[0].shape), rows = len > 0 ? in[0].shape.numel() / len : 0;
+  const bool one_scale = in[1].shape.numel() == 1, has_bias = in.size() > 2;
+  const bool one_bias = has_bias && in[2].shape.numel() == 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * len;
+    double mean = 0;
+    if (a.fn == NormFn::Layer) {
+      for (int64_t k = 0; k < len; ++k) mean += ld(in[0], base + k);
+      mean /= double(len);
+    }
+    double spread = 0;
+    for (int64_t k = 0; k < len; ++k) {
+      const double d = ld(in[0], base + k) - mean;
+      spread += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(spread / double(len) + a.epsilon);
+    for (int64_t k = 0; k < len; ++k) {
+      const double scale = ld(in[1], one_scale ? 0 : k);
+      const double bias = has_bias ? ld(in[2], one_bias ? 0 : k) : 0.0;
+      sd(out, base + k, (ld(in[0], base + k) - mean) * inv * scale + bias);
+    }
+  }
+}
+
 void k_expand(const Op&, const std::vector<TensorArg>& in, const TensorOut& out) {
   const std::vector<int64_t> off = broadcast_offsets(in[0].shape, out.shape);
   for (int64_t i = 0; i < out.shape.numel(); ++i) copy_elem(out, i, in[0], off[size_t(i)]);
@@ -618,6 +646,7 @@ void run_tensor_op(const Op& op, const std::vector<TensorArg>& in, const TensorO
     case OpKind::Cast: fn = k_cast; break;
     case OpKind::Expand: fn = k_expand; break;
     case OpKind::Resize: fn = k_resize; break;
+    case OpKind::Norm: fn = k_norm; break;
     default: throw_error("cpu backend: %s has no tensor kernel", op_def(op.kind).name);
   }
   fn(op, in, out);

@@ -715,7 +715,7 @@ constexpr std::array<CudaOpImpl, kNumOpKinds> kTable = {{
     {OpKind::Reduce, plan_general}, {OpKind::MatMul, plan_general}, {OpKind::Transpose, plan_general},
     {OpKind::Reshape, plan_reshape}, {OpKind::Concat, plan_general}, {OpKind::Slice, plan_general},
     {OpKind::Gather, plan_general}, {OpKind::Cast, plan_general}, {OpKind::Expand, plan_general},
-    {OpKind::Resize, plan_general}, {OpKind::ConvTranspose, plan_conv_transpose},
+    {OpKind::Resize, plan_general}, {OpKind::ConvTranspose, plan_conv_transpose}, {OpKind::Norm, plan_general},
 }};
 
 // A new OpKind without a row here fails to compile, not at run time.

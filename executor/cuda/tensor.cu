@@ -231,6 +231,43 @@ __global__ void reduce_kernel(ReduceParams p) {
   }
 }
 
+// A warp per row: the mean (layer norm), the mean square about it, then the outputs, in fp32.
+template <class T, class I>
+__global__ void norm_kernel(NormParams p) {
+  const int lane = threadIdx.x % 32;
+  const I rows = I(count_of(p.rank, p.dims)), len = I(count_of(p.red_rank, p.red_dims));
+  const int warps = blockDim.x / 32;
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  const T* scale = static_cast<const T*>(p.scale);
+  const T* bias = static_cast<const T*>(p.bias);
+  for (I r = blockIdx.x * I(warps) + threadIdx.x / 32; r < rows; r += I(gridDim.x) * I(warps)) {
+    const Coords<I> at(r, p.rank, p.dims);
+    const I xb = at.offset(p.rank, p.x_stride), yb = at.offset(p.rank, p.y_stride);
+    auto x_at = [&](I k) { return ld(x + xb + Coords<I>(k, p.red_rank, p.red_dims).offset(p.red_rank, p.red_x_stride)); };
+    float mean = 0.f;
+    if (p.fn == 0) {
+      for (I k = lane; k < len; k += 32) mean += x_at(k);
+      for (int off = 16; off > 0; off /= 2) mean += __shfl_xor_sync(0xffffffffu, mean, off);
+      mean /= float(len);
+    }
+    float spread = 0.f;
+    for (I k = lane; k < len; k += 32) {
+      const float d = x_at(k) - mean;
+      spread += d * d;
+    }
+    for (int off = 16; off > 0; off /= 2) spread += __shfl_xor_sync(0xffffffffu, spread, off);
+    const float inv = 1.f / sqrtf(spread / float(len) + p.epsilon);
+    for (I k = lane; k < len; k += 32) {
+      const Coords<I> kc(k, p.red_rank, p.red_dims);
+      const float s = ld(scale + (p.scale_count == 1 ? 0 : k));
+      const float b = bias ? ld(bias + (p.bias_count == 1 ? 0 : k)) : 0.f;
+      st(y + yb + kc.offset(p.red_rank, p.red_y_stride),
+         (ld(x + xb + kc.offset(p.red_rank, p.red_x_stride)) - mean) * inv * s + b);
+    }
+  }
+}
+
 // A warp per line along the axis: the maximum, the sum of exponentials, then the outputs.
 template <class T, class I>
 __global__ void softmax_axis_kernel(SoftmaxAxisParams p) {
@@ -473,6 +510,23 @@ void launch_reduce(const ReduceParams& p, cudaStream_t stream) {
     using T = decltype(t);
     if (small) reduce_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(p);
     else reduce_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(p);
+  });
+  HIOS_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_norm(const NormParams& p, cudaStream_t stream) {
+  const int64_t rows = count_of(p.rank, p.dims);
+  if (rows == 0) return;
+  const int64_t* s[2] = {p.x_stride, p.y_stride};
+  int64_t reach = 0;
+  for (int d = 0; d < p.red_rank; ++d) reach += (p.red_dims[d] - 1) * std::max(p.red_x_stride[d], p.red_y_stride[d]);
+  const bool small = fits32(p.rank, p.dims, s, 2) && reach < (int64_t(1) << 30) &&
+                     count_of(p.red_rank, p.red_dims) < (int64_t(1) << 31);
+  const int blocks = int(std::min<int64_t>((rows + 7) / 8, 132 * 16));
+  with_elem(p.elem, [&](auto t) {
+    using T = decltype(t);
+    if (small) norm_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(p);
+    else norm_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(p);
   });
   HIOS_CUDA_CHECK(cudaGetLastError());
 }

@@ -71,6 +71,29 @@ struct ReduceParams {
 void launch_reduce(const ReduceParams& p, cudaStream_t stream);
 bool reduce_supported(int code);
 
+// A layer or RMS norm (a NormFn code) of every row: the output index `dims` (the normalised dims
+// 1) with x's and y's strides, the normalised dims `red_dims` with theirs. scale and bias hold
+// one value (count 1) or one per normalised element in row-major order; bias may be null.
+struct NormParams {
+  Elem elem = Elem::F32;
+  int fn = 0;
+  float epsilon = 0;
+  int rank = 0;
+  int64_t dims[kMaxTensorDims] = {};
+  const void* x = nullptr;
+  int64_t x_stride[kMaxTensorDims] = {};
+  void* y = nullptr;
+  int64_t y_stride[kMaxTensorDims] = {};
+  int red_rank = 0;
+  int64_t red_dims[kMaxTensorDims] = {};
+  int64_t red_x_stride[kMaxTensorDims] = {};
+  int64_t red_y_stride[kMaxTensorDims] = {};
+  const void* scale = nullptr;
+  const void* bias = nullptr;
+  int64_t scale_count = 1, bias_count = 1;
+};
+void launch_norm(const NormParams& p, cudaStream_t stream);
+
 // Softmax, log-softmax or hardmax (a SoftmaxFn code) along one axis of `len` elements, for every
 // index of `dims` (the tensor's dims with that axis 1).
 struct SoftmaxAxisParams {

@@ -347,6 +347,42 @@ void plan_reduce(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   c.emit([p](StreamResources& r) { launch_reduce(p, r.stream()); });
 }
 
+void plan_norm(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const NormAttrs& a = op.as<NormAttrs>();
+  const std::vector<View> ops = float_operands(c, in);
+  // Scale and bias are read by their row-major index: packed copies where they are strided.
+  const View scale = c.packed(ops.at(1));
+  const View bias = ops.size() > 2 ? c.packed(ops[2]) : View{};
+  const Walk wx = walk_of(ops.at(0)), wy = walk_of(y);
+  NormParams p;
+  p.elem = y.elem;
+  p.fn = int(a.fn);
+  p.epsilon = float(a.epsilon);
+  p.x = ops[0].ptr;
+  p.y = y.ptr;
+  p.rank = wx.rank;
+  for (int d = 0; d < wx.rank; ++d) {
+    p.x_stride[d] = wx.stride[d];
+    p.y_stride[d] = wy.stride[d];
+    if (d >= a.axis) {
+      p.dims[d] = 1;
+      p.red_dims[p.red_rank] = wx.dims[d];
+      p.red_x_stride[p.red_rank] = wx.stride[d];
+      p.red_y_stride[p.red_rank++] = wy.stride[d];
+    } else {
+      p.dims[d] = wx.dims[d];
+    }
+  }
+  collapse(p.rank, p.dims, {p.x_stride, p.y_stride});
+  collapse(p.red_rank, p.red_dims, {p.red_x_stride, p.red_y_stride});
+  p.scale = scale.ptr;
+  p.scale_count = scale.shape.numel();
+  p.bias = bias.ptr;
+  p.bias_count = bias.ptr ? bias.shape.numel() : 1;
+  if (c.dry) return;
+  c.emit([p](StreamResources& r) { launch_norm(p, r.stream()); });
+}
+
 void plan_softmax_axis(PlanCtx& c, const Op& op, const View& x, const View& y) {
   const SoftmaxAttrs& a = op.as<SoftmaxAttrs>();
   const Walk wx = walk_of(x), wy = walk_of(y);
@@ -540,6 +576,7 @@ void plan_general(PlanCtx& c, const Op& op, const std::string&, const std::vecto
     case OpKind::Expand: return plan_expand(c, in, y);
     case OpKind::Resize: return plan_resize(c, op, in, y);
     case OpKind::MatMul: return plan_matmul(c, op, in, y);
+    case OpKind::Norm: return plan_norm(c, op, in, y);
     case OpKind::Where: return refuse_general(c, "where (bool tensors)");
     default: return refuse_general(c, op_def(op.kind).name);
   }

@@ -1,5 +1,5 @@
 // The general tensor ops on the GPU against the CPU reference: one imported model
-// (tests/data/general-ops/, made by its make_model.py) that reaches resize, broadcasting
+// (tests/data/general-ops/, made by its make_model.py) that reaches resize, a layer norm, broadcasting
 // binaries, reductions, transposes, reshapes between layouts, softmax on the last axis, slices,
 // concats, gathers, casts and the extended activations, with three results. Run in every math
 // mode and both layouts; skipped on machines without a GPU.

@@ -94,7 +94,7 @@ std::vector<std::string> op_types(const onnx::GraphProto& g) {
 TEST_CASE("import patterns: GELU's erf and tanh forms become one Gelu node reading x and writing the chain's output") {
   for (int form : {0, 1, 4, 5}) {
     onnx::GraphProto g = gelu_graph(form);
-    CHECK(importer::fuse_patterns(g) == 1);
+    CHECK(importer::fuse_patterns(g).gelus == 1);
     REQUIRE(op_types(g) == std::vector<std::string>{"Relu", "Gelu"});
     CHECK(g.node(1).input(0) == "x");
     CHECK(g.node(1).output(0) == "y");
@@ -106,7 +106,7 @@ TEST_CASE("import patterns: GELU's erf and tanh forms become one Gelu node readi
 TEST_CASE("import patterns: a GELU chain whose intermediate is read elsewhere, or with another constant, stays") {
   for (int form : {2, 3}) {
     onnx::GraphProto g = gelu_graph(form);
-    CHECK(importer::fuse_patterns(g) == 0);
+    CHECK(importer::fuse_patterns(g).gelus == 0);
     CHECK(op_types(g) == std::vector<std::string>{"Relu", "Div", "Erf", "Add", "Mul", "Mul"});
   }
 }
@@ -127,8 +127,106 @@ TEST_CASE("import patterns: many GELUs in a chain are fused in one pass") {
     x = p + "y";
   }
   g.add_output()->set_name(x);
-  CHECK(importer::fuse_patterns(g) == 2000);
+  CHECK(importer::fuse_patterns(g).gelus == 2000);
   REQUIRE(g.node_size() == 2000);
   CHECK(g.node(0).input(0) == "in");
   CHECK(g.node(1999).output(0) == x);
+}
+
+namespace {
+
+void ints(onnx::GraphProto& g, const std::string& name, std::vector<int64_t> v) {
+  onnx::TensorProto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(int64_t(v.size()));
+  for (int64_t x : v) t->add_int64_data(x);
+}
+
+void axes_attr(onnx::NodeProto* n, std::vector<int64_t> axes) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name("axes");
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : axes) a->add_ints(x);
+}
+
+// x -> Relu -> layer norm written out -> y, the norm as `form` writes it: 0 TorchScript's
+// (Pow, axes attribute, bias), 1 d * d, axes as an input (opset 18) and no bias, 2 over the last
+// two dims; near misses: 3 the second mean over another axis, 4 d also a graph output, 5 the
+// epsilon a tensor of two values.
+onnx::GraphProto norm_graph(int form) {
+  onnx::GraphProto g;
+  g.add_output()->set_name("y");
+  scalar(g, "two", 2.0f);
+  scalar(g, "eps", 1e-5f);
+  scalar(g, "gamma", 1.5f);
+  scalar(g, "beta", 0.25f);
+  ints(g, "last", {-1});
+  add(g, "Relu", {"in"}, "x");
+  const std::vector<int64_t> axes = form == 2 ? std::vector<int64_t>{-2, -1} : std::vector<int64_t>{-1};
+  if (form == 1) {
+    add(g, "ReduceMean", {"x", "last"}, "m");
+  } else {
+    axes_attr(add(g, "ReduceMean", {"x"}, "m"), axes);
+  }
+  add(g, "Sub", {"x", "m"}, "d");
+  if (form == 1) {
+    add(g, "Mul", {"d", "d"}, "sq");
+    add(g, "ReduceMean", {"sq", "last"}, "v");
+  } else {
+    add(g, "Pow", {"d", "two"}, "sq");
+    axes_attr(add(g, "ReduceMean", {"sq"}, "v"), form == 3 ? std::vector<int64_t>{-2} : axes);
+  }
+  if (form == 5) {
+    onnx::TensorProto* t = g.add_initializer();
+    t->set_name("eps2");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(2);
+    t->add_float_data(1e-5f);
+    t->add_float_data(1e-5f);
+  }
+  add(g, "Add", {"v", form == 5 ? "eps2" : "eps"}, "ve");
+  add(g, "Sqrt", {"ve"}, "s");
+  add(g, "Div", {"d", "s"}, "n");
+  if (form == 1) {
+    add(g, "Mul", {"gamma", "n"}, "y");
+  } else {
+    add(g, "Mul", {"n", "gamma"}, "ng");
+    add(g, "Add", {"ng", "beta"}, "y");
+  }
+  if (form == 4) g.add_output()->set_name("d");
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("import patterns: a layer norm written out becomes one LayerNormalization node with its axis and epsilon") {
+  for (int form : {0, 1, 2}) {
+    INFO("form " << form);
+    onnx::GraphProto g = norm_graph(form);
+    const importer::PatternCounts fused = importer::fuse_patterns(g);
+    CHECK(fused.layer_norms == 1);
+    CHECK(fused.gelus == 0);
+    REQUIRE(op_types(g) == std::vector<std::string>{"Relu", "LayerNormalization"});
+    const onnx::NodeProto& ln = g.node(1);
+    CHECK(ln.input(0) == "x");
+    CHECK(ln.input(1) == "gamma");
+    CHECK(ln.input_size() == (form == 1 ? 2 : 3));
+    if (form != 1) CHECK(ln.input(2) == "beta");
+    CHECK(ln.output(0) == "y");
+    for (const auto& a : ln.attribute()) {
+      if (a.name() == "axis") CHECK(a.i() == (form == 2 ? -2 : -1));
+      if (a.name() == "epsilon") CHECK(a.f() == 1e-5f);
+    }
+  }
+}
+
+TEST_CASE("import patterns: a written-out norm over mixed axes, with a centred value read elsewhere or a tensor epsilon stays") {
+  for (int form : {3, 4, 5}) {
+    INFO("form " << form);
+    onnx::GraphProto g = norm_graph(form);
+    const int before = g.node_size();
+    CHECK(importer::fuse_patterns(g).layer_norms == 0);
+    CHECK(g.node_size() == before);
+  }
 }

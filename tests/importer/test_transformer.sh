@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A transformer encoder layer through hios import on the CPU backend (transformer_case.py: token
 # ids and a padding mask as int64 inputs, attention, LayerNorm and GELU in both exporters'
-# forms): imported, run on one rank and, under mpirun, on two (hios-lp on 2 GPUs), each output
+# forms, each one node): imported, run on one rank and, under mpirun, on two (hios-lp on 2 GPUs), each output
 # within 1e-5 of NumPy's and the two runs alike bit for bit. Then the inputs a user can get
 # wrong: ids outside the vocabulary (and below it), a sequence longer than the graph's, a mask
 # of the wrong shape or dtype, each one line naming the input, exit 2.
@@ -32,6 +32,10 @@ for o in 13 17; do
     grep -q "^results  *hidden float32 1x16x64" "info$o.txt" || fail "hios info b$o.json: $(head -3 "info$o.txt")"
   # GELU, in its erf form (opset 13's) and its tanh form (opset 17's), is one Gelu node.
   grep -q "1 GELU written out as one Gelu" "import$o.log" || fail "bert$o: GELU not fused: $(grep folded "import$o.log")"
+  # The three layer norms, written out (opset 13) or LayerNormalization (17), are three norm nodes.
+  [ "$(grep -o '"op":"norm"' "b$o.json" | wc -l)" = 3 ] || fail "bert$o: not three norm nodes: $(grep folded "import$o.log")"
+  [ "$o" = 17 ] || grep -q "3 layer norms written out as one LayerNormalization" "import$o.log" ||
+    fail "bert$o: layer norms not fused: $(grep folded "import$o.log")"
   "$H" schedule --graph "b$o.json" --algo hios-lp --gpus 1 -o "s1-$o.json" >/dev/null 2>&1 || fail "schedule, 1 GPU"
   "$H" schedule --graph "b$o.json" --algo hios-lp --gpus 2 --no-single-gpu-fallback -o "s2-$o.json" >/dev/null 2>&1 ||
     fail "schedule, 2 GPUs"
