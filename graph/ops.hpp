@@ -228,15 +228,19 @@ struct ReduceAttrs {
 
 // Normalisation over the dims from `axis` on, in one pass: layer norm ((x - mean) / sqrt(var +
 // epsilon), var the population variance) or RMS norm (x / sqrt(mean(x^2) + epsilon)), then times
-// operand 1 (the scale) plus operand 2 (the bias, optional). Scale and bias hold one value, or
-// one per normalised element (the normalised dims' shape, ones allowed in front): ONNX's
-// LayerNormalization and the layer norms exporters write out in primitives.
+// the scale operand plus the bias operand (optional). Scale and bias hold one value, or one per
+// normalised element (the normalised dims' shape, ones allowed in front): ONNX's
+// LayerNormalization and the layer norms exporters write out in primitives. With `residual`,
+// x is operand 0 plus operand 1 (a transformer's residual sum, of one shape) and the scale and
+// bias follow; otherwise x is operand 0.
 enum class NormFn { Layer, Rms };
 const char* norm_fn_name(NormFn f);
 struct NormAttrs {
   NormFn fn = NormFn::Layer;
   int axis = 0;
   double epsilon = 1e-5;
+  bool residual = false;
+  int scale_operand() const { return residual ? 2 : 1; }
 };
 
 // NumPy matmul of operands A and B (rank >= 1, batch dims broadcast), then alpha * it plus an

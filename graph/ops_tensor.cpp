@@ -571,15 +571,18 @@ constexpr const char* kNormNames[] = {"layer", "rms"};
 
 Shape infer_norm(const Op& op, const std::vector<Shape>& in, const InferContext& ctx) {
   const NormAttrs& a = op.as<NormAttrs>();
-  need_operands(in, 2, 3, ctx, "norm");
+  const size_t first = size_t(a.scale_operand());
+  need_operands(in, first + 1, first + 2, ctx, a.residual ? "norm with a residual" : "norm");
   const Shape& x = in[0];
+  HIOS_CHECK(!a.residual || in[1] == x, "node '%s': norm's residual %s is not the shape of x, %s", ctx.node.c_str(),
+             in[1].str().c_str(), x.str().c_str());
   HIOS_CHECK(a.axis >= 0 && a.axis < x.rank, "node '%s': norm axis %d of a rank-%d input", ctx.node.c_str(), a.axis,
              x.rank);
   HIOS_CHECK(a.epsilon >= 0 && std::isfinite(a.epsilon), "node '%s': norm epsilon %g", ctx.node.c_str(), a.epsilon);
   HIOS_CHECK(norm_length(a, x) > 0, "node '%s': norm over an empty dim", ctx.node.c_str());
-  for (size_t k = 1; k < in.size(); ++k) {
+  for (size_t k = first; k < in.size(); ++k) {
     HIOS_CHECK(norm_operand_fits(in[k], x, a.axis), "node '%s': norm %s %s fits neither one value nor dims %d.. of %s",
-               ctx.node.c_str(), k == 1 ? "scale" : "bias", in[k].str().c_str(), a.axis, x.str().c_str());
+               ctx.node.c_str(), k == first ? "scale" : "bias", in[k].str().c_str(), a.axis, x.str().c_str());
   }
   if (typed(ctx)) {
     for (size_t k = 0; k < in.size(); ++k) {
@@ -601,6 +604,7 @@ void write_norm(const Op& op, json& j) {
   j["fn"] = norm_fn_name(a.fn);
   j["axis"] = a.axis;
   j["epsilon"] = a.epsilon;
+  if (a.residual) j["residual"] = true;
 }
 void read_norm(Op& op, JsonObject& o) {
   NormAttrs a;
@@ -610,13 +614,14 @@ void read_norm(Op& op, JsonObject& o) {
   a.fn = fn == "layer" ? NormFn::Layer : NormFn::Rms;
   a.axis = int(o.get_int_in("axis", 0, kMaxRank - 1));
   a.epsilon = o.get_number("epsilon", 1e-5);
+  a.residual = o.get_bool("residual", false);
   HIOS_CHECK(a.epsilon >= 0 && a.epsilon < 1e30, "%s: epsilon %g (from 0 to 1e30)", o.child_path("epsilon").c_str(),
              a.epsilon);
   op.attrs = a;
 }
 std::string describe_norm(const Op& op) {
   const NormAttrs& a = op.as<NormAttrs>();
-  return strprintf("%s norm from %d", norm_fn_name(a.fn), a.axis);
+  return strprintf("%s norm from %d%s", norm_fn_name(a.fn), a.axis, a.residual ? " of a sum" : "");
 }
 
 }  // namespace

@@ -46,11 +46,26 @@ void GeneralOps::layer_norm() {
   const bool more_outputs = (n.output_size() > 1 && !n.output(1).empty()) || (n.output_size() > 2 && !n.output(2).empty());
   const bool fits = s.rank > 0 && norm_operand_fits(shape(1), s, axis) && (!has(2) || norm_operand_fits(shape(2), s, axis));
   if (!more_outputs && fits && is_float(im.operand_dtype(x))) {
-    Op op = make_op(OpKind::Norm);
-    op.attrs = NormAttrs{NormFn::Layer, axis, double(at.f("epsilon", 1e-5f))};
-    std::vector<Operand> ops{x, in(1)};
+    NormAttrs a{NormFn::Layer, axis, double(at.f("epsilon", 1e-5f))};
+    std::vector<Operand> ops{x};
+    // x = u + v of two computed values of x's shape that only this norm reads (a transformer's
+    // residual sum): the norm adds them as it reads them, and the add node goes unread.
+    if (Pending* add = im.sole_producer(n.input(0), OpKind::Binary);
+        add && add->op.as<BinaryAttrs>().fn == BinaryFn::Add && add->constants.empty() && add->inputs.size() == 2) {
+      std::vector<Operand> sum;
+      for (const Term& t : add->inputs) {
+        if (t.size() == 1 && t[0].end < 0 && shape_of(t[0].node) == s) sum.push_back(val(t[0].node));
+      }
+      if (sum.size() == 2) {
+        a.residual = true;
+        ops = sum;
+      }
+    }
+    ops.push_back(in(1));
     if (has(2)) ops.push_back(in(2));
     unify(ops);
+    Op op = make_op(OpKind::Norm);
+    op.attrs = a;
     emit(std::move(op), ops);
     return;
   }

@@ -467,25 +467,29 @@ void k_transpose(const Op& op, const std::vector<TensorArg>& in, const TensorOut
 void k_norm(const Op& op, const std::vector<TensorArg>& in, const TensorOut& out) {
   const NormAttrs& a = op.as<NormAttrs>();
   const int64_t len = norm_length(a, in[0].shape), rows = len > 0 ? in[0].shape.numel() / len : 0;
-  const bool one_scale = in[1].shape.numel() == 1, has_bias = in.size() > 2;
-  const bool one_bias = has_bias && in[2].shape.numel() == 1;
+  const TensorArg& scale = in[size_t(a.scale_operand())];
+  const TensorArg* bias = in.size() > size_t(a.scale_operand()) + 1 ? &in[size_t(a.scale_operand()) + 1] : nullptr;
+  const bool one_scale = scale.shape.numel() == 1, one_bias = bias && bias->shape.numel() == 1;
+  // The residual sum rounded to float, as the add node it stands for would store it.
+  auto x_at = [&](int64_t i) {
+    return a.residual ? double(float(ld(in[0], i) + ld(in[1], i))) : ld(in[0], i);
+  };
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = r * len;
     double mean = 0;
     if (a.fn == NormFn::Layer) {
-      for (int64_t k = 0; k < len; ++k) mean += ld(in[0], base + k);
+      for (int64_t k = 0; k < len; ++k) mean += x_at(base + k);
       mean /= double(len);
     }
     double spread = 0;
     for (int64_t k = 0; k < len; ++k) {
-      const double d = ld(in[0], base + k) - mean;
+      const double d = x_at(base + k) - mean;
       spread += d * d;
     }
     const double inv = 1.0 / std::sqrt(spread / double(len) + a.epsilon);
     for (int64_t k = 0; k < len; ++k) {
-      const double scale = ld(in[1], one_scale ? 0 : k);
-      const double bias = has_bias ? ld(in[2], one_bias ? 0 : k) : 0.0;
-      sd(out, base + k, (ld(in[0], base + k) - mean) * inv * scale + bias);
+      const double b = bias ? ld(*bias, one_bias ? 0 : k) : 0.0;
+      sd(out, base + k, (x_at(base + k) - mean) * inv * ld(scale, one_scale ? 0 : k) + b);
     }
   }
 }

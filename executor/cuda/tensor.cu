@@ -241,10 +241,20 @@ __global__ void norm_kernel(NormParams p) {
   T* y = static_cast<T*>(p.y);
   const T* scale = static_cast<const T*>(p.scale);
   const T* bias = static_cast<const T*>(p.bias);
+  const T* res = static_cast<const T*>(p.r);
   for (I r = blockIdx.x * I(warps) + threadIdx.x / 32; r < rows; r += I(gridDim.x) * I(warps)) {
     const Coords<I> at(r, p.rank, p.dims);
     const I xb = at.offset(p.rank, p.x_stride), yb = at.offset(p.rank, p.y_stride);
-    auto x_at = [&](I k) { return ld(x + xb + Coords<I>(k, p.red_rank, p.red_dims).offset(p.red_rank, p.red_x_stride)); };
+    const I rb = res ? at.offset(p.rank, p.r_stride) : I(0);
+    // x, or the residual sum rounded to the storage type as the add node it stands for stores it.
+    auto x_of = [&](const Coords<I>& kc) {
+      const float v = ld(x + xb + kc.offset(p.red_rank, p.red_x_stride));
+      if (!res) return v;
+      T sum;
+      st(&sum, v + ld(res + rb + kc.offset(p.red_rank, p.red_r_stride)));
+      return ld(&sum);
+    };
+    auto x_at = [&](I k) { return x_of(Coords<I>(k, p.red_rank, p.red_dims)); };
     float mean = 0.f;
     if (p.fn == 0) {
       for (I k = lane; k < len; k += 32) mean += x_at(k);
@@ -262,8 +272,7 @@ __global__ void norm_kernel(NormParams p) {
       const Coords<I> kc(k, p.red_rank, p.red_dims);
       const float s = ld(scale + (p.scale_count == 1 ? 0 : k));
       const float b = bias ? ld(bias + (p.bias_count == 1 ? 0 : k)) : 0.f;
-      st(y + yb + kc.offset(p.red_rank, p.red_y_stride),
-         (ld(x + xb + kc.offset(p.red_rank, p.red_x_stride)) - mean) * inv * s + b);
+      st(y + yb + kc.offset(p.red_rank, p.red_y_stride), (x_of(kc) - mean) * inv * s + b);
     }
   }
 }
@@ -517,10 +526,12 @@ void launch_reduce(const ReduceParams& p, cudaStream_t stream) {
 void launch_norm(const NormParams& p, cudaStream_t stream) {
   const int64_t rows = count_of(p.rank, p.dims);
   if (rows == 0) return;
-  const int64_t* s[2] = {p.x_stride, p.y_stride};
+  const int64_t* s[3] = {p.x_stride, p.y_stride, p.r_stride};
   int64_t reach = 0;
-  for (int d = 0; d < p.red_rank; ++d) reach += (p.red_dims[d] - 1) * std::max(p.red_x_stride[d], p.red_y_stride[d]);
-  const bool small = fits32(p.rank, p.dims, s, 2) && reach < (int64_t(1) << 30) &&
+  for (int d = 0; d < p.red_rank; ++d) {
+    reach += (p.red_dims[d] - 1) * std::max({p.red_x_stride[d], p.red_y_stride[d], p.red_r_stride[d]});
+  }
+  const bool small = fits32(p.rank, p.dims, s, 3) && reach < (int64_t(1) << 30) &&
                      count_of(p.red_rank, p.red_dims) < (int64_t(1) << 31);
   const int blocks = int(std::min<int64_t>((rows + 7) / 8, 132 * 16));
   with_elem(p.elem, [&](auto t) {

@@ -91,6 +91,10 @@ struct NormParams {
   const void* scale = nullptr;
   const void* bias = nullptr;
   int64_t scale_count = 1, bias_count = 1;
+  // NormAttrs::residual: x + r is normalised (r walked with its own strides); null: x alone.
+  const void* r = nullptr;
+  int64_t r_stride[kMaxTensorDims] = {};
+  int64_t red_r_stride[kMaxTensorDims] = {};
 };
 void launch_norm(const NormParams& p, cudaStream_t stream);
 

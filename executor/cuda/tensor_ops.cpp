@@ -351,9 +351,10 @@ void plan_norm(PlanCtx& c, const Op& op, const std::vector<View>& in, const View
   const NormAttrs& a = op.as<NormAttrs>();
   const std::vector<View> ops = float_operands(c, in);
   // Scale and bias are read by their row-major index: packed copies where they are strided.
-  const View scale = c.packed(ops.at(1));
-  const View bias = ops.size() > 2 ? c.packed(ops[2]) : View{};
-  const Walk wx = walk_of(ops.at(0)), wy = walk_of(y);
+  const size_t k = size_t(a.scale_operand());
+  const View scale = c.packed(ops.at(k));
+  const View bias = ops.size() > k + 1 ? c.packed(ops[k + 1]) : View{};
+  const Walk wx = walk_of(ops.at(0)), wy = walk_of(y), wr = a.residual ? walk_of(ops.at(1)) : Walk{};
   NormParams p;
   p.elem = y.elem;
   p.fn = int(a.fn);
@@ -361,20 +362,23 @@ void plan_norm(PlanCtx& c, const Op& op, const std::vector<View>& in, const View
   p.x = ops[0].ptr;
   p.y = y.ptr;
   p.rank = wx.rank;
+  p.r = a.residual ? ops[1].ptr : nullptr;
   for (int d = 0; d < wx.rank; ++d) {
     p.x_stride[d] = wx.stride[d];
     p.y_stride[d] = wy.stride[d];
+    p.r_stride[d] = wr.stride[d];
     if (d >= a.axis) {
       p.dims[d] = 1;
       p.red_dims[p.red_rank] = wx.dims[d];
       p.red_x_stride[p.red_rank] = wx.stride[d];
+      p.red_r_stride[p.red_rank] = wr.stride[d];
       p.red_y_stride[p.red_rank++] = wy.stride[d];
     } else {
       p.dims[d] = wx.dims[d];
     }
   }
-  collapse(p.rank, p.dims, {p.x_stride, p.y_stride});
-  collapse(p.red_rank, p.red_dims, {p.red_x_stride, p.red_y_stride});
+  collapse(p.rank, p.dims, {p.x_stride, p.y_stride, p.r_stride});
+  collapse(p.red_rank, p.red_dims, {p.red_x_stride, p.red_y_stride, p.red_r_stride});
   p.scale = scale.ptr;
   p.scale_count = scale.shape.numel();
   p.bias = bias.ptr;
