@@ -46,3 +46,52 @@ TEST_CASE("general tensor ops on the GPU match the CPU reference, every math mod
     }
   }
 }
+
+// The norm op's walks: a layer norm over an image's C, H and W with a residual sum (in NHWC its
+// normalised dims are not one run of memory), and an RMS norm over W alone, against the CPU in
+// every math mode and both layouts.
+TEST_CASE("norm on the GPU matches the CPU reference: residual sums, NHWC walks, layer and RMS", "[gpu][ops][general]") {
+  REQUIRE_GPU();
+  const json j = json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "norms", "batch": 1, "height": 6, "width": 5, "dtype": "float32",
+    "input": {"name": "image", "op": "input", "channels": 4, "shape": [1, 4, 6, 5]},
+    "outputs": ["sum"],
+    "blocks": [{"name": "b", "exit": "sum", "nodes": [
+      {"name": "a", "op": "conv", "out_channels": 8, "kernel": [3, 3], "stride": [1, 1], "padding": [1, 1],
+       "dilation": [1, 1], "groups": 1, "bias": true, "activation": "none", "inputs": [["image"]], "shape": [1, 8, 6, 5]},
+      {"name": "r", "op": "conv", "out_channels": 8, "kernel": [1, 1], "stride": [1, 1], "padding": [0, 0],
+       "dilation": [1, 1], "groups": 1, "bias": true, "activation": "none", "inputs": [["image"]], "shape": [1, 8, 6, 5]},
+      {"name": "ln", "op": "norm", "fn": "layer", "axis": 1, "epsilon": 1e-5, "residual": true,
+       "inputs": [["a"], ["r"]], "constants": [{"operand": 2, "dims": [1], "dtype": "float32", "values": [1.25]}],
+       "shape": [1, 8, 6, 5]},
+      {"name": "rms", "op": "norm", "fn": "rms", "axis": 3, "epsilon": 1e-6, "inputs": [["a"]],
+       "constants": [{"operand": 1, "dims": [5], "dtype": "float32", "values": [0.5, 1.0, 1.5, 2.0, 2.5]},
+                     {"operand": 2, "dims": [5], "dtype": "float32", "values": [0.1, -0.1, 0.2, -0.2, 0.0]}],
+       "shape": [1, 8, 6, 5]},
+      {"name": "sum", "op": "add", "inputs": [["ln"], ["rms"]], "shape": [1, 8, 6, 5]}
+    ]}]})");
+  const Graph g = graph_from_json(j);
+  auto self = exec::make_self_comm();
+  const exec::GraphInputs inputs = exec::make_inputs(g, 3);
+  exec::SessionOptions cpu;
+  cpu.backend = "cpu";
+  auto ref = exec::run_reference(g, cpu, *self, inputs);
+  const int out = g.find("sum");
+  const std::vector<float> want = exec::read_values(ref->backend(), g, out);
+  for (const char* math : {"fp32", "tf32", "bf16", "fp16"}) {
+    // The convolutions before the norms round their operands in TF32 and 16-bit storage; the
+    // norms themselves compute in fp32 and keep the scale of their inputs.
+    const double tol = std::string(math) == "bf16" ? 5e-2 : std::string(math) == "fp16" ? 1e-2 : 2e-3;
+    for (const char* layout : {"nchw", "nhwc"}) {
+      exec::SessionOptions gpu;
+      gpu.backend = "cuda";
+      gpu.math = math;
+      gpu.layout = layout;
+      gpu.device = 0;
+      auto got = exec::run_reference(g, gpu, *self, inputs);
+      const gputest::Error e = gputest::compare(exec::read_values(got->backend(), g, out), want);
+      INFO("norms [" << math << ", " << layout << "]: " << e.str());
+      CHECK(e.within(tol));
+    }
+  }
+}
