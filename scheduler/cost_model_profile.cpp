@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -108,8 +109,10 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
     // Each recipe's fields have the types the backend that adopts them reads (which of them a
     // backend uses, and whether a recipe still fits, is its business).
     db.choices = root.get_object("choices");
-    for (const auto& [k, v] : db.choices.items()) {
-      const std::string at = root.child_path("choices") + "." + k;
+    // A phase split's recipe holds its inner convolution's recipe, of the same fields, once.
+    const std::function<void(const json&, const std::string&, bool)> check_recipe = [&](const json& v,
+                                                                                      const std::string& at,
+                                                                                      bool inner_ok) {
       HIOS_CHECK(v.is_object(), "%s: expected an object, got %s", at.c_str(), json_type_name(v));
       HIOS_CHECK(v.contains("impl"), "%s: a recipe names its impl", at.c_str());
       for (const auto& [f, x] : v.items()) {
@@ -121,9 +124,13 @@ ProfileDb profile_db_from_json(const json& j, const std::string& source) {
           (void)json_number(x, at + "." + f);
         } else if (f == "fused") {
           HIOS_CHECK(x.is_boolean(), "%s.fused: expected a boolean, got %s", at.c_str(), json_type_name(x));
+        } else if (f == "inner") {
+          HIOS_CHECK(inner_ok, "%s.inner: an inner recipe holds no inner recipe of its own", at.c_str());
+          check_recipe(x, at + ".inner", false);
         }
       }
-    }
+    };
+    for (const auto& [k, v] : db.choices.items()) check_recipe(v, root.child_path("choices") + "." + k, true);
   }
   if (root.has("searched")) db.searched = root.get_object("searched");
   if (root.has("pass_overhead_ms")) {

@@ -126,6 +126,16 @@ TEST_CASE("profile database: text round trip and strict reading") {
     CHECK(error_of([&] { profile_db_from_json(j); }) ==
           "$.choices.x1x3x15x15 w16x3x3x3 impl auto: expected an object, got string");
   }
+  SECTION("a phase split's inner recipe of the wrong types, or nested twice") {
+    const std::string key = "x1x8x15x15 w8x8x3x3 d12,12 impl auto";
+    j["choices"][key] = json{{"impl", "phase-split"}, {"inner", json{{"impl", "graph"}, {"config", "two"}}}};
+    CHECK(error_of([&] { profile_db_from_json(j); }).find("$.choices." + key + ".inner.config: expected an integer") == 0);
+    j["choices"][key] = json{{"impl", "phase-split"}, {"inner", json{{"impl", "phase-split"}, {"inner", json{{"impl", "graph"}}}}}};
+    CHECK(error_of([&] { profile_db_from_json(j); }) ==
+          "$.choices." + key + ".inner.inner: an inner recipe holds no inner recipe of its own");
+    j["choices"][key] = json{{"impl", "phase-split"}, {"inner", json{{"impl", "graph"}, {"config", 3}, {"ms", 0.5}}}};
+    CHECK_NOTHROW(profile_db_from_json(j));
+  }
   SECTION("malformed stage key") {
     j["stages"][0]["key"] = json::array({"not a group"});
     CHECK(error_of([&] { profile_db_from_json(j); }) == "$.stages[0].key[0]: expected an array, got string");
