@@ -338,43 +338,34 @@ PatternCounts fuse_patterns(onnx::GraphProto& g) {
     if (claim(m.nodes)) matches.push_back(std::move(m));
   }
   if (matches.empty() && norms.empty()) return {};
-  // One Gelu node where each chain's last node was: its readers come after it, and x is computed
-  // before the chain's first node.
+  // One node where each chain's last node was: its readers come after it, and its inputs are
+  // computed before the chain's first node.
   std::map<int, onnx::NodeProto> replace;
+  auto rewritten = [&](const std::string& out, const char* type, const std::vector<std::string>& inputs) {
+    const int last = ix.producer.at(out);
+    onnx::NodeProto& n = replace[last];
+    n.set_op_type(type);
+    n.set_name(g.node(last).name().empty() ? out : g.node(last).name());
+    for (const std::string& in : inputs) n.add_input(in);
+    n.add_output(out);
+    return &n;
+  };
+  auto attribute = [](onnx::NodeProto* n, const char* name, onnx::AttributeProto::AttributeType type) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(type);
+    return a;
+  };
   for (const GeluMatch& m : matches) {
-    const int last = ix.producer.at(m.out);
-    onnx::NodeProto gelu;
-    gelu.set_op_type("Gelu");
-    gelu.set_name(g.node(last).name().empty() ? m.out : g.node(last).name());
-    gelu.add_input(m.x);
-    gelu.add_output(m.out);
-    if (m.tanh) {
-      onnx::AttributeProto* a = gelu.add_attribute();
-      a->set_name("approximate");
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s("tanh");
-    }
-    replace[last] = std::move(gelu);
+    onnx::NodeProto* gelu = rewritten(m.out, "Gelu", {m.x});
+    if (m.tanh) attribute(gelu, "approximate", onnx::AttributeProto::STRING)->set_s("tanh");
   }
-  // One LayerNormalization node where each written-out norm's last node was.
   for (const NormMatch& m : norms) {
-    const int last = ix.producer.at(m.out);
-    onnx::NodeProto ln;
-    ln.set_op_type("LayerNormalization");
-    ln.set_name(g.node(last).name().empty() ? m.out : g.node(last).name());
-    ln.add_input(m.x);
-    ln.add_input(m.scale);
-    if (!m.bias.empty()) ln.add_input(m.bias);
-    ln.add_output(m.out);
-    onnx::AttributeProto* axis = ln.add_attribute();
-    axis->set_name("axis");
-    axis->set_type(onnx::AttributeProto::INT);
-    axis->set_i(m.axis);
-    onnx::AttributeProto* eps = ln.add_attribute();
-    eps->set_name("epsilon");
-    eps->set_type(onnx::AttributeProto::FLOAT);
-    eps->set_f(float(m.eps));
-    replace[last] = std::move(ln);
+    std::vector<std::string> inputs{m.x, m.scale};
+    if (!m.bias.empty()) inputs.push_back(m.bias);
+    onnx::NodeProto* ln = rewritten(m.out, "LayerNormalization", inputs);
+    attribute(ln, "axis", onnx::AttributeProto::INT)->set_i(m.axis);
+    attribute(ln, "epsilon", onnx::AttributeProto::FLOAT)->set_f(float(m.eps));
   }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> rest;
   for (int k = 0; k < g.node_size(); ++k) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -114,6 +115,21 @@ HoldWords& hold_words() {
 constexpr unsigned long long kHoldTimeoutNs = 20'000'000;
 
 }  // namespace
+
+bool measured_once(int device, const std::string& key, const std::function<bool()>& decide) {
+  static std::mutex mu;
+  static std::map<std::string, bool> decided;
+  const std::string k = std::to_string(device) + ":" + key;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = decided.find(k);
+    if (it != decided.end()) return it->second;
+  }
+  const bool yes = decide();
+  std::lock_guard<std::mutex> lock(mu);
+  decided.emplace(k, yes);
+  return yes;
+}
 
 double time_on_stream(cudaStream_t stream, const std::function<void()>& work) {
   // Each run is queued behind a kernel that holds the stream until the host has queued the

@@ -100,6 +100,11 @@ class StreamResources {
 // while planning, never inside a pass.
 double time_on_stream(cudaStream_t stream, const std::function<void()>& work);
 
+// A choice between two implementations, `decide` (which times both), made once per device and
+// key in this process and remembered: a pool's cuDNN or hios kernel, a global pool in parts or
+// whole, a resize's image kernel or general walk. The key names the problem fully.
+bool measured_once(int device, const std::string& key, const std::function<bool()>& decide);
+
 // Host fp32 values into device storage of type `elem`, and back; both have landed when they
 // return. Uploads of 16-bit storage are converted on the device through a staging buffer (fast
 // for weights); downloads copy the stored bytes and widen them on the host, which is exact and

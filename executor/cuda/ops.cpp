@@ -166,22 +166,6 @@ void plan_linear(PlanCtx& c, const Op& op, const std::string& prefix, const std:
 
 int64_t floor_window_out(int64_t in, int k, int s, int p) { return (in + 2 * int64_t(p) - k) / s + 1; }
 
-// Whether the alternative of two pool implementations measured faster (hios's kernel against
-// cuDNN's pooling, or hios's global pool in parts against whole), per device and problem.
-bool pool_alternative_faster(int device, const std::string& key, const std::function<bool()>& decide) {
-  static std::mutex mu;
-  static std::map<std::string, bool> cache;
-  const std::string k = strprintf("%d:", device) + key;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(k);
-    if (it != cache.end()) return it->second;
-  }
-  const bool tiled = decide();
-  std::lock_guard<std::mutex> lock(mu);
-  cache.emplace(k, tiled);
-  return tiled;
-}
 
 // One of hios's pool kernels: the tiled one where the window fits its tile, else the generic.
 void emit_hios_pool(PlanCtx& c, const PoolParams& pp, bool tiled_fits) {
@@ -302,7 +286,7 @@ void plan_cudnn_or_hios_pool(PlanCtx& c, const PoolAttrs& a, const PoolWindow& w
                   w.s[1], w.p[0], w.p[1], int(a.count_include_pad), x.shape.str().c_str(), (long long)pp.x_batch_stride,
                   pp.nhwc ? strprintf(" nhwc px%lld", (long long)pp.x_pixel_stride).c_str() : "");
     StreamResources& res = c.res;
-    use_hios = pool_alternative_faster(c.eng.device(), key, [&] {
+    use_hios = measured_once(c.eng.device(), "pool " + key, [&] {
       const double t_cudnn = time_on_stream(res.stream(), [&] { with_cudnn(res.cudnn()); });
       const double t_hios = time_on_stream(res.stream(), [&] {
         if (global) {
@@ -366,7 +350,7 @@ void plan_pool(PlanCtx& c, const Op& op, const std::string&, const std::vector<V
                                         x.shape.str().c_str(), (long long)gp.x_batch_stride,
                                         (long long)gp.x_pixel_stride, x.elem == Elem::F16 ? "fp16" : "bf16");
       StreamResources& res = c.res;
-      const bool in_parts = pool_alternative_faster(c.eng.device(), key, [&] {
+      const bool in_parts = measured_once(c.eng.device(), "pool " + key, [&] {
         const double t_whole = time_on_stream(res.stream(), [&] { launch_global_pool(whole, res.stream()); });
         return time_on_stream(res.stream(), [&] { launch_global_pool(gp, res.stream()); }) < t_whole;
       });

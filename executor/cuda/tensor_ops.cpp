@@ -13,8 +13,6 @@
 #include <cstring>
 #include <limits>
 #include <string>
-#include <mutex>
-#include <map>
 
 #include <cublas_v2.h>
 
@@ -415,27 +413,19 @@ void plan_softmax_axis(PlanCtx& c, const Op& op, const View& x, const View& y) {
 // Whether the image kernel measured faster than the general walk on this resize (both give the
 // same bits), per device and problem: shapes, strides, taps and type.
 bool resize_image_kernel_faster(PlanCtx& c, const ResizeParams& p) {
-  std::string key = strprintf("%d %d", c.eng.device(), int(p.elem));
+  std::string key = strprintf("resize %d", int(p.elem));
   for (int d = 0; d < p.rank; ++d) {
     key += strprintf(" %lld/%lld:%lld/%lld:%d", (long long)p.x_dims[d], (long long)p.dims[d], (long long)p.x_stride[d],
                      (long long)p.y_stride[d], p.taps[d]);
   }
-  static std::mutex mu;
-  static std::map<std::string, bool> decided;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = decided.find(key);
-    if (it != decided.end()) return it->second;
-  }
-  ResizeParams general = p, image = p;
-  general.image_kernel = 0;
-  image.image_kernel = 1;
-  const cudaStream_t st = c.res.stream();
-  const double t_general = time_on_stream(st, [&] { launch_resize(general, st); });
-  const bool faster = time_on_stream(st, [&] { launch_resize(image, st); }) < t_general;
-  std::lock_guard<std::mutex> lock(mu);
-  decided.emplace(key, faster);
-  return faster;
+  return measured_once(c.eng.device(), key, [&] {
+    ResizeParams general = p, image = p;
+    general.image_kernel = 0;
+    image.image_kernel = 1;
+    const cudaStream_t st = c.res.stream();
+    const double t_general = time_on_stream(st, [&] { launch_resize(general, st); });
+    return time_on_stream(st, [&] { launch_resize(image, st); }) < t_general;
+  });
 }
 
 // Tap tables on the host from graph/ops_tensor.hpp's resize rules, the CPU reference's own.

@@ -4,6 +4,7 @@
 // concats, gathers, casts and the extended activations, with three results. Run in every math
 // mode and both layouts; skipped on machines without a GPU.
 #include <cmath>
+#include <functional>
 
 #include "executor/comm.hpp"
 #include "executor/session.hpp"
@@ -13,22 +14,17 @@
 
 using namespace hios;
 
-TEST_CASE("general tensor ops on the GPU match the CPU reference, every math mode and layout", "[gpu][ops][general]") {
-  REQUIRE_GPU();
-  const Graph g = load_graph(std::string(HIOS_SOURCE_DIR) + "/tests/data/general-ops/general-ops.json");
+namespace {
+
+// Runs g on the CPU and then on the GPU in every math mode and both layouts, and checks each of
+// `results` against the CPU's within tolerance(math).
+void expect_gpu_matches_cpu(const Graph& g, const exec::GraphInputs& inputs, const std::vector<int>& results,
+                            const std::function<double(const std::string&)>& tolerance) {
   auto self = exec::make_self_comm();
-  const exec::GraphInputs inputs = exec::make_inputs(g, 7);
   exec::SessionOptions cpu;
   cpu.backend = "cpu";
   auto ref = exec::run_reference(g, cpu, *self, inputs);
-  REQUIRE(g.results().size() == 3);
   for (const char* math : {"fp32", "tf32", "bf16", "fp16"}) {
-    // 16-bit storage rounds every one of the ~40 tensors on the way (bf16 keeps 8 bits, fp16 11),
-    // and the layer norm and the power amplify what came before: measured on one H200, the
-    // deepest result is 5.0e-2 off in bf16 and 5.7e-3 in fp16. fp32 and TF32 differ from the
-    // host's functions by ulps (the convolutions in TF32 by their rounded operands). An indexing
-    // error is off by the values themselves (norm-wise about 1).
-    const double tol = std::string(math) == "bf16" ? 8e-2 : std::string(math) == "fp16" ? 1e-2 : 2e-3;
     for (const char* layout : {"nchw", "nhwc"}) {
       exec::SessionOptions gpu;
       gpu.backend = "cuda";
@@ -36,15 +32,30 @@ TEST_CASE("general tensor ops on the GPU match the CPU reference, every math mod
       gpu.layout = layout;
       gpu.device = 0;
       auto got = exec::run_reference(g, gpu, *self, inputs);
-      for (int v : g.results()) {
-        const std::vector<float> want = exec::read_values(ref->backend(), g, v);
-        const std::vector<float> have = exec::read_values(got->backend(), g, v);
-        const gputest::Error e = gputest::compare(have, want);
+      for (int v : results) {
+        const gputest::Error e =
+            gputest::compare(exec::read_values(got->backend(), g, v), exec::read_values(ref->backend(), g, v));
         INFO(g.nodes[size_t(v)].name << " [" << math << ", " << layout << "]: " << e.str());
-        CHECK(e.within(tol));
+        CHECK(e.within(tolerance(math)));
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("general tensor ops on the GPU match the CPU reference, every math mode and layout", "[gpu][ops][general]") {
+  REQUIRE_GPU();
+  const Graph g = load_graph(std::string(HIOS_SOURCE_DIR) + "/tests/data/general-ops/general-ops.json");
+  REQUIRE(g.results().size() == 3);
+  // 16-bit storage rounds every one of the ~40 tensors on the way (bf16 keeps 8 bits, fp16 11),
+  // and the layer norm and the power amplify what came before: measured on one H200, the
+  // deepest result is 5.0e-2 off in bf16 and 5.7e-3 in fp16. fp32 and TF32 differ from the
+  // host's functions by ulps (the convolutions in TF32 by their rounded operands). An indexing
+  // error is off by the values themselves (norm-wise about 1).
+  expect_gpu_matches_cpu(g, exec::make_inputs(g, 7), g.results(), [](const std::string& math) {
+    return math == "bf16" ? 8e-2 : math == "fp16" ? 1e-2 : 2e-3;
+  });
 }
 
 // The norm op's walks: a layer norm over an image's C, H and W with a residual sum (in NHWC its
@@ -71,27 +82,9 @@ TEST_CASE("norm on the GPU matches the CPU reference: residual sums, NHWC walks,
       {"name": "sum", "op": "add", "inputs": [["ln"], ["rms"]], "shape": [1, 8, 6, 5]}
     ]}]})");
   const Graph g = graph_from_json(j);
-  auto self = exec::make_self_comm();
-  const exec::GraphInputs inputs = exec::make_inputs(g, 3);
-  exec::SessionOptions cpu;
-  cpu.backend = "cpu";
-  auto ref = exec::run_reference(g, cpu, *self, inputs);
-  const int out = g.find("sum");
-  const std::vector<float> want = exec::read_values(ref->backend(), g, out);
-  for (const char* math : {"fp32", "tf32", "bf16", "fp16"}) {
-    // The convolutions before the norms round their operands in TF32 and 16-bit storage; the
-    // norms themselves compute in fp32 and keep the scale of their inputs.
-    const double tol = std::string(math) == "bf16" ? 5e-2 : std::string(math) == "fp16" ? 1e-2 : 2e-3;
-    for (const char* layout : {"nchw", "nhwc"}) {
-      exec::SessionOptions gpu;
-      gpu.backend = "cuda";
-      gpu.math = math;
-      gpu.layout = layout;
-      gpu.device = 0;
-      auto got = exec::run_reference(g, gpu, *self, inputs);
-      const gputest::Error e = gputest::compare(exec::read_values(got->backend(), g, out), want);
-      INFO("norms [" << math << ", " << layout << "]: " << e.str());
-      CHECK(e.within(tol));
-    }
-  }
+  // The convolutions before the norms round their operands in TF32 and 16-bit storage; the
+  // norms themselves compute in fp32 and keep the scale of their inputs.
+  expect_gpu_matches_cpu(g, exec::make_inputs(g, 3), {g.find("sum")}, [](const std::string& math) {
+    return math == "bf16" ? 5e-2 : math == "fp16" ? 1e-2 : 2e-3;
+  });
 }
