@@ -35,9 +35,6 @@ using graph_api::kUidZ;
 using graph_api::make_plan;
 using graph_api::plan_workspace;
 
-const float kOne = 1.0f;
-const float kZero = 0.0f;
-
 int act_code(Activation a) { return static_cast<int>(a); }  // kernels.hpp's codes follow the enum
 
 // The arguments hios's own kernels (depthwise, direct) share, from a problem: shared by

@@ -43,6 +43,10 @@
 
 namespace hios::cuda {
 
+// cuDNN's alpha and beta for an fp32 or 16-bit computation: y = 1 * op(x) + 0 * y.
+inline constexpr float kOne = 1.0f;
+inline constexpr float kZero = 0.0f;
+
 struct ConvProblem {
   View x;  // packed
   View y;  // packed

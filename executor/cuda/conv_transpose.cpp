@@ -46,14 +46,14 @@ struct BackwardDescs {
   BackwardDescs& operator=(const BackwardDescs&) = delete;
 };
 
-struct Choice {
+struct BackwardChoice {
   cudnnConvolutionBwdDataAlgo_t algo{};
   cudnnMathType_t math{};
   size_t workspace = 0;
 };
 std::mutex choices_mu;
-std::map<std::string, Choice>& choices() {
-  static std::map<std::string, Choice> c;
+std::map<std::string, BackwardChoice>& choices() {
+  static std::map<std::string, BackwardChoice> c;
   return c;
 }
 
@@ -103,7 +103,7 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
                                     x.nhwc() ? "nhwc" : "nchw", xs.str().c_str(), ys.str().c_str(), a.kernel[0],
                                     a.kernel[1], a.stride[0], a.stride[1], pad_h, pad_w, a.dilation[0],
                                     a.dilation[1], (long long)a.groups, c.eng.device());
-  Choice ch;
+  BackwardChoice ch;
   bool known = false;
   {
     std::lock_guard<std::mutex> lock(choices_mu);
@@ -133,7 +133,7 @@ void plan_conv_transpose(PlanCtx& c, const Op& op, const std::string& prefix, co
         const cudnnConvolutionBwdDataAlgoPerf_t& p = perf[i];
         if (p.status != CUDNN_STATUS_SUCCESS || (pass == 0 && p.determinism != CUDNN_DETERMINISTIC)) continue;
         if (math == MathMode::Fp32 && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
-        ch = Choice{p.algo, p.mathType, p.memory};
+        ch = BackwardChoice{p.algo, p.mathType, p.memory};
         picked = true;
       }
     }

@@ -19,9 +19,6 @@ namespace hios::cuda {
 
 namespace {
 
-const float kOne = 1.0f;
-const float kZero = 0.0f;
-
 // ---------------------------------------------------------------------------------------------
 // Descriptor owners. Launches capture them by shared_ptr, so a plan keeps what it uses alive.
 
@@ -700,6 +697,7 @@ constexpr std::array<CudaOpImpl, kNumOpKinds> kTable = {{
     {OpKind::Reshape, plan_reshape}, {OpKind::Concat, plan_general}, {OpKind::Slice, plan_general},
     {OpKind::Gather, plan_general}, {OpKind::Cast, plan_general}, {OpKind::Expand, plan_general},
     {OpKind::Resize, plan_general}, {OpKind::ConvTranspose, plan_conv_transpose}, {OpKind::Norm, plan_general},
+    {OpKind::Attention, plan_general},
 }};
 
 // A new OpKind without a row here fails to compile, not at run time.
