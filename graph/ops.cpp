@@ -459,6 +459,7 @@ static const std::vector<OpDef>& full_table() {
     for (OpDef& d : tensor_op_rows()) all.push_back(d);
     all.push_back(conv_transpose_op_row());
     all.push_back(norm_op_row());
+    all.push_back(attention_op_row());
     HIOS_CHECK(all.size() == size_t(kNumOpKinds), "op table: %zu rows for %d kinds", all.size(), kNumOpKinds);
     for (size_t k = 0; k < all.size(); ++k) {
       HIOS_CHECK(all[k].kind == OpKind(k), "op table: row %zu is '%s', out of OpKind order", k, all[k].name);

@@ -65,9 +65,9 @@ struct Shape {
 enum class OpKind {
   Input, Conv, Pool, Activation, Add, Mul, Identity, Sequential, Linear, Softmax, Rows, Pad,
   Join, Binary, Where, Reduce, MatMul, Transpose, Reshape, Concat, Slice, Gather, Cast, Expand, Resize,
-  ConvTranspose, Norm
+  ConvTranspose, Norm, Attention
 };
-constexpr int kNumOpKinds = 27;
+constexpr int kNumOpKinds = 28;
 
 // The element-wise functions of one operand: the activation op's, and a conv's fused epilogue
 // (None to Relu6, and HardSwish: conv_epilogue_activation). Relu6 is min(max(x, 0), 6)
@@ -243,6 +243,20 @@ struct NormAttrs {
   int scale_operand() const { return residual ? 2 : 1; }
 };
 
+// Scaled dot-product attention over the last two dims: softmax(scale * Q K^T + mask) V, the
+// softmax over the keys. Operands Q [..., Sq, D], K [..., Sk, D], V [..., Sk, Dv] (the same
+// leading dims: batch, heads), then with `mask` an additive float mask broadcast (NumPy, from
+// the right) to [..., Sq, Sk]; the result is [..., Sq, Dv]. `causal` drops the keys after each
+// query (key j > query i, ONNX Attention's upper-left alignment) as a mask of -infinity would.
+// A query whose every key is masked to -infinity gets NaN, as the softmax it stands for does.
+// The importer's pattern pass turns both PyTorch exporters' MatMul-Scale-Softmax-MatMul chains
+// into ONNX's Attention, and that into this op.
+struct AttentionAttrs {
+  double scale = 1;
+  bool causal = false;
+  bool mask = false;
+};
+
 // NumPy matmul of operands A and B (rank >= 1, batch dims broadcast), then alpha * it plus an
 // optional third operand C (broadcast to the result) times beta: ONNX's MatMul and Gemm.
 struct MatMulAttrs {
@@ -324,7 +338,7 @@ struct ConvTransposeAttrs {
 using Attrs = std::variant<std::monostate, InputAttrs, ConvAttrs, PoolAttrs, ActivationAttrs, LinearAttrs,
                            SequentialAttrs, RowsAttrs, PadAttrs, SoftmaxAttrs, BinaryAttrs, ReduceAttrs, MatMulAttrs,
                            TransposeAttrs, ReshapeAttrs, ConcatAttrs, SliceAttrs, GatherAttrs, CastAttrs, ExpandAttrs,
-                           TensorInputAttrs, ResizeAttrs, ConvTransposeAttrs, NormAttrs>;
+                           TensorInputAttrs, ResizeAttrs, ConvTransposeAttrs, NormAttrs, AttentionAttrs>;
 
 struct Op {
   OpKind kind = OpKind::Identity;

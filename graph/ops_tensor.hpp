@@ -18,6 +18,8 @@ std::vector<OpDef> tensor_op_rows();
 OpDef conv_transpose_op_row();
 // The row of OpKind::Norm (graph/ops_tensor.cpp).
 OpDef norm_op_row();
+// The row of OpKind::Attention (graph/ops_attention.cpp).
+OpDef attention_op_row();
 // The elements one norm normalises together (the product of x's dims from the axis on).
 int64_t norm_length(const NormAttrs& a, const Shape& x);
 // Whether a norm's scale or bias `s` fits input x normalised from `axis`: one value, or the

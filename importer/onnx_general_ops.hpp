@@ -480,6 +480,7 @@ struct GeneralOps {
   // (x - mean) / sqrt(var + eps) over `axes`, then * scale + bias (operands k_scale, k_bias).
   int normalize(Operand x, const std::vector<int>& axes, double eps, int k_scale, int k_bias, const Shape& affine, int mean_out = -1, int inv_out = -1);
   void layer_norm();
+  void attention();
   void instance_norm();
   void batch_norm();
   void mvn();

@@ -694,6 +694,10 @@ OnnxImport import_onnx(const OnnxImportOptions& options) {
     r.folded.push_back(strprintf("%d layer norm%s written out as one LayerNormalization", fused.layer_norms,
                                  fused.layer_norms == 1 ? "" : "s"));
   }
+  if (fused.attentions > 0) {
+    r.folded.push_back(strprintf("%d attention%s written out (MatMul, scale, mask, Softmax, MatMul) as one Attention",
+                                 fused.attentions, fused.attentions == 1 ? "" : "s"));
+  }
   return r;
 }
 

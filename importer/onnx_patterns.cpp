@@ -311,6 +311,118 @@ bool match_layer_norm(const onnx::GraphProto& g, const GraphIndex& ix, int mean_
   return true;
 }
 
+// A matched attention chain: softmax(scale * Q K^T + mask) V, as both PyTorch exporters write
+// it. The nodes to remove, Q, the tensor K^T is a transpose of (`k_source`, with `k_perm` the
+// permutation giving K itself; empty when it is K), V, the mask (may be empty), the scale and the
+// value the last product writes.
+struct AttentionMatch {
+  std::vector<int> nodes;
+  std::string q, k_source, v, mask, out, k_transposed;
+  std::vector<int64_t> k_perm;
+  double scale = 1;
+  int rank = 0;  // of the scores (K^T's transpose says it)
+};
+
+// Value times a scalar constant (Mul either way round, Div by it): the other operand and the
+// factor, else empty.
+std::string scaled_operand(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& value, double* factor) {
+  const onnx::NodeProto* n = node_of(g, ix, value);
+  if (!n || !n->domain().empty() || n->input_size() != 2 || ix.uses.at(value) != 1) return "";
+  double c = 0;
+  if (n->op_type() == "Div" && scalar_value(g, ix, n->input(1), &c) && c != 0) {
+    *factor = 1 / c;
+    return n->input(0);
+  }
+  if (n->op_type() != "Mul") return "";
+  for (int k = 0; k < 2; ++k) {
+    if (scalar_value(g, ix, n->input(1 - k), &c)) {
+      *factor = c;
+      return n->input(k);
+    }
+  }
+  return "";
+}
+
+// scale * Q K^T, ending at value `scores`: an optional Mul or Div by a constant, then the
+// MatMul of Q and K^T, each optionally scaled too (the SDPA decomposition's form), with K^T a
+// Transpose. Appends its nodes to m->nodes and sets q, k and the scale.
+bool match_scaled_product(const onnx::GraphProto& g, const GraphIndex& ix, std::string scores, AttentionMatch* m) {
+  double factor = 1;
+  if (std::string inner = scaled_operand(g, ix, scores, &factor); !inner.empty()) {
+    m->nodes.push_back(ix.producer.at(scores));
+    m->scale *= factor;
+    scores = inner;
+  }
+  const onnx::NodeProto* qk = node_of(g, ix, scores);
+  if (!qk || qk->op_type() != "MatMul" || !qk->domain().empty() || qk->input_size() != 2 || ix.uses.at(scores) != 1) {
+    return false;
+  }
+  m->nodes.push_back(ix.producer.at(scores));
+  std::string q = qk->input(0), kt = qk->input(1);
+  for (std::string* operand : {&q, &kt}) {
+    double f = 1;
+    if (std::string inner = scaled_operand(g, ix, *operand, &f); !inner.empty()) {
+      m->nodes.push_back(ix.producer.at(*operand));
+      m->scale *= f;
+      *operand = inner;
+    }
+  }
+  const onnx::NodeProto* t = node_of(g, ix, kt);
+  if (!t || t->op_type() != "Transpose" || !t->domain().empty() || t->input_size() != 1 || ix.uses.at(kt) != 1) return false;
+  std::vector<int64_t> perm;
+  for (const auto& a : t->attribute()) {
+    if (a.name() == "perm") perm.assign(a.ints().begin(), a.ints().end());
+  }
+  if (perm.size() < 2 || perm.size() > 8) return false;
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);  // K: K^T with its last two dims swapped back
+  bool identity = true;
+  for (size_t d = 0; d < perm.size(); ++d) identity = identity && perm[d] == int64_t(d);
+  m->nodes.push_back(ix.producer.at(kt));
+  m->rank = int(perm.size());
+  m->k_transposed = kt;
+  m->k_source = t->input(0);
+  if (!identity) m->k_perm = perm;
+  m->q = q;
+  return std::isfinite(m->scale);
+}
+
+// From a Softmax over the last axis (-1, or the scores' rank less one: before opset 13 a softmax
+// at the last axis is one over it too): its sole reader, the product with V, and its input, the
+// scaled product (match_scaled_product), or that plus a mask in either order.
+bool match_attention(const onnx::GraphProto& g, const GraphIndex& ix, int softmax_index, AttentionMatch* m) {
+  const onnx::NodeProto& sm = g.node(softmax_index);
+  if (sm.op_type() != "Softmax" || !sm.domain().empty() || sm.input_size() != 1 || sm.output_size() != 1) return false;
+  int64_t axis = 1 << 20;  // absent: opset 13's -1 or older opsets' 1, which this pass cannot tell apart
+  for (const auto& a : sm.attribute()) {
+    if (a.name() == "axis") axis = a.i();
+  }
+  if (axis != -1 && (axis < 1 || axis > 7)) return false;
+  m->nodes = {softmax_index};
+  const onnx::NodeProto* pv = sole_reader(g, ix, sm.output(0), &m->nodes);
+  if (!pv || pv->op_type() != "MatMul" || !pv->domain().empty() || pv->input_size() != 2 || pv->input(0) != sm.output(0) ||
+      pv->input(1) == sm.output(0)) {
+    return false;
+  }
+  m->v = pv->input(1);
+  m->out = pv->output(0);
+  auto over_last = [&] { return axis == -1 || axis == m->rank - 1; };
+  const std::string scores = sm.input(0);
+  const AttentionMatch head = *m;
+  if (match_scaled_product(g, ix, scores, m)) return over_last();
+  const onnx::NodeProto* add = node_of(g, ix, scores);
+  if (!add || add->op_type() != "Add" || !add->domain().empty() || add->input_size() != 2 || ix.uses.at(scores) != 1 ||
+      add->input(0) == add->input(1)) {
+    return false;
+  }
+  for (int k = 0; k < 2; ++k) {
+    *m = head;
+    m->nodes.push_back(ix.producer.at(scores));
+    m->mask = add->input(1 - k);
+    if (match_scaled_product(g, ix, add->input(k), m)) return over_last();
+  }
+  return false;
+}
+
 }  // namespace
 
 PatternCounts fuse_patterns(onnx::GraphProto& g) {
@@ -319,6 +431,7 @@ PatternCounts fuse_patterns(onnx::GraphProto& g) {
   const GraphIndex ix(g);
   std::vector<GeluMatch> matches;
   std::vector<NormMatch> norms;
+  std::vector<AttentionMatch> attentions;
   std::set<int> taken;
   auto claim = [&](const std::vector<int>& nodes) {
     for (int k : nodes) {
@@ -328,6 +441,11 @@ PatternCounts fuse_patterns(onnx::GraphProto& g) {
     return true;
   };
   for (int i = 0; i < g.node_size(); ++i) {
+    AttentionMatch am;
+    if (match_attention(g, ix, i, &am)) {
+      if (claim(am.nodes)) attentions.push_back(std::move(am));
+      continue;
+    }
     NormMatch nm;
     if (match_layer_norm(g, ix, i, &nm)) {
       if (claim(nm.nodes)) norms.push_back(std::move(nm));
@@ -337,7 +455,7 @@ PatternCounts fuse_patterns(onnx::GraphProto& g) {
     if (!match_gelu_erf(g, ix, i, &m) && !(m = GeluMatch{}, match_gelu_tanh(g, ix, i, &m))) continue;
     if (claim(m.nodes)) matches.push_back(std::move(m));
   }
-  if (matches.empty() && norms.empty()) return {};
+  if (matches.empty() && norms.empty() && attentions.empty()) return {};
   // One node where each chain's last node was: its readers come after it, and its inputs are
   // computed before the chain's first node.
   std::map<int, onnx::NodeProto> replace;
@@ -367,6 +485,23 @@ PatternCounts fuse_patterns(onnx::GraphProto& g) {
     attribute(ln, "axis", onnx::AttributeProto::INT)->set_i(m.axis);
     attribute(ln, "epsilon", onnx::AttributeProto::FLOAT)->set_f(float(m.eps));
   }
+  for (const AttentionMatch& m : attentions) {
+    // K from the tensor K^T was transposed from, where that transpose was (its input is
+    // computed before it), unless the two transposes cancel.
+    std::string k = m.k_source;
+    if (!m.k_perm.empty()) {
+      k = m.k_transposed + ".k";
+      onnx::NodeProto* t = rewritten(m.k_transposed, "Transpose", {m.k_source});
+      t->set_output(0, k);
+      t->set_name(t->name() + ".k");
+      onnx::AttributeProto* perm = attribute(t, "perm", onnx::AttributeProto::INTS);
+      for (int64_t d : m.k_perm) perm->add_ints(d);
+    }
+    std::vector<std::string> inputs{m.q, k, m.v};
+    if (!m.mask.empty()) inputs.push_back(m.mask);
+    onnx::NodeProto* at = rewritten(m.out, "Attention", inputs);
+    attribute(at, "scale", onnx::AttributeProto::FLOAT)->set_f(float(m.scale));
+  }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> rest;
   for (int k = 0; k < g.node_size(); ++k) {
     if (auto r = replace.find(k); r != replace.end()) {
@@ -376,7 +511,7 @@ PatternCounts fuse_patterns(onnx::GraphProto& g) {
     }
   }
   g.mutable_node()->Swap(&rest);
-  return {int(matches.size()), int(norms.size())};
+  return {int(matches.size()), int(norms.size()), int(attentions.size())};
 }
 
 }  // namespace hios::importer

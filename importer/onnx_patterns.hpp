@@ -5,7 +5,10 @@
 // and so one activation on every backend instead of five to nine element-wise passes; and layer
 // norm written out as the TorchScript exporter writes nn.LayerNorm (ReduceMean, Sub, Pow,
 // ReduceMean, Add, Sqrt, Div, Mul, Add), which becomes one LayerNormalization node, and so one
-// norm node (graph/ops.hpp, NormAttrs) instead of nine.
+// norm node (graph/ops.hpp, NormAttrs) instead of nine; and attention, softmax(scale * Q K^T +
+// mask) V with K^T a transpose and the scale a Mul or Div by a constant (on the product, or on
+// Q and K^T each, as the SDPA decomposition writes it), which becomes ONNX's Attention, and so
+// one attention node instead of four to seven.
 #pragma once
 
 #include "importer/onnx_model.hpp"
@@ -16,6 +19,7 @@ namespace hios::importer {
 struct PatternCounts {
   int gelus = 0;
   int layer_norms = 0;
+  int attentions = 0;
 };
 PatternCounts fuse_patterns(onnx::GraphProto& g);
 

@@ -75,6 +75,50 @@ void GeneralOps::layer_norm() {
             n.output_size() > 2 ? 2 : -1);
 }
 
+// ONNX's Attention (opset 23) with Q, K and V of one rank and one head count (4-D: batch, heads,
+// sequence, head size; the pattern pass also writes other ranks): one attention node
+// (graph/ops.hpp, AttentionAttrs). A bool mask (true: attend) becomes the additive mask 0 or
+// -infinity first; a float mask is added as it is. The 3-D form (q_num_heads), past keys and
+// values, the soft cap, the optional outputs and grouped heads are refused by name.
+void GeneralOps::attention() {
+  const Shape q = shape(0), k = shape(1), v = shape(2);
+  if (at.i("q_num_heads", 0) != 0 || at.i("kv_num_heads", 0) != 0) {
+    Importer::refused("takes Q, K and V with their heads in the hidden dim (q_num_heads), which is not supported");
+  }
+  if (q.rank < 2 || k.rank != q.rank || v.rank != q.rank) {
+    Importer::refused(strprintf("takes Q, K and V of one rank (batch, heads, sequence, head size), got %s, %s and %s",
+                                q.str().c_str(), k.str().c_str(), v.str().c_str()));
+  }
+  if (q.rank == 4 && (k.dim(1) != q.dim(1) || v.dim(1) != q.dim(1))) {
+    Importer::refused(strprintf("groups %lld query heads over %lld key heads; only equal head counts are supported",
+                                (long long)q.dim(1), (long long)k.dim(1)));
+  }
+  if (has(4) || has(5)) Importer::refused("reads past keys and values (a key-value cache), which are not supported");
+  for (int o = 1; o < n.output_size(); ++o) {
+    if (!n.output(o).empty()) Importer::refused(strprintf("output %d is read; only Y is supported", o));
+  }
+  if (at.f("softcap", 0.0f) != 0.0f) Importer::refused("has a soft cap, which is not supported");
+  AttentionAttrs a;
+  a.scale = at.f("scale", float(1.0 / std::sqrt(double(q.dim(q.rank - 1)))));
+  a.causal = at.i("is_causal", 0) != 0;
+  std::vector<Operand> ops{in(0), in(1), in(2)};
+  if (has(3)) {
+    Operand mask = in(3);
+    const DType t = im.operand_dtype(ops[0]);
+    if (im.operand_dtype(mask) == DType::Bool) {
+      mask = val(emit(make_op(OpKind::Where), {mask, scalar(0.0, t), scalar(-INFINITY, t)}, -1, ".mask"));
+    } else if (!is_float(im.operand_dtype(mask))) {
+      Importer::refused(strprintf("has a mask of %s values (bool or float)", dtype_name(im.operand_dtype(mask))));
+    }
+    ops.push_back(mask);
+    a.mask = true;
+  }
+  unify(ops);
+  Op op = make_op(OpKind::Attention);
+  op.attrs = a;
+  emit(std::move(op), ops);
+}
+
 void GeneralOps::instance_norm() {
   Operand x = in(0);
   const Shape s = im.operand_shape(x);

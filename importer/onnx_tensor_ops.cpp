@@ -208,6 +208,7 @@ bool Importer::general(const onnx::NodeProto& n) {
       {"Shape", F([](GeneralOps& g) { g.shape_op(); })},
       {"Size", F([](GeneralOps& g) { g.size_op(); })},
       {"LayerNormalization", F([](GeneralOps& g) { g.layer_norm(); })},
+      {"Attention", F([](GeneralOps& g) { g.attention(); })},
       {"InstanceNormalization", F([](GeneralOps& g) { g.instance_norm(); })},
       {"BatchNormalization", F([](GeneralOps& g) { g.batch_norm(); })},
       {"MeanVarianceNormalization", F([](GeneralOps& g) { g.mvn(); })},

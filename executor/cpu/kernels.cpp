@@ -389,7 +389,7 @@ constexpr KernelEntry kKernels[] = {
     {OpKind::Reduce, k_general},    {OpKind::MatMul, k_general},     {OpKind::Transpose, k_general},
     {OpKind::Reshape, k_general},   {OpKind::Concat, k_general},     {OpKind::Slice, k_general},
     {OpKind::Gather, k_general},    {OpKind::Cast, k_general},       {OpKind::Expand, k_general},
-    {OpKind::Resize, k_general},    {OpKind::ConvTranspose, k_conv_transpose}, {OpKind::Norm, k_general},
+    {OpKind::Resize, k_general},    {OpKind::ConvTranspose, k_conv_transpose}, {OpKind::Norm, k_general}, {OpKind::Attention, k_general},
 };
 static_assert(std::size(kKernels) == kNumOpKinds, "the CPU kernel table must have one entry per OpKind");
 

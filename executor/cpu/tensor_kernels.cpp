@@ -651,6 +651,7 @@ void run_tensor_op(const Op& op, const std::vector<TensorArg>& in, const TensorO
     case OpKind::Expand: fn = k_expand; break;
     case OpKind::Resize: fn = k_resize; break;
     case OpKind::Norm: fn = k_norm; break;
+    case OpKind::Attention: fn = attention; break;
     default: throw_error("cpu backend: %s has no tensor kernel", op_def(op.kind).name);
   }
   fn(op, in, out);

@@ -29,6 +29,9 @@ struct TensorOut {
 // Runs a general op (OpDef::general), or an activation or softmax, on operands in operand order.
 void run_tensor_op(const Op& op, const std::vector<TensorArg>& in, const TensorOut& out);
 
+// The attention op (executor/cpu/attention_kernel.cpp): operands q, k, v[, mask] in float32.
+void attention(const Op& op, const std::vector<TensorArg>& in, const TensorOut& out);
+
 // One element of an activation (any function, its alpha and beta), in double.
 double activate(const ActivationAttrs& a, double x);
 

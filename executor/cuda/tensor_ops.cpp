@@ -489,10 +489,44 @@ View row_major_of(PlanCtx& c, const View& v) {
 
 cudaDataType_t cublas_type(Elem e) { return e == Elem::F16 ? CUDA_R_16F : e == Elem::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-// NumPy matmul (and Gemm's transposes, alpha and beta times an addend) as one strided batched
-// cuBLAS call. cuBLAS is column-major: a row-major M x N product Y = A B is the column-major
-// N x M product Y^T = B^T A^T, so B goes first. Each operand's batch is the result's or one
-// matrix for all (stride 0); other broadcasts are refused.
+// A row-major batched product Y = alpha * op(A) op(B) + beta * Y, `count` times, as one strided
+// batched cuBLAS call. cuBLAS is column-major: a row-major M x N product Y = A B is the
+// column-major N x M product Y^T = B^T A^T, so B goes first. A stride of 0 reuses one matrix.
+struct Gemm {
+  const void *a = nullptr, *b = nullptr;
+  void* y = nullptr;
+  int64_t m = 0, n = 0, k = 0, count = 1;
+  bool trans_a = false, trans_b = false;
+  long long stride_a = 0, stride_b = 0;  // elements; Y's is m * n
+  float alpha = 1, beta = 0;
+  Elem elem = Elem::F32;
+};
+void emit_gemm(PlanCtx& c, const Gemm& g) {
+  HIOS_CHECK(g.m < (int64_t(1) << 31) && g.n < (int64_t(1) << 31) && g.k < (int64_t(1) << 31) &&
+                 g.count < (int64_t(1) << 31),
+             "node '%s': a matrix product of %lld x %lld by %lld x %lld is past cuBLAS's int sizes", c.node_name.c_str(),
+             (long long)g.m, (long long)g.k, (long long)g.k, (long long)g.n);
+  if (c.dry) return;
+  c.res.cublas();  // made now, not inside a capture
+  const cublasComputeType_t compute = c.eng.math() == MathMode::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t type = cublas_type(g.elem);
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ld_b = int(g.trans_b ? g.k : g.n), ld_a = int(g.trans_a ? g.m : g.k), ld_y = int(g.n);
+  const long long stride_y = g.m * g.n, stride_a = g.stride_a, stride_b = g.stride_b;
+  const int M = int(g.m), N = int(g.n), K = int(g.k), count = int(g.count);
+  const float alpha = g.alpha, beta = g.beta;
+  const void *pa = g.a, *pb = g.b;
+  void* py = g.y;
+  c.emit([=](StreamResources& r) {
+    HIOS_CUBLAS_CHECK(cublas_api().gemm_strided_batched(r.cublas(), op_b, op_a, N, M, K, &alpha, pb, type, ld_b, stride_b,
+                                                        pa, type, ld_a, stride_a, &beta, py, type, ld_y, stride_y, count,
+                                                        compute, CUBLAS_GEMM_DEFAULT));
+  });
+}
+
+// NumPy matmul (and Gemm's transposes, alpha and beta times an addend) as one batched product
+// (emit_gemm). Each operand's batch is the result's or one matrix for all (stride 0); other
+// broadcasts are refused.
 void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
   const MatMulAttrs& a = op.as<MatMulAttrs>();
   const std::vector<View> raw = float_operands(c, in);
@@ -508,9 +542,6 @@ void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch)) {
     refuse_general(c, "a matmul whose operands' batch dims broadcast partly");
   }
-  HIOS_CHECK(m < (int64_t(1) << 31) && n < (int64_t(1) << 31) && k < (int64_t(1) << 31) && batch < (int64_t(1) << 31),
-             "node '%s': a matmul of %lld x %lld by %lld x %lld is past cuBLAS's int sizes", c.node_name.c_str(),
-             (long long)m, (long long)k, (long long)k, (long long)n);
   // The result where cuBLAS can write it: y, or row-major scratch copied into y afterwards.
   const bool direct = row_major(y);
   View out = y;
@@ -524,24 +555,106 @@ void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
     plan_pointwise(c, {raw[2]}, out, MapFn::Copy, 0, 0, 0);
     beta = float(a.beta);
   }
-  const float alpha = float(a.alpha);
-  const MathMode math = c.eng.math();
-  const cublasComputeType_t compute = math == MathMode::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  const cudaDataType_t type = cublas_type(y.elem);
-  const cublasOperation_t op_b = a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int ld_b = int(a.trans_b ? k : n), ld_a = int(a.trans_a ? m : k), ld_y = int(n);
-  const long long stride_b = bb == 1 ? 0 : k * n, stride_a = ba == 1 ? 0 : m * k, stride_y = m * n;
-  if (!c.dry) {
-    c.res.cublas();  // made now, not inside a capture
-    const void *pa = A.ptr, *pb = B.ptr;
-    void* py = out.ptr;
-    const int M = int(m), N = int(n), K = int(k), count = int(batch);
-    c.emit([=](StreamResources& r) {
-      HIOS_CUBLAS_CHECK(cublas_api().gemm_strided_batched(r.cublas(), op_b, op_a, N, M, K, &alpha, pb, type, ld_b, stride_b, pa,
-                                                   type, ld_a, stride_a, &beta, py, type, ld_y, stride_y, count, compute,
-                                                   CUBLAS_GEMM_DEFAULT));
-    });
+  Gemm g;
+  g.a = A.ptr;
+  g.b = B.ptr;
+  g.y = out.ptr;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.trans_a = a.trans_a;
+  g.trans_b = a.trans_b;
+  g.stride_a = ba == 1 ? 0 : m * k;
+  g.stride_b = bb == 1 ? 0 : k * n;
+  g.count = batch;
+  g.alpha = float(a.alpha);
+  g.beta = beta;
+  g.elem = y.elem;
+  emit_gemm(c, g);
+  if (!direct) {
+    const Walk wo = walk_of(out), wy = walk_of(y);
+    plan_copy(c, out.ptr, wo.stride, y.ptr, wy.stride, wy.rank, wy.dims, y.elem, 0);
   }
+}
+
+// Attention (graph/ops.hpp, AttentionAttrs) as the chain it replaces, in one node: the scores
+// scale * Q K^T by one batched product into row-major scratch, the mask and the causal mask
+// (a table of 0 and -infinity, made once per shape) added in place, the softmax over the keys in
+// place (a warp reads its line before it writes it), then the product with V.
+void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  const AttentionAttrs& a = op.as<AttentionAttrs>();
+  const std::vector<View> raw = float_operands(c, in);
+  const View Q = row_major_of(c, raw.at(0)), K = row_major_of(c, raw.at(1)), V = row_major_of(c, raw.at(2));
+  const int r = Q.shape.rank;
+  const int64_t sq = Q.shape.dim(r - 2), sk = K.shape.dim(r - 2), d = Q.shape.dim(r - 1), dv = V.shape.dim(r - 1);
+  const int64_t batch = Q.shape.numel() / (sq * d);
+  Shape score_shape = Q.shape;
+  score_shape.dim(r - 1) = sk;
+  View scores = c.scratch(score_shape);
+  scores.layout = Layout::Nchw;
+  scores.pixel_stride = 0;
+  Gemm qk;
+  qk.a = Q.ptr;
+  qk.b = K.ptr;
+  qk.y = scores.ptr;
+  qk.m = sq;
+  qk.n = sk;
+  qk.k = d;
+  qk.trans_b = true;
+  qk.stride_a = sq * d;
+  qk.stride_b = sk * d;
+  qk.count = batch;
+  qk.alpha = float(a.scale);
+  qk.elem = y.elem;
+  emit_gemm(c, qk);
+  const int add = int(BinaryFn::Add);
+  if (a.mask) plan_pointwise(c, {scores, raw.at(3)}, scores, MapFn::Binary, add, 0, 0);
+  if (a.causal) {
+    const Shape tri = Shape::of({sq, sk});
+    const size_t bytes = size_t(sq * sk) * elem_bytes(y.elem);
+    void* table = nullptr;
+    if (!c.dry) {
+      std::vector<uint8_t> host(bytes);
+      for (int64_t i = 0; i < sq; ++i) {
+        for (int64_t j = 0; j < sk; ++j) {
+          const float v = j > i ? -INFINITY : 0.0f;
+          const size_t at = size_t(i * sk + j);
+          if (y.elem == Elem::F32) {
+            std::memcpy(host.data() + at * 4, &v, 4);
+          } else {
+            const uint16_t h = y.elem == Elem::F16 ? float_to_half(v) : float_to_bfloat16(v);
+            std::memcpy(host.data() + at * 2, &h, 2);
+          }
+        }
+      }
+      table = const_cast<void*>(c.eng.table(strprintf("causal %lldx%lld %d", (long long)sq, (long long)sk, int(y.elem)),
+                                            host.data(), bytes));
+    }
+    plan_pointwise(c, {scores, whole_view(table, tri, Layout::Nchw, y.elem)}, scores, MapFn::Binary, add, 0, 0);
+  }
+  Op softmax;
+  softmax.kind = OpKind::Softmax;
+  softmax.attrs = SoftmaxAttrs{SoftmaxFn::Softmax, r - 1};
+  plan_softmax_axis(c, softmax, scores, scores);
+  const bool direct = row_major(y);
+  View out = y;
+  if (!direct) {
+    out = c.scratch(y.shape);
+    out.layout = Layout::Nchw;
+    out.pixel_stride = 0;
+  }
+  Gemm pv;
+  pv.a = scores.ptr;
+  pv.b = V.ptr;
+  pv.y = out.ptr;
+  pv.m = sq;
+  pv.n = dv;
+  pv.k = sk;
+  pv.stride_a = sq * sk;
+  pv.stride_b = sk * dv;
+  pv.count = batch;
+  pv.elem = y.elem;
+  emit_gemm(c, pv);
   if (!direct) {
     const Walk wo = walk_of(out), wy = walk_of(y);
     plan_copy(c, out.ptr, wo.stride, y.ptr, wy.stride, wy.rank, wy.dims, y.elem, 0);
@@ -571,6 +684,7 @@ void plan_general(PlanCtx& c, const Op& op, const std::string&, const std::vecto
     case OpKind::Resize: return plan_resize(c, op, in, y);
     case OpKind::MatMul: return plan_matmul(c, op, in, y);
     case OpKind::Norm: return plan_norm(c, op, in, y);
+    case OpKind::Attention: return plan_attention(c, op, in, y);
     case OpKind::Where: return refuse_general(c, "where (bool tensors)");
     default: return refuse_general(c, op_def(op.kind).name);
   }

@@ -1,8 +1,9 @@
 // The general tensor ops on the GPU against the CPU reference: one imported model
 // (tests/data/general-ops/, made by its make_model.py) that reaches resize, a layer norm, broadcasting
 // binaries, reductions, transposes, reshapes between layouts, softmax on the last axis, slices,
-// concats, gathers, casts and the extended activations, with three results. Run in every math
-// mode and both layouts; skipped on machines without a GPU.
+// concats, gathers, casts and the extended activations, with three results; then the norm and
+// attention ops on graphs written here. Run in every math mode and both layouts; skipped on
+// machines without a GPU.
 #include <cmath>
 #include <functional>
 
@@ -86,5 +87,33 @@ TEST_CASE("norm on the GPU matches the CPU reference: residual sums, NHWC walks,
   // norms themselves compute in fp32 and keep the scale of their inputs.
   expect_gpu_matches_cpu(g, exec::make_inputs(g, 3), {g.find("sum")}, [](const std::string& math) {
     return math == "bf16" ? 5e-2 : math == "fp16" ? 1e-2 : 2e-3;
+  });
+}
+
+// The attention op: Q the image (4 heads of 8 queries by 16), K a convolution of it and V its
+// tanh (in NHWC neither is row-major, so both are gathered first), once with a mask broadcast
+// along heads and queries and once causal, against the CPU in every math mode and both layouts.
+TEST_CASE("attention on the GPU matches the CPU reference: masked and causal, both layouts", "[gpu][ops][general]") {
+  REQUIRE_GPU();
+  const json j = json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "attention", "batch": 1, "height": 8, "width": 16, "dtype": "float32",
+    "input": {"name": "image", "op": "input", "channels": 4, "shape": [1, 4, 8, 16]},
+    "outputs": ["sum"],
+    "blocks": [{"name": "b", "exit": "sum", "nodes": [
+      {"name": "k", "op": "conv", "out_channels": 4, "kernel": [1, 1], "stride": [1, 1], "padding": [0, 0],
+       "dilation": [1, 1], "groups": 1, "bias": true, "activation": "none", "inputs": [["image"]], "shape": [1, 4, 8, 16]},
+      {"name": "v", "op": "activation", "activation": "tanh", "inputs": [["image"]], "shape": [1, 4, 8, 16]},
+      {"name": "masked", "op": "attention", "scale": 0.25, "mask": true, "inputs": [["image"], ["k"], ["v"]],
+       "constants": [{"operand": 3, "dims": [1, 8], "dtype": "float32", "values": [0, -1e30, 0.5, 0, -2, 0, 1, -1e30]}],
+       "shape": [1, 4, 8, 16]},
+      {"name": "causal", "op": "attention", "scale": 0.25, "causal": true, "inputs": [["image"], ["k"], ["v"]],
+       "shape": [1, 4, 8, 16]},
+      {"name": "sum", "op": "add", "inputs": [["masked"], ["causal"]], "shape": [1, 4, 8, 16]}
+    ]}]})");
+  const Graph g = graph_from_json(j);
+  // The scores round to the storage type before the softmax, as the chain of nodes the op
+  // replaces stores them; fp32 and TF32 keep the convolution's rounding alone.
+  expect_gpu_matches_cpu(g, exec::make_inputs(g, 5), {g.find("sum")}, [](const std::string& math) {
+    return math == "bf16" ? 5e-2 : math == "fp16" ? 1e-2 : math == "tf32" ? 5e-3 : 2e-3;
   });
 }

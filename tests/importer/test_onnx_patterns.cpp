@@ -1,5 +1,6 @@
 // The importer's pattern rewrites (importer/onnx_patterns.hpp) on graphs built here: GELU in
-// the erf forms the exporters write becomes one Gelu node; near misses stay as they are.
+// its erf and tanh forms, layer norm and attention as the exporters write them become one node
+// each; near misses stay as they are.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -227,6 +228,101 @@ TEST_CASE("import patterns: a written-out norm over mixed axes, with a centred v
     onnx::GraphProto g = norm_graph(form);
     const int before = g.node_size();
     CHECK(importer::fuse_patterns(g).layer_norms == 0);
+    CHECK(g.node_size() == before);
+  }
+}
+
+namespace {
+
+void int_attr(onnx::NodeProto* n, const char* name, int64_t v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void perm_attr(onnx::NodeProto* n, std::vector<int64_t> perm) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name("perm");
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : perm) a->add_ints(x);
+}
+
+// q, k (batch, sequence, heads, size), v and mask in; attention written out -> y, as `form`
+// writes it: 0 TorchScript's BERT (K^T = Transpose(k, [0,2,3,1]), Div by sqrt(d), Add of the
+// mask); 1 the SDPA decomposition (K^T = Transpose(kh, [0,1,3,2]) of heads-first K, Q and K^T
+// each times sqrt(scale), the mask added first); 2 no mask, Mul by the scale, Softmax over axis
+// 3 (the last, as opset 9 writes it); near misses: 3 the scores also a graph output, 4 Softmax
+// over axis 1, 5 K^T not a transpose.
+onnx::GraphProto attention_graph(int form) {
+  onnx::GraphProto g;
+  g.add_output()->set_name("y");
+  scalar(g, "root_d", 8.0f);
+  scalar(g, "scale", 0.125f);
+  scalar(g, "root_scale", float(std::sqrt(0.125)));
+  if (form == 1) {
+    add(g, "Mul", {"q", "root_scale"}, "qs");
+    perm_attr(add(g, "Transpose", {"k"}, "kt"), {0, 1, 3, 2});
+    add(g, "Mul", {"kt", "root_scale"}, "kts");
+    add(g, "MatMul", {"qs", "kts"}, "qk");
+    add(g, "Add", {"mask", "qk"}, "scores");
+  } else {
+    if (form == 5) {
+      add(g, "Relu", {"k"}, "kt");
+    } else {
+      perm_attr(add(g, "Transpose", {"k"}, "kt"), {0, 2, 3, 1});
+    }
+    add(g, "MatMul", {"q", "kt"}, "qk");
+    if (form == 2) {
+      add(g, "Mul", {"qk", "scale"}, "scores");
+    } else {
+      add(g, "Div", {"qk", "root_d"}, "qk_s");
+      add(g, "Add", {"qk_s", "mask"}, "scores");
+    }
+  }
+  int_attr(add(g, "Softmax", {"scores"}, "p"), "axis", form == 4 ? 1 : form == 2 ? 3 : -1);
+  add(g, "MatMul", {"p", "v"}, "y");
+  if (form == 3) g.add_output()->set_name("scores");
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("import patterns: both exporters' attention becomes one Attention node with the scale, K untransposed") {
+  for (int form : {0, 1, 2}) {
+    INFO("form " << form);
+    onnx::GraphProto g = attention_graph(form);
+    const importer::PatternCounts fused = importer::fuse_patterns(g);
+    CHECK(fused.attentions == 1);
+    const std::vector<std::string> want_ops =
+        form == 1 ? std::vector<std::string>{"Attention"} : std::vector<std::string>{"Transpose", "Attention"};
+    REQUIRE(op_types(g) == want_ops);
+    const onnx::NodeProto& at = g.node(g.node_size() - 1);
+    CHECK(at.input(0) == "q");
+    CHECK(at.input(2) == "v");
+    CHECK(at.input_size() == (form == 2 ? 3 : 4));
+    if (form != 2) CHECK(at.input(3) == "mask");
+    CHECK(at.output(0) == "y");
+    REQUIRE(at.attribute_size() == 1);
+    CHECK(std::fabs(at.attribute(0).f() - 0.125f) < 1e-7f);
+    if (form == 1) {
+      CHECK(at.input(1) == "k");  // the two transposes cancel
+    } else {
+      const onnx::NodeProto& t = g.node(0);
+      CHECK(t.input(0) == "k");
+      CHECK(at.input(1) == t.output(0));
+      REQUIRE(t.attribute_size() == 1);
+      CHECK(std::vector<int64_t>(t.attribute(0).ints().begin(), t.attribute(0).ints().end()) ==
+            std::vector<int64_t>{0, 2, 1, 3});
+    }
+  }
+}
+
+TEST_CASE("import patterns: attention whose scores are read elsewhere, over another axis or without a K transpose stays") {
+  for (int form : {3, 4, 5}) {
+    INFO("form " << form);
+    onnx::GraphProto g = attention_graph(form);
+    const int before = g.node_size();
+    CHECK(importer::fuse_patterns(g).attentions == 0);
     CHECK(g.node_size() == before);
   }
 }

@@ -36,6 +36,9 @@ for o in 13 17; do
   [ "$(grep -o '"op":"norm"' "b$o.json" | wc -l)" = 3 ] || fail "bert$o: not three norm nodes: $(grep folded "import$o.log")"
   [ "$o" = 17 ] || grep -q "3 layer norms written out as one LayerNormalization" "import$o.log" ||
     fail "bert$o: layer norms not fused: $(grep folded "import$o.log")"
+  # The attention (MatMul, Div, Add of the mask, Softmax, MatMul) is one attention node.
+  grep -q "1 attention written out" "import$o.log" && [ "$(grep -o '"op":"attention"' "b$o.json" | wc -l)" = 1 ] ||
+    fail "bert$o: attention not fused: $(grep folded "import$o.log")"
   # The two after a residual sum add it as they read it: no add node of their own.
   [ "$(grep -o '"residual":true' "b$o.json" | wc -l)" = 2 ] || fail "bert$o: the residual sums are not in the norms"
   "$H" schedule --graph "b$o.json" --algo hios-lp --gpus 1 -o "s1-$o.json" >/dev/null 2>&1 || fail "schedule, 1 GPU"

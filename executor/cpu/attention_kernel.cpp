@@ -1,0 +1,70 @@
+// The CPU reference of the attention op (graph/ops.hpp, AttentionAttrs): per query row, the
+// scaled scores against every key plus the mask, a softmax over them and the weighted sum of the
+// values, all in double. The softmax follows the softmax op's kernel (tensor_kernels.cpp): the
+// largest finite score is subtracted, so a row masked to -infinity throughout gives NaN, and a
+// NaN score makes its row NaN, as the chain of nodes it replaces gives.
+#include <cmath>
+#include <vector>
+
+#include "executor/cpu/tensor_kernels.hpp"
+#include "graph/error.hpp"
+#include "graph/ops_tensor.hpp"
+
+namespace hios::exec::cpu {
+
+void attention(const Op& op, const std::vector<TensorArg>& in, const TensorOut& out) {
+  const AttentionAttrs& a = op.as<AttentionAttrs>();
+  for (const TensorArg& t : in) HIOS_CHECK(t.dtype == DType::F32, "cpu backend: attention of a %s operand", dtype_name(t.dtype));
+  HIOS_CHECK(out.dtype == DType::F32, "cpu backend: attention into a %s result", dtype_name(out.dtype));
+  const Shape &qs = in[0].shape, &ks = in[1].shape, &vs = in[2].shape;
+  const int r = qs.rank;
+  const int64_t sq = qs.dim(r - 2), sk = ks.dim(r - 2), d = qs.dim(r - 1), dv = vs.dim(r - 1);
+  const int64_t batch = qs.numel() / (sq * d);
+  const float *q = static_cast<const float*>(in[0].data), *k = static_cast<const float*>(in[1].data);
+  const float* v = static_cast<const float*>(in[2].data);
+  float* y = static_cast<float*>(out.data);
+  // The mask's element strides along the scores' dims [..., Sq, Sk] (0 where it broadcasts).
+  std::vector<int64_t> mask_stride(size_t(r), 0);
+  const float* mask = nullptr;
+  if (a.mask) {
+    mask = static_cast<const float*>(in[3].data);
+    const Shape m = with_rank(in[3].shape, r);
+    int64_t acc = 1;
+    for (int dim = r - 1; dim >= 0; --dim) {
+      if (m.dim(dim) != 1) mask_stride[size_t(dim)] = acc;
+      acc *= m.dim(dim);
+    }
+  }
+  std::vector<double> score(static_cast<size_t>(sk)), acc(static_cast<size_t>(dv));
+  for (int64_t b = 0; b < batch; ++b) {
+    // The mask's offset of this batch entry: its leading index, dim by dim.
+    int64_t mask_base = 0;
+    for (int64_t rest = b, dim = r - 3; dim >= 0; --dim) {
+      mask_base += (rest % qs.dim(int(dim))) * mask_stride[size_t(dim)];
+      rest /= qs.dim(int(dim));
+    }
+    const float *qb = q + b * sq * d, *kb = k + b * sk * d, *vb = v + b * sk * dv;
+    for (int64_t i = 0; i < sq; ++i) {
+      double most = -INFINITY;
+      for (int64_t j = 0; j < sk; ++j) {
+        double s = 0;
+        for (int64_t e = 0; e < d; ++e) s += double(qb[i * d + e]) * double(kb[j * d + e]);
+        s *= a.scale;
+        if (mask) s += double(mask[mask_base + i * mask_stride[size_t(r - 2)] + j * mask_stride[size_t(r - 1)]]);
+        if (a.causal && j > i) s = -INFINITY;
+        score[size_t(j)] = s;
+        if (s > most) most = s;
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < sk; ++j) sum += std::exp(score[size_t(j)] - most);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < sk; ++j) {
+        const double p = std::exp(score[size_t(j)] - most) / sum;
+        for (int64_t e = 0; e < dv; ++e) acc[size_t(e)] += p * double(vb[j * dv + e]);
+      }
+      for (int64_t e = 0; e < dv; ++e) y[(b * sq + i) * dv + e] = float(acc[size_t(e)]);
+    }
+  }
+}
+
+}  // namespace hios::exec::cpu
