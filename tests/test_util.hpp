@@ -2,11 +2,14 @@
 // substring check that reads well inside CHECK(), and the device preset tests schedule with.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "graph/error.hpp"
 #include "graph/graph.hpp"
@@ -53,6 +56,16 @@ inline DevicePreset test_device_preset() {
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// max |got - want| / max |want|: a kernel's error against a direct double computation.
+inline double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double err = 0, top = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::fabs(double(got.at(i)) - want[i]));
+    top = std::max(top, std::fabs(want[i]));
+  }
+  return err / top;
+}
 
 // The mutation fuzzers' generator: splitmix64 from a fixed seed, so a failure reproduces.
 struct SplitMix {

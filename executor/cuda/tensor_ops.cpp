@@ -524,6 +524,38 @@ void emit_gemm(PlanCtx& c, const Gemm& g) {
   });
 }
 
+// Y = A B of `count` dense m x k and k x n matrices into m x n ones, alpha 1, nothing added.
+Gemm dense_gemm(const void* a, const void* b, void* y, int64_t m, int64_t n, int64_t k, int64_t count, Elem elem) {
+  Gemm g;
+  g.a = a;
+  g.b = b;
+  g.y = y;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.count = count;
+  g.stride_a = m * k;
+  g.stride_b = k * n;
+  g.elem = elem;
+  return g;
+}
+
+// Row-major scratch of shape s, for cuBLAS to write.
+View row_major_scratch(PlanCtx& c, const Shape& s) {
+  View v = c.scratch(s);
+  v.layout = Layout::Nchw;
+  v.pixel_stride = 0;
+  return v;
+}
+// Where a product into y is written: y itself when row-major, else scratch that
+// copy_product_into then copies into y.
+View product_target(PlanCtx& c, const View& y) { return row_major(y) ? y : row_major_scratch(c, y.shape); }
+void copy_product_into(PlanCtx& c, const View& out, const View& y) {
+  if (row_major(y)) return;
+  const Walk wo = walk_of(out), wy = walk_of(y);
+  plan_copy(c, out.ptr, wo.stride, y.ptr, wy.stride, wy.rank, wy.dims, y.elem, 0);
+}
+
 // NumPy matmul (and Gemm's transposes, alpha and beta times an addend) as one batched product
 // (emit_gemm). Each operand's batch is the result's or one matrix for all (stride 0); other
 // broadcasts are refused.
@@ -543,38 +575,19 @@ void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
     refuse_general(c, "a matmul whose operands' batch dims broadcast partly");
   }
   // The result where cuBLAS can write it: y, or row-major scratch copied into y afterwards.
-  const bool direct = row_major(y);
-  View out = y;
-  if (!direct) {
-    out = c.scratch(y.shape);
-    out.layout = Layout::Nchw;
-    out.pixel_stride = 0;
-  }
-  float beta = 0;
+  const View out = product_target(c, y);
+  Gemm g = dense_gemm(A.ptr, B.ptr, out.ptr, m, n, k, batch, y.elem);
   if (raw.size() > 2) {  // the addend, broadcast into the result first, then added by cuBLAS
     plan_pointwise(c, {raw[2]}, out, MapFn::Copy, 0, 0, 0);
-    beta = float(a.beta);
+    g.beta = float(a.beta);
   }
-  Gemm g;
-  g.a = A.ptr;
-  g.b = B.ptr;
-  g.y = out.ptr;
-  g.m = m;
-  g.n = n;
-  g.k = k;
   g.trans_a = a.trans_a;
   g.trans_b = a.trans_b;
-  g.stride_a = ba == 1 ? 0 : m * k;
-  g.stride_b = bb == 1 ? 0 : k * n;
-  g.count = batch;
+  if (ba == 1) g.stride_a = 0;
+  if (bb == 1) g.stride_b = 0;
   g.alpha = float(a.alpha);
-  g.beta = beta;
-  g.elem = y.elem;
   emit_gemm(c, g);
-  if (!direct) {
-    const Walk wo = walk_of(out), wy = walk_of(y);
-    plan_copy(c, out.ptr, wo.stride, y.ptr, wy.stride, wy.rank, wy.dims, y.elem, 0);
-  }
+  copy_product_into(c, out, y);
 }
 
 // Attention (graph/ops.hpp, AttentionAttrs) as the chain it replaces, in one node: the scores
@@ -590,22 +603,10 @@ void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const
   const int64_t batch = Q.shape.numel() / (sq * d);
   Shape score_shape = Q.shape;
   score_shape.dim(r - 1) = sk;
-  View scores = c.scratch(score_shape);
-  scores.layout = Layout::Nchw;
-  scores.pixel_stride = 0;
-  Gemm qk;
-  qk.a = Q.ptr;
-  qk.b = K.ptr;
-  qk.y = scores.ptr;
-  qk.m = sq;
-  qk.n = sk;
-  qk.k = d;
+  const View scores = row_major_scratch(c, score_shape);
+  Gemm qk = dense_gemm(Q.ptr, K.ptr, scores.ptr, sq, sk, d, batch, y.elem);
   qk.trans_b = true;
-  qk.stride_a = sq * d;
-  qk.stride_b = sk * d;
-  qk.count = batch;
   qk.alpha = float(a.scale);
-  qk.elem = y.elem;
   emit_gemm(c, qk);
   const int add = int(BinaryFn::Add);
   if (a.mask) plan_pointwise(c, {scores, raw.at(3)}, scores, MapFn::Binary, add, 0, 0);
@@ -636,29 +637,9 @@ void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const
   softmax.kind = OpKind::Softmax;
   softmax.attrs = SoftmaxAttrs{SoftmaxFn::Softmax, r - 1};
   plan_softmax_axis(c, softmax, scores, scores);
-  const bool direct = row_major(y);
-  View out = y;
-  if (!direct) {
-    out = c.scratch(y.shape);
-    out.layout = Layout::Nchw;
-    out.pixel_stride = 0;
-  }
-  Gemm pv;
-  pv.a = scores.ptr;
-  pv.b = V.ptr;
-  pv.y = out.ptr;
-  pv.m = sq;
-  pv.n = dv;
-  pv.k = sk;
-  pv.stride_a = sq * sk;
-  pv.stride_b = sk * dv;
-  pv.count = batch;
-  pv.elem = y.elem;
-  emit_gemm(c, pv);
-  if (!direct) {
-    const Walk wo = walk_of(out), wy = walk_of(y);
-    plan_copy(c, out.ptr, wo.stride, y.ptr, wy.stride, wy.rank, wy.dims, y.elem, 0);
-  }
+  const View out = product_target(c, y);
+  emit_gemm(c, dense_gemm(scores.ptr, V.ptr, out.ptr, sq, dv, sk, batch, y.elem));
+  copy_product_into(c, out, y);
 }
 
 void plan_join(PlanCtx& c, const View& y) {

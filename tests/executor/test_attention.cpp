@@ -68,15 +68,6 @@ std::vector<double> direct_attention(const std::vector<float>& x, const std::vec
   return out;
 }
 
-double attention_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double err = 0, top = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, std::fabs(double(got.at(i)) - want[i]));
-    top = std::max(top, std::fabs(want[i]));
-  }
-  return err / top;
-}
-
 }  // namespace
 
 TEST_CASE("attention: scaled, masked and causal attention match a direct computation") {
@@ -89,11 +80,11 @@ TEST_CASE("attention: scaled, masked and causal attention match a direct computa
     // The mask's -1e30 entries drop keys 1 and 5 (float's -1e30 stays finite).
     const double mask[6] = {0, double(-1e30f), 0.5, 0, -2, double(-1e30f)};
     const Graph g = attention_graph(R"("scale": 0.4, "mask": true)", v);
-    CHECK(attention_error(run_attention_cpu(g, x), direct_attention(x, v, 0.4, mask, false)) < 1e-6);
+    CHECK(test::relative_error(run_attention_cpu(g, x), direct_attention(x, v, 0.4, mask, false)) < 1e-6);
   }
   SECTION("causal, no mask") {
     const Graph g = attention_graph(R"("scale": 0.7, "causal": true)", v);
-    CHECK(attention_error(run_attention_cpu(g, x), direct_attention(x, v, 0.7, nullptr, true)) < 1e-6);
+    CHECK(test::relative_error(run_attention_cpu(g, x), direct_attention(x, v, 0.7, nullptr, true)) < 1e-6);
   }
   SECTION("a NaN score makes its query's result NaN, as the softmax it stands for gives") {
     // Causal: query 0 sees key 0 alone, and every query of head 0 sees key 0 = tanh(NaN).

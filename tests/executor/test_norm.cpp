@@ -37,15 +37,6 @@ std::vector<float> run_cpu(const Graph& g, const std::vector<float>& image) {
   return exec::read_values(r->backend(), g, g.find("n"));
 }
 
-double max_rel(const std::vector<float>& got, const std::vector<double>& want) {
-  double err = 0, top = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, std::fabs(double(got.at(i)) - want[i]));
-    top = std::max(top, std::fabs(want[i]));
-  }
-  return err / top;
-}
-
 }  // namespace
 
 TEST_CASE("norm: layer norm of a residual sum over C, H and W, and RMS norm over W, match a direct computation") {
@@ -64,7 +55,7 @@ TEST_CASE("norm: layer norm of a residual sum over C, H and W, and RMS norm over
     for (double v : s) var += (v - mean) * (v - mean);
     var /= 120;
     for (size_t i = 0; i < 120; ++i) want[i] = (s[i] - mean) / std::sqrt(var + 1e-5) * 1.5;
-    CHECK(max_rel(run_cpu(g, x), want) < 1e-6);
+    CHECK(test::relative_error(run_cpu(g, x), want) < 1e-6);
   }
   SECTION("RMS norm over W, a scale and a bias per element") {
     const Graph g = norm_graph(R"("fn": "rms", "axis": 3, "epsilon": 1e-6, "inputs": [["image"]],
@@ -78,7 +69,7 @@ TEST_CASE("norm: layer norm of a residual sum over C, H and W, and RMS norm over
       const double inv = 1 / std::sqrt(ms / len + 1e-6);
       for (int64_t k = 0; k < len; ++k) want[size_t(r * len + k)] = x[size_t(r * len + k)] * inv * scale[k] + bias[k];
     }
-    CHECK(max_rel(run_cpu(g, x), want) < 1e-6);
+    CHECK(test::relative_error(run_cpu(g, x), want) < 1e-6);
   }
 }
 

@@ -144,11 +144,11 @@ void ints(onnx::GraphProto& g, const std::string& name, std::vector<int64_t> v) 
   for (int64_t x : v) t->add_int64_data(x);
 }
 
-void axes_attr(onnx::NodeProto* n, std::vector<int64_t> axes) {
+void ints_attr(onnx::NodeProto* n, const char* name, std::vector<int64_t> values) {
   onnx::AttributeProto* a = n->add_attribute();
-  a->set_name("axes");
+  a->set_name(name);
   a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : axes) a->add_ints(x);
+  for (int64_t x : values) a->add_ints(x);
 }
 
 // x -> Relu -> layer norm written out -> y, the norm as `form` writes it: 0 TorchScript's
@@ -168,7 +168,7 @@ onnx::GraphProto norm_graph(int form) {
   if (form == 1) {
     add(g, "ReduceMean", {"x", "last"}, "m");
   } else {
-    axes_attr(add(g, "ReduceMean", {"x"}, "m"), axes);
+    ints_attr(add(g, "ReduceMean", {"x"}, "m"), "axes", axes);
   }
   add(g, "Sub", {"x", "m"}, "d");
   if (form == 1) {
@@ -176,7 +176,7 @@ onnx::GraphProto norm_graph(int form) {
     add(g, "ReduceMean", {"sq", "last"}, "v");
   } else {
     add(g, "Pow", {"d", "two"}, "sq");
-    axes_attr(add(g, "ReduceMean", {"sq"}, "v"), form == 3 ? std::vector<int64_t>{-2} : axes);
+    ints_attr(add(g, "ReduceMean", {"sq"}, "v"), "axes", form == 3 ? std::vector<int64_t>{-2} : axes);
   }
   if (form == 5) {
     onnx::TensorProto* t = g.add_initializer();
@@ -240,12 +240,6 @@ void int_attr(onnx::NodeProto* n, const char* name, int64_t v) {
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
 }
-void perm_attr(onnx::NodeProto* n, std::vector<int64_t> perm) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name("perm");
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : perm) a->add_ints(x);
-}
 
 // q, k (batch, sequence, heads, size), v and mask in; attention written out -> y, as `form`
 // writes it: 0 TorchScript's BERT (K^T = Transpose(k, [0,2,3,1]), Div by sqrt(d), Add of the
@@ -261,7 +255,7 @@ onnx::GraphProto attention_graph(int form) {
   scalar(g, "root_scale", float(std::sqrt(0.125)));
   if (form == 1) {
     add(g, "Mul", {"q", "root_scale"}, "qs");
-    perm_attr(add(g, "Transpose", {"k"}, "kt"), {0, 1, 3, 2});
+    ints_attr(add(g, "Transpose", {"k"}, "kt"), "perm", {0, 1, 3, 2});
     add(g, "Mul", {"kt", "root_scale"}, "kts");
     add(g, "MatMul", {"qs", "kts"}, "qk");
     add(g, "Add", {"mask", "qk"}, "scores");
@@ -269,7 +263,7 @@ onnx::GraphProto attention_graph(int form) {
     if (form == 5) {
       add(g, "Relu", {"k"}, "kt");
     } else {
-      perm_attr(add(g, "Transpose", {"k"}, "kt"), {0, 2, 3, 1});
+      ints_attr(add(g, "Transpose", {"k"}, "kt"), "perm", {0, 2, 3, 1});
     }
     add(g, "MatMul", {"q", "kt"}, "qk");
     if (form == 2) {

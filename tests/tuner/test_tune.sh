@@ -237,9 +237,12 @@ if chosen_first.get("posting_of") and again.get(chosen_first["posting_of"], {}).
 # re-tune did not time, or where the choice was timed over fewer passes: its launch-order timing
 # then replaces its time after the choice.)
 last = again.get(first["chosen"])
+now = again.get(t["chosen"], {})
 ties = [y for y in t["candidates"] if y["verified"] and y["passes"] > 0 and
         y["measured_ms"] <= 1.01 * min(z["measured_ms"] for z in t["candidates"] if z["verified"])]
-if (last in ties and all(y["passes"] == t["passes"] for y in ties) and
+# The re-tune's own choice too: one chosen on a quick-round time shows its full-pass launch-order
+# time here, so it may have left the ties it was chosen from.
+if (last in ties and all(y["passes"] == t["passes"] for y in ties) and now.get("passes") == t["passes"] and
         min(y["gpus_used"] for y in ties) == last["gpus_used"]):
     assert t["chosen"] == first["chosen"], (t["chosen"], first["chosen"])
 PY
