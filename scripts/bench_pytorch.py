@@ -34,12 +34,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_weights import SEGMENTATION, torchvision_model  # noqa: E402
+from torch_weights import SEGMENTATION, VISION_TRANSFORMERS, torchvision_model  # noqa: E402
 
 torch = None  # imported in main(), so that --report runs where PyTorch is not installed
 
 
-def build(name):
+def build(name, size=None):
     if name == "inception_v3":
         import torchvision
 
@@ -48,9 +48,10 @@ def build(name):
         import timm
 
         return timm.create_model("nasnetalarge", pretrained=False)
-    if name in SEGMENTATION:
-        return torchvision_model(name)
-    raise SystemExit(f"bench_pytorch.py: unknown model {name!r} (inception_v3, nasnet_large, {', '.join(SEGMENTATION)})")
+    if name in SEGMENTATION or name in VISION_TRANSFORMERS:
+        return torchvision_model(name, size=size)
+    raise SystemExit(f"bench_pytorch.py: unknown model {name!r} (inception_v3, nasnet_large, "
+                     f"{', '.join(SEGMENTATION + VISION_TRANSFORMERS)})")
 
 
 def time_passes(fn, warmup, iters):
@@ -138,7 +139,7 @@ def compiled_variant(model_name, size, variant, warmup, iters, flops):
     does): its row, with the compile time."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = build(model_name).cuda().eval()
+    model = build(model_name, size).cuda().eval()
     x = torch.randn(BATCH, 3, size, size, device="cuda")
     if "-cl" in variant:
         model = model.to(memory_format=torch.channels_last)
@@ -177,7 +178,7 @@ def compiled_variant(model_name, size, variant, warmup, iters, flops):
 
 def bench(model_name, size, warmup, iters, variants):
     torch.manual_seed(0)
-    model = build(model_name).cuda().eval()
+    model = build(model_name, size).cuda().eval()
     x = torch.randn(BATCH, 3, size, size, device="cuda")
     rows = []
     with torch.inference_mode():

@@ -39,7 +39,7 @@ def build(name, seed, size):
         kwargs = {}
         if name in ("inception_v3", "googlenet"):
             kwargs.update(aux_logits=False, init_weights=True)
-        model = torchvision_model(name, **kwargs)
+        model = torchvision_model(name, size=size, **kwargs)
     calibrate_batch_norms(model, seed, size=min(size, 299))
     return model.eval()
 

@@ -109,10 +109,18 @@ SEGMENTATION = ("lraspp_mobilenet_v3_large", "deeplabv3_resnet50", "deeplabv3_re
                 "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "fcn_resnet101")
 
 
-def torchvision_model(name, **kwargs):
-    """torchvision.models.<name> untrained (no download); a segmentation network returns its map."""
+# torchvision's vision transformers: their position embeddings fix the image size, so the
+# model is built for the size it will run at (image_size).
+VISION_TRANSFORMERS = ("vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14")
+
+
+def torchvision_model(name, size=None, **kwargs):
+    """torchvision.models.<name> untrained (no download); a segmentation network returns its map.
+    A vision transformer is built for SIZE x SIZE images (default 224)."""
     import torch
     import torchvision
+    if name in VISION_TRANSFORMERS and size:
+        kwargs.setdefault("image_size", size)
     if name not in SEGMENTATION:
         return getattr(torchvision.models, name)(weights=None, **kwargs)
     model = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=False,
@@ -137,6 +145,8 @@ def calibrate_batch_norms(model, seed, size=299):
     keep every layer's output near unit scale, like a trained model's."""
     import torch
     bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    if not bns:  # a transformer: nothing to measure, and a ViT takes only its own image size
+        return
     for m in bns:
         m.reset_running_stats()
         m.momentum = None  # a cumulative average over the calibration batches
