@@ -664,9 +664,10 @@ OnnxImport Importer::emit(const std::vector<int>& kept, const std::vector<std::v
         if (!p.bias.empty()) r.weights[p.name + ".bias"] = exec::TensorEntry{{int64_t(p.bias.size())}, p.bias};
       }
       for (const Constant& c : p.constants) {
-        const std::string key = p.name + ".c" + std::to_string(c.operand);
-        auto it = float_constants_.find(key);
-        if (it != float_constants_.end()) r.weights[key] = exec::TensorEntry{c.shape.dims(), it->second};
+        auto it = p.stored_constants.find(c.operand);
+        if (it != p.stored_constants.end()) {
+          r.weights[p.name + ".c" + std::to_string(c.operand)] = exec::TensorEntry{c.shape.dims(), it->second};
+        }
       }
     }
     b.exit = at[size_t(kept[size_t(block.back())])];

@@ -27,6 +27,9 @@ struct Pending {
   Shape shape;
   DType dtype = DType::F32;
   std::vector<Constant> constants;  // a general op's constant operands
+  // Float constants too large to inline, by operand, written to the weights file as NAME.cK.
+  // They stay with the node, so that naming it after a graph output later keeps them.
+  std::map<int, std::vector<float>> stored_constants;
   // conv and linear parameters, PyTorch's layout ([out][in/groups][kh][kw], [out][in])
   std::vector<int64_t> weight_dims;
   std::vector<float> weight, bias;
@@ -80,7 +83,6 @@ class Importer {
   std::map<std::string, int> folded_;
   std::string input_name_;
   std::vector<std::string> output_names_;
-  std::map<std::string, std::vector<float>> float_constants_;  // safetensors tensors of general ops' constants
 
   // --- reading (onnx_import.cpp)
   void read_initializers();

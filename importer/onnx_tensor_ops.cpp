@@ -80,7 +80,7 @@ int Importer::general_node(const std::string& raw, Op op, const std::vector<Oper
         else store_double(k2.data.data(), o.dtype, i, c.at(i));
       }
     } else {
-      float_constants_[p.name + ".c" + std::to_string(k)] = c.integer ? std::vector<float>(c.i.begin(), c.i.end()) : c.f;
+      p.stored_constants[int(k)] = c.integer ? std::vector<float>(c.i.begin(), c.i.end()) : c.f;
     }
     p.constants.push_back(std::move(k2));
   }

@@ -122,7 +122,13 @@ def torchvision_model(name, size=None, **kwargs):
     if name in VISION_TRANSFORMERS and size:
         kwargs.setdefault("image_size", size)
     if name not in SEGMENTATION:
-        return getattr(torchvision.models, name)(weights=None, **kwargs)
+        model = getattr(torchvision.models, name)(weights=None, **kwargs)
+        if name in VISION_TRANSFORMERS:
+            # torchvision starts a ViT's classifier at zero: every output would be 0, and no
+            # comparison of outputs could fail. Seeded weights (torch's generator) instead.
+            torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+            torch.nn.init.normal_(model.heads.head.bias, std=0.02)
+        return model
     model = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=False,
                                                            **kwargs)
 

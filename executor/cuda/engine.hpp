@@ -122,6 +122,10 @@ using PlanFn = void (*)(PlanCtx& c, const Op& op, const std::string& prefix, con
 void check_general_node(const Node& nd);
 void plan_general(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
 void plan_reshape(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
+// y[n][outs] = x[n][features] . weight^T + bias as one cuBLAS product (the linear layer of
+// more than one row; bias is null in the dry planning pass).
+void plan_linear_gemm(PlanCtx& c, const View& x, const void* weight, bool has_bias, const void* bias,
+                      const View& y, int64_t features, int64_t outs);
 // An activation past ReLU6, or of a tensor that is not an image; a softmax along any axis.
 void plan_tensor_activation(PlanCtx& c, const Op& op, const View& x, const View& y);
 void plan_tensor_softmax(PlanCtx& c, const Op& op, const View& x, const View& y);

@@ -585,6 +585,13 @@ void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   g.trans_b = a.trans_b;
   if (ba == 1) g.stride_a = 0;
   if (bb == 1) g.stride_b = 0;
+  if (bb == 1 && ba == batch && batch > 1 && !a.trans_a) {
+    // Every A matrix times the one B (a projection of each token by a weight): one product of
+    // batch x m rows. A batch of one-row products runs as matrix-vector kernels, tens of times
+    // slower at a transformer's sizes.
+    g.m *= batch;
+    g.count = 1;
+  }
   g.alpha = float(a.alpha);
   emit_gemm(c, g);
   copy_product_into(c, out, y);
@@ -650,6 +657,21 @@ void plan_join(PlanCtx& c, const View& y) {
 }
 
 }  // namespace
+
+void plan_linear_gemm(PlanCtx& c, const View& x, const void* weight, bool has_bias, const void* bias,
+                      const View& y, int64_t features, int64_t outs) {
+  const View X = row_major_of(c, x);  // each row in C, H, W order, as the weights' columns
+  const View out = product_target(c, y);
+  Gemm g = dense_gemm(X.ptr, weight, out.ptr, x.shape.n, outs, features, 1, y.elem);
+  g.trans_b = true;  // the weights are [outs][features]
+  if (has_bias) {  // broadcast into the result first, then added by cuBLAS
+    plan_pointwise(c, {whole_view(const_cast<void*>(bias), Shape{1, outs, 1, 1}, Layout::Nchw, y.elem)}, out,
+                   MapFn::Copy, 0, 0, 0);
+    g.beta = 1;
+  }
+  emit_gemm(c, g);
+  copy_product_into(c, out, y);
+}
 
 void plan_general(PlanCtx& c, const Op& op, const std::string&, const std::vector<View>& in, const View& y) {
   switch (op.kind) {

@@ -117,3 +117,35 @@ TEST_CASE("attention on the GPU matches the CPU reference: masked and causal, bo
     return math == "bf16" ? 5e-2 : math == "fp16" ? 1e-2 : math == "tf32" ? 5e-3 : 2e-3;
   });
 }
+
+// A projection of every token by one weight matrix (a transformer's Q/K/V and MLP products):
+// A [1, 4, 8, 16] (4 x 8 rows) times a constant B [16, 12], which the CUDA path runs as one
+// product of 32 rows, plus a transposed-B Gemm with an addend; both layouts, every math mode.
+TEST_CASE("matmul by one weight matrix on the GPU matches the CPU reference: batch rows folded into one product",
+          "[gpu][ops][general]") {
+  REQUIRE_GPU();
+  json j = json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "projection", "batch": 1, "height": 8, "width": 16, "dtype": "float32",
+    "input": {"name": "image", "op": "input", "channels": 4, "shape": [1, 4, 8, 16]},
+    "outputs": ["sum"],
+    "blocks": [{"name": "b", "exit": "sum", "nodes": [
+      {"name": "proj", "op": "matmul", "trans_a": false, "trans_b": false, "alpha": 1.0, "beta": 1.0,
+       "inputs": [["image"]], "shape": [1, 4, 8, 12]},
+      {"name": "gemm", "op": "matmul", "trans_a": false, "trans_b": true, "alpha": 0.5, "beta": 1.0,
+       "inputs": [["image"]], "shape": [1, 4, 8, 12]},
+      {"name": "sum", "op": "add", "inputs": [["proj"], ["gemm"]], "shape": [1, 4, 8, 12]}
+    ]}]})");
+  std::vector<double> w(16 * 12), wt(12 * 16), addend(12);
+  for (size_t k = 0; k < w.size(); ++k) w[k] = 0.1 * double(int(k * 7 % 13) - 6);
+  for (size_t k = 0; k < wt.size(); ++k) wt[k] = 0.05 * double(int(k * 5 % 11) - 5);
+  for (size_t k = 0; k < addend.size(); ++k) addend[k] = 0.25 * double(k) - 1;
+  json& nodes = j["blocks"][0]["nodes"];
+  nodes[0]["constants"] = json::array({{{"operand", 1}, {"dims", {16, 12}}, {"dtype", "float32"}, {"values", w}}});
+  nodes[1]["constants"] = json::array({{{"operand", 1}, {"dims", {12, 16}}, {"dtype", "float32"}, {"values", wt}},
+                                       {{"operand", 2}, {"dims", {12}}, {"dtype", "float32"}, {"values", addend}}});
+  const Graph g = graph_from_json(j);
+  // Sums of 16 products: TF32's and 16-bit storage's rounding of the operands alone.
+  expect_gpu_matches_cpu(g, exec::make_inputs(g, 9), {g.find("sum")}, [](const std::string& math) {
+    return math == "bf16" ? 5e-2 : math == "fp16" ? 1e-2 : math == "tf32" ? 5e-3 : 2e-3;
+  });
+}

@@ -291,8 +291,10 @@ TEST_CASE("activations, softmax and linear match the CPU reference", "[gpu][ops]
     expect_close_stored(sm, OpKind::Softmax, rng, "softmax");
   }
   for (MathMode m : kModes) {
+    // Batch 1: the matrix-vector kernel; batch 3: one cuBLAS product of the rows.
+    for (int64_t n : {int64_t(1), int64_t(3)}) {
     for (bool bias : {true, false}) {
-      auto lin = make_op_graph(2, 3, 5, {7, 4}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+      auto lin = make_op_graph(n, 3, 5, {7, 4}, [&](GraphBuilder& b, const std::vector<Value>& v) {
         return b.node("fc", [&] {
           Op op = make_op(OpKind::Linear);
           LinearAttrs a;
@@ -302,7 +304,9 @@ TEST_CASE("activations, softmax and linear match the CPU reference", "[gpu][ops]
           return op;
         }(), {Term{v[0]}, Term{v[1]}});
       });
-      expect_close(check_op(lin, m, rng), OpKind::Linear, m, bias ? "linear" : "linear without bias");
+      expect_close(check_op(lin, m, rng), OpKind::Linear, m,
+                   strprintf("linear%s, batch %lld", bias ? "" : " without bias", (long long)n));
+    }
     }
   }
 }

@@ -253,6 +253,43 @@ TEST_CASE("import: initializers also listed as graph inputs are constants (older
   CHECK(r.graph.nodes[size_t(r.graph.output())].shape.dims() == std::vector<int64_t>{1, 5});  // Gemm's [N, out]
 }
 
+
+// A vision transformer's classifier head: the output's node has its own name ('head'), takes
+// the output's name ('y') at the end of the import, and has a constant too large to inline. The
+// weights file must hold that constant under the name the graph gives it.
+TEST_CASE("import: an output node renamed after the output keeps its stored constants") {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  onnx::GraphProto& g = *m.mutable_graph();
+  g.set_name("head");
+  auto* in = g.add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 40}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  g.add_output()->set_name("y");
+  std::vector<float> bias(40);
+  for (size_t k = 0; k < bias.size(); ++k) bias[k] = 0.25f * float(k);
+  *g.add_initializer() = tensor("bias", {40}, bias);
+  node(g, "Relu", {"x"}, "r");
+  node(g, "Add", {"r", "bias"}, "y")->set_name("head");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  const std::string file = temp_file("renamed-output");
+  const importer::OnnxImport r = import_bytes(bytes, file);
+  fs::remove(file);
+  const int y = r.graph.find("y");
+  REQUIRE(y >= 0);
+  const Node& add = r.graph.nodes[size_t(y)];
+  REQUIRE(add.constants.size() == 1);
+  CHECK(add.constants[0].data.empty());  // stored in the weights file, not inline
+  const std::string key = "y.c" + std::to_string(add.constants[0].operand);
+  REQUIRE(r.weights.count(key) == 1);
+  CHECK(r.weights.at(key).values == bias);
+}
 // NASNet's shape: cell k reads cells k-1 and k-2, so no node is a cut every path passes through.
 TEST_CASE("import: cells that read the two previous cells are blocks of their own, not one block") {
   onnx::ModelProto m;
