@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU test suite under AddressSanitizer and UndefinedBehaviorSanitizer (any report fails
 # the test that triggered it). CUDA and MPI are off: the sanitizers check hios's own host code,
-# and CI has no GPU. About 14 minutes to build on 2 cores, 10 to 14 to run.
+# and CI has no GPU. About 14 minutes to build on 2 cores, 10 to 12 to run.
 #   bash scripts/test-sanitizers.sh [BUILD_DIR]    (default build-asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +37,13 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 heavy="multi-GPU algorithms are never slower|every algorithm on every model at 1, 2 and 4 GPUs|a region ending in partial global pools"
 heavy+="|split equals unsplit bit for bit, 2 and 3 parts, halo and recompute, on 1 to 3 ranks"
 heavy+="|serving: every launcher answers every request once|serving: the latency budget, its default and range"
+# Three more, whose code the cases kept here run under the sanitizers too: the link lanes'
+# eight replays of nasnet_large (105 s; the send-fence case replays the same rendezvous sends over
+# shared memory), the replicas sharing one queue across the ring's wrap (127 s; the replica and
+# staging cases take the same queue, ring and wrap), and two models placed on two devices (75 s;
+# the replicas placed on two devices by hand or balanced).
+heavy+="|link lanes alternate a pair's transfers over streams of their own"
+heavy+="|replicas share their model's queue and arrival ring|on two devices each model is placed, its runs say where"
 # ONNX's 922 backend cases: thousands of hios processes, minutes each under the sanitizers; the
 # importer's fuzz test and the general ops' unit tests cover the same code here.
 heavy+="|ONNX's backend test cases on the cpu backend"
