@@ -136,4 +136,16 @@ std::unique_ptr<Transport> make_transport(const std::string& name, Comm& comm, B
   return find_transport(name).make(comm, backend);
 }
 
+std::string default_layout(const BackendEntry& be, const Graph& g) {
+  if (be.default_layout_for_products.empty()) return be.default_layout;
+  // Whether matrix products and attention do most of g's arithmetic (a transformer), rather
+  // than convolutions (a CNN, whose graphs have no matmul nodes at all).
+  double products = 0, all = 0;
+  for (const Node& nd : g.nodes) {
+    all += nd.cost.flops;
+    if (nd.op.kind == OpKind::MatMul || nd.op.kind == OpKind::Attention) products += nd.cost.flops;
+  }
+  return all > 0 && products > 0.5 * all ? be.default_layout_for_products : be.default_layout;
+}
+
 }  // namespace hios::exec

@@ -24,6 +24,9 @@ struct BackendEntry {
   std::string description;  // one line, for --help and errors
   std::string default_math = "fp32";           // what --math means when not given
   std::string default_layout = "nchw";         // what --layout means when not given
+  // What --layout means when not given, for a graph whose arithmetic is mostly matrix products
+  // and attention (a transformer) rather than convolutions; empty: default_layout for all.
+  std::string default_layout_for_products;
   std::string default_transport = "mpi-host";  // what --transport means when not given, but see below
   // Where every rank is on one host and each rank's device has peer access to every other's:
   // the transport taken instead of default_transport (empty: none). cuda-ipc on CUDA, whose
@@ -35,6 +38,10 @@ struct BackendEntry {
   // The runner uses it to map ranks to devices and to fail clearly when there are too few.
   std::function<int()> device_count;
 };
+
+// What --layout means for g when not given: default_layout, or default_layout_for_products
+// where matmul and attention nodes do more than half of g's FLOPs.
+std::string default_layout(const BackendEntry& be, const Graph& g);
 
 struct TransportEntry {
   std::string name;

@@ -38,7 +38,7 @@ RankSession::RankSession(const Graph& g, const SessionOptions& opt, Comm& comm) 
   HIOS_CHECK(opt.compute_priority == "high" || opt.compute_priority == "normal",
              "the compute stream priority must be high or normal, not '%s'", opt.compute_priority.c_str());
   cfg_.compute_priority = opt.compute_priority;
-  cfg_.layout = opt.layout.empty() ? be.default_layout : opt.layout;
+  cfg_.layout = opt.layout.empty() ? default_layout(be, g) : opt.layout;
   cfg_.fold_relu = opt.fold_relu;
   (void)parse_layout(cfg_.layout);  // one line naming a bad value, before any backend exists
   const int rank = comm.rank();

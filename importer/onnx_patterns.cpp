@@ -320,8 +320,63 @@ struct AttentionMatch {
   std::string q, k_source, v, mask, out, k_transposed;
   std::vector<int64_t> k_perm;
   double scale = 1;
+  bool default_scale = false;  // 1 / sqrt(Q's last dim), computed in the graph from Q's shape
   int rank = 0;  // of the scores (K^T's transpose says it)
 };
+
+// `value` through any Casts that produce it.
+std::string through_casts(const onnx::GraphProto& g, const GraphIndex& ix, std::string value) {
+  for (const onnx::NodeProto* n = node_of(g, ix, value); n && n->op_type() == "Cast" && n->domain().empty() &&
+                                                         n->input_size() == 1;
+       n = node_of(g, ix, value)) {
+    value = n->input(0);
+  }
+  return value;
+}
+bool is_op(const onnx::NodeProto* n, const char* type, int inputs) {
+  return n && n->op_type() == type && n->domain().empty() && n->input_size() == inputs && n->output_size() == 1;
+}
+
+// Whether `value` is the square root of 1 / sqrt(q's last dim) computed from q's shape: PyTorch's
+// TorchScript exporter writes scaled_dot_product_attention's default scale so (Sqrt of the Cast
+// of Div(1, Sqrt(Cast(Slice(Shape(q), [-1], [INT64_MAX]))))) and multiplies Q and K^T by it each.
+bool root_of_default_scale(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& value,
+                           const std::string& q) {
+  const onnx::NodeProto* root = node_of(g, ix, through_casts(g, ix, value));
+  if (!is_op(root, "Sqrt", 1)) return false;
+  const onnx::NodeProto* div = node_of(g, ix, through_casts(g, ix, root->input(0)));
+  double one = 0;
+  if (!is_op(div, "Div", 2) || !scalar_value(g, ix, div->input(0), &one) || one != 1) return false;
+  const onnx::NodeProto* root_d = node_of(g, ix, through_casts(g, ix, div->input(1)));
+  if (!is_op(root_d, "Sqrt", 1)) return false;
+  const onnx::NodeProto* slice = node_of(g, ix, through_casts(g, ix, root_d->input(0)));
+  if (!slice || slice->op_type() != "Slice" || !slice->domain().empty() || slice->input_size() < 3 ||
+      slice->input_size() > 4) {
+    return false;
+  }
+  std::vector<int64_t> starts, ends, axes{0};
+  if (!int_values(g, ix, slice->input(1), &starts) || starts != std::vector<int64_t>{-1} ||
+      !int_values(g, ix, slice->input(2), &ends) || ends.size() != 1 || ends[0] < (int64_t(1) << 31)) {
+    return false;
+  }
+  if (slice->input_size() == 4 && (!int_values(g, ix, slice->input(3), &axes) || axes.size() != 1)) return false;
+  if (axes[0] != 0 && axes[0] != -1) return false;
+  const onnx::NodeProto* shape = node_of(g, ix, slice->input(0));
+  return is_op(shape, "Shape", 1) && shape->attribute_size() == 0 && shape->input(0) == q;
+}
+
+// Value = x times the root of the default scale of `q` (x itself when q is empty), either
+// operand order: x, else empty.
+std::string default_root_scaled(const onnx::GraphProto& g, const GraphIndex& ix, const std::string& value,
+                                const std::string& q) {
+  const onnx::NodeProto* n = node_of(g, ix, value);
+  if (!is_op(n, "Mul", 2) || ix.uses.at(value) != 1) return "";
+  for (int k = 0; k < 2; ++k) {
+    const std::string& x = n->input(k);
+    if (root_of_default_scale(g, ix, n->input(1 - k), q.empty() ? x : q)) return x;
+  }
+  return "";
+}
 
 // Value times a scalar constant (Mul either way round, Div by it): the other operand and the
 // factor, else empty.
@@ -359,6 +414,17 @@ bool match_scaled_product(const onnx::GraphProto& g, const GraphIndex& ix, std::
   }
   m->nodes.push_back(ix.producer.at(scores));
   std::string q = qk->input(0), kt = qk->input(1);
+  // Q and K^T each times the root of Q's default scale: the nodes computing it stay (they read
+  // only Q's shape, and nothing reads them once the products are gone).
+  if (const std::string qi = default_root_scaled(g, ix, q, ""); !qi.empty()) {
+    if (const std::string ki = default_root_scaled(g, ix, kt, qi); !ki.empty()) {
+      m->nodes.push_back(ix.producer.at(q));
+      m->nodes.push_back(ix.producer.at(kt));
+      m->default_scale = true;
+      q = qi;
+      kt = ki;
+    }
+  }
   for (std::string* operand : {&q, &kt}) {
     double f = 1;
     if (std::string inner = scaled_operand(g, ix, *operand, &f); !inner.empty()) {
@@ -383,6 +449,9 @@ bool match_scaled_product(const onnx::GraphProto& g, const GraphIndex& ix, std::
   m->k_source = t->input(0);
   if (!identity) m->k_perm = perm;
   m->q = q;
+  // Another factor besides the default scale would need Q's last dim, which this pass does
+  // not know.
+  if (m->default_scale && m->scale != 1) return false;
   return std::isfinite(m->scale);
 }
 
@@ -500,7 +569,8 @@ PatternCounts fuse_patterns(onnx::GraphProto& g) {
     std::vector<std::string> inputs{m.q, k, m.v};
     if (!m.mask.empty()) inputs.push_back(m.mask);
     onnx::NodeProto* at = rewritten(m.out, "Attention", inputs);
-    attribute(at, "scale", onnx::AttributeProto::FLOAT)->set_f(float(m.scale));
+    // No scale attribute: ONNX's default, 1 / sqrt of Q's last dim.
+    if (!m.default_scale) attribute(at, "scale", onnx::AttributeProto::FLOAT)->set_f(float(m.scale));
   }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> rest;
   for (int k = 0; k < g.node_size(); ++k) {

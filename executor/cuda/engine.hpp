@@ -123,7 +123,8 @@ void check_general_node(const Node& nd);
 void plan_general(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
 void plan_reshape(PlanCtx& c, const Op& op, const std::string& prefix, const std::vector<View>& in, const View& y);
 // y[n][outs] = x[n][features] . weight^T + bias as one cuBLAS product (the linear layer of
-// more than one row; bias is null in the dry planning pass).
+// more than one row; bias is null in the dry planning pass). x is packed: each row's features
+// in the layout's order, the order the weights' columns are stored in (C, H, W or H, W, C).
 void plan_linear_gemm(PlanCtx& c, const View& x, const void* weight, bool has_bias, const void* bias,
                       const View& y, int64_t features, int64_t outs);
 // An activation past ReLU6, or of a tensor that is not an image; a softmax along any axis.

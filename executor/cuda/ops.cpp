@@ -150,13 +150,13 @@ void plan_linear(PlanCtx& c, const Op& op, const std::string& prefix, const std:
                "node '%s': parameters of '%s' do not match a %lld -> %lld linear layer", c.node_name.c_str(),
                prefix.c_str(), (long long)features, (long long)a.out_features);
   };
-  if (in.at(0).shape.n > 1) {  // both passes: the product takes scratch
-    const Engine::Params* prm = c.dry ? nullptr : &c.eng.params(prefix);
-    if (prm) check_params(*prm, in.at(0).item());
-    return plan_linear_gemm(c, in.at(0), prm ? prm->weight : nullptr, a.bias, prm ? prm->bias : nullptr, out,
-                            in.at(0).item(), a.out_features);
-  }
   const View x = c.packed(in.at(0));
+  if (x.shape.n > 1) {  // both passes: the product may take scratch
+    const Engine::Params* prm = c.dry ? nullptr : &c.eng.params(prefix);
+    if (prm) check_params(*prm, x.item());
+    return plan_linear_gemm(c, x, prm ? prm->weight : nullptr, a.bias, prm ? prm->bias : nullptr, out, x.item(),
+                            a.out_features);
+  }
   if (c.dry) return;
   const Engine::Params& prm = c.eng.params(prefix);
   check_params(prm, x.item());

@@ -660,9 +660,8 @@ void plan_join(PlanCtx& c, const View& y) {
 
 void plan_linear_gemm(PlanCtx& c, const View& x, const void* weight, bool has_bias, const void* bias,
                       const View& y, int64_t features, int64_t outs) {
-  const View X = row_major_of(c, x);  // each row in C, H, W order, as the weights' columns
   const View out = product_target(c, y);
-  Gemm g = dense_gemm(X.ptr, weight, out.ptr, x.shape.n, outs, features, 1, y.elem);
+  Gemm g = dense_gemm(x.ptr, weight, out.ptr, x.shape.n, outs, features, 1, y.elem);
   g.trans_b = true;  // the weights are [outs][features]
   if (has_bias) {  // broadcast into the result first, then added by cuBLAS
     plan_pointwise(c, {whole_view(const_cast<void*>(bias), Shape{1, outs, 1, 1}, Layout::Nchw, y.elem)}, out,

@@ -8,6 +8,7 @@
 #include "executor/registry.hpp"
 #include "run/runner.hpp"
 #include "executor/weights.hpp"
+#include "graph/json_codec.hpp"
 #include "graph/error.hpp"
 #include "helpers.hpp"
 #include "models/models.hpp"
@@ -278,4 +279,25 @@ TEST_CASE("cpu backend: a one-rank run through the runner verifies exactly") {
     opt.inject_failure = "0:nowhere";
     CHECK_THROWS_AS(run_schedule(g, s, opt, *comm), Error);
   }
+}
+
+// Without --layout, a backend with a layout for products stores a graph in it where matmul and
+// attention do most of the arithmetic (a transformer), and keeps its image layout for a CNN.
+TEST_CASE("a backend's default layout: the one for products where matmul and attention do most of the work") {
+  BackendEntry be;
+  be.default_layout = "nhwc";
+  be.default_layout_for_products = "nchw";
+  CHECK(default_layout(be, build_model("inception_v3", {1, 299, 299})) == "nhwc");
+  const Graph attention = graph_from_json(nlohmann::json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "attention", "batch": 1, "height": 8, "width": 16, "dtype": "float32",
+    "input": {"name": "image", "op": "input", "channels": 4, "shape": [1, 4, 8, 16]},
+    "outputs": ["att"],
+    "blocks": [{"name": "b", "exit": "att", "nodes": [
+      {"name": "k", "op": "conv", "out_channels": 4, "kernel": [1, 1], "stride": [1, 1], "padding": [0, 0],
+       "dilation": [1, 1], "groups": 1, "bias": true, "activation": "none", "inputs": [["image"]], "shape": [1, 4, 8, 16]},
+      {"name": "att", "op": "attention", "scale": 0.25, "inputs": [["image"], ["k"], ["image"]], "shape": [1, 4, 8, 16]}
+    ]}]})"));
+  CHECK(default_layout(be, attention) == "nchw");
+  be.default_layout_for_products.clear();
+  CHECK(default_layout(be, attention) == "nhwc");
 }

@@ -2,7 +2,9 @@
 // its erf and tanh forms, layer norm and attention as the exporters write them become one node
 // each; near misses stay as they are.
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "importer/onnx_patterns.hpp"
@@ -246,14 +248,37 @@ void int_attr(onnx::NodeProto* n, const char* name, int64_t v) {
 // mask); 1 the SDPA decomposition (K^T = Transpose(kh, [0,1,3,2]) of heads-first K, Q and K^T
 // each times sqrt(scale), the mask added first); 2 no mask, Mul by the scale, Softmax over axis
 // 3 (the last, as opset 9 writes it); near misses: 3 the scores also a graph output, 4 Softmax
-// over axis 1, 5 K^T not a transpose.
+// over axis 1, 5 K^T not a transpose; 6 PyTorch's TorchScript SDPA with its default scale,
+// computed from Q's shape (Sqrt of 1 / Sqrt(Cast(Slice(Shape(q), -1, MAX)))) and applied to Q
+// and K^T each; near miss 7: the same, from K's shape.
 onnx::GraphProto attention_graph(int form) {
   onnx::GraphProto g;
   g.add_output()->set_name("y");
   scalar(g, "root_d", 8.0f);
   scalar(g, "scale", 0.125f);
   scalar(g, "root_scale", float(std::sqrt(0.125)));
-  if (form == 1) {
+  if (form == 6 || form == 7) {
+    scalar(g, "one", 1.0f);
+    for (auto [name, v] : {std::pair<const char*, int64_t>{"minus1", -1}, {"int64_max", INT64_MAX}}) {
+      onnx::TensorProto* t = g.add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_dims(1);
+      t->add_int64_data(v);
+    }
+    add(g, "Shape", {form == 6 ? "q" : "k"}, "qshape");
+    add(g, "Slice", {"qshape", "minus1", "int64_max"}, "qlast");
+    int_attr(add(g, "Cast", {"qlast"}, "qd"), "to", onnx::TensorProto::FLOAT);
+    add(g, "Sqrt", {"qd"}, "qroot");
+    add(g, "Div", {"one", "qroot"}, "inv");
+    int_attr(add(g, "Cast", {"inv"}, "sc"), "to", onnx::TensorProto::FLOAT);
+    add(g, "Sqrt", {"sc"}, "s1");
+    add(g, "Sqrt", {"sc"}, "s2");
+    add(g, "Mul", {"q", "s1"}, "qs");
+    ints_attr(add(g, "Transpose", {"k"}, "kt"), "perm", {0, 1, 3, 2});
+    add(g, "Mul", {"s2", "kt"}, "kts");
+    add(g, "MatMul", {"qs", "kts"}, "scores");
+  } else if (form == 1) {
     add(g, "Mul", {"q", "root_scale"}, "qs");
     ints_attr(add(g, "Transpose", {"k"}, "kt"), "perm", {0, 1, 3, 2});
     add(g, "Mul", {"kt", "root_scale"}, "kts");
@@ -311,8 +336,21 @@ TEST_CASE("import patterns: both exporters' attention becomes one Attention node
   }
 }
 
+TEST_CASE("import patterns: PyTorch's SDPA with the default scale from Q's shape becomes Attention without a scale") {
+  onnx::GraphProto g = attention_graph(6);
+  CHECK(importer::fuse_patterns(g).attentions == 1);
+  const onnx::NodeProto& at = g.node(g.node_size() - 1);
+  REQUIRE(at.op_type() == "Attention");
+  CHECK(at.input_size() == 3);
+  CHECK(at.input(0) == "q");
+  CHECK(at.input(1) == "k");  // the two transposes cancel
+  CHECK(at.input(2) == "v");
+  CHECK(at.attribute_size() == 0);  // ONNX's default: 1 / sqrt(Q's last dim)
+  for (const auto& n : g.node()) CHECK(n.op_type() != "MatMul");
+}
+
 TEST_CASE("import patterns: attention whose scores are read elsewhere, over another axis or without a K transpose stays") {
-  for (int form : {3, 4, 5}) {
+  for (int form : {3, 4, 5, 7}) {
     INFO("form " << form);
     onnx::GraphProto g = attention_graph(form);
     const int before = g.node_size();
