@@ -392,12 +392,76 @@ class ReachOrder {
   std::vector<std::vector<uint64_t>> reach_;
 };
 
+// Whether a tensor of shape s holds its elements in row-major order in the storage.
+bool row_major_storage(const Shape& s, bool nhwc) { return !nhwc || s.rank != 4 || s.c == 1 || s.h * s.w == 1; }
+
+// The reshapes that can be views of their input ({reshape node, input node}): launched on this
+// rank, reading one whole tensor of the same size, both resident, written during the pass, not
+// kept after it, in no row group, and both row-major in the storage.
+std::vector<std::pair<int, int>> find_reshape_views(const Graph& g, const RankProgram& p,
+                                                    const std::vector<TensorUse>& uses, const std::vector<int>& slot,
+                                                    const MemoryPlanOptions& opt) {
+  std::vector<char> in_group(g.nodes.size(), 0);
+  for (const RowGroup& grp : p.row_groups) {
+    for (const auto& [node, row] : grp.members) in_group[size_t(node)] = 1;
+  }
+  auto free_tensor = [&](int node) {
+    return slot[size_t(node)] >= 0 && !uses[size_t(slot[size_t(node)])].pinned && !in_group[size_t(node)];
+  };
+  std::vector<std::pair<int, int>> views;
+  for (const Instr& in : p.instrs) {
+    if (in.kind != InstrKind::Launch) continue;
+    const Node& nd = g.nodes[size_t(in.node)];
+    if (nd.op.kind != OpKind::Reshape || nd.inputs.size() != 1 || nd.inputs[0].size() != 1) continue;
+    const Value& x = nd.inputs[0][0];
+    const Shape& xs = g.nodes[size_t(x.node)].shape;
+    const bool whole = x.begin == 0 && (x.end < 0 || x.end == xs.c);
+    if (!whole || !free_tensor(in.node) || !free_tensor(x.node)) continue;
+    if (uses[size_t(slot[size_t(in.node)])].bytes != uses[size_t(slot[size_t(x.node)])].bytes) continue;
+    if (!row_major_storage(nd.shape, opt.nhwc) || !row_major_storage(xs, opt.nhwc)) continue;
+    views.emplace_back(in.node, x.node);
+  }
+  return views;
+}
+
 // The units to place: every row group as one (its members at their rows, the group's first row
-// at the unit's start), every other tensor alone.
+// at the unit's start), every chain of reshape views as one (all at its start), every other
+// tensor alone.
 std::vector<Unit> make_units(const Graph& g, const std::vector<TensorUse>& uses, const std::vector<int>& slot,
-                             const std::vector<RowGroup>& groups) {
+                             const std::vector<RowGroup>& groups, const std::vector<std::pair<int, int>>& views) {
   std::vector<Unit> units;
   std::vector<char> grouped(uses.size(), 0);
+  // Union-find over the tensor uses joined by views.
+  std::vector<size_t> parent(uses.size());
+  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  auto find = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  for (const auto& [view, of] : views) parent[find(size_t(slot.at(size_t(view))))] = find(size_t(slot.at(size_t(of))));
+  std::map<size_t, std::vector<size_t>> chains;
+  for (const auto& [view, of] : views) {
+    for (int node : {view, of}) {
+      const size_t k = size_t(slot.at(size_t(node)));
+      std::vector<size_t>& c = chains[find(k)];
+      if (std::find(c.begin(), c.end(), k) == c.end()) c.push_back(k);
+    }
+  }
+  // Member k of u at `start` bytes from its beginning; done() sorts what the members gave.
+  auto add_member = [&](Unit& u, size_t k, int64_t start) {
+    grouped[k] = 1;
+    u.members.push_back(k);
+    u.member_start.push_back(start);
+    if (uses[k].writer >= 0) u.writers.push_back(uses[k].writer);
+    u.accesses.insert(u.accesses.end(), uses[k].accesses.begin(), uses[k].accesses.end());
+    u.pinned = u.pinned || uses[k].pinned;
+  };
+  auto done = [&](Unit& u) {
+    std::sort(u.writers.begin(), u.writers.end());
+    std::sort(u.accesses.begin(), u.accesses.end());
+    u.accesses.erase(std::unique(u.accesses.begin(), u.accesses.end()), u.accesses.end());
+    units.push_back(std::move(u));
+  };
   for (const RowGroup& grp : groups) {
     Unit u;
     int64_t low = INT64_MAX, high = INT64_MIN;
@@ -406,19 +470,17 @@ std::vector<Unit> make_units(const Graph& g, const std::vector<TensorUse>& uses,
       high = std::max(high, row + g.nodes[size_t(node)].shape.h);
     }
     u.bytes = (high - low) * grp.row_bytes;
-    for (const auto& [node, row] : grp.members) {
-      const size_t k = size_t(slot.at(size_t(node)));
-      grouped[k] = 1;
-      u.members.push_back(k);
-      u.member_start.push_back((row - low) * grp.row_bytes);
-      if (uses[k].writer >= 0) u.writers.push_back(uses[k].writer);
-      u.accesses.insert(u.accesses.end(), uses[k].accesses.begin(), uses[k].accesses.end());
-      u.pinned = u.pinned || uses[k].pinned;
+    for (const auto& [node, row] : grp.members) add_member(u, size_t(slot.at(size_t(node))), (row - low) * grp.row_bytes);
+    done(u);
+  }
+  for (auto& [root, members] : chains) {
+    std::sort(members.begin(), members.end());
+    Unit u;
+    for (size_t k : members) {
+      add_member(u, k, 0);
+      u.bytes = std::max(u.bytes, uses[k].bytes);
     }
-    std::sort(u.writers.begin(), u.writers.end());
-    std::sort(u.accesses.begin(), u.accesses.end());
-    u.accesses.erase(std::unique(u.accesses.begin(), u.accesses.end()), u.accesses.end());
-    units.push_back(std::move(u));
+    done(u);
   }
   for (size_t k = 0; k < uses.size(); ++k) {
     if (!grouped[k]) units.push_back(single_unit(uses, k));
@@ -431,6 +493,8 @@ std::vector<Unit> make_units(const Graph& g, const std::vector<TensorUse>& uses,
 MemoryPlanOptions memory_plan_options(const std::string& layout, const Graph& g) {
   MemoryPlanOptions o;
   o.rows_in_place = layout == "nhwc" && g.batch == 1;
+  o.reshape_views = true;
+  o.nhwc = layout == "nhwc";
   return o;
 }
 
@@ -439,7 +503,9 @@ void share_buffers(const Graph& g, RankProgram& p, const MemoryPlanOptions& opt)
   const std::vector<TensorUse> uses = tensor_uses(g, p, &slot);
   p.row_groups.clear();
   if (opt.rows_in_place) p.row_groups = RowGrouper(g, p, uses, slot).groups();
-  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups);
+  p.reshape_views.clear();
+  if (opt.reshape_views) p.reshape_views = find_reshape_views(g, p, uses, slot, opt);
+  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups, p.reshape_views);
   const StreamOrder order(p);
   // Pinned units first, each alone; then the rest in a given order, each at the lowest offset
   // that no conflicting, already placed unit covers. Returns the arena size.
@@ -567,6 +633,42 @@ void check_row_group(const Graph& g, const RankProgram& p, const RowGroup& grp, 
   }
 }
 
+// A reshape view's own problems: not a reshape of that input, not both resident and unpinned,
+// sizes that differ, a member of a row group too, or not at its input's address.
+void check_reshape_views(const Graph& g, const RankProgram& p, const std::vector<TensorUse>& uses,
+                         const std::vector<int>& slot, std::vector<std::string>& errs) {
+  std::vector<char> in_group(g.nodes.size(), 0);
+  for (const RowGroup& grp : p.row_groups) {
+    for (const auto& [node, row] : grp.members) in_group[size_t(node)] = 1;
+  }
+  for (const auto& [view, of] : p.reshape_views) {
+    if (view < 0 || view >= g.size() || of < 0 || of >= g.size()) {
+      errs.push_back(strprintf("rank %d: a reshape view names node %d of %d", p.rank, std::max(view, of), g.size()));
+      continue;
+    }
+    const Node& nd = g.nodes[size_t(view)];
+    const std::string what = strprintf("rank %d: reshape view '%s' of '%s'", p.rank, nd.name.c_str(),
+                                       g.nodes[size_t(of)].name.c_str());
+    if (nd.op.kind != OpKind::Reshape || nd.inputs.size() != 1 || nd.inputs[0].size() != 1 ||
+        nd.inputs[0][0].node != of) {
+      errs.push_back(what + ": not a reshape of that tensor");
+      continue;
+    }
+    if (slot[size_t(view)] < 0 || slot[size_t(of)] < 0) {
+      errs.push_back(what + ": not both tensors of the rank");
+      continue;
+    }
+    const TensorUse &a = uses[size_t(slot[size_t(view)])], &b = uses[size_t(slot[size_t(of)])];
+    if (a.pinned || b.pinned || in_group[size_t(view)] || in_group[size_t(of)]) {
+      errs.push_back(what + ": a tensor kept after the pass or in a row group");
+    } else if (a.bytes != b.bytes) {
+      errs.push_back(what + ": sizes differ");
+    } else if (p.instrs[size_t(a.alloc)].offset != p.instrs[size_t(b.alloc)].offset) {
+      errs.push_back(what + ": not at its input's address");
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> check_shared_buffers(const Graph& g, const RankProgram& p) {
@@ -574,8 +676,9 @@ std::vector<std::string> check_shared_buffers(const Graph& g, const RankProgram&
   std::vector<int> slot;
   const std::vector<TensorUse> uses = tensor_uses(g, p, &slot);
   for (const RowGroup& grp : p.row_groups) check_row_group(g, p, grp, uses, slot, errs);
+  check_reshape_views(g, p, uses, slot, errs);
   if (!errs.empty()) return errs;
-  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups);
+  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups, p.reshape_views);
   const ReachOrder order(p);
   auto name = [&](const Unit& u) { return g.nodes[size_t(uses[u.members[0]].node)].name; };
   std::vector<int64_t> start(units.size());

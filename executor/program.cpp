@@ -622,6 +622,9 @@ std::string program_to_text(const Graph& g, const RankProgram& p) {
     out += strprintf("# row groups: %zu, holding %zu tensors at the addresses of their rows\n", p.row_groups.size(),
                      members);
   }
+  if (!p.reshape_views.empty()) {
+    out += strprintf("# reshape views: %zu reshapes at their input's address\n", p.reshape_views.size());
+  }
   for (const Instr& in : p.instrs) {
     std::string line = strprintf("%-7s", instr_kind_name(in.kind));
     switch (in.kind) {

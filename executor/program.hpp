@@ -102,6 +102,9 @@ struct RankProgram {
   // (executor/memory_plan.hpp).
   int64_t arena_bytes = 0;
   std::vector<RowGroup> row_groups;  // empty unless the plan put bands in place
+  // {reshape node, its input's node}: the plan put the reshape's tensor at its input's address,
+  // so the reshape copies nothing (executor/memory_plan.hpp, MemoryPlanOptions::reshape_views).
+  std::vector<std::pair<int, int>> reshape_views;
   // Launches the backend must be ready for besides the pass's own ({node, stream}, in any
   // order): a measurement program issues stages of its own choosing, with a node on whichever
   // stream its group gets (executor/session.hpp, RankSession::issue).

@@ -724,13 +724,15 @@ void plan_reshape(PlanCtx& c, const Op&, const std::string&, const std::vector<V
   const std::vector<View> ops = float_operands(c, in);
   const View x = ops.at(0);
   if (row_major(x) && row_major(y)) {
-    if (c.dry || x.ptr == y.ptr) return;
+    if (c.dry || x.ptr == y.ptr) return;  // a view of its input (executor/memory_plan.hpp)
     const size_t bytes = size_t(y.shape.numel()) * elem_bytes(y.elem);
     c.emit([src = x.ptr, dst = y.ptr, bytes](StreamResources& r) {
       HIOS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, r.stream()));
     });
     return;
   }
+  HIOS_CHECK(c.dry || x.ptr != y.ptr, "internal error: node '%s': a reshape view of a tensor not in row-major order",
+             c.node_name.c_str());
   const Walk wx = walk_of(x), wy = walk_of(y);
   ReshapeParams p;
   p.elem = y.elem;

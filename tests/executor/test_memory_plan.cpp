@@ -9,6 +9,7 @@
 #include "executor/program.hpp"
 #include "executor/registry.hpp"
 #include "executor/weights.hpp"
+#include "graph/json_codec.hpp"
 #include "helpers.hpp"
 #include "models/models.hpp"
 #include "tests/catch.hpp"
@@ -187,4 +188,54 @@ TEST_CASE("memory plan: shared buffers give the separate buffers' output under a
       CHECK(run_interleaved(g, shared, seed) == ref);
     }
   }
+}
+
+// Two branches of one image, each reshaped (one twice, then transposed) and summed: in NCHW
+// storage the three reshapes are views of their inputs (one address, no copy) and the result
+// is the separate buffers' under any interleaving; in NHWC the image's reshapes are not views
+// (its elements are not in row-major order there); the check catches a view moved away.
+TEST_CASE("memory plan: reshapes of row-major tensors are views of their inputs, and change no result") {
+  const Graph g = graph_from_json(nlohmann::json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "views", "batch": 1, "height": 8, "width": 16, "dtype": "float32",
+    "input": {"name": "image", "op": "input", "channels": 4, "shape": [1, 4, 8, 16]},
+    "outputs": ["sum"],
+    "blocks": [{"name": "b", "exit": "sum", "nodes": [
+      {"name": "a", "op": "activation", "activation": "relu", "inputs": [["image"]], "shape": [1, 4, 8, 16]},
+      {"name": "r1", "op": "reshape", "dims": [4, 8, 16], "inputs": [["a"]], "shape": [4, 8, 16]},
+      {"name": "r2", "op": "reshape", "dims": [32, 16], "inputs": [["r1"]], "shape": [32, 16]},
+      {"name": "t", "op": "transpose", "perm": [1, 0], "inputs": [["r2"]], "shape": [16, 32]},
+      {"name": "b", "op": "activation", "activation": "tanh", "inputs": [["image"]], "shape": [1, 4, 8, 16]},
+      {"name": "rb", "op": "reshape", "dims": [16, 32], "inputs": [["b"]], "shape": [16, 32]},
+      {"name": "sum", "op": "add", "inputs": [["t"], ["rb"]], "shape": [16, 32]}
+    ]}]})"));
+  const RankProgram separate = lower(g, one_gpu("hios-lp", g, 4), 0);
+  RankProgram shared = separate;
+  share_buffers(g, shared, memory_plan_options("nchw", g));
+  REQUIRE(check_shared_buffers(g, shared).empty());
+  std::vector<std::pair<int, int>> want{{g.find("r1"), g.find("a")}, {g.find("r2"), g.find("r1")},
+                                        {g.find("rb"), g.find("b")}};
+  std::vector<std::pair<int, int>> got = shared.reshape_views;
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  CHECK(got == want);
+  CHECK(program_to_text(g, shared).find("# reshape views: 3") != std::string::npos);
+  const std::vector<float> ref = run_interleaved(g, separate, 0);
+  for (uint32_t seed = 0; seed <= 3; ++seed) {
+    INFO("interleaving seed " << seed);
+    CHECK(run_interleaved(g, shared, seed) == ref);
+  }
+  // NHWC: a and b are channels-last images; r2 is a view of r1 still.
+  RankProgram nhwc = separate;
+  share_buffers(g, nhwc, memory_plan_options("nhwc", g));
+  REQUIRE(check_shared_buffers(g, nhwc).empty());
+  CHECK(nhwc.reshape_views == std::vector<std::pair<int, int>>{{g.find("r2"), g.find("r1")}});
+  // A view away from its input's address.
+  RankProgram moved = shared;
+  for (Instr& in : moved.instrs) {
+    if (in.kind == InstrKind::Alloc && in.node == g.find("rb")) in.offset = moved.arena_bytes;
+  }
+  moved.arena_bytes += 4096;
+  const std::vector<std::string> errs = check_shared_buffers(g, moved);
+  REQUIRE_FALSE(errs.empty());
+  CHECK(errs[0].find("not at its input's address") != std::string::npos);
 }
