@@ -6,9 +6,10 @@ embeddings, LayerNorm, multi-head attention (Q/K/V projections, reshape to heads
 scaled Q.K^T plus the mask's -10000, Softmax over the last axis, the product with V), the
 output projection and a residual, LayerNorm, an MLP with GELU and a residual, LayerNorm.
 
-Two forms: opset 13 with LayerNorm written out (ReduceMean, Sub, Pow, Sqrt, Div) and GELU in
-its erf form, as the TorchScript exporter writes them; opset 17 with LayerNormalization and
-GELU in its tanh form.
+Two forms: opset 13 with LayerNorm written out (ReduceMean, Sub, Pow, Sqrt, Div), GELU in
+its erf form and the scores divided by sqrt(d), as the TorchScript exporter writes them; opset 17
+with LayerNormalization, GELU in its tanh form, and Q and K^T each times the root of a scale
+computed from Q's shape, as that exporter writes scaled_dot_product_attention.
 
     transformer_case.py OUT_DIR      writes bert13.onnx, bert17.onnx, ids.npy, mask.npy,
                                      expected13.npy, expected17.npy and the refused inputs
@@ -84,7 +85,19 @@ def build(opset, rng):
     qhs = qs.reshape(1, S, HEADS, D).transpose(0, 2, 1, 3)
     khs = ks.reshape(1, S, HEADS, D).transpose(0, 2, 3, 1)
     vhs = vs.reshape(1, S, HEADS, D).transpose(0, 2, 1, 3)
-    scores = node("Div", [node("MatMul", [qh, kh], "qk"), const("scale", np.array(math.sqrt(D), np.float32))], "qk_s")
+    if opset >= 17:
+        # As PyTorch's TorchScript exporter writes scaled_dot_product_attention's default scale:
+        # from Q's shape, its root applied to Q and K^T each.
+        d = node("Cast", [node("Slice", [node("Shape", [qh], "q_shape"), const("minus1", np.array([-1], np.int64)),
+                                         const("int64_max", np.array([2 ** 63 - 1], np.int64))], "q_last")],
+                 "q_d", to=T.FLOAT)
+        inv = node("Div", [const("one_s", np.array([1.0], np.float32)), node("Sqrt", [d], "q_root")], "q_inv")
+        sc = node("Cast", [inv], "q_scale", to=T.FLOAT)
+        qk = node("MatMul", [node("Mul", [qh, node("Sqrt", [sc], "root_q")], "q_scaled"),
+                             node("Mul", [kh, node("Sqrt", [sc], "root_k")], "k_scaled")], "qk")
+        scores = qk
+    else:
+        scores = node("Div", [node("MatMul", [qh, kh], "qk"), const("scale", np.array(math.sqrt(D), np.float32))], "qk_s")
     maskf = node("Cast", ["mask"], "mask_f", to=T.FLOAT)
     bias = node("Mul", [node("Sub", [const("one", np.array(1.0, np.float32)), maskf], "mask_i"),
                         const("neg", np.array(-10000.0, np.float32))], "mask_b")
