@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 
+#include "graph/elements.hpp"
 #include "graph/error.hpp"
 
 namespace hios::exec {
@@ -395,12 +396,43 @@ class ReachOrder {
 // Whether a tensor of shape s holds its elements in row-major order in the storage.
 bool row_major_storage(const Shape& s, bool nhwc) { return !nhwc || s.rank != 4 || s.c == 1 || s.h * s.w == 1; }
 
-// The reshapes that can be views of their input ({reshape node, input node}): launched on this
-// rank, reading one whole tensor of the same size, both resident, written during the pass, not
-// kept after it, in no row group, and both row-major in the storage.
-std::vector<std::pair<int, int>> find_reshape_views(const Graph& g, const RankProgram& p,
-                                                    const std::vector<TensorUse>& uses, const std::vector<int>& slot,
-                                                    const MemoryPlanOptions& opt) {
+// Whether node nd can be a view inside its one input (`in_bytes` bytes; its own tensor
+// `out_bytes`), and at which byte offset: a reshape at 0, a gather of one constant index along an
+// axis after dims of 1 at that index's bytes (512-byte aligned in float32 bytes, so that 16-bit
+// storage, which halves it, keeps it 256-byte aligned). Both tensors must hold their elements in row-major order in the storage.
+bool view_offset(const Graph& g, const Node& nd, int64_t in_bytes, int64_t out_bytes, bool nhwc, int64_t* offset) {
+  if (nd.inputs.size() != 1 || nd.inputs[0].size() != 1) return false;
+  const Value& x = nd.inputs[0][0];
+  const Shape& xs = g.nodes[size_t(x.node)].shape;
+  if (x.begin != 0 || (x.end >= 0 && x.end != xs.c)) return false;  // a channel slice, not the whole tensor
+  if (!row_major_storage(nd.shape, nhwc) || !row_major_storage(xs, nhwc)) return false;
+  if (nd.op.kind == OpKind::Reshape) {
+    *offset = 0;
+    return in_bytes == out_bytes;
+  }
+  if (nd.op.kind != OpKind::Gather || nd.op.as<GatherAttrs>().elements) return false;
+  const Constant* idx = nd.constant(1);
+  if (!idx || nd.constant(0) || idx->shape.numel() != 1 || is_float(idx->dtype) || idx->data.empty()) return false;
+  const int axis = nd.op.as<GatherAttrs>().axis;
+  if (axis < 0 || axis >= xs.rank) return false;
+  int64_t inner = 1;
+  for (int d = 0; d < xs.rank; ++d) {
+    if (d < axis && xs.dim(d) != 1) return false;  // the rows taken are not one run of memory
+    if (d > axis) inner *= xs.dim(d);
+  }
+  int64_t v = load_int(idx->data.data(), idx->dtype, 0);
+  if (v < 0) v += xs.dim(axis);
+  if (v < 0 || v >= xs.dim(axis) || in_bytes % xs.numel() != 0) return false;
+  const int64_t element = in_bytes / xs.numel();
+  *offset = v * inner * element;
+  return out_bytes == inner * element && (*offset / element * 4) % (2 * kArenaAlignment) == 0;
+}
+
+// The nodes whose tensors can be views inside their input (view_offset): launched on this rank,
+// both tensors resident, written during the pass, not kept after it and in no row group. In
+// launch order, so a view's input that is a view itself comes first.
+std::vector<ArenaView> find_views(const Graph& g, const RankProgram& p, const std::vector<TensorUse>& uses,
+                                   const std::vector<int>& slot, const MemoryPlanOptions& opt) {
   std::vector<char> in_group(g.nodes.size(), 0);
   for (const RowGroup& grp : p.row_groups) {
     for (const auto& [node, row] : grp.members) in_group[size_t(node)] = 1;
@@ -408,45 +440,42 @@ std::vector<std::pair<int, int>> find_reshape_views(const Graph& g, const RankPr
   auto free_tensor = [&](int node) {
     return slot[size_t(node)] >= 0 && !uses[size_t(slot[size_t(node)])].pinned && !in_group[size_t(node)];
   };
-  std::vector<std::pair<int, int>> views;
+  std::vector<ArenaView> views;
   for (const Instr& in : p.instrs) {
     if (in.kind != InstrKind::Launch) continue;
     const Node& nd = g.nodes[size_t(in.node)];
-    if (nd.op.kind != OpKind::Reshape || nd.inputs.size() != 1 || nd.inputs[0].size() != 1) continue;
-    const Value& x = nd.inputs[0][0];
-    const Shape& xs = g.nodes[size_t(x.node)].shape;
-    const bool whole = x.begin == 0 && (x.end < 0 || x.end == xs.c);
-    if (!whole || !free_tensor(in.node) || !free_tensor(x.node)) continue;
-    if (uses[size_t(slot[size_t(in.node)])].bytes != uses[size_t(slot[size_t(x.node)])].bytes) continue;
-    if (!row_major_storage(nd.shape, opt.nhwc) || !row_major_storage(xs, opt.nhwc)) continue;
-    views.emplace_back(in.node, x.node);
+    if (nd.op.kind != OpKind::Reshape && nd.op.kind != OpKind::Gather) continue;
+    if (nd.inputs.size() != 1 || nd.inputs[0].size() != 1) continue;
+    const int of = nd.inputs[0][0].node;
+    if (!free_tensor(in.node) || !free_tensor(of)) continue;
+    ArenaView v;
+    v.node = in.node;
+    v.of = of;
+    if (view_offset(g, nd, uses[size_t(slot[size_t(of)])].bytes, uses[size_t(slot[size_t(in.node)])].bytes, opt.nhwc,
+                    &v.offset)) {
+      views.push_back(v);
+    }
   }
   return views;
 }
 
 // The units to place: every row group as one (its members at their rows, the group's first row
-// at the unit's start), every chain of reshape views as one (all at its start), every other
-// tensor alone.
+// at the unit's start), every chain of views as one (each at its offset from the chain's root),
+// every other tensor alone.
 std::vector<Unit> make_units(const Graph& g, const std::vector<TensorUse>& uses, const std::vector<int>& slot,
-                             const std::vector<RowGroup>& groups, const std::vector<std::pair<int, int>>& views) {
+                             const std::vector<RowGroup>& groups, const std::vector<ArenaView>& views) {
   std::vector<Unit> units;
   std::vector<char> grouped(uses.size(), 0);
-  // Union-find over the tensor uses joined by views.
-  std::vector<size_t> parent(uses.size());
-  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
-  auto find = [&](size_t i) {
-    while (parent[i] != i) i = parent[i] = parent[parent[i]];
-    return i;
-  };
-  for (const auto& [view, of] : views) parent[find(size_t(slot.at(size_t(view))))] = find(size_t(slot.at(size_t(of))));
-  std::map<size_t, std::vector<size_t>> chains;
-  for (const auto& [view, of] : views) {
-    for (int node : {view, of}) {
-      const size_t k = size_t(slot.at(size_t(node)));
-      std::vector<size_t>& c = chains[find(k)];
-      if (std::find(c.begin(), c.end(), k) == c.end()) c.push_back(k);
-    }
+  // Each view's tensor at its offset from the tensor at the root of its chain of views.
+  std::map<int, std::pair<int, int64_t>> place;  // node -> {root node, bytes from the root's start}
+  for (const ArenaView& v : views) {
+    const auto it = place.find(v.of);
+    const std::pair<int, int64_t> at = it == place.end() ? std::pair<int, int64_t>{v.of, 0} : it->second;
+    place[v.of] = at;
+    place[v.node] = {at.first, at.second + v.offset};
   }
+  std::map<int, std::vector<std::pair<size_t, int64_t>>> chains;  // root node -> {use, start}
+  for (const auto& [node, at] : place) chains[at.first].emplace_back(size_t(slot.at(size_t(node))), at.second);
   // Member k of u at `start` bytes from its beginning; done() sorts what the members gave.
   auto add_member = [&](Unit& u, size_t k, int64_t start) {
     grouped[k] = 1;
@@ -473,12 +502,11 @@ std::vector<Unit> make_units(const Graph& g, const std::vector<TensorUse>& uses,
     for (const auto& [node, row] : grp.members) add_member(u, size_t(slot.at(size_t(node))), (row - low) * grp.row_bytes);
     done(u);
   }
-  for (auto& [root, members] : chains) {
-    std::sort(members.begin(), members.end());
+  for (const auto& [root, members] : chains) {
     Unit u;
-    for (size_t k : members) {
-      add_member(u, k, 0);
-      u.bytes = std::max(u.bytes, uses[k].bytes);
+    for (const auto& [k, start] : members) {
+      add_member(u, k, start);
+      u.bytes = std::max(u.bytes, start + uses[k].bytes);
     }
     done(u);
   }
@@ -493,7 +521,7 @@ std::vector<Unit> make_units(const Graph& g, const std::vector<TensorUse>& uses,
 MemoryPlanOptions memory_plan_options(const std::string& layout, const Graph& g) {
   MemoryPlanOptions o;
   o.rows_in_place = layout == "nhwc" && g.batch == 1;
-  o.reshape_views = true;
+  o.views = true;
   o.nhwc = layout == "nhwc";
   return o;
 }
@@ -503,9 +531,9 @@ void share_buffers(const Graph& g, RankProgram& p, const MemoryPlanOptions& opt)
   const std::vector<TensorUse> uses = tensor_uses(g, p, &slot);
   p.row_groups.clear();
   if (opt.rows_in_place) p.row_groups = RowGrouper(g, p, uses, slot).groups();
-  p.reshape_views.clear();
-  if (opt.reshape_views) p.reshape_views = find_reshape_views(g, p, uses, slot, opt);
-  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups, p.reshape_views);
+  p.views.clear();
+  if (opt.views) p.views = find_views(g, p, uses, slot, opt);
+  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups, p.views);
   const StreamOrder order(p);
   // Pinned units first, each alone; then the rest in a given order, each at the lowest offset
   // that no conflicting, already placed unit covers. Returns the arena size.
@@ -633,38 +661,37 @@ void check_row_group(const Graph& g, const RankProgram& p, const RowGroup& grp, 
   }
 }
 
-// A reshape view's own problems: not a reshape of that input, not both resident and unpinned,
-// sizes that differ, a member of a row group too, or not at its input's address.
-void check_reshape_views(const Graph& g, const RankProgram& p, const std::vector<TensorUse>& uses,
-                         const std::vector<int>& slot, std::vector<std::string>& errs) {
+// A view's own problems: not a node that can be a view of that input at that offset (its
+// shapes, sizes and index decide it, as when planned; the storage's order is the backend's to
+// check, which refuses a view of a tensor not in row-major order), not both tensors resident
+// and unpinned, a member of a row group too, or not at its offset from its input's address.
+void check_views(const Graph& g, const RankProgram& p, const std::vector<TensorUse>& uses,
+                 const std::vector<int>& slot, std::vector<std::string>& errs) {
   std::vector<char> in_group(g.nodes.size(), 0);
   for (const RowGroup& grp : p.row_groups) {
     for (const auto& [node, row] : grp.members) in_group[size_t(node)] = 1;
   }
-  for (const auto& [view, of] : p.reshape_views) {
-    if (view < 0 || view >= g.size() || of < 0 || of >= g.size()) {
-      errs.push_back(strprintf("rank %d: a reshape view names node %d of %d", p.rank, std::max(view, of), g.size()));
+  for (const ArenaView& v : p.views) {
+    if (v.node < 0 || v.node >= g.size() || v.of < 0 || v.of >= g.size()) {
+      errs.push_back(strprintf("rank %d: a view names node %d of %d", p.rank, std::max(v.node, v.of), g.size()));
       continue;
     }
-    const Node& nd = g.nodes[size_t(view)];
-    const std::string what = strprintf("rank %d: reshape view '%s' of '%s'", p.rank, nd.name.c_str(),
-                                       g.nodes[size_t(of)].name.c_str());
-    if (nd.op.kind != OpKind::Reshape || nd.inputs.size() != 1 || nd.inputs[0].size() != 1 ||
-        nd.inputs[0][0].node != of) {
-      errs.push_back(what + ": not a reshape of that tensor");
-      continue;
-    }
-    if (slot[size_t(view)] < 0 || slot[size_t(of)] < 0) {
+    const Node& nd = g.nodes[size_t(v.node)];
+    const std::string what = strprintf("rank %d: view '%s' of '%s'", p.rank, nd.name.c_str(),
+                                       g.nodes[size_t(v.of)].name.c_str());
+    if (slot[size_t(v.node)] < 0 || slot[size_t(v.of)] < 0) {
       errs.push_back(what + ": not both tensors of the rank");
       continue;
     }
-    const TensorUse &a = uses[size_t(slot[size_t(view)])], &b = uses[size_t(slot[size_t(of)])];
-    if (a.pinned || b.pinned || in_group[size_t(view)] || in_group[size_t(of)]) {
+    const TensorUse &a = uses[size_t(slot[size_t(v.node)])], &b = uses[size_t(slot[size_t(v.of)])];
+    int64_t offset = -1;
+    if (nd.inputs.size() != 1 || nd.inputs[0].size() != 1 || nd.inputs[0][0].node != v.of ||
+        !view_offset(g, nd, b.bytes, a.bytes, /*nhwc=*/false, &offset) || offset != v.offset) {
+      errs.push_back(what + strprintf(": not a view of that tensor at offset %lld", (long long)v.offset));
+    } else if (a.pinned || b.pinned || in_group[size_t(v.node)] || in_group[size_t(v.of)]) {
       errs.push_back(what + ": a tensor kept after the pass or in a row group");
-    } else if (a.bytes != b.bytes) {
-      errs.push_back(what + ": sizes differ");
-    } else if (p.instrs[size_t(a.alloc)].offset != p.instrs[size_t(b.alloc)].offset) {
-      errs.push_back(what + ": not at its input's address");
+    } else if (p.instrs[size_t(a.alloc)].offset != p.instrs[size_t(b.alloc)].offset + v.offset) {
+      errs.push_back(what + ": not at its offset from its input's address");
     }
   }
 }
@@ -676,9 +703,9 @@ std::vector<std::string> check_shared_buffers(const Graph& g, const RankProgram&
   std::vector<int> slot;
   const std::vector<TensorUse> uses = tensor_uses(g, p, &slot);
   for (const RowGroup& grp : p.row_groups) check_row_group(g, p, grp, uses, slot, errs);
-  check_reshape_views(g, p, uses, slot, errs);
+  check_views(g, p, uses, slot, errs);
   if (!errs.empty()) return errs;
-  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups, p.reshape_views);
+  const std::vector<Unit> units = make_units(g, uses, slot, p.row_groups, p.views);
   const ReachOrder order(p);
   auto name = [&](const Unit& u) { return g.nodes[size_t(uses[u.members[0]].node)].name; };
   std::vector<int64_t> start(units.size());

@@ -34,9 +34,11 @@ struct MemoryPlanOptions {
   // storage has that property (memory_plan_options).
   bool rows_in_place = false;
   // A reshape whose input and output both hold their elements in row-major order is a view of
-  // its input: the planner puts both at one address (RankProgram::reshape_views) and the copy
-  // becomes a no-op. A transformer's graph has a dozen reshapes per layer.
-  bool reshape_views = false;
+  // its input: the planner puts both at one address and the copy becomes a no-op. So is a
+  // gather of one constant index along an axis after dims of 1 (Q, K and V taken from one
+  // packed projection), at that index's bytes (RankProgram::views). A transformer's graph has
+  // a dozen such nodes per layer.
+  bool views = false;
   // Rank-4 tensors are stored channels-last, which is row-major order only where C or H x W is 1.
   bool nhwc = false;
 };
@@ -51,7 +53,7 @@ void share_buffers(const Graph& g, RankProgram& p, const MemoryPlanOptions& opt 
 
 // Checks a shared plan: offsets inside the arena and aligned, pinned tensors alone, every
 // pair of tensors that overlap in memory ordered as above unless they are bands of one row group
-// at the addresses of their rows or a reshape view and its input at one address, and in a row group every row written by at most one
+// at the addresses of their rows or a view inside its input at its offset, and in a row group every row written by at most one
 // instruction that is not an in-place copy. It derives the ordering by a search
 // over the program's stream and event edges, independently of the planner's vector clocks, so
 // the tests can hold one against the other. One line per violation; empty when sound.

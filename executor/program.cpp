@@ -554,6 +554,7 @@ RankProgram with_element_bytes(RankProgram p, size_t element_bytes) {
   }
   scale(p.arena_bytes, "the arena");
   for (RowGroup& grp : p.row_groups) scale(grp.row_bytes, "a row group's row");
+  for (ArenaView& v : p.views) scale(v.offset, "a view's offset");
   return p;
 }
 
@@ -622,8 +623,8 @@ std::string program_to_text(const Graph& g, const RankProgram& p) {
     out += strprintf("# row groups: %zu, holding %zu tensors at the addresses of their rows\n", p.row_groups.size(),
                      members);
   }
-  if (!p.reshape_views.empty()) {
-    out += strprintf("# reshape views: %zu reshapes at their input's address\n", p.reshape_views.size());
+  if (!p.views.empty()) {
+    out += strprintf("# tensor views: %zu reshapes and gathers inside the tensor they read\n", p.views.size());
   }
   for (const Instr& in : p.instrs) {
     std::string line = strprintf("%-7s", instr_kind_name(in.kind));

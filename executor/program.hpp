@@ -86,6 +86,15 @@ struct RowGroup {
   std::vector<std::pair<int, int64_t>> members;  // {node, the global row its tensor starts at}
 };
 
+// A reshape's tensor at its input's address, or one index of a gather along a leading axis at
+// that index's bytes in its input: `node`'s tensor lies `offset` bytes into `of`'s.
+struct ArenaView {
+  int node = -1, of = -1;
+  int64_t offset = 0;  // bytes, as Alloc sizes count them
+  bool operator==(const ArenaView& o) const { return node == o.node && of == o.of && offset == o.offset; }
+  bool operator<(const ArenaView& o) const { return node < o.node; }
+};
+
 struct RankProgram {
   int rank = 0;
   int num_ranks = 1;
@@ -102,9 +111,9 @@ struct RankProgram {
   // (executor/memory_plan.hpp).
   int64_t arena_bytes = 0;
   std::vector<RowGroup> row_groups;  // empty unless the plan put bands in place
-  // {reshape node, its input's node}: the plan put the reshape's tensor at its input's address,
-  // so the reshape copies nothing (executor/memory_plan.hpp, MemoryPlanOptions::reshape_views).
-  std::vector<std::pair<int, int>> reshape_views;
+  // Tensors the plan put inside the tensor they are computed from, so that their node copies
+  // nothing (executor/memory_plan.hpp, MemoryPlanOptions::views).
+  std::vector<ArenaView> views;
   // Launches the backend must be ready for besides the pass's own ({node, stream}, in any
   // order): a measurement program issues stages of its own choosing, with a node on whichever
   // stream its group gets (executor/session.hpp, RankSession::issue).

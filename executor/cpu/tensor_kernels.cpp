@@ -566,6 +566,11 @@ void k_gather(const Op& op, const std::vector<TensorArg>& in, const TensorOut& o
   for (int d = a.axis + 1; d < x.rank; ++d) inner *= x.dim(d);
   const int64_t nidx = in[1].shape.numel();
   const size_t es = dtype_size(out.dtype);
+  if (outer == 1 && nidx == 1 &&
+      out.data == static_cast<const uint8_t*>(in[0].data) +
+                      size_t(checked_index(li(in[1], 0), x.dim(a.axis), op) * inner) * es) {
+    return;  // a view of its one index's elements (executor/memory_plan.hpp)
+  }
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t k = 0; k < nidx; ++k) {
       const int64_t j = checked_index(li(in[1], k), x.dim(a.axis), op);

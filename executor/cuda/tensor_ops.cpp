@@ -309,6 +309,15 @@ void plan_gather(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
                (long long)load_int(host.at(0).data(), idx->dtype, i), (long long)dim);
     table[size_t(i)] = v;
   }
+  int64_t outer = 1;
+  for (int d = 0; d < a.axis; ++d) outer *= wx.dims[d];
+  if (k == 1 && outer == 1 && y.ptr == x.at(table[0] * (x.shape.numel() / dim))) {
+    // A view of its one index's elements (executor/memory_plan.hpp): the planner makes one only
+    // where the dims before the axis are 1 and both tensors are row-major.
+    HIOS_CHECK(row_major(x) && row_major(y), "internal error: node '%s': a gather view of a tensor not in row-major order",
+               c.node_name.c_str());
+    return;
+  }
   p.gather_table = static_cast<const int64_t*>(c.eng.table(c.node_name + ".indices", table.data(), table.size() * 8));
   emit_map(c, p);
 }

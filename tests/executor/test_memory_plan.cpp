@@ -212,13 +212,13 @@ TEST_CASE("memory plan: reshapes of row-major tensors are views of their inputs,
   RankProgram shared = separate;
   share_buffers(g, shared, memory_plan_options("nchw", g));
   REQUIRE(check_shared_buffers(g, shared).empty());
-  std::vector<std::pair<int, int>> want{{g.find("r1"), g.find("a")}, {g.find("r2"), g.find("r1")},
-                                        {g.find("rb"), g.find("b")}};
-  std::vector<std::pair<int, int>> got = shared.reshape_views;
+  std::vector<ArenaView> want{{g.find("r1"), g.find("a"), 0}, {g.find("r2"), g.find("r1"), 0},
+                               {g.find("rb"), g.find("b"), 0}};
+  std::vector<ArenaView> got = shared.views;
   std::sort(want.begin(), want.end());
   std::sort(got.begin(), got.end());
   CHECK(got == want);
-  CHECK(program_to_text(g, shared).find("# reshape views: 3") != std::string::npos);
+  CHECK(program_to_text(g, shared).find("# tensor views: 3") != std::string::npos);
   const std::vector<float> ref = run_interleaved(g, separate, 0);
   for (uint32_t seed = 0; seed <= 3; ++seed) {
     INFO("interleaving seed " << seed);
@@ -228,7 +228,7 @@ TEST_CASE("memory plan: reshapes of row-major tensors are views of their inputs,
   RankProgram nhwc = separate;
   share_buffers(g, nhwc, memory_plan_options("nhwc", g));
   REQUIRE(check_shared_buffers(g, nhwc).empty());
-  CHECK(nhwc.reshape_views == std::vector<std::pair<int, int>>{{g.find("r2"), g.find("r1")}});
+  CHECK(nhwc.views == std::vector<ArenaView>{{g.find("r2"), g.find("r1"), 0}});
   // A view away from its input's address.
   RankProgram moved = shared;
   for (Instr& in : moved.instrs) {
@@ -237,5 +237,62 @@ TEST_CASE("memory plan: reshapes of row-major tensors are views of their inputs,
   moved.arena_bytes += 4096;
   const std::vector<std::string> errs = check_shared_buffers(g, moved);
   REQUIRE_FALSE(errs.empty());
-  CHECK(errs[0].find("not at its input's address") != std::string::npos);
+  CHECK(errs[0].find("not at its offset from its input's address") != std::string::npos);
+}
+
+// A transformer's packed projection: [3, 8, 16] computed, then Q, K and V gathered as indices
+// 0, 1 and 2 of its leading axis. Each is a view at its index's bytes (8 x 16 floats: 512
+// bytes apart); a gather along the second axis, whose rows are not one run, copies. The result
+// is the separate buffers' under any interleaving, and the check catches a wrong offset.
+TEST_CASE("memory plan: a gather of one index along a leading axis is a view at that index's bytes") {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "qkv", "batch": 1, "height": 8, "width": 16, "dtype": "float32",
+    "input": {"name": "image", "op": "input", "channels": 3, "shape": [1, 3, 8, 16]},
+    "outputs": ["sum"],
+    "blocks": [{"name": "b", "exit": "sum", "nodes": [
+      {"name": "a", "op": "activation", "activation": "tanh", "inputs": [["image"]], "shape": [1, 3, 8, 16]},
+      {"name": "packed", "op": "reshape", "dims": [3, 8, 16], "inputs": [["a"]], "shape": [3, 8, 16]},
+      {"name": "q", "op": "gather", "axis": 0, "inputs": [["packed"]], "shape": [8, 16]},
+      {"name": "k", "op": "gather", "axis": 0, "inputs": [["packed"]], "shape": [8, 16]},
+      {"name": "v", "op": "gather", "axis": 0, "inputs": [["packed"]], "shape": [8, 16]},
+      {"name": "row", "op": "gather", "axis": 1, "inputs": [["packed"]], "shape": [3, 16]},
+      {"name": "qk", "op": "add", "inputs": [["q"], ["k"]], "shape": [8, 16]},
+      {"name": "qkv", "op": "add", "inputs": [["qk"], ["v"]], "shape": [8, 16]},
+      {"name": "rows", "op": "reduce", "fn": "sum", "axes": [0], "keepdims": false, "inputs": [["row"]], "shape": [16]},
+      {"name": "sum", "op": "binary", "fn": "add", "inputs": [["qkv"], ["rows"]], "shape": [8, 16]}
+    ]}]})");
+  nlohmann::json& nodes = j["blocks"][0]["nodes"];
+  const std::vector<std::pair<int, int>> index{{2, 0}, {3, 1}, {4, -1}, {5, 5}};  // v's -1 is index 2
+  for (const auto& [at, i] : index) {
+    nodes[size_t(at)]["constants"] =
+        nlohmann::json::array({{{"operand", 1}, {"dims", nlohmann::json::array()}, {"dtype", "int64"}, {"values", {i}}}});
+  }
+  const Graph g = graph_from_json(j);
+  const RankProgram separate = lower(g, one_gpu("hios-lp", g, 4), 0);
+  RankProgram shared = separate;
+  share_buffers(g, shared, memory_plan_options("nchw", g));
+  REQUIRE(check_shared_buffers(g, shared).empty());
+  std::vector<ArenaView> want{{g.find("packed"), g.find("a"), 0}, {g.find("q"), g.find("packed"), 0},
+                               {g.find("k"), g.find("packed"), 512}, {g.find("v"), g.find("packed"), 1024}};
+  std::vector<ArenaView> got = shared.views;
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  CHECK(got == want);
+  const std::vector<float> ref = run_interleaved(g, separate, 0);
+  for (uint32_t seed = 0; seed <= 3; ++seed) {
+    INFO("interleaving seed " << seed);
+    CHECK(run_interleaved(g, shared, seed) == ref);
+  }
+  // In 16-bit storage the offsets halve with the sizes and stay 256-byte aligned.
+  const RankProgram half = with_element_bytes(shared, 2);
+  REQUIRE(half.views.size() == 4);
+  for (const ArenaView& v : half.views) CHECK(v.offset % 256 == 0);
+  // k recorded at v's offset.
+  RankProgram wrong = shared;
+  for (ArenaView& v : wrong.views) {
+    if (v.node == g.find("k")) v.offset = 1024;
+  }
+  const std::vector<std::string> errs = check_shared_buffers(g, wrong);
+  REQUIRE_FALSE(errs.empty());
+  CHECK(errs[0].find("not a view of that tensor at offset 1024") != std::string::npos);
 }
