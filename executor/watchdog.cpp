@@ -130,7 +130,12 @@ void abort_on_shared_timeout(Comm& comm, const std::string& reason) {
     // Every rank's watchdog fires within moments of the others' (the same option, started
     // together): rank 0 speaks for the job and its abort ends this rank too. A rank 0 that is
     // gone or cannot abort leaves this one to say it.
-    std::this_thread::sleep_for(std::chrono::seconds(3));
+    std::this_thread::sleep_for(std::chrono::seconds(5));  // rank 0 waits 2 s before it aborts
+  } else if (comm.size() > 1) {
+    // The others' watchdogs must fire, and silence their own SIGTERM line, before this abort
+    // ends them: on a loaded 2-core machine one fired after rank 0 had aborted, and printed a
+    // second line for the one error every rank shares.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
   }
   std::string line = strprintf("hios: error: %s: %s; aborting the job", comm.where().c_str(), reason.c_str());
   if (comm.size() > 1 && comm.rank() == 0) line += strprintf(" (every rank's limit; %d ranks)", comm.size());
