@@ -396,6 +396,15 @@ class ReachOrder {
 // Whether a tensor of shape s holds its elements in row-major order in the storage.
 bool row_major_storage(const Shape& s, bool nhwc) { return !nhwc || s.rank != 4 || s.c == 1 || s.h * s.w == 1; }
 
+// Per node: 1 where its tensor is a member of one of p's row groups.
+std::vector<char> row_group_members(const Graph& g, const RankProgram& p) {
+  std::vector<char> in_group(g.nodes.size(), 0);
+  for (const RowGroup& grp : p.row_groups) {
+    for (const auto& [node, row] : grp.members) in_group[size_t(node)] = 1;
+  }
+  return in_group;
+}
+
 // Whether node nd can be a view inside its one input (`in_bytes` bytes; its own tensor
 // `out_bytes`), and at which byte offset: a reshape at 0, a gather of one constant index along an
 // axis after dims of 1 at that index's bytes (512-byte aligned in float32 bytes, so that 16-bit
@@ -433,10 +442,7 @@ bool view_offset(const Graph& g, const Node& nd, int64_t in_bytes, int64_t out_b
 // launch order, so a view's input that is a view itself comes first.
 std::vector<ArenaView> find_views(const Graph& g, const RankProgram& p, const std::vector<TensorUse>& uses,
                                    const std::vector<int>& slot, const MemoryPlanOptions& opt) {
-  std::vector<char> in_group(g.nodes.size(), 0);
-  for (const RowGroup& grp : p.row_groups) {
-    for (const auto& [node, row] : grp.members) in_group[size_t(node)] = 1;
-  }
+  const std::vector<char> in_group = row_group_members(g, p);
   auto free_tensor = [&](int node) {
     return slot[size_t(node)] >= 0 && !uses[size_t(slot[size_t(node)])].pinned && !in_group[size_t(node)];
   };
@@ -667,10 +673,7 @@ void check_row_group(const Graph& g, const RankProgram& p, const RowGroup& grp, 
 // and unpinned, a member of a row group too, or not at its offset from its input's address.
 void check_views(const Graph& g, const RankProgram& p, const std::vector<TensorUse>& uses,
                  const std::vector<int>& slot, std::vector<std::string>& errs) {
-  std::vector<char> in_group(g.nodes.size(), 0);
-  for (const RowGroup& grp : p.row_groups) {
-    for (const auto& [node, row] : grp.members) in_group[size_t(node)] = 1;
-  }
+  const std::vector<char> in_group = row_group_members(g, p);
   for (const ArenaView& v : p.views) {
     if (v.node < 0 || v.node >= g.size() || v.of < 0 || v.of >= g.size()) {
       errs.push_back(strprintf("rank %d: a view names node %d of %d", p.rank, std::max(v.node, v.of), g.size()));
