@@ -4,8 +4,8 @@
 For each model and resolution, the variants of --variants (default: all of them), batch 1,
 torch.backends.cudnn.benchmark = True, inference mode:
 
-  eager               fp32 tensors, TF32 convolutions (PyTorch's defaults: cudnn.allow_tf32 on,
-                      matmul TF32 off)
+  eager               fp32 tensors, TF32 convolutions and matrix products (cudnn.allow_tf32
+                      and cuda.matmul.allow_tf32 on, as hios --math tf32)
   cuda-graph          the same, captured once and replayed
   compile-ro          torch.compile(mode="reduce-overhead"), TF32, NCHW
   compile-ro-cl       the same with channels_last model and input
@@ -348,7 +348,9 @@ def main():
         raise SystemExit("bench_pytorch.py: no CUDA device visible")
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = True          # PyTorch's default for convolutions
-    torch.backends.cuda.matmul.allow_tf32 = False   # PyTorch's default for matmul (nn.Linear)
+    # Matrix products on TF32 tensor cores too, as hios --math tf32 runs them (PyTorch's default
+    # keeps nn.Linear and matmul in fp32; a transformer's time is mostly those products).
+    torch.backends.cuda.matmul.allow_tf32 = True
 
     variants = [v for v in args.variants.split(",") if v]
     unknown = [v for v in variants if v not in ALL_VARIANTS]
