@@ -3,6 +3,7 @@
 // values, all in double. The softmax follows the softmax op's kernel (tensor_kernels.cpp): the
 // largest finite score is subtracted, so a row masked to -infinity throughout gives NaN, and a
 // NaN score makes its row NaN, as the chain of nodes it replaces gives.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -35,34 +36,40 @@ void attention(const Op& op, const std::vector<TensorArg>& in, const TensorOut& 
       acc *= m.dim(dim);
     }
   }
-  std::vector<double> score(static_cast<size_t>(sk)), acc(static_cast<size_t>(dv));
-  for (int64_t b = 0; b < batch; ++b) {
-    // The mask's offset of this batch entry: its leading index, dim by dim.
-    int64_t mask_base = 0;
-    for (int64_t rest = b, dim = r - 3; dim >= 0; --dim) {
-      mask_base += (rest % qs.dim(int(dim))) * mask_stride[size_t(dim)];
-      rest /= qs.dim(int(dim));
-    }
-    const float *qb = q + b * sq * d, *kb = k + b * sk * d, *vb = v + b * sk * dv;
-    for (int64_t i = 0; i < sq; ++i) {
-      double most = -INFINITY;
-      for (int64_t j = 0; j < sk; ++j) {
-        double s = 0;
-        for (int64_t e = 0; e < d; ++e) s += double(qb[i * d + e]) * double(kb[j * d + e]);
-        s *= a.scale;
-        if (mask) s += double(mask[mask_base + i * mask_stride[size_t(r - 2)] + j * mask_stride[size_t(r - 1)]]);
-        if (a.causal && j > i) s = -INFINITY;
-        score[size_t(j)] = s;
-        if (s > most) most = s;
+  // Query rows are independent and each one's sums run in a fixed order, so they are spread
+  // over threads without changing a bit of the result.
+#pragma omp parallel
+  {
+    std::vector<double> score(static_cast<size_t>(sk)), acc(static_cast<size_t>(dv));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < sq; ++i) {
+        // The mask's offset of this batch entry: its leading index, dim by dim.
+        int64_t mask_base = 0;
+        for (int64_t rest = b, dim = r - 3; dim >= 0; --dim) {
+          mask_base += (rest % qs.dim(int(dim))) * mask_stride[size_t(dim)];
+          rest /= qs.dim(int(dim));
+        }
+        const float *qb = q + b * sq * d, *kb = k + b * sk * d, *vb = v + b * sk * dv;
+        double most = -INFINITY;
+        for (int64_t j = 0; j < sk; ++j) {
+          double s = 0;
+          for (int64_t e = 0; e < d; ++e) s += double(qb[i * d + e]) * double(kb[j * d + e]);
+          s *= a.scale;
+          if (mask) s += double(mask[mask_base + i * mask_stride[size_t(r - 2)] + j * mask_stride[size_t(r - 1)]]);
+          if (a.causal && j > i) s = -INFINITY;
+          score[size_t(j)] = s;
+          if (s > most) most = s;
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < sk; ++j) sum += std::exp(score[size_t(j)] - most);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < sk; ++j) {
+          const double p = std::exp(score[size_t(j)] - most) / sum;
+          for (int64_t e = 0; e < dv; ++e) acc[size_t(e)] += p * double(vb[j * dv + e]);
+        }
+        for (int64_t e = 0; e < dv; ++e) y[(b * sq + i) * dv + e] = float(acc[size_t(e)]);
       }
-      double sum = 0;
-      for (int64_t j = 0; j < sk; ++j) sum += std::exp(score[size_t(j)] - most);
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = 0; j < sk; ++j) {
-        const double p = std::exp(score[size_t(j)] - most) / sum;
-        for (int64_t e = 0; e < dv; ++e) acc[size_t(e)] += p * double(vb[j * dv + e]);
-      }
-      for (int64_t e = 0; e < dv; ++e) y[(b * sq + i) * dv + e] = float(acc[size_t(e)]);
     }
   }
 }
