@@ -90,6 +90,33 @@ TEST_CASE("norm on the GPU matches the CPU reference: residual sums, NHWC walks,
   });
 }
 
+// Rows as long as a transformer's hidden size: a layer norm with a residual sum over W (600
+// elements, contiguous in NCHW, so held in registers) and an RMS norm over H and W (1,800, past
+// the register path's 1,024), against the CPU in every math mode and both layouts.
+TEST_CASE("norm on the GPU matches the CPU reference: long rows", "[gpu][ops][general]") {
+  REQUIRE_GPU();
+  const json j = json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "long-norms", "batch": 1, "height": 3, "width": 600, "dtype": "float32",
+    "input": {"name": "image", "op": "input", "channels": 2, "shape": [1, 2, 3, 600]},
+    "outputs": ["sum"],
+    "blocks": [{"name": "b", "exit": "sum", "nodes": [
+      {"name": "r", "op": "conv", "out_channels": 2, "kernel": [1, 1], "stride": [1, 1], "padding": [0, 0],
+       "dilation": [1, 1], "groups": 1, "bias": true, "activation": "none", "inputs": [["image"]], "shape": [1, 2, 3, 600]},
+      {"name": "ln", "op": "norm", "fn": "layer", "axis": 3, "epsilon": 1e-5, "residual": true,
+       "inputs": [["image"], ["r"]], "constants": [{"operand": 2, "dims": [1], "dtype": "float32", "values": [0.75]},
+                                                 {"operand": 3, "dims": [1], "dtype": "float32", "values": [0.125]}],
+       "shape": [1, 2, 3, 600]},
+      {"name": "rms", "op": "norm", "fn": "rms", "axis": 2, "epsilon": 1e-6, "inputs": [["r"]],
+       "constants": [{"operand": 1, "dims": [1], "dtype": "float32", "values": [1.5]}],
+       "shape": [1, 2, 3, 600]},
+      {"name": "sum", "op": "add", "inputs": [["ln"], ["rms"]], "shape": [1, 2, 3, 600]}
+    ]}]})");
+  const Graph g = graph_from_json(j);
+  expect_gpu_matches_cpu(g, exec::make_inputs(g, 5), {g.find("sum")}, [](const std::string& math) {
+    return math == "bf16" ? 5e-2 : math == "fp16" ? 1e-2 : 2e-3;
+  });
+}
+
 // The attention op: Q the image (4 heads of 8 queries by 16), K a convolution of it and V its
 // tanh (in NHWC neither is row-major, so both are gathered first), once with a mask broadcast
 // along heads and queries and once causal, against the CPU in every math mode and both layouts.
