@@ -124,6 +124,29 @@ struct GeneralOps {
     return emit(op, {x}, output, suffix);
   }
   int transpose(Operand x, std::vector<int> perm, int output = 0, const std::string& suffix = "") {
+    // A permutation that moves only dims of size 1 keeps every element where it was in row-major
+    // order: it is a reshape, which the memory plan can make a view (an exported transformer
+    // swaps its batch of 1 with the tokens twice a layer). Anything else, a malformed
+    // permutation included, stays a transpose for its own checks.
+    const Shape s = im.operand_shape(x);
+    if (int(perm.size()) == s.rank) {
+      std::vector<bool> seen(size_t(s.rank), false);
+      std::vector<int64_t> dims;
+      int last = -1;
+      bool moves_data = false;
+      for (int d : perm) {
+        if (d < 0 || d >= s.rank || seen[size_t(d)]) {
+          moves_data = true;
+          break;
+        }
+        seen[size_t(d)] = true;
+        dims.push_back(s.dim(d));
+        if (s.dim(d) == 1) continue;
+        if (d < last) moves_data = true;
+        last = d;
+      }
+      if (!moves_data) return reshape(x, dims, output, suffix);
+    }
     Op op = make_op(OpKind::Transpose);
     op.attrs = TransposeAttrs{std::move(perm)};
     return emit(op, {x}, output, suffix);

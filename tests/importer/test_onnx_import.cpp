@@ -290,6 +290,43 @@ TEST_CASE("import: an output node renamed after the output keeps its stored cons
   REQUIRE(r.weights.count(key) == 1);
   CHECK(r.weights.at(key).values == bias);
 }
+// Transposes of a transformer export: [1, T, C] to [T, 1, C] moves only the batch of 1 and is
+// a reshape (a view in the memory plan); [T, 1, H, D] to [H, T, 1, D] moves data and stays.
+TEST_CASE("import: a transpose that moves only dims of size 1 becomes a reshape") {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  onnx::GraphProto& g = *m.mutable_graph();
+  g.set_name("tokens");
+  auto* in = g.add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 6, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  g.add_output()->set_name("y");
+  *g.add_initializer() = ints("heads", {4}, {6, 1, 2, 4});
+  attr_ints(node(g, "Transpose", {"x"}, "t"), "perm", {1, 0, 2});
+  node(g, "Reshape", {"t", "heads"}, "h");
+  attr_ints(node(g, "Transpose", {"h"}, "y"), "perm", {2, 0, 1, 3});
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  const std::string file = temp_file("unit-transpose");
+  const importer::OnnxImport r = import_bytes(bytes, file);
+  fs::remove(file);
+  int transposes = 0;
+  for (const Node& n : r.graph.nodes) transposes += n.op.kind == OpKind::Transpose;
+  CHECK(transposes == 1);
+  const int t = r.graph.find("t");
+  REQUIRE(t >= 0);
+  CHECK(r.graph.nodes[size_t(t)].op.kind == OpKind::Reshape);
+  CHECK(r.graph.nodes[size_t(t)].shape.dims() == std::vector<int64_t>{6, 1, 8});
+  const int y = r.graph.find("y");
+  REQUIRE(y >= 0);
+  CHECK(r.graph.nodes[size_t(y)].op.kind == OpKind::Transpose);
+  CHECK(r.graph.nodes[size_t(y)].shape.dims() == std::vector<int64_t>{2, 6, 1, 4});
+}
 // NASNet's shape: cell k reads cells k-1 and k-2, so no node is a cut every path passes through.
 TEST_CASE("import: cells that read the two previous cells are blocks of their own, not one block") {
   onnx::ModelProto m;
