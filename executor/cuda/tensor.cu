@@ -231,17 +231,25 @@ __global__ void reduce_kernel(ReduceParams p) {
   }
 }
 
+// A norm's tensors, typed: both norm kernels below read the same ones.
+template <class T>
+struct NormTensors {
+  const T *x, *scale, *bias, *res;
+  T* y;
+  __device__ explicit NormTensors(const NormParams& p)
+      : x(static_cast<const T*>(p.x)), scale(static_cast<const T*>(p.scale)), bias(static_cast<const T*>(p.bias)),
+        res(static_cast<const T*>(p.r)), y(static_cast<T*>(p.y)) {}
+};
+
 // A warp per row: the mean (layer norm), the mean square about it, then the outputs, in fp32.
 template <class T, class I>
 __global__ void norm_kernel(NormParams p) {
   const int lane = threadIdx.x % 32;
   const I rows = I(count_of(p.rank, p.dims)), len = I(count_of(p.red_rank, p.red_dims));
   const int warps = blockDim.x / 32;
-  const T* x = static_cast<const T*>(p.x);
-  T* y = static_cast<T*>(p.y);
-  const T* scale = static_cast<const T*>(p.scale);
-  const T* bias = static_cast<const T*>(p.bias);
-  const T* res = static_cast<const T*>(p.r);
+  const NormTensors<T> t(p);
+  const T *x = t.x, *scale = t.scale, *bias = t.bias, *res = t.res;
+  T* y = t.y;
   for (I r = blockIdx.x * I(warps) + threadIdx.x / 32; r < rows; r += I(gridDim.x) * I(warps)) {
     const Coords<I> at(r, p.rank, p.dims);
     const I xb = at.offset(p.rank, p.x_stride), yb = at.offset(p.rank, p.y_stride);
@@ -286,11 +294,9 @@ __global__ void norm_rows_kernel(NormParams p) {
   const int lane = threadIdx.x % 32;
   const I rows = I(count_of(p.rank, p.dims)), len = I(p.red_dims[0]);
   const int warps = blockDim.x / 32;
-  const T* x = static_cast<const T*>(p.x);
-  T* y = static_cast<T*>(p.y);
-  const T* scale = static_cast<const T*>(p.scale);
-  const T* bias = static_cast<const T*>(p.bias);
-  const T* res = static_cast<const T*>(p.r);
+  const NormTensors<T> t(p);
+  const T *x = t.x, *scale = t.scale, *bias = t.bias, *res = t.res;
+  T* y = t.y;
   for (I r = blockIdx.x * I(warps) + threadIdx.x / 32; r < rows; r += I(gridDim.x) * I(warps)) {
     const Coords<I> at(r, p.rank, p.dims);
     const T* xr = x + at.offset(p.rank, p.x_stride);

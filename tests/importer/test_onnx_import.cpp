@@ -65,22 +65,30 @@ void attr_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_i(v);
 }
 
-// x (1x3x8x8) -> Conv 3x3 pad 1 (4) -> BN -> Relu -> [Pad bottom/right 2 -> Conv 3x3 (4)],
-// [MaxPool 3x3 pad 1], [Clip 0..6] -> Concat -> GlobalAveragePool -> Shape/Gather/Unsqueeze/
-// Concat -> Reshape -> Gemm (5)
-onnx::ModelProto small_model() {
+// A model of one float input "x" of the given dims, its graph named `name`, for the cases to
+// fill with initializers and nodes.
+onnx::ModelProto model_with_input(const std::string& name, int64_t opset, std::vector<int64_t> dims) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   auto* op = m.add_opset_import();
   op->set_domain("");
-  op->set_version(13);
+  op->set_version(opset);
   onnx::GraphProto& g = *m.mutable_graph();
-  g.set_name("small");
+  g.set_name(name);
   auto* in = g.add_input();
   in->set_name("x");
   auto* tt = in->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {1, 3, 8, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  return m;
+}
+
+// x (1x3x8x8) -> Conv 3x3 pad 1 (4) -> BN -> Relu -> [Pad bottom/right 2 -> Conv 3x3 (4)],
+// [MaxPool 3x3 pad 1], [Clip 0..6] -> Concat -> GlobalAveragePool -> Shape/Gather/Unsqueeze/
+// Concat -> Reshape -> Gemm (5)
+onnx::ModelProto small_model() {
+  onnx::ModelProto m = model_with_input("small", 13, {1, 3, 8, 8});
+  onnx::GraphProto& g = *m.mutable_graph();
   g.add_output()->set_name("y");
   *g.add_initializer() = tensor("c1.w", {4, 3, 3, 3}, ramp(108, 0.1f));
   *g.add_initializer() = tensor("bn.g", {4}, {1.f, 2.f, 0.5f, 1.5f});
@@ -128,6 +136,16 @@ importer::OnnxImport import_bytes(const std::string& bytes, const std::string& f
   importer::OnnxImportOptions o;
   o.model_file = file;
   return importer::import_onnx(o);
+}
+
+// The model imported through a temporary file, which is removed again.
+importer::OnnxImport import_model(const onnx::ModelProto& m, const std::string& tag) {
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  const std::string file = temp_file(tag);
+  importer::OnnxImport r = import_bytes(bytes, file);
+  fs::remove(file);
+  return r;
 }
 
 using Rng = test::SplitMix;
@@ -258,29 +276,15 @@ TEST_CASE("import: initializers also listed as graph inputs are constants (older
 // the output's name ('y') at the end of the import, and has a constant too large to inline. The
 // weights file must hold that constant under the name the graph gives it.
 TEST_CASE("import: an output node renamed after the output keeps its stored constants") {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(17);
+  onnx::ModelProto m = model_with_input("head", 17, {1, 40});
   onnx::GraphProto& g = *m.mutable_graph();
-  g.set_name("head");
-  auto* in = g.add_input();
-  in->set_name("x");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {1, 40}) tt->mutable_shape()->add_dim()->set_dim_value(d);
   g.add_output()->set_name("y");
   std::vector<float> bias(40);
   for (size_t k = 0; k < bias.size(); ++k) bias[k] = 0.25f * float(k);
   *g.add_initializer() = tensor("bias", {40}, bias);
   node(g, "Relu", {"x"}, "r");
   node(g, "Add", {"r", "bias"}, "y")->set_name("head");
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  const std::string file = temp_file("renamed-output");
-  const importer::OnnxImport r = import_bytes(bytes, file);
-  fs::remove(file);
+  const importer::OnnxImport r = import_model(m, "renamed-output");
   const int y = r.graph.find("y");
   REQUIRE(y >= 0);
   const Node& add = r.graph.nodes[size_t(y)];
@@ -293,28 +297,14 @@ TEST_CASE("import: an output node renamed after the output keeps its stored cons
 // Transposes of a transformer export: [1, T, C] to [T, 1, C] moves only the batch of 1 and is
 // a reshape (a view in the memory plan); [T, 1, H, D] to [H, T, 1, D] moves data and stays.
 TEST_CASE("import: a transpose that moves only dims of size 1 becomes a reshape") {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(17);
+  onnx::ModelProto m = model_with_input("tokens", 17, {1, 6, 8});
   onnx::GraphProto& g = *m.mutable_graph();
-  g.set_name("tokens");
-  auto* in = g.add_input();
-  in->set_name("x");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {1, 6, 8}) tt->mutable_shape()->add_dim()->set_dim_value(d);
   g.add_output()->set_name("y");
   *g.add_initializer() = ints("heads", {4}, {6, 1, 2, 4});
   attr_ints(node(g, "Transpose", {"x"}, "t"), "perm", {1, 0, 2});
   node(g, "Reshape", {"t", "heads"}, "h");
   attr_ints(node(g, "Transpose", {"h"}, "y"), "perm", {2, 0, 1, 3});
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  const std::string file = temp_file("unit-transpose");
-  const importer::OnnxImport r = import_bytes(bytes, file);
-  fs::remove(file);
+  const importer::OnnxImport r = import_model(m, "unit-transpose");
   int transposes = 0;
   for (const Node& n : r.graph.nodes) transposes += n.op.kind == OpKind::Transpose;
   CHECK(transposes == 1);
@@ -329,16 +319,8 @@ TEST_CASE("import: a transpose that moves only dims of size 1 becomes a reshape"
 }
 // NASNet's shape: cell k reads cells k-1 and k-2, so no node is a cut every path passes through.
 TEST_CASE("import: cells that read the two previous cells are blocks of their own, not one block") {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_version(17);
+  onnx::ModelProto m = model_with_input("cells", 17, {1, 8, 6, 6});
   onnx::GraphProto& g = *m.mutable_graph();
-  auto* in = g.add_input();
-  in->set_name("x");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {1, 8, 6, 6}) tt->mutable_shape()->add_dim()->set_dim_value(d);
   *g.add_initializer() = tensor("w", {4, 8, 1, 1}, ramp(32, 0.1f));
   std::string prev2 = "x", prev = "x";
   const int cells = 12;
@@ -357,11 +339,7 @@ TEST_CASE("import: cells that read the two previous cells are blocks of their ow
   }
   node(g, "GlobalAveragePool", {prev}, "gap");
   g.add_output()->set_name("gap");
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  const std::string file = temp_file("cells");
-  const importer::OnnxImport r = import_bytes(bytes, file);  // finalize checks every block's nodes lead to its exit
-  fs::remove(file);
+  const importer::OnnxImport r = import_model(m, "cells");  // finalize checks every block's nodes lead to its exit
   INFO(r.graph.size() << " nodes in " << r.graph.blocks.size() << " blocks");
   CHECK(r.graph.size() > 60);
   CHECK(r.graph.blocks.size() >= 6);
