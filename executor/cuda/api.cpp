@@ -75,6 +75,7 @@ std::vector<float> run_single_node(const Graph& g, int node, const std::vector<s
   // The producers' values come from the caller as the graph defines them: no ReLU folding.
   Engine::Options eo{opts.device, opts.math, opts.seed, opts.conv_impl, opts.layout, 0, false};
   eo.phase_split = opts.phase_split;
+  eo.channel_pad = opts.channel_pad;
   Engine eng(g, eo);
   std::vector<DeviceBuffer> bufs;
   for (int p : g.predecessors(node)) {

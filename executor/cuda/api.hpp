@@ -43,6 +43,8 @@ ConvImpl parse_conv_impl(const std::string& s);  // "auto", "graph", "legacy", "
 // phases (conv.hpp, "phase split"): Timed times it beside the direct candidates and keeps the
 // faster (the default); Always and Never force one where it applies, so the tests check both.
 enum class PhaseSplit { Timed, Always, Never };
+// The same for the channel pad of an image of few channels (conv.hpp, "channel pad").
+enum class ChannelPad { Timed, Always, Never };
 
 // Number of usable CUDA devices; 0 when there is no driver or no GPU. Never throws, so tests
 // can decide to skip.
@@ -60,6 +62,7 @@ struct SingleGpuOptions {
   bool reuse_memory = true;        // share activation buffers between values whose lives do not overlap
   ConvImpl conv_impl = ConvImpl::Auto;
   PhaseSplit phase_split = PhaseSplit::Timed;
+  ChannelPad channel_pad = ChannelPad::Timed;
   exec::Layout layout = exec::Layout::Nhwc;  // how activations are stored (values come back NCHW)
   bool fold_relu = true;           // BackendConfig::fold_relu (run_single_node never folds)
 };

@@ -20,6 +20,13 @@
 //    2 and 4 (205 against 410 TFLOP/s); the split costs two copies and the zeros that pad each
 //    phase to a whole image. It is timed as one more candidate, with the best implementation of
 //    its inner convolution (PhaseSplit).
+//  * The channel pad of an NHWC image whose pixel is narrower than 16 bytes (an RGB stem: 3
+//    channels): copied into a pixel of 4 or 8 channels, the extra ones zero, and convolved with
+//    weights that have zeros in those channels, which adds nothing to any sum. cuDNN's
+//    tensor-core engines need channels in multiples of 16 bytes' worth (or of 8 bytes for its
+//    first-layer kernels); at 3 channels it ran ResNet-50's 7x7 stem at under a tenth of the
+//    bandwidth its output needs. Timed as one more candidate per width, with the best
+//    implementation of its inner convolution (ChannelPad).
 //
 // A band of a row split (graph/ops.hpp, RowWindow) is an ordinary convolution of the rows its
 // input holds with its own H padding above and below (plan_conv_spec works it out): the graph API
@@ -38,6 +45,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "executor/cuda/engine.hpp"
 
@@ -70,6 +78,14 @@ struct ConvProblem {
   // (batch n * d * d of ceil(h / d) x ceil(w / d) images, launch_phases) and y's.
   int phases = 0;
   View phase_x, phase_y;
+  // The channel pad may run, one entry per width: x copied into `x` (packed NHWC, `channels`
+  // per pixel, the ones past x's zero) and convolved with `w` (the weights, zero there).
+  struct ChannelPad {
+    int64_t channels = 0;
+    View x;
+    const void* w = nullptr;
+  };
+  std::vector<ChannelPad> channel_pads;
 };
 
 // A convolution node's (or a sequential's convolution step's) attributes, as ConvAttrs has them.

@@ -78,6 +78,19 @@ void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, Vi
     ps.c = a.out_channels;
     phase_y = c.scratch(ps);
   }
+  // The channel pad (conv.hpp) of an image whose pixel is narrower than 16 bytes: scratch for
+  // the padded image at each width tried, 4 and 8 elements (8 only for 16-bit elements).
+  std::vector<ConvProblem::ChannelPad> pads;
+  const int64_t per16 = 16 / int64_t(elem_bytes(x.elem));
+  if (x.nhwc() && cudnn_ok && a.groups == 1 && !input_relu && phases == 0 && x.shape.c < per16 &&
+      c.eng.conv_impl() == ConvImpl::Auto) {
+    for (int64_t width : {int64_t(4), int64_t(8)}) {
+      if (width <= x.shape.c || width > per16) continue;
+      Shape ps = x.shape;
+      ps.c = width;
+      pads.push_back({width, c.scratch(ps), nullptr});
+    }
+  }
   if (c.dry) return;
   const std::string& node = c.node_name;
   const int64_t cin_g = x.shape.c / a.groups;
@@ -121,6 +134,10 @@ void plan_conv_spec(PlanCtx& c, const ConvSpec& a, const std::string& prefix, Vi
   p.phases = phases;
   p.phase_x = phase_x;
   p.phase_y = phase_y;
+  for (ConvProblem::ChannelPad& pad : pads) {
+    pad.w = c.eng.padded_weights(prefix, a.out_channels * a.kernel[0] * a.kernel[1], x.shape.c, pad.channels);
+  }
+  p.channel_pads = pads;
   plan_convolution(c, p);
 }
 

@@ -5,6 +5,7 @@
 #include <cudnn.h>
 #include <cublas_v2.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -97,8 +98,9 @@ class StreamResources {
 // Device time of `work` (enqueued on `stream`): the fastest of three runs after a warm-up, in
 // milliseconds, each queued behind a kernel that holds the stream until the host has queued it,
 // so that the host's time to submit it does not count. For choosing between implementations
-// while planning, never inside a pass.
-double time_on_stream(cudaStream_t stream, const std::function<void()>& work);
+// while planning, never inside a pass. A warm-up that takes longer than `give_up_ms` is the
+// answer itself (a candidate far slower than the best so far is not run three times more).
+double time_on_stream(cudaStream_t stream, const std::function<void()>& work, double give_up_ms = INFINITY);
 
 // A choice between two implementations, `decide` (which times both), made once per device and
 // key in this process and remembered: a pool's cuDNN or hios kernel, a global pool in parts or

@@ -254,6 +254,29 @@ void Engine::upload_input() {
   upload_as(outputs_[size_t(in)], elem(), v.data(), v.size(), streams_[0]->stream());
 }
 
+const void* Engine::padded_weights(const std::string& prefix, int64_t rows, int64_t channels, int64_t padded) {
+  const std::string name = strprintf("<%s padded to %lld channels>", prefix.c_str(), (long long)padded);
+  auto it = weights_.find(name);
+  if (it != weights_.end()) return it->second.get();
+  const Params& prm = params(prefix);
+  const size_t eb = elem_bytes(elem());
+  HIOS_CHECK(prm.weight_count == rows * channels && padded > channels,
+             "CUDA engine: '%s' holds %lld weights, not %lld rows of %lld", prefix.c_str(), (long long)prm.weight_count,
+             (long long)rows, (long long)channels);
+  DeviceBuffer buf(opts_.device, size_t(rows * padded) * eb, "padded weights of '" + prefix + "'");
+  const cudaStream_t st = streams_[0]->stream();
+  // All-zero bits are zero in every storage type.
+  HIOS_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, buf.bytes(), st));
+  HIOS_CUDA_CHECK(cudaMemcpy2DAsync(buf.get(), size_t(padded) * eb, prm.weight, size_t(channels) * eb,
+                                    size_t(channels) * eb, size_t(rows), cudaMemcpyDeviceToDevice, st));
+  // Planning times candidates on other streams: the copy is done before any reads it.
+  HIOS_CUDA_CHECK(cudaStreamSynchronize(st));
+  const void* p = buf.get();
+  weight_bytes_ += buf.bytes();
+  weights_.emplace(name, std::move(buf));
+  return p;
+}
+
 const void* Engine::zeros(int64_t count, cudaStream_t fill_stream) {
   const std::string name = strprintf("<zero bias x%lld>", (long long)count);
   auto it = weights_.find(name);

@@ -158,6 +158,7 @@ class Engine {
     // BackendConfig::conv_search == "wide": every engine configuration is timed.
     bool wide_conv_search = false;
     PhaseSplit phase_split = PhaseSplit::Timed;  // of dilated convolutions (conv.hpp)
+    ChannelPad channel_pad = ChannelPad::Timed;  // of images of few channels (conv.hpp)
   };
   Engine(const Graph& g, const Options& opts);
   ~Engine();
@@ -172,6 +173,7 @@ class Engine {
   ConvImpl conv_impl() const { return opts_.conv_impl; }
   bool wide_conv_search() const { return opts_.wide_conv_search; }
   PhaseSplit phase_split() const { return opts_.phase_split; }
+  ChannelPad channel_pad() const { return opts_.channel_pad; }
   Layout layout() const { return opts_.layout; }
   uint64_t seed() const { return opts_.seed; }
   // Whether node v stores relu(value) (graph/relu_fold.hpp; never when fold_relu is off).
@@ -222,6 +224,10 @@ class Engine {
   // a plan's launches read: gather indices, resize taps). Keyed so that planning a node again
   // finds the same upload.
   const void* table(const std::string& key, const void* src, size_t bytes);
+  // The NHWC weights of convolution `prefix` (rows of `channels` inputs: out x kh x kw of them)
+  // with each row widened to `padded`, the new inputs zero (the channel pad, conv.hpp); made
+  // once per prefix and width.
+  const void* padded_weights(const std::string& prefix, int64_t rows, int64_t channels, int64_t padded);
   // Writes the graph input's deterministic values into its bound buffer (in the layout).
   void upload_input();
   const void* zeros(int64_t count, cudaStream_t fill_stream);

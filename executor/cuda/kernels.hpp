@@ -219,6 +219,11 @@ struct PhaseParams {
 };
 void launch_phases(const PhaseParams& p, cudaStream_t stream);
 
+// The channel pad of a convolution's input (conv.hpp): `pixels` packed NHWC pixels of
+// `channels` elements from src into dst's pixels of `padded` (4 or 8) elements, the rest zero.
+void launch_pad_channels(const void* src, void* dst, Elem elem, int64_t pixels, int64_t channels, int64_t padded,
+                         cudaStream_t stream);
+
 // Row copies (the rows op of row splits, and cutting the rows a band reads out of a taller
 // input). In NHWC a packed tensor's rows hold every channel, so the caller describes it as one
 // plane (channels = 1) and a row as w * c elements. Each segment copies `len` consecutive elements of every channel plane of every batch

@@ -1,6 +1,8 @@
-// The phase split of a dilated convolution (conv.hpp): the d x d phases of an NHWC image as a
-// batch of small images, and back. Each pixel is a run of `channels` consecutive elements, so
-// both directions are copies of whole pixels, in the widest word every run and pointer allows.
+// Copies that reshape an NHWC image for a convolution candidate (conv.hpp).
+// The phase split of a dilated convolution: the d x d phases of an NHWC image as a batch of
+// small images, and back. Each pixel is a run of `channels` consecutive elements, so both
+// directions are copies of whole pixels, in the widest word every run and pointer allows.
+// The channel pad: each pixel widened to 4 or 8 elements, the new ones zero.
 #include "executor/cuda/kernels.hpp"
 
 #include <cstdint>
@@ -68,7 +70,51 @@ void launch_phases_as(const PhaseParams& p, int64_t pixel_bytes, cudaStream_t st
   }
 }
 
+// One thread per pixel: its `channels` elements (bits, so any element type) and zeros, stored as
+// one word of Padded elements (8 or 16 bytes, aligned: dst is packed and 16-byte aligned).
+template <class Bits, int Padded, class Index>
+__global__ void pad_channels_kernel(const Bits* src, Bits* dst, Index pixels, int channels) {
+  struct alignas(sizeof(Bits) * Padded) Pixel {
+    Bits v[Padded];
+  };
+  for (Index t = blockIdx.x * Index(blockDim.x) + threadIdx.x; t < pixels; t += Index(gridDim.x) * blockDim.x) {
+    Pixel px;
+#pragma unroll
+    for (int k = 0; k < Padded; ++k) px.v[k] = k < channels ? src[t * Index(channels) + k] : Bits{};
+    reinterpret_cast<Pixel*>(dst)[t] = px;
+  }
+}
+
+template <class Bits, int Padded>
+void launch_pad_channels_as(const void* src, void* dst, int64_t pixels, int channels, cudaStream_t stream) {
+  const Bits* s = static_cast<const Bits*>(src);
+  Bits* d = static_cast<Bits*>(dst);
+  if (pixels * Padded < (int64_t(1) << 31)) {  // room for the grid stride past the end
+    pad_channels_kernel<Bits, Padded, uint32_t><<<grid_for(pixels), kThreads, 0, stream>>>(s, d, uint32_t(pixels), channels);
+  } else {
+    pad_channels_kernel<Bits, Padded, int64_t><<<grid_for(pixels), kThreads, 0, stream>>>(s, d, pixels, channels);
+  }
+}
+
 }  // namespace
+
+void launch_pad_channels(const void* src, void* dst, Elem elem, int64_t pixels, int64_t channels, int64_t padded,
+                         cudaStream_t stream) {
+  HIOS_CHECK(channels > 0 && channels < padded && (padded == 4 || padded == 8) &&
+                 (reinterpret_cast<uintptr_t>(dst) % 16) == 0,
+             "channel pad: %lld channels into %lld", (long long)channels, (long long)padded);
+  if (pixels <= 0) return;
+  const int c = int(channels);
+  if (elem_bytes(elem) == 4) {
+    HIOS_CHECK(padded == 4, "channel pad: fp32 pixels are padded to 4 channels, not %lld", (long long)padded);
+    launch_pad_channels_as<uint32_t, 4>(src, dst, pixels, c, stream);
+  } else if (padded == 4) {
+    launch_pad_channels_as<uint16_t, 4>(src, dst, pixels, c, stream);
+  } else {
+    launch_pad_channels_as<uint16_t, 8>(src, dst, pixels, c, stream);
+  }
+  HIOS_CUDA_CHECK_LAUNCH();
+}
 
 void launch_phases(const PhaseParams& p, cudaStream_t stream) {
   const int64_t pixel_bytes = p.channels * int64_t(elem_bytes(p.elem));

@@ -129,14 +129,16 @@ struct ResizeParams {
   int taps[kMaxTensorDims] = {};
   const int* tap_index[kMaxTensorDims] = {};      // device memory
   const float* tap_weight[kMaxTensorDims] = {};   // device memory
-  // Which kernel walks it (the same sums in the same order, so the same bits): the general
-  // walk (runs of the innermost dim where it is kept whole), or one thread per element of an
+  // Which kernel walks it (the same sums in the same order, so the same bits): 0, the general
+  // walk (runs of the innermost dim where it is kept whole); 1, one thread per element of an
   // image resized along its two middle dims of four (an NHWC upsampling), where that applies
-  // (resize_image_fits).
+  // (resize_image_fits); 2, the same image a stretch of an output row per block, where its
+  // pixels are packed (resize_image_rows_fit).
   int image_kernel = 0;
 };
 void launch_resize(const ResizeParams& p, cudaStream_t stream);
 bool resize_image_fits(const ResizeParams& p);
+bool resize_image_rows_fit(const ResizeParams& p);
 
 // y's elements in its own index space (y_dims, y_stride) take x's in x's (x_dims, x_stride), in
 // row-major order of both: a reshape between layouts that are not both row-major.

@@ -419,22 +419,27 @@ void plan_softmax_axis(PlanCtx& c, const Op& op, const View& x, const View& y) {
   c.emit([p](StreamResources& r) { launch_softmax_axis(p, r.stream()); });
 }
 
-// Whether the image kernel measured faster than the general walk on this resize (both give the
-// same bits), per device and problem: shapes, strides, taps and type.
-bool resize_image_kernel_faster(PlanCtx& c, const ResizeParams& p) {
+// Which kernel (ResizeParams::image_kernel) measured fastest on this resize (all give the same
+// bits), per device and problem: shapes, strides, taps and type. The two image kernels are
+// timed against each other, then the faster against the general walk.
+int resize_kernel_choice(PlanCtx& c, const ResizeParams& p) {
   std::string key = strprintf("resize %d", int(p.elem));
   for (int d = 0; d < p.rank; ++d) {
     key += strprintf(" %lld/%lld:%lld/%lld:%d", (long long)p.x_dims[d], (long long)p.dims[d], (long long)p.x_stride[d],
                      (long long)p.y_stride[d], p.taps[d]);
   }
-  return measured_once(c.eng.device(), key, [&] {
-    ResizeParams general = p, image = p;
-    general.image_kernel = 0;
-    image.image_kernel = 1;
-    const cudaStream_t st = c.res.stream();
-    const double t_general = time_on_stream(st, [&] { launch_resize(general, st); });
-    return time_on_stream(st, [&] { launch_resize(image, st); }) < t_general;
-  });
+  const cudaStream_t st = c.res.stream();
+  auto time_kernel = [&](int kernel) {
+    ResizeParams q = p;
+    q.image_kernel = kernel;
+    return time_on_stream(st, [&] { launch_resize(q, st); });
+  };
+  const int image = resize_image_rows_fit(p) && measured_once(c.eng.device(), key + " rows", [&] {
+                      return time_kernel(2) < time_kernel(1);
+                    }) ? 2 : 1;
+  return measured_once(c.eng.device(), key + strprintf(" image %d", image), [&] {
+           return time_kernel(image) < time_kernel(0);
+         }) ? image : 0;
 }
 
 // Tap tables on the host from graph/ops_tensor.hpp's resize rules, the CPU reference's own.
@@ -479,7 +484,7 @@ void plan_resize(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   permute_dims(p.taps, order);
   permute_dims(p.tap_index, order);
   permute_dims(p.tap_weight, order);
-  if (resize_image_fits(p)) p.image_kernel = resize_image_kernel_faster(c, p) ? 1 : 0;
+  if (resize_image_fits(p)) p.image_kernel = resize_kernel_choice(c, p);
   c.emit([p](StreamResources& r) { launch_resize(p, r.stream()); });
 }
 

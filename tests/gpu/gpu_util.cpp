@@ -117,13 +117,14 @@ OpGraph make_op_graph(int64_t batch, int64_t h, int64_t w, const std::vector<int
 }
 
 OpCheck check_op(const OpGraph& og, cuda::MathMode math, std::mt19937& rng, cuda::ConvImpl conv_impl,
-                 cuda::PhaseSplit phase_split) {
+                 cuda::PhaseSplit phase_split, cuda::ChannelPad channel_pad) {
   std::vector<std::vector<float>> values(size_t(og.g.size()));
   for (int p : og.producers) values[size_t(p)] = random_values(og.g.nodes[size_t(p)].shape.numel(), rng);
   cuda::SingleGpuOptions opts;
   opts.math = math;
   opts.conv_impl = conv_impl;
   opts.phase_split = phase_split;
+  opts.channel_pad = channel_pad;
   OpCheck c;
   c.cpu = cpu_node(og.g, og.node, values);
   bool first = true;

@@ -72,7 +72,8 @@ struct OpCheck {
 };
 OpCheck check_op(const OpGraph& og, cuda::MathMode math, std::mt19937& rng,
                  cuda::ConvImpl conv_impl = cuda::ConvImpl::Auto,
-                 cuda::PhaseSplit phase_split = cuda::PhaseSplit::Timed);
+                 cuda::PhaseSplit phase_split = cuda::PhaseSplit::Timed,
+                 cuda::ChannelPad channel_pad = cuda::ChannelPad::Timed);
 
 // Tolerance on the norm-wise relative error of one op: convolutions and linear layers in TF32
 // round their operands to 10 mantissa bits (about 5e-4 relative each); everything else is fp32

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "executor/cuda/api.hpp"
@@ -269,17 +270,20 @@ TEST_CASE("NHWC 3x3 pools read no row past a band's input", "[gpu][kernels]") {
   CHECK(mem_release(mem) == CUDA_SUCCESS);
 }
 
-// The image kernel of an NHWC resize (one thread per element) and the general walk (runs of
-// channels) sum the same taps in the same order: the same bits, for linear and cubic taps,
-// channel counts that are and are not multiples of the run.
-TEST_CASE("NHWC resize: the image kernel and the general walk give the same bits", "[gpu][kernels]") {
+// The image kernels of an NHWC resize (one thread per element; a stretch of a row per block)
+// and the general walk (runs of channels) sum the same taps in the same order: the same bits,
+// for linear and cubic taps, channel counts that are and are not multiples of the run or
+// divisors of a block, rows of one stretch and of several with a partial last one.
+TEST_CASE("NHWC resize: the image kernels and the general walk give the same bits", "[gpu][kernels]") {
   REQUIRE_GPU();
   std::mt19937 rng(17);
   for (Elem elem : {Elem::F32, Elem::BF16}) {
     for (int taps : {2, 4}) {
-      for (int64_t c : {21, 8, 3}) {
-        const int64_t n = 2, h = 9, w = 7, oh = 8 * h, ow = 8 * w;
-        DeviceBuffer x(n * h * w * c, elem, rng), y0(n * oh * ow * c, elem, rng), y1(n * oh * ow * c, elem, rng);
+      const std::pair<int64_t, int64_t> channels_and_widths[] = {{21, 7}, {8, 20}, {3, 7}, {21, 37}, {300, 5}};
+      for (const auto& [c, w] : channels_and_widths) {
+        const int64_t n = 2, h = 9, oh = 8 * h, ow = 8 * w;
+        DeviceBuffer x(n * h * w * c, elem, rng), y0(n * oh * ow * c, elem, rng), y1(n * oh * ow * c, elem, rng),
+            y2(n * oh * ow * c, elem, rng);
         // Each axis: `taps` source indices clamped to the input and weights summing to 1.
         auto table = [&](int64_t out, int64_t in, std::vector<int>& index, std::vector<float>& weight) {
           for (int64_t o = 0; o < out; ++o) {
@@ -325,12 +329,42 @@ TEST_CASE("NHWC resize: the image kernel and the general walk give the same bits
         p.y = y1.p;
         p.image_kernel = 1;
         launch_resize(p, nullptr);
+        REQUIRE(resize_image_rows_fit(p));
+        p.y = y2.p;
+        p.image_kernel = 2;
+        launch_resize(p, nullptr);
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-        INFO("resize " << taps << " taps, c" << c << ", elem " << int(elem));
+        INFO("resize " << taps << " taps, c" << c << ", w" << w << ", elem " << int(elem));
         CHECK(y0.bits() == y1.bits());
+        CHECK(y0.bits() == y2.bits());
         for (void* d : dev) cudaFree(d);
       }
     }
+  }
+}
+
+// The channel pad's copy: each pixel's channels, then zeros, in every element size and width.
+TEST_CASE("channel pad copy: each pixel's channels then zeros", "[gpu][kernels]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(37);
+  struct Case {
+    Elem elem;
+    int64_t c, padded;
+  };
+  for (const Case& cs : {Case{Elem::F32, 3, 4}, Case{Elem::F32, 1, 4}, Case{Elem::BF16, 3, 4}, Case{Elem::BF16, 3, 8},
+                         Case{Elem::F16, 5, 8}}) {
+    const int64_t pixels = 3 * 37 * 41;
+    DeviceBuffer x(pixels * cs.c, cs.elem, rng), y(pixels * cs.padded, cs.elem, rng);
+    launch_pad_channels(x.p, y.p, cs.elem, pixels, cs.c, cs.padded, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    const std::vector<uint8_t> xb = x.bits(), yb = y.bits();
+    const size_t eb = elem_bytes(cs.elem);
+    std::vector<uint8_t> want(yb.size(), 0);
+    for (int64_t i = 0; i < pixels; ++i) {
+      std::copy_n(xb.begin() + i * cs.c * int64_t(eb), cs.c * int64_t(eb), want.begin() + i * cs.padded * int64_t(eb));
+    }
+    INFO("pad " << cs.c << " to " << cs.padded << ", elem " << int(cs.elem));
+    CHECK(yb == want);
   }
 }
 

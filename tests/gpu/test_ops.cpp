@@ -217,6 +217,46 @@ TEST_CASE("dilated convolutions through the phase split match the CPU reference"
   CHECK(forced >= 5);
 }
 
+// Convolutions of images with fewer channels than a 16-byte pixel (an RGB stem) computed
+// directly and through the channel pad (conv.hpp): both against the CPU, and the pad really
+// chosen where it was forced.
+TEST_CASE("convolutions of few-channel images through the channel pad match the CPU reference", "[gpu][ops]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(67);
+  struct Case {
+    int64_t c;
+    int k, s;
+  };
+  for (const Case& cs : {Case{3, 7, 2}, Case{1, 3, 1}, Case{5, 3, 2}, Case{3, 1, 1}}) {
+    const int64_t h = pick(rng, cs.k, 45), w = pick(rng, cs.k, 39), oc = pick_of(rng, {16, 24});
+    const int pad = cs.k / 2;
+    auto og = make_op_graph(pick_of(rng, {1, 2}), h, w, {cs.c}, [&](GraphBuilder& b, const std::vector<Value>& v) {
+      return b.sequential("stem", {v[0]}, {conv_op(oc, {cs.k, cs.k}, {cs.s, cs.s}, {pad, pad}, Activation::Relu)});
+    });
+    for (MathMode m : kModes) {
+      for (cuda::ChannelPad cp : {cuda::ChannelPad::Always, cuda::ChannelPad::Never}) {
+        expect_close(check_op(og, m, rng, cuda::ConvImpl::Auto, cuda::PhaseSplit::Timed, cp), OpKind::Sequential, m,
+                     strprintf("%dx%d/%d on %lld channels, %lld x %lld, to %lld, channel pad %s", cs.k, cs.k, cs.s,
+                               (long long)cs.c, (long long)h, (long long)w, (long long)oc,
+                               cp == cuda::ChannelPad::Always ? "forced" : "off"));
+      }
+    }
+  }
+  // Every forced problem (the NHWC runs) chose the pad, and none where it was off.
+  int forced = 0;
+  const json choices = cuda::conv_choices(0);
+  for (const auto& [key, recipe] : choices.items()) {
+    const bool padded = recipe.value("impl", std::string()) == "channel-pad";
+    INFO(key << ": " << recipe.dump());
+    if (key.find(" pad always") != std::string::npos) {
+      ++forced;
+      CHECK(padded);
+    }
+    if (key.find(" pad never") != std::string::npos) CHECK_FALSE(padded);
+  }
+  CHECK(forced >= 6);
+}
+
 TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "[gpu][ops]") {
   REQUIRE_GPU();
   std::mt19937 rng(99);
