@@ -111,6 +111,32 @@ struct GeneralOps {
     op.attrs = BinaryAttrs{f};
     return emit(op, ops, output, suffix);
   }
+  // Add of a constant along the last dim to a product by a matmul that nothing else reads (every
+  // exporter's linear layer: MatMul by the weight, then Add of the bias): the bias becomes the
+  // product's addend (MatMulAttrs, beta 1), one node instead of two, which the CUDA backend
+  // adds in cuBLAS's epilogue. False, and nothing changed, where the Add is anything else.
+  bool bias_into_matmul() {
+    if (n.input_size() != 2 || !has(0) || !has(1)) return false;
+    const Operand a = in(0), b = in(1);
+    if (a.constant.has_value() == b.constant.has_value()) return false;  // one computed, one constant
+    const int k = a.constant ? 1 : 0;
+    const Operand& bias = a.constant ? a : b;
+    Pending* p = im.sole_producer(n.input(k), OpKind::MatMul);
+    if (!p || p->inputs.size() + p->constants.size() != 2 || !is_float(p->dtype) || bias.constant->integer) return false;
+    const MatMulAttrs& m = p->op.as<MatMulAttrs>();
+    const Shape& y = p->shape;
+    const std::vector<int64_t>& d = bias.constant->dims;
+    if (m.alpha != 1 || m.beta != 1 || y.rank < 1 || d.empty() || int(d.size()) > y.rank || d.back() != y.dim(y.rank - 1) ||
+        bias.constant->numel() != d.back()) {
+      return false;
+    }
+    Operand c = bias;
+    c.dtype = p->dtype;
+    im.add_constant_operand(*p, 2, c);
+    im.set_live(n, *im.values_.at(n.input(k)).live);
+    ++im.folded_["Adds of a bias into the matrix product before them"];
+    return true;
+  }
   int reduce(ReduceFn f, Operand x, std::vector<int> axes, bool keep, int output = 0, const std::string& suffix = "") {
     std::sort(axes.begin(), axes.end());
     axes.erase(std::unique(axes.begin(), axes.end()), axes.end());

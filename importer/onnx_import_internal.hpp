@@ -164,6 +164,8 @@ class Importer {
   DType operand_dtype(const Operand& o) const;
   // A general node named after `raw` reading `operands`; returns its index in nodes_.
   int general_node(const std::string& raw, Op op, const std::vector<Operand>& operands);
+  // Constant operand `o` as operand k of p: inline, or kept for the weights file when large.
+  void add_constant_operand(Pending& p, int k, const Operand& o);
   void set_general(const std::string& onnx_name, int idx);
   friend struct GeneralOps;
 

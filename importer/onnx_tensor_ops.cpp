@@ -63,28 +63,32 @@ int Importer::general_node(const std::string& raw, Op op, const std::vector<Oper
       p.inputs.push_back({o.value});
       continue;
     }
-    const ConstTensor& c = *o.constant;
-    if (c.dims.size() > size_t(kMaxRank)) refused("a constant of rank over 8");
-    for (int64_t d : c.dims) {
-      if (d <= 0) refused("a constant with an empty dim (hios tensors have no zero-size dims)");
-    }
-    Constant k2;
-    k2.operand = int(k);
-    k2.shape = Shape::of(c.dims);
-    k2.dtype = o.dtype;
-    const int64_t n = c.numel();
-    if (!is_float(o.dtype) || n <= kInlineFloats) {
-      k2.data.resize(size_t(n) * dtype_size(o.dtype));
-      for (int64_t i = 0; i < n; ++i) {
-        if (c.integer && !is_float(o.dtype)) store_int(k2.data.data(), o.dtype, i, c.i[size_t(i)]);
-        else store_double(k2.data.data(), o.dtype, i, c.at(i));
-      }
-    } else {
-      p.stored_constants[int(k)] = c.integer ? std::vector<float>(c.i.begin(), c.i.end()) : c.f;
-    }
-    p.constants.push_back(std::move(k2));
+    add_constant_operand(p, int(k), o);
   }
   return add_node(std::move(p));
+}
+
+void Importer::add_constant_operand(Pending& p, int k, const Operand& o) {
+  const ConstTensor& c = *o.constant;
+  if (c.dims.size() > size_t(kMaxRank)) refused("a constant of rank over 8");
+  for (int64_t d : c.dims) {
+    if (d <= 0) refused("a constant with an empty dim (hios tensors have no zero-size dims)");
+  }
+  Constant k2;
+  k2.operand = k;
+  k2.shape = Shape::of(c.dims);
+  k2.dtype = o.dtype;
+  const int64_t n = c.numel();
+  if (!is_float(o.dtype) || n <= kInlineFloats) {
+    k2.data.resize(size_t(n) * dtype_size(o.dtype));
+    for (int64_t i = 0; i < n; ++i) {
+      if (c.integer && !is_float(o.dtype)) store_int(k2.data.data(), o.dtype, i, c.i[size_t(i)]);
+      else store_double(k2.data.data(), o.dtype, i, c.at(i));
+    }
+  } else {
+    p.stored_constants[k] = c.integer ? std::vector<float>(c.i.begin(), c.i.end()) : c.f;
+  }
+  p.constants.push_back(std::move(k2));
 }
 
 void Importer::set_general(const std::string& onnx_name, int idx) { values_[onnx_name].live = node_live(idx); }
@@ -144,7 +148,9 @@ bool Importer::general(const onnx::NodeProto& n) {
          g.unary(g.at.s("approximate", "none") == "tanh" ? Activation::GeluTanh : Activation::Gelu, 0, 0, g.in(0));
        })},
       {"Clip", F([](GeneralOps& g) { g.clip(); })},
-      {"Add", bin(BinaryFn::Add)},
+      {"Add", F([](GeneralOps& g) {
+         if (!g.bias_into_matmul()) g.binary(BinaryFn::Add, g.in(0), g.in(1));
+       })},
       {"Sub", bin(BinaryFn::Sub)},
       {"Mul", bin(BinaryFn::Mul)},
       {"Div", bin(BinaryFn::Div)},

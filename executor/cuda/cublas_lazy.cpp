@@ -17,21 +17,25 @@ void resolve(void* lib, const char* name, F* out, const std::string& path) {
   HIOS_CHECK(*out != nullptr, "%s has no symbol %s", path.c_str(), name);
 }
 
-CublasApi open_cublas() {
-  // The toolkit's own copy first (the one the build found), then the loader's search path.
-  const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+// The library `stem` (libcublas, libcublasLt) of the toolkit's major version: the toolkit's own
+// copy first (the one the build found), then the loader's search path. Stays open for the
+// process's life.
+void* open_library(const std::string& stem, const char* what, std::string* path) {
+  const std::string soname = stem + ".so." + std::to_string(CUBLAS_VER_MAJOR);
   std::string tried;
-  void* lib = nullptr;
-  std::string path;
   for (const std::string& p : {std::string(HIOS_CUDA_LIBRARY_DIR) + "/" + soname, soname}) {
-    lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      path = p;
-      break;
+    if (void* lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      *path = p;
+      return lib;
     }
     tried += (tried.empty() ? "" : ", ") + p;
   }
-  HIOS_CHECK(lib != nullptr, "cannot open cuBLAS (tried %s): %s", tried.c_str(), dlerror());
+  throw_error("cannot open %s (tried %s): %s", what, tried.c_str(), dlerror());
+}
+
+CublasApi open_cublas() {
+  std::string path;
+  void* lib = open_library("libcublas", "cuBLAS", &path);
   CublasApi a;
   resolve(lib, "cublasCreate_v2", &a.create, path);
   resolve(lib, "cublasDestroy_v2", &a.destroy, path);
@@ -39,13 +43,37 @@ CublasApi open_cublas() {
   resolve(lib, "cublasSetWorkspace_v2", &a.set_workspace, path);
   resolve(lib, "cublasGetStatusString", &a.status_string, path);
   resolve(lib, "cublasGemmStridedBatchedEx", &a.gemm_strided_batched, path);
-  return a;  // the library stays open for the process's life
+  return a;
+}
+
+CublasLtApi open_cublas_lt() {
+  std::string path;
+  void* lib = open_library("libcublasLt", "cuBLASLt", &path);
+  CublasLtApi a;
+  resolve(lib, "cublasLtCreate", &a.create, path);
+  resolve(lib, "cublasLtDestroy", &a.destroy, path);
+  resolve(lib, "cublasLtMatmulDescCreate", &a.desc_create, path);
+  resolve(lib, "cublasLtMatmulDescDestroy", &a.desc_destroy, path);
+  resolve(lib, "cublasLtMatmulDescSetAttribute", &a.desc_set, path);
+  resolve(lib, "cublasLtMatrixLayoutCreate", &a.layout_create, path);
+  resolve(lib, "cublasLtMatrixLayoutDestroy", &a.layout_destroy, path);
+  resolve(lib, "cublasLtMatmulPreferenceCreate", &a.preference_create, path);
+  resolve(lib, "cublasLtMatmulPreferenceDestroy", &a.preference_destroy, path);
+  resolve(lib, "cublasLtMatmulPreferenceSetAttribute", &a.preference_set, path);
+  resolve(lib, "cublasLtMatmulAlgoGetHeuristic", &a.heuristic, path);
+  resolve(lib, "cublasLtMatmul", &a.matmul, path);
+  return a;
 }
 
 }  // namespace
 
 const CublasApi& cublas_api() {
   static const CublasApi api = open_cublas();
+  return api;
+}
+
+const CublasLtApi& cublas_lt_api() {
+  static const CublasLtApi api = open_cublas_lt();
   return api;
 }
 

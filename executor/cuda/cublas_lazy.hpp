@@ -5,6 +5,7 @@
 // with a matmul on the CUDA backend needs cuBLAS, so it is opened when the first handle is made.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 namespace hios::cuda {
@@ -24,5 +25,23 @@ struct CublasApi {
                                          long long int, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
 };
 const CublasApi& cublas_api();
+
+// cuBLASLt's entry points, for products with a bias added in the epilogue (the library is the
+// one cuBLAS loads anyway), opened the same way.
+struct CublasLtApi {
+  decltype(&::cublasLtCreate) create = nullptr;
+  decltype(&::cublasLtDestroy) destroy = nullptr;
+  decltype(&::cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&::cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&::cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&::cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&::cublasLtMatmulPreferenceCreate) preference_create = nullptr;
+  decltype(&::cublasLtMatmulPreferenceDestroy) preference_destroy = nullptr;
+  decltype(&::cublasLtMatmulPreferenceSetAttribute) preference_set = nullptr;
+  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&::cublasLtMatmul) matmul = nullptr;
+};
+const CublasLtApi& cublas_lt_api();
 
 }  // namespace hios::cuda

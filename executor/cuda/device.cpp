@@ -370,6 +370,7 @@ StreamResources::StreamResources(int device, int index, int priority) : device_(
 
 StreamResources::~StreamResources() {
   (void)cudaSetDevice(device_);
+  if (cublas_lt_) (void)cublas_lt_api().destroy(cublas_lt_);
   if (cublas_) (void)cublas_api().destroy(cublas_);
   if (cudnn_) (void)cudnnDestroy(cudnn_);
   if (stream_) (void)cudaStreamDestroy(stream_);
@@ -384,6 +385,14 @@ cublasHandle_t StreamResources::cublas() {
   cublas_workspace_ = DeviceBuffer(device_, size_t(32) << 20, strprintf("the cuBLAS workspace of stream %d", index_));
   HIOS_CUBLAS_CHECK(cublas_api().set_workspace(cublas_, cublas_workspace_.get(), cublas_workspace_.bytes()));
   return cublas_;
+}
+
+cublasLtHandle_t StreamResources::cublas_lt() {
+  (void)cublas();  // its workspace
+  if (cublas_lt_) return cublas_lt_;
+  HIOS_CUDA_CHECK(cudaSetDevice(device_));
+  HIOS_CUBLAS_CHECK(cublas_lt_api().create(&cublas_lt_));
+  return cublas_lt_;
 }
 
 void StreamResources::reserve_workspace(size_t bytes) {

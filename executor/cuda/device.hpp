@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <cmath>
@@ -70,6 +71,11 @@ class StreamResources {
   cudnnHandle_t cudnn() const { return cudnn_; }
   // Made on first use (while planning: never inside a capture), bound to this stream.
   cublasHandle_t cublas();
+  // cuBLASLt's handle, made on first use as cublas() is; its products use cuBLAS's workspace
+  // (one stream runs one at a time).
+  cublasLtHandle_t cublas_lt();
+  void* cublas_workspace() const { return cublas_workspace_.get(); }
+  size_t cublas_workspace_bytes() const { return cublas_workspace_.bytes(); }
   int index() const { return index_; }
 
   // Grow-only: called while planning, before any capture, so pointers stay fixed afterwards.
@@ -88,6 +94,7 @@ class StreamResources {
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublas_lt_ = nullptr;
   DeviceBuffer cublas_workspace_;
   DeviceBuffer workspace_;
   DeviceBuffer scratch_;

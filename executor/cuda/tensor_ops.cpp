@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include <cublas_v2.h>
@@ -538,6 +539,92 @@ void emit_gemm(PlanCtx& c, const Gemm& g) {
   });
 }
 
+// cuBLASLt's descriptors of one product, made while planning and kept by its launch.
+struct LtProduct {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  LtProduct() = default;
+  LtProduct(const LtProduct&) = delete;
+  LtProduct& operator=(const LtProduct&) = delete;
+  ~LtProduct() {
+    const CublasLtApi& lt = cublas_lt_api();
+    for (cublasLtMatrixLayout_t l : {a, b, y}) {
+      if (l) (void)lt.layout_destroy(l);
+    }
+    if (desc) (void)lt.desc_destroy(desc);
+  }
+};
+
+// One product (g.count 1) with `bias` (n elements, y's type) added to every row of Y in
+// cuBLASLt's epilogue: Y is written once, where broadcasting the bias into Y first and adding
+// it through beta writes Y twice and reads it once more. False when cuBLASLt offers no
+// algorithm for it (nothing is emitted then), and in the dry pass.
+bool emit_gemm_bias(PlanCtx& c, const Gemm& g, const void* bias) {
+  if (c.dry || g.count != 1 || g.beta != 0) return false;
+  if (g.m >= (int64_t(1) << 31) || g.n >= (int64_t(1) << 31) || g.k >= (int64_t(1) << 31)) return false;
+  const CublasLtApi& lt = cublas_lt_api();
+  const cublasLtHandle_t handle = c.res.cublas_lt();
+  auto p = std::make_shared<LtProduct>();
+  const cublasComputeType_t compute = c.eng.math() == MathMode::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t type = cublas_type(g.elem);
+  // Column-major, as emit_gemm: Y^T (n x m) = op(B)^T (n x k) op(A)^T (k x m).
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  HIOS_CUBLAS_CHECK(lt.desc_create(&p->desc, compute, CUDA_R_32F));
+  HIOS_CUBLAS_CHECK(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+  HIOS_CUBLAS_CHECK(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+  HIOS_CUBLAS_CHECK(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  HIOS_CUBLAS_CHECK(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  const uint64_t m = uint64_t(g.m), n = uint64_t(g.n), k = uint64_t(g.k);
+  HIOS_CUBLAS_CHECK(lt.layout_create(&p->a, type, g.trans_b ? k : n, g.trans_b ? n : k, int64_t(g.trans_b ? k : n)));
+  HIOS_CUBLAS_CHECK(lt.layout_create(&p->b, type, g.trans_a ? m : k, g.trans_a ? k : m, int64_t(g.trans_a ? m : k)));
+  HIOS_CUBLAS_CHECK(lt.layout_create(&p->y, type, n, m, int64_t(n)));
+  cublasLtMatmulPreference_t pref = nullptr;
+  HIOS_CUBLAS_CHECK(lt.preference_create(&pref));
+  const size_t most = c.res.cublas_workspace_bytes();
+  cublasLtMatmulHeuristicResult_t found{};
+  int count = 0;
+  cublasStatus_t s = lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &most, sizeof most);
+  // The heuristics assume 256-byte aligned matrices unless told: views into scratch and
+  // slices are aligned less.
+  auto aligned = [](const void* ptr) {
+    uint32_t a = 256;
+    while (a > 1 && reinterpret_cast<uintptr_t>(ptr) % a != 0) a /= 2;
+    return a;
+  };
+  const uint32_t align[4] = {aligned(g.b), aligned(g.a), aligned(g.y), aligned(g.y)};
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; ++i) s = lt.preference_set(pref, which[i], &align[i], sizeof align[i]);
+  if (s == CUBLAS_STATUS_SUCCESS) s = lt.heuristic(handle, p->desc, p->a, p->b, p->y, p->y, pref, 1, &found, &count);
+  (void)lt.preference_destroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || count < 1 || found.state != CUBLAS_STATUS_SUCCESS || found.workspaceSize > most) {
+    return false;
+  }
+  p->algo = found.algo;
+  p->workspace = found.workspaceSize;
+  const float alpha = g.alpha, beta = 0;
+  const void *pa = g.a, *pb = g.b;
+  void* py = g.y;
+  c.emit([p, handle, alpha, beta, pa, pb, py](StreamResources& r) {
+    HIOS_CUBLAS_CHECK(cublas_lt_api().matmul(handle, p->desc, &alpha, pb, p->a, pa, p->b, &beta, py, p->y, py, p->y,
+                                             &p->algo, r.cublas_workspace(), r.cublas_workspace_bytes(), r.stream()));
+  });
+  return true;
+}
+
+// Whether addend C (a matmul's third operand, times beta) is one bias per column of an m x n
+// product: its last dim n, every other 1, its elements consecutive.
+bool bias_per_column(const View& addend, int64_t n, double beta) {
+  if (beta != 1 || addend.shape.numel() != n || addend.shape.rank < 1 || addend.shape.dim(addend.shape.rank - 1) != n) {
+    return false;
+  }
+  return row_major(addend);
+}
+
 // Y = A B of `count` dense m x k and k x n matrices into m x n ones, alpha 1, nothing added.
 Gemm dense_gemm(const void* a, const void* b, void* y, int64_t m, int64_t n, int64_t k, int64_t count, Elem elem) {
   Gemm g;
@@ -591,10 +678,6 @@ void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   // The result where cuBLAS can write it: y, or row-major scratch copied into y afterwards.
   const View out = product_target(c, y);
   Gemm g = dense_gemm(A.ptr, B.ptr, out.ptr, m, n, k, batch, y.elem);
-  if (raw.size() > 2) {  // the addend, broadcast into the result first, then added by cuBLAS
-    plan_pointwise(c, {raw[2]}, out, MapFn::Copy, 0, 0, 0);
-    g.beta = float(a.beta);
-  }
   g.trans_a = a.trans_a;
   g.trans_b = a.trans_b;
   if (ba == 1) g.stride_a = 0;
@@ -607,6 +690,16 @@ void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
     g.count = 1;
   }
   g.alpha = float(a.alpha);
+  if (raw.size() > 2) {
+    // A bias per output feature (a linear layer's) in cuBLASLt's epilogue; any other addend is
+    // broadcast into the result first, then added by cuBLAS's beta.
+    if (bias_per_column(raw[2], n, a.beta) && emit_gemm_bias(c, g, raw[2].ptr)) {
+      copy_product_into(c, out, y);
+      return;
+    }
+    plan_pointwise(c, {raw[2]}, out, MapFn::Copy, 0, 0, 0);
+    g.beta = float(a.beta);
+  }
   emit_gemm(c, g);
   copy_product_into(c, out, y);
 }

@@ -147,7 +147,8 @@ TEST_CASE("attention on the GPU matches the CPU reference: masked and causal, bo
 
 // A projection of every token by one weight matrix (a transformer's Q/K/V and MLP products):
 // A [1, 4, 8, 16] (4 x 8 rows) times a constant B [16, 12], which the CUDA path runs as one
-// product of 32 rows, plus a transposed-B Gemm with an addend; both layouts, every math mode.
+// product of 32 rows, plus a transposed-B Gemm; each with a bias per output feature as its
+// addend (cuBLASLt's bias epilogue where it takes them); both layouts, every math mode.
 TEST_CASE("matmul by one weight matrix on the GPU matches the CPU reference: batch rows folded into one product",
           "[gpu][ops][general]") {
   REQUIRE_GPU();
@@ -167,7 +168,10 @@ TEST_CASE("matmul by one weight matrix on the GPU matches the CPU reference: bat
   for (size_t k = 0; k < wt.size(); ++k) wt[k] = 0.05 * double(int(k * 5 % 11) - 5);
   for (size_t k = 0; k < addend.size(); ++k) addend[k] = 0.25 * double(k) - 1;
   json& nodes = j["blocks"][0]["nodes"];
-  nodes[0]["constants"] = json::array({{{"operand", 1}, {"dims", {16, 12}}, {"dtype", "float32"}, {"values", w}}});
+  std::vector<double> bias(12);
+  for (size_t k = 0; k < bias.size(); ++k) bias[k] = 0.5 - 0.125 * double(k);
+  nodes[0]["constants"] = json::array({{{"operand", 1}, {"dims", {16, 12}}, {"dtype", "float32"}, {"values", w}},
+                                       {{"operand", 2}, {"dims", {1, 12}}, {"dtype", "float32"}, {"values", bias}}});
   nodes[1]["constants"] = json::array({{{"operand", 1}, {"dims", {12, 16}}, {"dtype", "float32"}, {"values", wt}},
                                        {{"operand", 2}, {"dims", {12}}, {"dtype", "float32"}, {"values", addend}}});
   const Graph g = graph_from_json(j);

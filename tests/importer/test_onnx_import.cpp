@@ -5,6 +5,7 @@
 // importer may accept the result or throw hios::Error; anything else (another exception, a
 // crash, a sanitizer report in the sanitizer build) fails. Fixed-seed, so a failure reproduces;
 // HIOS_FUZZ_CASES sets the number of cases (default 1500), HIOS_FUZZ_SEED another seed.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -316,6 +317,48 @@ TEST_CASE("import: a transpose that moves only dims of size 1 becomes a reshape"
   REQUIRE(y >= 0);
   CHECK(r.graph.nodes[size_t(y)].op.kind == OpKind::Transpose);
   CHECK(r.graph.nodes[size_t(y)].shape.dims() == std::vector<int64_t>{2, 6, 1, 4});
+}
+// Every exporter's linear layer is MatMul by the weight, then Add of the bias: one matmul node
+// with the bias as its addend, whichever side of the Add the bias is on. A bias that is not
+// along the last dim, or a product read by another node too, stays an Add.
+TEST_CASE("import: a MatMul then an Add of a bias along the last dim is one matmul with the bias as its addend") {
+  struct Case {
+    bool bias_first, across_rows, product_read_again;
+    bool fused() const { return !across_rows && !product_read_again; }
+  };
+  for (const Case& cs : {Case{false, false, false}, Case{true, false, false}, Case{false, true, false},
+                         Case{false, false, true}}) {
+    onnx::ModelProto m = model_with_input("linear", 17, {1, 6, 8});
+    onnx::GraphProto& g = *m.mutable_graph();
+    g.add_output()->set_name("y");
+    *g.add_initializer() = tensor("w", {8, 5}, ramp(40, 0.1f));
+    *g.add_initializer() = cs.across_rows ? tensor("b", {6, 1}, ramp(6, 0.5f)) : tensor("b", {1, 5}, ramp(5, 0.5f));
+    node(g, "MatMul", {"x", "w"}, "mm");
+    node(g, "Add", cs.bias_first ? std::vector<std::string>{"b", "mm"} : std::vector<std::string>{"mm", "b"}, "y");
+    if (cs.product_read_again) {
+      node(g, "Relu", {"mm"}, "r");
+      g.add_output()->set_name("r");
+    }
+    const importer::OnnxImport r = import_model(m, "linear-bias");
+    INFO("bias first " << cs.bias_first << ", across rows " << cs.across_rows << ", product read again "
+                       << cs.product_read_again);
+    int matmuls = 0, binaries = 0;
+    for (const Node& n : r.graph.nodes) {
+      matmuls += n.op.kind == OpKind::MatMul;
+      binaries += n.op.kind == OpKind::Binary;
+    }
+    CHECK(matmuls == 1);
+    CHECK(binaries == (cs.fused() ? 0 : 1));
+    for (const Node& n : r.graph.nodes) {
+      if (n.op.kind != OpKind::MatMul) continue;
+      CHECK(n.shape.dims() == std::vector<int64_t>{1, 6, 5});
+      REQUIRE(n.constants.size() == (cs.fused() ? 2u : 1u));
+      if (cs.fused()) CHECK(n.constants[1].operand == 2);
+    }
+    const bool said = std::find(r.folded.begin(), r.folded.end(),
+                                "1 Adds of a bias into the matrix product before them") != r.folded.end();
+    CHECK(said == cs.fused());
+  }
 }
 // NASNet's shape: cell k reads cells k-1 and k-2, so no node is a cut every path passes through.
 TEST_CASE("import: cells that read the two previous cells are blocks of their own, not one block") {
