@@ -343,6 +343,43 @@ TEST_CASE("NHWC resize: the image kernels and the general walk give the same bit
   }
 }
 
+// Plain copies (a transpose that keeps the last dim, [A, B, n] to [B, A, n]) run in words where
+// the run and strides allow 16, 8 or 4 bytes, element by element otherwise: the same bits
+// either way.
+TEST_CASE("copies in words and by element give the bits of a host transpose", "[gpu][kernels]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  for (Elem elem : {Elem::F32, Elem::BF16}) {
+    for (int64_t n : {64, 6, 3, 1}) {
+      const int64_t A = 5, B = 7;
+      DeviceBuffer x(A * B * n, elem, rng), y(A * B * n, elem, rng);
+      MapParams p;
+      p.elem = elem;
+      p.rank = 3;
+      const int64_t dims[3] = {B, A, n}, ys[3] = {A * n, n, 1}, xs[3] = {n, B * n, 1};
+      for (int d = 0; d < 3; ++d) {
+        p.dims[d] = dims[d];
+        p.y_stride[d] = ys[d];
+        p.in[0].stride[d] = xs[d];
+      }
+      p.y = y.p;
+      p.in[0].ptr = x.p;
+      launch_map(p, nullptr);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      const std::vector<unsigned char> xb = x.bits(), yb = y.bits();
+      const size_t eb = elem_bytes(elem);
+      std::vector<unsigned char> want(yb.size());
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t a = 0; a < A; ++a) {
+          std::copy_n(xb.begin() + ((a * B + b) * n) * int64_t(eb), n * int64_t(eb), want.begin() + ((b * A + a) * n) * int64_t(eb));
+        }
+      }
+      INFO("transpose of runs of " << n << ", elem " << int(elem));
+      CHECK(yb == want);
+    }
+  }
+}
+
 // The channel pad's copy: each pixel's channels, then zeros, in every element size and width.
 TEST_CASE("channel pad copy: each pixel's channels then zeros", "[gpu][kernels]") {
   REQUIRE_GPU();
