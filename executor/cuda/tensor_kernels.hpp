@@ -137,6 +137,30 @@ struct ResizeParams {
   int image_kernel = 0;
 };
 void launch_resize(const ResizeParams& p, cudaStream_t stream);
+
+// Attention as one kernel (executor/cuda/attention.cu): for each of `batch` entries, Q
+// [sq, d], K [sk, d], V [sk, dv] and Y [sq, dv] at their batch and row strides (elements, each
+// row's elements consecutive), an additive mask broadcast to the scores [sq, sk] (its offset
+// per entry from the entry's coordinates in lead_dims, the scores' dims before the last two),
+// optionally causal. Head sizes 64 and 128, d = dv; compute capability 8 and up.
+struct FlashAttentionParams {
+  Elem elem = Elem::F32;
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *mask = nullptr;
+  void* y = nullptr;
+  int64_t batch = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  int64_t q_batch = 0, q_row = 0, k_batch = 0, k_row = 0, v_batch = 0, v_row = 0, y_batch = 0, y_row = 0;
+  int lead_rank = 0;
+  int64_t lead_dims[kMaxTensorDims] = {};
+  int64_t mask_lead_stride[kMaxTensorDims] = {};
+  int64_t mask_row = 0, mask_col = 0;
+  float scale = 1;
+  int causal = 0;
+};
+bool flash_attention_fits(const FlashAttentionParams& p, int compute_capability_major);
+// Lets the kernel of this type and head size have its shared memory (over the default 48 KB)
+// on the current device: called while planning, outside any capture, before the first launch.
+void prepare_flash_attention(Elem elem, int64_t d);
+void launch_flash_attention(const FlashAttentionParams& p, cudaStream_t stream);
 bool resize_image_fits(const ResizeParams& p);
 bool resize_image_rows_fit(const ResizeParams& p);
 

@@ -704,10 +704,58 @@ void plan_matmul(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   copy_product_into(c, out, y);
 }
 
-// Attention (graph/ops.hpp, AttentionAttrs) as the chain it replaces, in one node: the scores
-// scale * Q K^T by one batched product into row-major scratch, the mask and the causal mask
-// (a table of 0 and -infinity, made once per shape) added in place, the softmax over the keys in
-// place (a warp reads its line before it writes it), then the product with V.
+// The fused kernel's arguments for attention over row-major Q, K, V into row-major `out`, the
+// mask (when given) broadcast to the scores' dims.
+FlashAttentionParams flash_params(const AttentionAttrs& a, const View& Q, const View& K, const View& V, const View* mask,
+                                  const View& out, const Shape& score_shape) {
+  const int r = Q.shape.rank;
+  FlashAttentionParams f;
+  f.elem = out.elem;
+  f.q = Q.ptr;
+  f.k = K.ptr;
+  f.v = V.ptr;
+  f.y = out.ptr;
+  f.sq = Q.shape.dim(r - 2);
+  f.sk = K.shape.dim(r - 2);
+  f.d = Q.shape.dim(r - 1);
+  f.dv = V.shape.dim(r - 1);
+  f.batch = Q.shape.numel() / (f.sq * f.d);
+  f.q_row = f.d;
+  f.q_batch = f.sq * f.d;
+  f.k_row = f.d;
+  f.k_batch = f.sk * f.d;
+  f.v_row = f.dv;
+  f.v_batch = f.sk * f.dv;
+  f.y_row = f.dv;
+  f.y_batch = f.sq * f.dv;
+  f.lead_rank = r - 2;
+  for (int d = 0; d < r - 2; ++d) f.lead_dims[d] = score_shape.dim(d);
+  if (mask) {
+    int64_t dims[kMaxTensorDims] = {}, stride[kMaxTensorDims] = {};
+    for (int d = 0; d < r; ++d) dims[d] = score_shape.dim(d);
+    broadcast_strides(*mask, r, dims, stride);
+    f.mask = mask->ptr;
+    for (int d = 0; d < r - 2; ++d) f.mask_lead_stride[d] = stride[d];
+    f.mask_row = stride[r - 2];
+    f.mask_col = stride[r - 1];
+  }
+  f.scale = float(a.scale);
+  f.causal = a.causal ? 1 : 0;
+  return f;
+}
+
+int compute_capability_major(int device) {
+  int major = 0;
+  HIOS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major;
+}
+
+// Attention (graph/ops.hpp, AttentionAttrs) as one fused kernel (executor/cuda/attention.cu)
+// where it applies and measured faster, once per shape; otherwise as the chain it replaces, in
+// one node: the scores scale * Q K^T by one batched product into row-major scratch, the mask and
+// the causal mask (a table of 0 and -infinity, made once per shape) added in place, the softmax
+// over the keys in place (a warp reads its line before it writes it), then the product with V.
+// Strict fp32 (--math fp32) keeps the chain: the fused kernel's products are TF32.
 void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
   const AttentionAttrs& a = op.as<AttentionAttrs>();
   const std::vector<View> raw = float_operands(c, in);
@@ -718,6 +766,8 @@ void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const
   Shape score_shape = Q.shape;
   score_shape.dim(r - 1) = sk;
   const View scores = row_major_scratch(c, score_shape);
+  const View out = product_target(c, y);
+  const size_t chain_first = c.dry ? 0 : c.launches->size();
   Gemm qk = dense_gemm(Q.ptr, K.ptr, scores.ptr, sq, sk, d, batch, y.elem);
   qk.trans_b = true;
   qk.alpha = float(a.scale);
@@ -751,8 +801,28 @@ void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const
   softmax.kind = OpKind::Softmax;
   softmax.attrs = SoftmaxAttrs{SoftmaxFn::Softmax, r - 1};
   plan_softmax_axis(c, softmax, scores, scores);
-  const View out = product_target(c, y);
   emit_gemm(c, dense_gemm(scores.ptr, V.ptr, out.ptr, sq, dv, sk, batch, y.elem));
+  if (!c.dry && c.eng.math() != MathMode::Fp32) {
+    const FlashAttentionParams f = flash_params(a, Q, K, V, a.mask ? &raw.at(3) : nullptr, out, score_shape);
+    if (flash_attention_fits(f, compute_capability_major(c.eng.device()))) {
+      prepare_flash_attention(f.elem, f.d);
+      const std::string key = strprintf("attention %d %lld %lld %lld %lld %lld mask %d causal %d math %d", int(y.elem),
+                                        (long long)batch, (long long)sq, (long long)sk, (long long)d, (long long)dv,
+                                        int(a.mask), int(a.causal), int(c.eng.math()));
+      std::vector<Launch>& launches = *c.launches;
+      const cudaStream_t st = c.res.stream();
+      const bool fused = measured_once(c.eng.device(), key, [&] {
+        const double chain = time_on_stream(st, [&] {
+          for (size_t i = chain_first; i < launches.size(); ++i) launches[i](c.res);
+        });
+        return time_on_stream(st, [&] { launch_flash_attention(f, st); }) < chain;
+      });
+      if (fused) {
+        launches.resize(chain_first);
+        c.emit([f](StreamResources& r) { launch_flash_attention(f, r.stream()); });
+      }
+    }
+  }
   copy_product_into(c, out, y);
 }
 

@@ -380,6 +380,120 @@ TEST_CASE("copies in words and by element give the bits of a host transpose", "[
   }
 }
 
+// The fused attention kernel against attention in double on the host, from the same (rounded)
+// operands: head sizes 64 and 128, query and key counts that are not multiples of the 64-row
+// tiles, an additive mask broadcast over the heads with -infinity in it, causal, and a row
+// masked away entirely (NaN, as the CPU reference gives).
+TEST_CASE("fused attention kernel matches attention in double", "[gpu][kernels]") {
+  REQUIRE_GPU();
+  std::mt19937 rng(43);
+  int major = 0;
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
+  struct Case {
+    Elem elem;
+    int64_t d, sq, sk;
+    bool mask, causal;
+  };
+  for (const Case& cs : {Case{Elem::F32, 64, 77, 130, false, false}, Case{Elem::BF16, 64, 197, 197, true, false},
+                         Case{Elem::F16, 128, 65, 64, false, true}, Case{Elem::F32, 128, 40, 150, true, true},
+                         Case{Elem::BF16, 64, 128, 63, true, true}}) {
+    const int64_t heads = 3, d = cs.d, sq = cs.sq, sk = cs.sk;
+    // Values in the storage type, and the same values back as floats for the host.
+    auto upload = [&](const std::vector<float>& host, void** dev) {
+      void* tmp = nullptr;
+      REQUIRE(cudaMalloc(&tmp, host.size() * 4) == cudaSuccess);
+      REQUIRE(cudaMalloc(dev, host.size() * elem_bytes(cs.elem)) == cudaSuccess);
+      REQUIRE(cudaMemcpy(tmp, host.data(), host.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+      launch_cast(tmp, Elem::F32, *dev, cs.elem, int64_t(host.size()), nullptr);
+      launch_cast(*dev, cs.elem, tmp, Elem::F32, int64_t(host.size()), nullptr);
+      std::vector<float> back(host.size());
+      REQUIRE(cudaMemcpy(back.data(), tmp, host.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+      cudaFree(tmp);
+      return back;
+    };
+    std::vector<float> mask_host(size_t(sq * sk), 0.f);
+    if (cs.mask) {
+      for (size_t k = 0; k < mask_host.size(); ++k) mask_host[k] = (k * 7) % 11 == 0 ? -INFINITY : 0.1f * float(k % 5);
+      for (int64_t j = 0; j < sk; ++j) mask_host[size_t(5 * sk + j)] = -INFINITY;  // row 5 masked away
+    }
+    void *q = nullptr, *k = nullptr, *v = nullptr, *m = nullptr, *y = nullptr;
+    const std::vector<float> qh = upload(gputest::random_values(heads * sq * d, rng), &q);
+    const std::vector<float> kh = upload(gputest::random_values(heads * sk * d, rng), &k);
+    const std::vector<float> vh = upload(gputest::random_values(heads * sk * d, rng), &v);
+    const std::vector<float> mh = upload(mask_host, &m);
+    REQUIRE(cudaMalloc(&y, size_t(heads * sq * d) * elem_bytes(cs.elem)) == cudaSuccess);
+    FlashAttentionParams p;
+    p.elem = cs.elem;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.y = y;
+    p.mask = cs.mask ? m : nullptr;
+    p.batch = heads;
+    p.sq = sq;
+    p.sk = sk;
+    p.d = p.dv = d;
+    p.q_row = p.k_row = p.v_row = p.y_row = d;
+    p.q_batch = p.y_batch = sq * d;
+    p.k_batch = p.v_batch = sk * d;
+    p.lead_rank = 1;
+    p.lead_dims[0] = heads;
+    p.mask_lead_stride[0] = 0;  // one mask for every head
+    p.mask_row = sk;
+    p.mask_col = 1;
+    p.scale = float(1 / std::sqrt(double(d)));
+    p.causal = cs.causal ? 1 : 0;
+    REQUIRE(flash_attention_fits(p, major));
+    prepare_flash_attention(p.elem, p.d);
+    launch_flash_attention(p, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    std::vector<float> got(size_t(heads * sq * d));
+    {
+      void* tmp = nullptr;
+      REQUIRE(cudaMalloc(&tmp, got.size() * 4) == cudaSuccess);
+      launch_cast(y, cs.elem, tmp, Elem::F32, int64_t(got.size()), nullptr);
+      REQUIRE(cudaMemcpy(got.data(), tmp, got.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+      cudaFree(tmp);
+    }
+    double err = 0, norm = 0;
+    bool nan_row_ok = true;
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < sq; ++i) {
+        std::vector<double> s(static_cast<size_t>(sk));
+        double most = -INFINITY;
+        for (int64_t j = 0; j < sk; ++j) {
+          double x = 0;
+          for (int64_t e = 0; e < d; ++e) x += double(qh[size_t((h * sq + i) * d + e)]) * double(kh[size_t((h * sk + j) * d + e)]);
+          x *= double(p.scale);
+          if (cs.mask) x += double(mh[size_t(i * sk + j)]);
+          if (cs.causal && j > i) x = -INFINITY;
+          s[size_t(j)] = x;
+          most = std::max(most, x);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < sk; ++j) sum += std::exp(s[size_t(j)] - most);
+        for (int64_t e = 0; e < d; ++e) {
+          double want = 0;
+          for (int64_t j = 0; j < sk; ++j) want += std::exp(s[size_t(j)] - most) / sum * double(vh[size_t((h * sk + j) * d + e)]);
+          const double g = got[size_t((h * sq + i) * d + e)];
+          if (!std::isfinite(most)) {  // every key masked: NaN
+            nan_row_ok = nan_row_ok && std::isnan(g);
+            continue;
+          }
+          err += (g - want) * (g - want);
+          norm += want * want;
+        }
+      }
+    }
+    const double rel = std::sqrt(err / std::max(norm, 1e-30));
+    INFO("attention " << int(cs.elem) << " d" << d << " " << sq << "x" << sk << " mask " << cs.mask << " causal "
+                      << cs.causal << ": relative error " << rel);
+    CHECK(rel < (cs.elem == Elem::BF16 ? 2e-2 : 5e-3));
+    CHECK(nan_row_ok);
+    for (void* b : {q, k, v, m, y}) cudaFree(b);
+  }
+}
+
 // The channel pad's copy: each pixel's channels, then zeros, in every element size and width.
 TEST_CASE("channel pad copy: each pixel's channels then zeros", "[gpu][kernels]") {
   REQUIRE_GPU();
