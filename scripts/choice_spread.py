@@ -4,8 +4,8 @@
 Every database `hios tune` writes keeps its algorithm choices ("choices": per convolution
 signature, the implementation kept and the time it measured). The same signature with the same
 implementation and engine configuration should time about the same on the same card in every
-database; a spread means the timing measured something other than the GPU's work (docs/executor.md,
-"Timing the candidates of a choice"). For each card, this counts the signatures chosen with one
+database; a spread means the timing measured something other than the GPU's work
+(docs/cuda-kernels.md, "Timing the candidates of a choice"). For each card, this counts the signatures chosen with one
 implementation in two or more databases whose largest recorded time exceeds RATIO x the smallest,
 and prints the worst.
 
