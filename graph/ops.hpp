@@ -250,11 +250,15 @@ struct NormAttrs {
 // query (key j > query i, ONNX Attention's upper-left alignment) as a mask of -infinity would.
 // A query whose every key is masked to -infinity gets NaN, as the softmax it stands for does.
 // The importer's pattern pass turns both PyTorch exporters' MatMul-Scale-Softmax-MatMul chains
-// into ONNX's Attention, and that into this op.
+// into ONNX's Attention, and that into this op. With `token_major`, Q, K, V and the result are
+// [..., S, H, D] instead (each token's heads side by side, as the projections write them, rank
+// at least 3): the attention of head h reads [..., :, h, :]; the mask still broadcasts to the
+// scores [..., H, Sq, Sk]. The importer folds the head transposes around an attention into it.
 struct AttentionAttrs {
   double scale = 1;
   bool causal = false;
   bool mask = false;
+  bool token_major = false;
 };
 
 // NumPy matmul of operands A and B (rank >= 1, batch dims broadcast), then alpha * it plus an

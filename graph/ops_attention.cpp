@@ -1,6 +1,7 @@
 // The attention op's row of the op table: scaled dot-product attention over the last two dims
 // (graph/ops.hpp, AttentionAttrs), its shape and type rules, counts, JSON and label.
 #include <cmath>
+#include <utility>
 
 #include "graph/error.hpp"
 #include "graph/ops_tensor.hpp"
@@ -19,11 +20,26 @@ bool mask_broadcasts(const Shape& m, const Shape& scores) {
   return true;
 }
 
-Shape infer_attention(const Op& op, const std::vector<Shape>& in, const InferContext& ctx) {
+// A token-major operand [..., S, H, D] as the head-major [..., H, S, D] it stands for.
+Shape head_major(const Shape& s) {
+  Shape h = s;
+  std::swap(h.dim(s.rank - 3), h.dim(s.rank - 2));
+  return h;
+}
+
+Shape infer_attention(const Op& op, const std::vector<Shape>& in_shapes, const InferContext& ctx) {
   const AttentionAttrs& a = op.as<AttentionAttrs>();
   const size_t want = a.mask ? 4 : 3;
-  HIOS_CHECK(in.size() == want, "node '%s': attention takes %zu operands (q, k, v%s), got %zu", ctx.node.c_str(), want,
-             a.mask ? ", mask" : "", in.size());
+  HIOS_CHECK(in_shapes.size() == want, "node '%s': attention takes %zu operands (q, k, v%s), got %zu", ctx.node.c_str(),
+             want, a.mask ? ", mask" : "", in_shapes.size());
+  std::vector<Shape> in = in_shapes;
+  if (a.token_major) {
+    for (int k = 0; k < 3; ++k) {
+      HIOS_CHECK(in[size_t(k)].rank >= 3, "node '%s': token-major attention's operand %d %s is not of rank 3 or more",
+                 ctx.node.c_str(), k, in[size_t(k)].str().c_str());
+      in[size_t(k)] = head_major(in[size_t(k)]);
+    }
+  }
   const Shape &q = in[0], &k = in[1], &v = in[2];
   HIOS_CHECK(q.rank >= 2 && k.rank == q.rank && v.rank == q.rank,
              "node '%s': attention's q %s, k %s and v %s are not of one rank of at least 2", ctx.node.c_str(),
@@ -56,22 +72,22 @@ Shape infer_attention(const Op& op, const std::vector<Shape>& in, const InferCon
   }
   Shape out = q;
   out.dim(r - 1) = v.dim(r - 1);
-  return out;
+  return a.token_major ? head_major(out) : out;
 }
 
 OpCost count_attention(const Op& op, const std::vector<Shape>& in, const Shape& out, DType t) {
-  const Shape &q = in[0], &k = in[1];
+  const bool tm = op.as<AttentionAttrs>().token_major;
+  const Shape q = tm ? head_major(in[0]) : in[0], k = tm ? head_major(in[1]) : in[1];
   const int r = q.rank;
-  const double batch = double(out.numel()) / double(out.dim(r - 2) * out.dim(r - 1));
   const double sq = double(q.dim(r - 2)), sk = double(k.dim(r - 2)), d = double(q.dim(r - 1));
   const double dv = double(out.dim(r - 1));
+  const double batch = double(out.numel()) / (sq * dv);
   OpCost c;
   // Two products and the softmax's five passes over the scores (scale and mask, max, exp, sum,
   // divide); a fused kernel reads Q, K, V and the mask once and writes the result once.
   c.flops = batch * sq * sk * (2 * d + 2 * dv + 5);
   c.bytes_read = value_bytes(in, t);
   c.bytes_written = value_bytes(out, t);
-  (void)op;
   return c;
 }
 
@@ -80,6 +96,7 @@ void write_attention(const Op& op, json& j) {
   j["scale"] = a.scale;
   if (a.causal) j["causal"] = true;
   if (a.mask) j["mask"] = true;
+  if (a.token_major) j["token_major"] = true;
 }
 
 void read_attention(Op& op, JsonObject& o) {
@@ -87,13 +104,15 @@ void read_attention(Op& op, JsonObject& o) {
   a.scale = o.get_number("scale");
   a.causal = o.get_bool("causal", false);
   a.mask = o.get_bool("mask", false);
+  a.token_major = o.get_bool("token_major", false);
   HIOS_CHECK(std::fabs(a.scale) < 1e30, "%s: scale %g (its magnitude below 1e30)", o.child_path("scale").c_str(), a.scale);
   op.attrs = a;
 }
 
 std::string describe_attention(const Op& op) {
   const AttentionAttrs& a = op.as<AttentionAttrs>();
-  return strprintf("attention x%.4g%s%s", a.scale, a.causal ? " causal" : "", a.mask ? " masked" : "");
+  return strprintf("attention x%.4g%s%s%s", a.scale, a.causal ? " causal" : "", a.mask ? " masked" : "",
+                   a.token_major ? " token-major" : "");
 }
 
 RowRange attention_rows(const Op&, RowRange out, int64_t in_h) { return out.empty() ? RowRange{} : RowRange{0, in_h}; }

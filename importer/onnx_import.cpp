@@ -48,6 +48,7 @@ OnnxImport Importer::run() {
   map_nodes();
   refuse_problems();
   std::vector<Value> outs = read_graph_outputs();
+  fold_head_transposes(outs);
   if (outs.size() > 1) {
     // Several results: the last block ends in a join of them (graph/ops_tensor.cpp).
     Pending j;
@@ -523,6 +524,61 @@ Pending* Importer::sole_producer(const std::string& value, OpKind kind) {
 }
 
 // --- structure -------------------------------------------------------------------------
+
+void Importer::fold_head_transposes(const std::vector<Value>& results) {
+  std::vector<int> readers(nodes_.size(), 0), only_reader(nodes_.size(), -1);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    for (const Term& t : nodes_[i].inputs) {
+      for (const Value& v : t) {
+        ++readers[size_t(v.node)];
+        only_reader[size_t(v.node)] = int(i);
+      }
+    }
+  }
+  for (const Value& v : results) readers[size_t(v.node)] += 2;  // a result is never folded away
+  // A whole-value transpose swapping the two dims before the last, and nothing else.
+  auto head_swap = [&](int node) {
+    const Pending& p = nodes_[size_t(node)];
+    if (p.op.kind != OpKind::Transpose || p.inputs.size() != 1 || p.inputs[0].size() != 1) return false;
+    const std::vector<int>& perm = p.op.as<TransposeAttrs>().perm;
+    const int r = int(perm.size());
+    if (r < 3) return false;
+    for (int d = 0; d < r; ++d) {
+      const int want = d == r - 3 ? r - 2 : d == r - 2 ? r - 3 : d;
+      if (perm[size_t(d)] != want) return false;
+    }
+    const Value& src = p.inputs[0][0];
+    return src.begin == 0 && src.end < 0;
+  };
+  int folded = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Pending& at = nodes_[i];
+    if (at.op.kind != OpKind::Attention || at.op.as<AttentionAttrs>().token_major) continue;
+    if (readers[i] != 1 || !head_swap(only_reader[i]) || at.inputs.size() < 3) continue;
+    bool operands = true;
+    for (int k = 0; k < 3 && operands; ++k) {
+      const Term& t = at.inputs[size_t(k)];
+      operands = t.size() == 1 && t[0].begin == 0 && t[0].end < 0 && readers[size_t(t[0].node)] == 1 && head_swap(t[0].node);
+    }
+    if (!operands) continue;
+    const int back = only_reader[i];
+    Pending moved = at;
+    for (int k = 0; k < 3; ++k) moved.inputs[size_t(k)] = nodes_[size_t(at.inputs[size_t(k)][0].node)].inputs[0];
+    std::get<AttentionAttrs>(moved.op.attrs).token_major = true;
+    moved.name = nodes_[size_t(back)].name;
+    moved.shape = nodes_[size_t(back)].shape;
+    moved.dtype = nodes_[size_t(back)].dtype;
+    // The transpose back becomes the attention (its readers and its name stay); the attention
+    // and the three transposes before it are left unread, and pruned.
+    nodes_[size_t(back)] = std::move(moved);
+    at.inputs.clear();
+    at.constants.clear();
+    at.stored_constants.clear();
+    at.op = make_op(OpKind::Identity);
+    ++folded;
+  }
+  if (folded) folded_["head transposes around an attention into it"] += 4 * folded;
+}
 
 // The nodes the output depends on, in order (the input placeholder first).
 std::vector<int> Importer::prune(int output) const {

@@ -171,6 +171,10 @@ class Importer {
 
   // --- structure (onnx_import.cpp)
   std::vector<int> prune(int output) const;
+  // Attention whose Q, K and V are head transposes ([.., S, H, D] to [.., H, S, D]) that only it
+  // reads, and whose result only a transpose back reads: token-major attention reading the
+  // transposes' inputs, in the place of the transpose back (AttentionAttrs::token_major).
+  void fold_head_transposes(const std::vector<Value>& results);
   std::vector<std::vector<int>> find_blocks(const std::vector<int>& kept) const;
   OnnxImport emit(const std::vector<int>& kept, const std::vector<std::vector<int>>& blocks);
 };

@@ -756,8 +756,10 @@ int compute_capability_major(int device) {
 // the causal mask (a table of 0 and -infinity, made once per shape) added in place, the softmax
 // over the keys in place (a warp reads its line before it writes it), then the product with V.
 // Strict fp32 (--math fp32) keeps the chain: the fused kernel's products are TF32.
+void plan_token_major_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y);
 void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
   const AttentionAttrs& a = op.as<AttentionAttrs>();
+  if (a.token_major) return plan_token_major_attention(c, op, in, y);
   const std::vector<View> raw = float_operands(c, in);
   const View Q = row_major_of(c, raw.at(0)), K = row_major_of(c, raw.at(1)), V = row_major_of(c, raw.at(2));
   const int r = Q.shape.rank;
@@ -823,6 +825,74 @@ void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const
       }
     }
   }
+  copy_product_into(c, out, y);
+}
+
+// Token-major attention (Q, K, V, Y [..., S, H, D]): its operands copied head-major, the
+// attention above, the result copied back; or, where every leading dim is 1 and the fused
+// kernel applies, that kernel reading each head's rows where they lie (rows H * D elements
+// apart, heads D apart), with no copy at all. The faster of the two, timed once per shape.
+void plan_token_major_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const View& y) {
+  AttentionAttrs a = op.as<AttentionAttrs>();
+  const std::vector<View> raw = float_operands(c, in);
+  const View Q = row_major_of(c, raw.at(0)), K = row_major_of(c, raw.at(1)), V = row_major_of(c, raw.at(2));
+  const int r = Q.shape.rank;
+  auto head_major = [](Shape s) {
+    std::swap(s.dim(s.rank - 3), s.dim(s.rank - 2));
+    return s;
+  };
+  // Copies between a row-major token-major view and a row-major head-major one (either way).
+  auto swap_copy = [&](const View& from, const View& to) {
+    const Walk wf = walk_of(from), wt = walk_of(to);
+    int64_t src[kMaxTensorDims] = {};
+    std::copy(wf.stride, wf.stride + r, src);
+    std::swap(src[r - 3], src[r - 2]);
+    plan_copy(c, from.ptr, src, to.ptr, wt.stride, r, wt.dims, y.elem, 0);
+  };
+  const size_t first = c.dry ? 0 : c.launches->size();
+  const View Qh = row_major_scratch(c, head_major(Q.shape)), Kh = row_major_scratch(c, head_major(K.shape)),
+             Vh = row_major_scratch(c, head_major(V.shape)), Yh = row_major_scratch(c, head_major(y.shape));
+  swap_copy(Q, Qh);
+  swap_copy(K, Kh);
+  swap_copy(V, Vh);
+  Op inner = op;
+  a.token_major = false;
+  inner.attrs = a;
+  std::vector<View> ops{Qh, Kh, Vh};
+  if (a.mask) ops.push_back(raw.at(3));
+  plan_attention(c, inner, ops, Yh);
+  swap_copy(Yh, y);
+  const View out = product_target(c, y);
+  int64_t lead = 1;
+  for (int d = 0; d < r - 3; ++d) lead *= Q.shape.dim(d);
+  if (c.dry || lead != 1 || c.eng.math() == MathMode::Fp32) return;
+  Shape score_shape = head_major(Q.shape);
+  score_shape.dim(r - 1) = K.shape.dim(r - 3);
+  FlashAttentionParams f = flash_params(a, Qh, Kh, Vh, a.mask ? &raw.at(3) : nullptr, out, score_shape);
+  const int64_t heads = Q.shape.dim(r - 2);
+  f.q = Q.ptr;
+  f.k = K.ptr;
+  f.v = V.ptr;
+  f.q_row = f.k_row = heads * f.d;
+  f.v_row = f.y_row = heads * f.dv;
+  f.q_batch = f.k_batch = f.d;
+  f.v_batch = f.y_batch = f.dv;
+  if (!flash_attention_fits(f, compute_capability_major(c.eng.device()))) return;
+  prepare_flash_attention(f.elem, f.d);
+  const std::string key = strprintf("token-major attention %d %lld %lld %lld %lld %lld mask %d causal %d math %d",
+                                    int(y.elem), (long long)f.batch, (long long)f.sq, (long long)f.sk, (long long)f.d,
+                                    (long long)f.dv, int(a.mask), int(a.causal), int(c.eng.math()));
+  std::vector<Launch>& launches = *c.launches;
+  const cudaStream_t st = c.res.stream();
+  const bool direct = measured_once(c.eng.device(), key, [&] {
+    const double copied = time_on_stream(st, [&] {
+      for (size_t i = first; i < launches.size(); ++i) launches[i](c.res);
+    });
+    return time_on_stream(st, [&] { launch_flash_attention(f, st); }) < copied;
+  });
+  if (!direct) return;
+  launches.resize(first);
+  c.emit([f](StreamResources& res) { launch_flash_attention(f, res.stream()); });
   copy_product_into(c, out, y);
 }
 

@@ -111,3 +111,62 @@ TEST_CASE("attention: operands of other ranks, head sizes or key counts are refu
   refused(R"("scale": 1)", "[1, 2, 3, 10]", "has not the head size");
   refused(R"("scale": 1)", "[2, 1, 6, 5]", "differ in leading dim 0");
 }
+
+// Token-major attention (AttentionAttrs::token_major): Q, K and V [1, 6 tokens, 2 heads, D], the
+// result [1, 6, 2, 3], each head's attention the head-major one's, mask and causal included.
+TEST_CASE("attention: token-major operands give the head-major result transposed") {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(60), v(36);
+  for (float& e : x) e = nd(rng);
+  for (float& e : v) e = nd(rng);
+  // v as the token-major constant: [token][head][3] from [head][token][3].
+  std::vector<float> vt(36);
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 6; ++j) {
+      for (int e = 0; e < 3; ++e) vt[size_t((j * 2 + h) * 3 + e)] = v[size_t((h * 6 + j) * 3 + e)];
+    }
+  }
+  std::string values;
+  for (size_t i = 0; i < vt.size(); ++i) values += (i ? "," : "") + std::to_string(vt[i]);
+  auto graph = [&](const std::string& fields, bool masked) {
+    const std::string text = R"({"format": "hios-graph", "version": 1, "name": "attention", "batch": 1, "height": 6,
+      "width": 5, "dtype": "float32", "input": {"name": "image", "op": "input", "channels": 2, "shape": [1, 2, 6, 5]},
+      "outputs": ["att"], "blocks": [{"name": "b", "exit": "att", "nodes": [
+        {"name": "q", "op": "transpose", "perm": [0, 2, 1, 3], "inputs": [["image"]], "shape": [1, 6, 2, 5]},
+        {"name": "k", "op": "activation", "activation": "tanh", "inputs": [["q"]], "shape": [1, 6, 2, 5]},
+        {"name": "att", "op": "attention", "token_major": true, )" + fields + R"(, "inputs": [["q"], ["k"]],
+         "constants": [{"operand": 2, "dims": [1, 6, 2, 3], "dtype": "float32", "values": [)" + values + R"(]})" +
+                             (masked ? R"(,
+           {"operand": 3, "dims": [1, 6], "dtype": "float32", "values": [0, -1e30, 0.5, 0, -2, -1e30]})" : "") + R"(],
+         "shape": [1, 6, 2, 3]}]}]})";
+    return graph_from_json(json::parse(text));
+  };
+  auto transposed = [](const std::vector<double>& head_major) {
+    std::vector<double> out(head_major.size());
+    for (int h = 0; h < 2; ++h) {
+      for (int i = 0; i < 6; ++i) {
+        for (int e = 0; e < 3; ++e) out[size_t((i * 2 + h) * 3 + e)] = head_major[size_t((h * 6 + i) * 3 + e)];
+      }
+    }
+    return out;
+  };
+  const double mask[6] = {0, double(-1e30f), 0.5, 0, -2, double(-1e30f)};
+  CHECK(test::relative_error(run_attention_cpu(graph(R"("scale": 0.4, "mask": true)", true), x),
+                             transposed(direct_attention(x, v, 0.4, mask, false))) < 1e-6);
+  CHECK(test::relative_error(run_attention_cpu(graph(R"("scale": 0.7, "causal": true)", false), x),
+                             transposed(direct_attention(x, v, 0.7, nullptr, true))) < 1e-6);
+  // Token-major operands need a heads dim: rank 2 is refused, naming the node.
+  const std::string err = test::error_of([&] {
+    const std::string text = R"({"format": "hios-graph", "version": 1, "name": "a", "batch": 1, "height": 6, "width": 5,
+      "dtype": "float32", "input": {"name": "image", "op": "input", "channels": 2, "shape": [1, 2, 6, 5]},
+      "outputs": ["att"], "blocks": [{"name": "b", "exit": "att", "nodes": [
+        {"name": "flat", "op": "reshape", "dims": [12, 5], "inputs": [["image"]], "shape": [12, 5]},
+        {"name": "att", "op": "attention", "token_major": true, "scale": 1, "inputs": [["flat"], ["flat"], ["flat"]],
+         "shape": [12, 5]}]}]})";
+    (void)graph_from_json(json::parse(text));
+  });
+  INFO(err);
+  CHECK(err.find("node 'att'") != std::string::npos);
+  CHECK(err.find("not of rank 3 or more") != std::string::npos);
+}

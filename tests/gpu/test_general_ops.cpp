@@ -145,6 +145,43 @@ TEST_CASE("attention on the GPU matches the CPU reference: masked and causal, bo
   });
 }
 
+// Attention of head size 64, where the fused kernel applies (timed against the chain, so either
+// may run): token-major (16 tokens x 2 heads x 64, read in place or copied head-major), masked
+// and causal, and head-major through explicit transposes; against the CPU in every math mode
+// and both layouts.
+TEST_CASE("attention on the GPU matches the CPU reference: head size 64, token-major and head-major",
+          "[gpu][ops][general]") {
+  REQUIRE_GPU();
+  const json j = json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "attention64", "batch": 1, "height": 2, "width": 64, "dtype": "float32",
+    "input": {"name": "image", "op": "input", "channels": 16, "shape": [1, 16, 2, 64]},
+    "outputs": ["sum"],
+    "blocks": [{"name": "b", "exit": "sum", "nodes": [
+      {"name": "k", "op": "activation", "activation": "tanh", "inputs": [["image"]], "shape": [1, 16, 2, 64]},
+      {"name": "v", "op": "activation", "activation": "sigmoid", "inputs": [["image"]], "shape": [1, 16, 2, 64]},
+      {"name": "masked", "op": "attention", "scale": 0.125, "mask": true, "token_major": true,
+       "inputs": [["image"], ["k"], ["v"]],
+       "constants": [{"operand": 3, "dims": [1, 16], "dtype": "float32",
+                      "values": [0, -1e30, 0.5, 0, -2, 0, 1, -1e30, 0, 0, 0.25, 0, 0, -1, 0, 0]}],
+       "shape": [1, 16, 2, 64]},
+      {"name": "causal", "op": "attention", "scale": 0.125, "causal": true, "token_major": true,
+       "inputs": [["image"], ["k"], ["v"]], "shape": [1, 16, 2, 64]},
+      {"name": "qh", "op": "transpose", "perm": [0, 2, 1, 3], "inputs": [["image"]], "shape": [1, 2, 16, 64]},
+      {"name": "kh", "op": "transpose", "perm": [0, 2, 1, 3], "inputs": [["k"]], "shape": [1, 2, 16, 64]},
+      {"name": "vh", "op": "transpose", "perm": [0, 2, 1, 3], "inputs": [["v"]], "shape": [1, 2, 16, 64]},
+      {"name": "heads", "op": "attention", "scale": 0.125, "inputs": [["qh"], ["kh"], ["vh"]], "shape": [1, 2, 16, 64]},
+      {"name": "back", "op": "transpose", "perm": [0, 2, 1, 3], "inputs": [["heads"]], "shape": [1, 16, 2, 64]},
+      {"name": "both", "op": "add", "inputs": [["masked"], ["causal"]], "shape": [1, 16, 2, 64]},
+      {"name": "sum", "op": "add", "inputs": [["both"], ["back"]], "shape": [1, 16, 2, 64]}
+    ]}]})");
+  const Graph g = graph_from_json(j);
+  // Sums of 64 products per score: TF32's and 16-bit storage's rounding of the operands, and
+  // in 16-bit storage the chain's scores rounded to it as well.
+  expect_gpu_matches_cpu(g, exec::make_inputs(g, 6), {g.find("sum")}, [](const std::string& math) {
+    return math == "bf16" ? 5e-2 : math == "fp16" ? 1e-2 : math == "tf32" ? 5e-3 : 2e-3;
+  });
+}
+
 // A projection of every token by one weight matrix (a transformer's Q/K/V and MLP products):
 // A [1, 4, 8, 16] (4 x 8 rows) times a constant B [16, 12], which the CUDA path runs as one
 // product of 32 rows, plus a transposed-B Gemm; each with a bias per output feature as its

@@ -360,6 +360,51 @@ TEST_CASE("import: a MatMul then an Add of a bias along the last dim is one matm
     CHECK(said == cs.fused());
   }
 }
+// An exporter's attention reads Q, K and V transposed from [1, S, H, D] to [1, H, S, D] and its
+// result is transposed back: one token-major attention reading the untransposed tensors, in the
+// place of the transpose back. Where the result is also read as it is, nothing is folded.
+TEST_CASE("import: the head transposes around an attention fold into a token-major attention") {
+  for (bool result_read_too : {false, true}) {
+    onnx::ModelProto m = model_with_input("heads", 17, {1, 6, 2, 4});
+    onnx::GraphProto& g = *m.mutable_graph();
+    g.add_output()->set_name("y");
+    *g.add_initializer() = tensor("two", {}, {2.f});
+    node(g, "Relu", {"x"}, "qs");
+    node(g, "Sigmoid", {"x"}, "ks");
+    node(g, "Tanh", {"x"}, "vs");
+    attr_ints(node(g, "Transpose", {"qs"}, "q"), "perm", {0, 2, 1, 3});
+    attr_ints(node(g, "Transpose", {"ks"}, "k"), "perm", {0, 2, 1, 3});
+    attr_ints(node(g, "Transpose", {"vs"}, "v"), "perm", {0, 2, 1, 3});
+    attr_ints(node(g, "Transpose", {"k"}, "kt"), "perm", {0, 1, 3, 2});
+    node(g, "MatMul", {"q", "kt"}, "s");
+    node(g, "Div", {"s", "two"}, "sd");
+    attr_int(node(g, "Softmax", {"sd"}, "p"), "axis", -1);
+    node(g, "MatMul", {"p", "v"}, "o");
+    attr_ints(node(g, "Transpose", {"o"}, "y"), "perm", {0, 2, 1, 3});
+    if (result_read_too) {
+      node(g, "Relu", {"o"}, "o2");
+      g.add_output()->set_name("o2");
+    }
+    const importer::OnnxImport r = import_model(m, "head-transposes");
+    INFO("result read too " << result_read_too);
+    int transposes = 0, attentions = 0;
+    for (const Node& n : r.graph.nodes) {
+      transposes += n.op.kind == OpKind::Transpose;
+      attentions += n.op.kind == OpKind::Attention;
+    }
+    CHECK(attentions == 1);
+    CHECK(transposes == (result_read_too ? 4 : 0));
+    const int y = r.graph.find("y");
+    REQUIRE(y >= 0);
+    const Node& ny = r.graph.nodes[size_t(y)];
+    CHECK((ny.op.kind == OpKind::Attention) == !result_read_too);
+    CHECK(ny.shape.dims() == std::vector<int64_t>{1, 6, 2, 4});
+    if (!result_read_too) {
+      CHECK(ny.op.as<AttentionAttrs>().token_major);
+      CHECK(r.graph.nodes[size_t(ny.inputs[0][0].node)].name == "qs");
+    }
+  }
+}
 // NASNet's shape: cell k reads cells k-1 and k-2, so no node is a cut every path passes through.
 TEST_CASE("import: cells that read the two previous cells are blocks of their own, not one block") {
   onnx::ModelProto m = model_with_input("cells", 17, {1, 8, 6, 6});
