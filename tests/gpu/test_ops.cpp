@@ -176,6 +176,26 @@ TEST_CASE("dilated depthwise convolutions match the CPU reference", "[gpu][ops]"
   }
 }
 
+// Over the convolution choices made so far: every signature forced to a candidate (its key
+// holds `always`) chose `impl`, and none where it was forbidden (`never`). Returns how many
+// were forced.
+namespace {
+int forced_choices_kept(const std::string& impl, const std::string& always, const std::string& never) {
+  int forced = 0;
+  const json choices = cuda::conv_choices(0);
+  for (const auto& [key, recipe] : choices.items()) {
+    const bool kept = recipe.value("impl", std::string()) == impl;
+    INFO(key << ": " << recipe.dump());
+    if (key.find(always) != std::string::npos) {
+      ++forced;
+      CHECK(kept);
+    }
+    if (key.find(never) != std::string::npos) CHECK_FALSE(kept);
+  }
+  return forced;
+}
+}  // namespace
+
 // Dense dilated convolutions that keep the size (DeepLab's atrous backbone and ASPP) computed
 // directly and through the phase split (conv.hpp), sizes not multiples of the dilation
 // included: both against the CPU, and the split really chosen where it was forced.
@@ -203,18 +223,7 @@ TEST_CASE("dilated convolutions through the phase split match the CPU reference"
     }
   }
   // Every forced problem (the NHWC runs) chose the split, and none where it was off.
-  int forced = 0;
-  const json choices = cuda::conv_choices(0);
-  for (const auto& [key, recipe] : choices.items()) {
-    const bool split = recipe.value("impl", std::string()) == "phase-split";
-    INFO(key << ": " << recipe.dump());
-    if (key.find(" phases always") != std::string::npos) {
-      ++forced;
-      CHECK(split);
-    }
-    if (key.find(" phases never") != std::string::npos) CHECK_FALSE(split);
-  }
-  CHECK(forced >= 5);
+  CHECK(forced_choices_kept("phase-split", " phases always", " phases never") >= 5);
 }
 
 // Convolutions of images with fewer channels than a 16-byte pixel (an RGB stem) computed
@@ -243,18 +252,7 @@ TEST_CASE("convolutions of few-channel images through the channel pad match the 
     }
   }
   // Every forced problem (the NHWC runs) chose the pad, and none where it was off.
-  int forced = 0;
-  const json choices = cuda::conv_choices(0);
-  for (const auto& [key, recipe] : choices.items()) {
-    const bool padded = recipe.value("impl", std::string()) == "channel-pad";
-    INFO(key << ": " << recipe.dump());
-    if (key.find(" pad always") != std::string::npos) {
-      ++forced;
-      CHECK(padded);
-    }
-    if (key.find(" pad never") != std::string::npos) CHECK_FALSE(padded);
-  }
-  CHECK(forced >= 6);
+  CHECK(forced_choices_kept("channel-pad", " pad always", " pad never") >= 6);
 }
 
 TEST_CASE("pooling matches the CPU reference, ceil_mode and padding included", "[gpu][ops]") {
