@@ -151,10 +151,13 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
   for (const exec::Instr& in : p.instrs) {
     if (in.kind == exec::InstrKind::Alloc) {
       const Node& nd = g.nodes.at(size_t(in.node));
-      HIOS_CHECK(is_float(nd.dtype), "node '%s' holds %s values: the cuda backend holds float tensors only "
+      // Integer tensors: graph inputs (token ids, masks) held as they are given, which the
+      // gathers and casts that read them take; 16-bit storage refuses them (program.cpp).
+      HIOS_CHECK(is_float(nd.dtype) || (nd.dtype == DType::I64 && g.is_input(in.node)),
+                 "node '%s' holds %s values: the cuda backend holds float tensors and int64 graph inputs only "
                  "(--backend cpu runs integer and bool tensors)", nd.name.c_str(), dtype_name(nd.dtype));
       // RankSession::load sized the program for this backend's element_bytes().
-      const int64_t want = nd.shape.numel() * int64_t(element_bytes());
+      const int64_t want = nd.shape.numel() * int64_t(is_float(nd.dtype) ? element_bytes() : dtype_size(nd.dtype));
       HIOS_CHECK(in.bytes == want, "cuda backend: Alloc of '%s' asks for %lld bytes, its shape %s holds %lld in %s",
                  nd.name.c_str(), (long long)in.bytes, nd.shape.str().c_str(), (long long)want, math_mode_name(math_));
       Tensor& t = tensors_[size_t(in.node)];

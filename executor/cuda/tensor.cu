@@ -167,11 +167,15 @@ __global__ void map_kernel(const __grid_constant__ MapParams p) {
 #pragma unroll
     for (int d = 0; d < N; ++d) {
       if (R > 0 || d < p.rank) {
-        const I cd = d == p.gather_dim ? I(p.gather_table[at.c[d]]) : at.c[d];
+        I cd = at.c[d];
+        if (d == p.gather_dim) {
+          const int64_t t = p.gather_table[at.c[d]];
+          cd = I(t < 0 ? t + p.gather_wrap : t);
+        }
         ao += cd * I(p.in[0].stride[d]);
       }
     }
-    float v = ld(a + ao);
+    float v = p.fn == MapFn::FromInt64 ? float(static_cast<const int64_t*>(p.in[0].ptr)[ao]) : ld(a + ao);
     if (p.fn == MapFn::Activation) {
       v = apply_activation(p.code, v, p.alpha, p.beta);
     } else if (p.fn == MapFn::Binary) {

@@ -24,7 +24,8 @@ struct StridedOperand {
   int64_t stride[kMaxTensorDims] = {};
 };
 
-enum class MapFn : int { Copy = 0, Activation = 1, Binary = 2 };
+// FromInt64: operand a holds int64 values (a graph input's token ids or mask), converted.
+enum class MapFn : int { Copy = 0, Activation = 1, Binary = 2, FromInt64 = 3 };
 
 // y[i] = fn(a[i]) or fn(a[i], b[i]) for every index i of `dims`. With gather_dim >= 0, operand
 // a's coordinate along that dim is gather_table[coordinate] (ONNX's Gather on one axis, the
@@ -42,6 +43,7 @@ struct MapParams {
   float alpha = 0, beta = 0;
   int gather_dim = -1;
   const int64_t* gather_table = nullptr;  // device memory
+  int64_t gather_wrap = 0;  // > 0: a negative table value v stands for v + gather_wrap (ONNX)
   int round = 0;  // 1, 2: round each result to float16, bfloat16 before storing it (fp32 storage)
 };
 void launch_map(const MapParams& p, cudaStream_t stream);

@@ -5,8 +5,9 @@
 // operands get stride 0, and dims that are contiguous in every operand are merged first.
 //
 // What has no kernel yet is refused when the program is prepared, with one line naming the node
-// and what it needs (--backend cpu runs every op): where, gather by computed indices or of
-// elements, and tensors of integers or bools. Matrix products and attention are planned in
+// and what it needs (--backend cpu runs every op): where, gather of elements, and tensors of
+// integers or bools other than int64 graph inputs (token ids and masks, which gathers and
+// casts read). Matrix products and attention are planned in
 // executor/cuda/matmul_ops.cpp.
 #include <algorithm>
 #include <cmath>
@@ -259,6 +260,29 @@ void plan_expand(PlanCtx& c, const std::vector<View>& in, const View& y) {
 }
 
 void plan_cast(PlanCtx& c, const std::vector<View>& in, const View& y) {
+  const Node& nd = node_of(c);
+  const int src = nd.inputs.at(0).at(0).node;
+  const DType from = c.eng.graph().nodes.at(size_t(src)).dtype;
+  if (!is_float(from)) {
+    // An int64 graph input (a padding mask): read as the row-major values it was given.
+    if (from != DType::I64) refuse_general(c, strprintf("a cast of %s values (int64 ones run)", dtype_name(from)).c_str());
+    const Walk wy = walk_of(y);
+    MapParams p;
+    p.elem = y.elem;
+    p.rank = wy.rank;
+    p.fn = MapFn::FromInt64;
+    std::copy(wy.dims, wy.dims + kMaxTensorDims, p.dims);
+    std::copy(wy.stride, wy.stride + kMaxTensorDims, p.y_stride);
+    if (p.rank > 0) p.in[0].stride[p.rank - 1] = 1;
+    for (int d = p.rank - 2; d >= 0; --d) p.in[0].stride[d] = p.in[0].stride[d + 1] * p.dims[d + 1];
+    p.in[0].ptr = c.dry ? nullptr : c.eng.output_ptr(src);
+    p.y = y.ptr;
+    p.round = rounding_of(c, y);
+    order_by_output(p.rank, p.dims, {p.y_stride, p.in[0].stride});
+    collapse(p.rank, p.dims, {p.y_stride, p.in[0].stride});
+    emit_map(c, p);
+    return;
+  }
   // Float to float: the storage type is one for all, so a cast is a copy (rounded to a 16-bit
   // target type on fp32 storage).
   plan_pointwise(c, float_operands(c, in), y, MapFn::Copy, 0, 0, 0);
@@ -271,10 +295,27 @@ void plan_gather(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   const GatherAttrs& a = op.as<GatherAttrs>();
   if (a.elements) refuse_general(c, "gather_elements");
   const Constant* idx = nd.constant(1);
-  if (nd.constant(0) || !idx) refuse_general(c, "a gather by computed indices or of constant data");
-  const View x = in.at(0);
+  // The data: a computed tensor, or, by computed indices (token ids), a constant one (an
+  // embedding table). Computed indices are an int64 graph input's values, as given.
+  View x;
+  int ids = -1;
+  if (idx) {
+    if (nd.constant(0)) refuse_general(c, "a gather of constant data by constant indices");
+    x = in.at(0);
+  } else {
+    ids = nd.inputs.at(size_t(nd.term_of_operand(1))).at(0).node;
+    const DType t = c.eng.graph().nodes.at(size_t(ids)).dtype;
+    if (t != DType::I64) refuse_general(c, strprintf("a gather by %s indices (int64 ones run)", dtype_name(t)).c_str());
+    if (const Constant* data = nd.constant(0)) {
+      if (!is_float(data->dtype)) refuse_general(c, "a gather of integer data");
+      void* ptr = c.dry ? nullptr : const_cast<void*>(c.eng.node_constant(c.node, 0));
+      x = whole_view(ptr, data->shape, Layout::Nchw, c.eng.elem());
+    } else {
+      x = in.at(size_t(nd.term_of_operand(0)));
+    }
+  }
   const Walk wx = walk_of(x);
-  const int64_t k = idx->shape.numel(), dim = wx.dims[a.axis];
+  const int64_t k = idx ? idx->shape.numel() : c.eng.graph().nodes.at(size_t(ids)).shape.numel(), dim = wx.dims[a.axis];
   MapParams p;
   p.elem = y.elem;
   p.rank = wx.rank;
@@ -296,6 +337,12 @@ void plan_gather(PlanCtx& c, const Op& op, const std::vector<View>& in, const Vi
   p.gather_dim = a.axis;
   p.round = rounding_of(c, y);
   if (c.dry) return;
+  if (ids >= 0) {  // in range: the inputs were checked when they were read (graph/input_values.hpp)
+    p.gather_table = static_cast<const int64_t*>(c.eng.output_ptr(ids));
+    p.gather_wrap = dim;
+    emit_map(c, p);
+    return;
+  }
   const std::vector<std::vector<uint8_t>> host = exec::make_node_constants(c.eng.graph(), c.node, c.eng.seed());
   std::vector<int64_t> table(static_cast<size_t>(k));
   for (int64_t i = 0; i < k; ++i) {

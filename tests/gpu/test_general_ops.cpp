@@ -12,6 +12,7 @@
 #include "graph/json_codec.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/gpu_util.hpp"
+#include "tests/test_util.hpp"
 
 using namespace hios;
 
@@ -180,6 +181,63 @@ TEST_CASE("attention on the GPU matches the CPU reference: head size 64, token-m
   expect_gpu_matches_cpu(g, exec::make_inputs(g, 6), {g.find("sum")}, [](const std::string& math) {
     return math == "bf16" ? 5e-2 : math == "fp16" ? 1e-2 : math == "tf32" ? 5e-3 : 2e-3;
   });
+}
+
+// Token ids and a padding mask as int64 graph inputs (a transformer's embedding lookup): a
+// gather of a constant table by the ids and a cast of the mask, against the CPU in fp32 and
+// TF32 and both layouts; 16-bit storage refuses the graph in one line naming the int64 input.
+TEST_CASE("int64 token ids and masks on the GPU: gather and cast match the CPU reference", "[gpu][ops][general]") {
+  REQUIRE_GPU();
+  json j = json::parse(R"({
+    "format": "hios-graph", "version": 1, "name": "embedding", "batch": 1, "height": 1, "width": 1, "dtype": "float32",
+    "input": {"name": "ids", "op": "input", "dims": [1, 16], "dtype": "int64", "shape": [1, 16]},
+    "more_inputs": [{"name": "mask", "op": "input", "dims": [1, 16], "dtype": "int64", "shape": [1, 16]}],
+    "outputs": ["out"],
+    "blocks": [{"name": "b", "exit": "out", "nodes": [
+      {"name": "tok", "op": "gather", "axis": 0, "inputs": [["ids"]], "shape": [1, 16, 64]},
+      {"name": "mf", "op": "cast", "to": "float32", "inputs": [["mask"]], "shape": [1, 16]},
+      {"name": "mr", "op": "reshape", "dims": [1, 16, 1], "inputs": [["mf"]], "shape": [1, 16, 1]},
+      {"name": "out", "op": "binary", "fn": "mul", "inputs": [["tok"], ["mr"]], "shape": [1, 16, 64]}
+    ]}]})");
+  std::vector<double> table(10 * 64);
+  for (size_t k = 0; k < table.size(); ++k) table[k] = 0.01 * double(int(k * 13 % 97) - 48);
+  j["blocks"][0]["nodes"][0]["constants"] =
+      json::array({{{"operand", 0}, {"dims", {10, 64}}, {"dtype", "float32"}, {"values", table}}});
+  const Graph g = graph_from_json(j);
+  auto self = exec::make_self_comm();
+  // Ids 0 to 9 (and -1, the last row, as ONNX allows), a mask of zeros and ones.
+  exec::GraphInputs inputs(2);
+  for (int64_t i = 0; i < 16; ++i) {
+    const int64_t id = i == 3 ? -1 : i % 10, m = i % 3 == 0 ? 0 : 1;
+    for (int k = 0; k < 8; ++k) inputs[0].push_back(uint8_t(uint64_t(id) >> (8 * k)));
+    for (int k = 0; k < 8; ++k) inputs[1].push_back(uint8_t(uint64_t(m) >> (8 * k)));
+  }
+  exec::SessionOptions cpu;
+  cpu.backend = "cpu";
+  auto ref = exec::run_reference(g, cpu, *self, inputs);
+  for (const char* math : {"fp32", "tf32"}) {
+    for (const char* layout : {"nchw", "nhwc"}) {
+      exec::SessionOptions gpu;
+      gpu.backend = "cuda";
+      gpu.math = math;
+      gpu.layout = layout;
+      gpu.device = 0;
+      auto got = exec::run_reference(g, gpu, *self, inputs);
+      const int out = g.find("out");
+      const gputest::Error e =
+          gputest::compare(exec::read_values(got->backend(), g, out), exec::read_values(ref->backend(), g, out));
+      INFO(math << ", " << layout << ": " << e.str());
+      CHECK(e.within(1e-7));
+    }
+  }
+  exec::SessionOptions bf16;
+  bf16.backend = "cuda";
+  bf16.math = "bf16";
+  bf16.device = 0;
+  const std::string err = test::error_of([&] { (void)exec::run_reference(g, bf16, *self, inputs); });
+  INFO(err);
+  CHECK(err.find("'ids'") != std::string::npos);
+  CHECK(err.find("int64") != std::string::npos);
 }
 
 // A projection of every token by one weight matrix (a transformer's Q/K/V and MLP products):
