@@ -32,6 +32,8 @@
 #                  (default inception_v3:2048 inception_v3:2048:bf16 nasnet_large:331)
 #   tune           hios tune, re-tune and `hios run` per MODEL:SIZE:BATCH[:MATH] argument, two GPUs
 #   onnx           models exported from PyTorch, imported, run and compared (MODEL:SIZE:EXPORTER)
+#   bert           Hugging Face BERT encoders (BERT_CONFIGS, BERT_SEQS, BERT_MATH): exported, imported,
+#                  run with their int64 ids and mask against PyTorch, torch.compile timed
 #   torch-check    hios's inception_v3 against PyTorch's with the same weights
 #   serve, serve-scaling   hios serve on one GPU; on one and two GPUs with replicas
 #   shapes         shape sets: many input shapes from one process
@@ -163,7 +165,7 @@ suite_ab() {
   REPEATS=${REPEATS:-2} TAIL=5 suite_script ab timing-ab "$@"
 }
 
-declare -A SCRIPT_SUITES=([bench]=bench [table]=table [tune]=tune [onnx]=onnx [torch-check]=torch-check
+declare -A SCRIPT_SUITES=([bench]=bench [table]=table [tune]=tune [onnx]=onnx [bert]=bert [torch-check]=torch-check
   [serve]=serve [serve-scaling]=serve-scaling [shapes]=shapes [sweep]=sweep [kernels]=kernels
   [launch-order]=launch-order [split-probe]=split-probe [profile]=profile [analytic]=analytic
   [preset-fit]=preset-fit [presets]=presets [readme]=readme)
