@@ -559,14 +559,21 @@ RankProgram with_element_bytes(RankProgram p, size_t element_bytes) {
 }
 
 RankProgram with_element_bytes(const Graph& g, RankProgram p, size_t element_bytes) {
-  if (element_bytes != 4) {
-    for (int v = 0; v < g.size(); ++v) {
-      HIOS_CHECK(is_float(g.nodes[size_t(v)].dtype),
-                 "node '%s' holds %s values: 16-bit storage (--math fp16 or bf16) takes graphs of float tensors only",
-                 g.nodes[size_t(v)].name.c_str(), dtype_name(g.nodes[size_t(v)].dtype));
-    }
+  if (element_bytes == 4) return with_element_bytes(std::move(p), element_bytes);
+  for (int v = 0; v < g.size(); ++v) {
+    const Node& nd = g.nodes[size_t(v)];
+    HIOS_CHECK(is_float(nd.dtype) || g.is_input(v),
+               "node '%s' holds %s values: 16-bit storage (--math fp16 or bf16) takes integer tensors as graph inputs "
+               "only", nd.name.c_str(), dtype_name(nd.dtype));
   }
-  return with_element_bytes(std::move(p), element_bytes);
+  p = with_element_bytes(std::move(p), element_bytes);
+  for (Instr& in : p.instrs) {
+    if (in.kind != InstrKind::Alloc && in.kind != InstrKind::Send && in.kind != InstrKind::Recv) continue;
+    if (is_float(g.nodes.at(size_t(in.node)).dtype)) continue;
+    in.bytes = g.tensor_bytes(in.node);
+    if (in.kind == InstrKind::Alloc) in.offset = -1;
+  }
+  return p;
 }
 
 Schedule sequential_schedule(const Graph& g) {

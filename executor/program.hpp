@@ -140,8 +140,10 @@ std::vector<RankProgram> lower_all(const Graph& g, const Schedule& s, const Laun
 // shared arena stays valid (the map is linear, so disjoint ranges stay disjoint) and offsets
 // keep element_bytes / 4 of their alignment. Throws on a size that is not whole elements.
 RankProgram with_element_bytes(RankProgram p, size_t element_bytes);
-// The same, refusing a graph with integer or bool tensors when element_bytes is not 4 (their
-// sizes do not scale with the float storage), naming the first such node.
+// The same for graph g. Integer graph inputs (token ids, masks) keep their own sizes: under
+// 16-bit storage their Allocs leave the shared arena (offset -1: a buffer of their own) and
+// their Sends and Recvs keep their bytes. Any other integer or bool tensor is refused when
+// element_bytes is not 4 (its size does not scale with the float storage), naming the first.
 RankProgram with_element_bytes(const Graph& g, RankProgram p, size_t element_bytes);
 
 // The order in which rank src sends tensors to rank dst (what dst's Recvs must follow).

@@ -162,7 +162,8 @@ void CudaBackend::prepare(const Graph& g, const exec::RankProgram& p) {
                  nd.name.c_str(), (long long)in.bytes, nd.shape.str().c_str(), (long long)want, math_mode_name(math_));
       Tensor& t = tensors_[size_t(in.node)];
       t.bytes = size_t(in.bytes);
-      if (p.arena_bytes > 0) {
+      // Outside the arena (offset -1): an integer graph input under 16-bit storage.
+      if (p.arena_bytes > 0 && (in.offset >= 0 || is_float(nd.dtype))) {
         HIOS_CHECK(in.offset >= 0 && in.offset + in.bytes <= p.arena_bytes,
                    "cuda backend: tensor '%s' is planned at offset %lld, outside the %lld-byte arena", nd.name.c_str(),
                    (long long)in.offset, (long long)p.arena_bytes);

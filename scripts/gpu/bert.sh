@@ -4,7 +4,7 @@
 # compared with PyTorch's (max |difference| / max |reference|), and torch.compile timed in the
 # same call.
 #
-#   BERT_CONFIGS="base" BERT_SEQS="128 512" BERT_MATH="fp32 tf32" bash scripts/gpu/bert.sh
+#   BERT_CONFIGS="base" BERT_SEQS="128 512" BERT_MATH="fp32 tf32 bf16" bash scripts/gpu/bert.sh
 #
 # Environment: OUT (results), BUILD_DIR (a build with the importer, default /tmp/b), BERT_RUN_S
 # (the limit of one `hios run`, default 200). Writes OUT/bert.txt and OUT/bert-torch.jsonl.
@@ -26,7 +26,7 @@ for cfg in ${BERT_CONFIGS:-base}; do
       { echo "bert $cfg $seq: import refused: $(grep -m1 error "$d.import.log")" | tee -a "$t"; continue; }
     grep -m1 "^folded" "$d.import.log" | tee -a "$t"
     "$H" schedule --graph "$d/g.json" --algo hios-lp --gpus 1 -o "$d/s.json" >/dev/null 2>&1
-    for math in ${BERT_MATH:-fp32 tf32}; do
+    for math in ${BERT_MATH:-fp32 tf32 bf16}; do
       rc=0
       timeout "${BERT_RUN_S:-200}" "$H" run --graph "$d/g.json" --schedule "$d/s.json" --backend cuda --math "$math" \
         --input "input_ids=$d/input_ids.npy" --input "attention_mask=$d/attention_mask.npy" \

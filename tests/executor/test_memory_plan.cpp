@@ -85,6 +85,47 @@ TEST_CASE("memory plan: every schedule's shared plan is sound and smaller than s
   }
 }
 
+// Token ids under 16-bit storage: the int64 graph input keeps its 8-byte elements in a buffer of
+// its own (offset -1), every float tensor halves; an integer tensor that is not a graph input is
+// refused, naming it.
+TEST_CASE("memory plan: a 16-bit program keeps an int64 graph input's size, outside the arena") {
+  auto graph = [](bool computed_int) {
+    std::string text = R"({"format": "hios-graph", "version": 1, "name": "ids", "batch": 1, "height": 1, "width": 1,
+      "dtype": "float32", "input": {"name": "ids", "op": "input", "dims": [1, 16], "dtype": "int64", "shape": [1, 16]},
+      "outputs": ["out"], "blocks": [{"name": "b", "exit": "out", "nodes": [
+        {"name": "tok", "op": "gather", "axis": 0, "inputs": [["ids"]],
+         "constants": [{"operand": 0, "dims": [10, 8], "dtype": "float32"}], "shape": [1, 16, 8]},)";
+    text += computed_int ? R"(
+        {"name": "again", "op": "cast", "to": "int64", "inputs": [["tok"]], "shape": [1, 16, 8], "dtype": "int64"},
+        {"name": "out", "op": "cast", "to": "float32", "inputs": [["again"]], "shape": [1, 16, 8]}]}]})"
+                         : R"(
+        {"name": "out", "op": "activation", "activation": "tanh", "inputs": [["tok"]], "shape": [1, 16, 8]}]}]})";
+    return graph_from_json(json::parse(text));
+  };
+  const Graph g = graph(false);
+  for (RankProgram p : lower_all(g, test::schedule_with("sequential", g, 1))) {
+    share_buffers(g, p);
+    const RankProgram h = with_element_bytes(g, p, 2);
+    REQUIRE(h.instrs.size() == p.instrs.size());
+    int ints = 0;
+    for (size_t i = 0; i < p.instrs.size(); ++i) {
+      if (p.instrs[i].kind != InstrKind::Alloc) continue;
+      const bool id = g.nodes[size_t(p.instrs[i].node)].dtype == DType::I64;
+      ints += id;
+      CHECK(h.instrs[i].bytes == (id ? p.instrs[i].bytes : p.instrs[i].bytes / 2));
+      if (id) CHECK(h.instrs[i].offset == -1);
+    }
+    CHECK(ints == 1);
+  }
+  const Graph bad = graph(true);
+  for (RankProgram p : lower_all(bad, test::schedule_with("sequential", bad, 1))) {
+    const std::string err = test::error_of([&] { (void)with_element_bytes(bad, p, 2); });
+    INFO(err);
+    CHECK(err.find("node 'again'") != std::string::npos);
+    CHECK(err.find("int64") != std::string::npos);
+  }
+}
+
 TEST_CASE("memory plan: a 16-bit program halves every size and keeps the shared plan's overlaps") {
   const Graph g = build_model("inception_v3", ModelParams{1, 75, 75});
   for (RankProgram p : lower_all(g, test::schedule_with("hios-lp", g, 2))) {

@@ -12,7 +12,6 @@
 #include "graph/json_codec.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/gpu_util.hpp"
-#include "tests/test_util.hpp"
 
 using namespace hios;
 
@@ -184,8 +183,8 @@ TEST_CASE("attention on the GPU matches the CPU reference: head size 64, token-m
 }
 
 // Token ids and a padding mask as int64 graph inputs (a transformer's embedding lookup): a
-// gather of a constant table by the ids and a cast of the mask, against the CPU in fp32 and
-// TF32 and both layouts; 16-bit storage refuses the graph in one line naming the int64 input.
+// gather of a constant table by the ids and a cast of the mask, against the CPU in every math
+// mode (under 16-bit storage the inputs keep their 8 bytes, outside the arena) and both layouts.
 TEST_CASE("int64 token ids and masks on the GPU: gather and cast match the CPU reference", "[gpu][ops][general]") {
   REQUIRE_GPU();
   json j = json::parse(R"({
@@ -215,7 +214,7 @@ TEST_CASE("int64 token ids and masks on the GPU: gather and cast match the CPU r
   exec::SessionOptions cpu;
   cpu.backend = "cpu";
   auto ref = exec::run_reference(g, cpu, *self, inputs);
-  for (const char* math : {"fp32", "tf32"}) {
+  for (const char* math : {"fp32", "tf32", "bf16", "fp16"}) {
     for (const char* layout : {"nchw", "nhwc"}) {
       exec::SessionOptions gpu;
       gpu.backend = "cuda";
@@ -227,17 +226,11 @@ TEST_CASE("int64 token ids and masks on the GPU: gather and cast match the CPU r
       const gputest::Error e =
           gputest::compare(exec::read_values(got->backend(), g, out), exec::read_values(ref->backend(), g, out));
       INFO(math << ", " << layout << ": " << e.str());
-      CHECK(e.within(1e-7));
+      // A gather and a cast are exact; 16-bit storage rounds the table's values once.
+      const std::string m = math;
+      CHECK(e.within(m == "bf16" ? 1e-2 : m == "fp16" ? 1e-3 : 1e-7));
     }
   }
-  exec::SessionOptions bf16;
-  bf16.backend = "cuda";
-  bf16.math = "bf16";
-  bf16.device = 0;
-  const std::string err = test::error_of([&] { (void)exec::run_reference(g, bf16, *self, inputs); });
-  INFO(err);
-  CHECK(err.find("'ids'") != std::string::npos);
-  CHECK(err.find("int64") != std::string::npos);
 }
 
 // A projection of every token by one weight matrix (a transformer's Q/K/V and MLP products):
