@@ -22,9 +22,12 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def config(name):
@@ -69,24 +72,10 @@ def inputs(seq, seed, vocab):
     return ids, mask
 
 
-def timed(fn, warmup, iters):
-    import torch
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        samples.append(start.elapsed_time(stop))
-    return samples
-
-
 def bench(a, ids, mask, path):
     import torch
+    import bench_pytorch
+    bench_pytorch.torch = torch  # its timing loop reads the module's torch
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     rows = []
@@ -109,7 +98,7 @@ def bench(a, ids, mask, path):
                 step()
             torch.cuda.synchronize()
             compile_s = time.time() - t0
-            samples = timed(step, a.warmup, a.iters)
+            samples = bench_pytorch.time_passes(step, a.warmup, a.iters)
         rows.append({"impl": "pytorch", "variant": "compile-ro" + ("-bf16" if math == "bf16" else ""),
                      "model": "bert_" + a.config, "size": a.seq, "batch": 1, "gpus": 1, "math": math,
                      "cuda_graph": True, "median_ms": statistics.median(samples), "min_ms": min(samples),

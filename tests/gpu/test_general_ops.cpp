@@ -203,7 +203,6 @@ TEST_CASE("int64 token ids and masks on the GPU: gather and cast match the CPU r
   j["blocks"][0]["nodes"][0]["constants"] =
       json::array({{{"operand", 0}, {"dims", {10, 64}}, {"dtype", "float32"}, {"values", table}}});
   const Graph g = graph_from_json(j);
-  auto self = exec::make_self_comm();
   // Ids 0 to 9 (and -1, the last row, as ONNX allows), a mask of zeros and ones.
   exec::GraphInputs inputs(2);
   for (int64_t i = 0; i < 16; ++i) {
@@ -211,26 +210,10 @@ TEST_CASE("int64 token ids and masks on the GPU: gather and cast match the CPU r
     for (int k = 0; k < 8; ++k) inputs[0].push_back(uint8_t(uint64_t(id) >> (8 * k)));
     for (int k = 0; k < 8; ++k) inputs[1].push_back(uint8_t(uint64_t(m) >> (8 * k)));
   }
-  exec::SessionOptions cpu;
-  cpu.backend = "cpu";
-  auto ref = exec::run_reference(g, cpu, *self, inputs);
-  for (const char* math : {"fp32", "tf32", "bf16", "fp16"}) {
-    for (const char* layout : {"nchw", "nhwc"}) {
-      exec::SessionOptions gpu;
-      gpu.backend = "cuda";
-      gpu.math = math;
-      gpu.layout = layout;
-      gpu.device = 0;
-      auto got = exec::run_reference(g, gpu, *self, inputs);
-      const int out = g.find("out");
-      const gputest::Error e =
-          gputest::compare(exec::read_values(got->backend(), g, out), exec::read_values(ref->backend(), g, out));
-      INFO(math << ", " << layout << ": " << e.str());
-      // A gather and a cast are exact; 16-bit storage rounds the table's values once.
-      const std::string m = math;
-      CHECK(e.within(m == "bf16" ? 1e-2 : m == "fp16" ? 1e-3 : 1e-7));
-    }
-  }
+  // A gather and a cast are exact; 16-bit storage rounds the table's values once.
+  expect_gpu_matches_cpu(g, inputs, {g.find("out")}, [](const std::string& math) {
+    return math == "bf16" ? 1e-2 : math == "fp16" ? 1e-3 : 1e-7;
+  });
 }
 
 // A projection of every token by one weight matrix (a transformer's Q/K/V and MLP products):
