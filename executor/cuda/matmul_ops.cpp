@@ -280,6 +280,33 @@ FlashAttentionParams flash_params(const AttentionAttrs& a, const View& Q, const 
   return f;
 }
 
+// Where the fused kernel applies (not in strict fp32, whose products must not be TF32), the
+// launches emitted since `first` (the other way of computing the node) are timed against it
+// once per `form` and shape, and replaced by it when it is faster. True when it replaced them.
+int compute_capability_major(int device);
+bool fused_attention_instead(PlanCtx& c, size_t first, const FlashAttentionParams& f, const char* form,
+                             const AttentionAttrs& a) {
+  if (c.dry || c.eng.math() == MathMode::Fp32 || !flash_attention_fits(f, compute_capability_major(c.eng.device()))) {
+    return false;
+  }
+  prepare_flash_attention(f.elem, f.d);
+  const std::string key = strprintf("%s %d %lld %lld %lld %lld %lld mask %d causal %d math %d", form, int(f.elem),
+                                    (long long)f.batch, (long long)f.sq, (long long)f.sk, (long long)f.d, (long long)f.dv,
+                                    int(a.mask), int(a.causal), int(c.eng.math()));
+  std::vector<Launch>& launches = *c.launches;
+  const cudaStream_t st = c.res.stream();
+  const bool fused = measured_once(c.eng.device(), key, [&] {
+    const double other = time_on_stream(st, [&] {
+      for (size_t i = first; i < launches.size(); ++i) launches[i](c.res);
+    });
+    return time_on_stream(st, [&] { launch_flash_attention(f, st); }) < other;
+  });
+  if (!fused) return false;
+  launches.resize(first);
+  c.emit([f](StreamResources& r) { launch_flash_attention(f, r.stream()); });
+  return true;
+}
+
 int compute_capability_major(int device) {
   int major = 0;
   HIOS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -340,26 +367,9 @@ void plan_attention(PlanCtx& c, const Op& op, const std::vector<View>& in, const
   softmax.attrs = SoftmaxAttrs{SoftmaxFn::Softmax, r - 1};
   plan_softmax_axis(c, softmax, scores, scores);
   emit_gemm(c, dense_gemm(scores.ptr, V.ptr, out.ptr, sq, dv, sk, batch, y.elem));
-  if (!c.dry && c.eng.math() != MathMode::Fp32) {
+  if (!c.dry) {
     const FlashAttentionParams f = flash_params(a, Q, K, V, a.mask ? &raw.at(3) : nullptr, out, score_shape);
-    if (flash_attention_fits(f, compute_capability_major(c.eng.device()))) {
-      prepare_flash_attention(f.elem, f.d);
-      const std::string key = strprintf("attention %d %lld %lld %lld %lld %lld mask %d causal %d math %d", int(y.elem),
-                                        (long long)batch, (long long)sq, (long long)sk, (long long)d, (long long)dv,
-                                        int(a.mask), int(a.causal), int(c.eng.math()));
-      std::vector<Launch>& launches = *c.launches;
-      const cudaStream_t st = c.res.stream();
-      const bool fused = measured_once(c.eng.device(), key, [&] {
-        const double chain = time_on_stream(st, [&] {
-          for (size_t i = chain_first; i < launches.size(); ++i) launches[i](c.res);
-        });
-        return time_on_stream(st, [&] { launch_flash_attention(f, st); }) < chain;
-      });
-      if (fused) {
-        launches.resize(chain_first);
-        c.emit([f](StreamResources& r) { launch_flash_attention(f, r.stream()); });
-      }
-    }
+    (void)fused_attention_instead(c, chain_first, f, "attention", a);
   }
   copy_product_into(c, out, y);
 }
@@ -401,7 +411,7 @@ void plan_token_major_attention(PlanCtx& c, const Op& op, const std::vector<View
   const View out = product_target(c, y);
   int64_t lead = 1;
   for (int d = 0; d < r - 3; ++d) lead *= Q.shape.dim(d);
-  if (c.dry || lead != 1 || c.eng.math() == MathMode::Fp32) return;
+  if (c.dry || lead != 1) return;
   Shape score_shape = head_major(Q.shape);
   score_shape.dim(r - 1) = K.shape.dim(r - 3);
   FlashAttentionParams f = flash_params(a, Qh, Kh, Vh, a.mask ? &raw.at(3) : nullptr, out, score_shape);
@@ -413,23 +423,7 @@ void plan_token_major_attention(PlanCtx& c, const Op& op, const std::vector<View
   f.v_row = f.y_row = heads * f.dv;
   f.q_batch = f.k_batch = f.d;
   f.v_batch = f.y_batch = f.dv;
-  if (!flash_attention_fits(f, compute_capability_major(c.eng.device()))) return;
-  prepare_flash_attention(f.elem, f.d);
-  const std::string key = strprintf("token-major attention %d %lld %lld %lld %lld %lld mask %d causal %d math %d",
-                                    int(y.elem), (long long)f.batch, (long long)f.sq, (long long)f.sk, (long long)f.d,
-                                    (long long)f.dv, int(a.mask), int(a.causal), int(c.eng.math()));
-  std::vector<Launch>& launches = *c.launches;
-  const cudaStream_t st = c.res.stream();
-  const bool direct = measured_once(c.eng.device(), key, [&] {
-    const double copied = time_on_stream(st, [&] {
-      for (size_t i = first; i < launches.size(); ++i) launches[i](c.res);
-    });
-    return time_on_stream(st, [&] { launch_flash_attention(f, st); }) < copied;
-  });
-  if (!direct) return;
-  launches.resize(first);
-  c.emit([f](StreamResources& res) { launch_flash_attention(f, res.stream()); });
-  copy_product_into(c, out, y);
+  if (fused_attention_instead(c, first, f, "token-major attention", a)) copy_product_into(c, out, y);
 }
 
 }  // namespace tensor_plan
